@@ -1,0 +1,47 @@
+"""A small image classifier: 3x32x32 images, dynamic batch, 10 classes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+INPUT_NAMES = ["images"]
+OUTPUT_NAMES = ["logits"]
+DYNAMIC_AXES = {"images": {0: "batch"}, "logits": {0: "batch"}}
+NUM_CLASSES = 10
+
+
+def build(seed: int = 0):
+    import torch
+    from torch import nn
+
+    def block(cin: int, cout: int, stride: int) -> nn.Sequential:
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False),
+            nn.BatchNorm2d(cout),
+            nn.ReLU(inplace=True),
+        )
+
+    class CnnClassifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(block(3, 16, 1), block(16, 32, 2), block(32, 64, 2), block(64, 64, 1))
+            self.head = nn.Linear(64, NUM_CLASSES)
+
+        def forward(self, images):
+            return self.head(self.features(images).mean(dim=(2, 3)))
+
+    torch.manual_seed(seed)
+    model = CnnClassifier()
+    # Non-trivial batch-norm statistics, so folding them into the convolution is exercised.
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
+    return model.eval()
+
+
+def sample_inputs(dims: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    batch = int(dims.get("batch", 1))
+    return {"images": rng.standard_normal((batch, 3, 32, 32), dtype=np.float32)}

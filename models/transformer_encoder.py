@@ -1,0 +1,71 @@
+"""A small transformer encoder classifier over int64 token ids with an attention
+mask; batch and sequence length are dynamic. Attention is written out by hand so
+the ONNX export is plain MatMul/Softmax that every TensorRT parser accepts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+INPUT_NAMES = ["input_ids", "attention_mask"]
+OUTPUT_NAMES = ["logits"]
+DYNAMIC_AXES = {
+    "input_ids": {0: "batch", 1: "seq"},
+    "attention_mask": {0: "batch", 1: "seq"},
+    "logits": {0: "batch"},
+}
+VOCAB = 1000
+MAX_LEN = 256
+D_MODEL, HEADS, D_FF, LAYERS, NUM_CLASSES = 64, 4, 128, 2, 4
+
+
+def build(seed: int = 0):
+    import torch
+    from torch import nn
+
+    class EncoderLayer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL)
+            self.proj = nn.Linear(D_MODEL, D_MODEL)
+            self.norm1 = nn.LayerNorm(D_MODEL)
+            self.ff = nn.Sequential(nn.Linear(D_MODEL, D_FF), nn.GELU(), nn.Linear(D_FF, D_MODEL))
+            self.norm2 = nn.LayerNorm(D_MODEL)
+
+        def forward(self, x, bias):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).reshape(b, s, 3, HEADS, D_MODEL // HEADS).permute(2, 0, 3, 1, 4)
+            scores = q @ k.transpose(-1, -2) * (D_MODEL // HEADS) ** -0.5 + bias
+            attn = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, D_MODEL)
+            x = self.norm1(x + self.proj(attn))
+            return self.norm2(x + self.ff(x))
+
+    class TransformerClassifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(VOCAB, D_MODEL)
+            self.positions = nn.Embedding(MAX_LEN, D_MODEL)
+            self.layers = nn.ModuleList(EncoderLayer() for _ in range(LAYERS))
+            self.head = nn.Linear(D_MODEL, NUM_CLASSES)
+
+        def forward(self, input_ids, attention_mask):
+            pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+            x = self.tokens(input_ids) + self.positions(pos)
+            mask = attention_mask.to(x.dtype)
+            # -1e4 rather than -inf keeps fp16 free of NaN on fully padded rows.
+            bias = (1.0 - mask)[:, None, None, :] * -1e4
+            for layer in self.layers:
+                x = layer(x, bias)
+            pooled = (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
+            return self.head(pooled)
+
+    torch.manual_seed(seed)
+    return TransformerClassifier().eval()
+
+
+def sample_inputs(dims: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    batch, seq = int(dims.get("batch", 1)), int(dims.get("seq", 16))
+    ids = rng.integers(0, VOCAB, size=(batch, seq), dtype=np.int64)
+    # Each row keeps a random-length prefix, like right-padded real batches.
+    lengths = rng.integers(max(1, seq // 2), seq + 1, size=batch)
+    mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
+    return {"input_ids": ids, "attention_mask": mask}

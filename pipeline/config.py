@@ -1,0 +1,236 @@
+"""Structured config: the schema behind the YAML in conf/ and params.yaml.
+
+DVC composes conf/ into params.yaml without importing this package, so the YAML
+files are complete on their own; these dataclasses are the types and the rules,
+applied by `validate` before any work starts, so a typo costs a second, not a build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from pipeline.errors import PipelineError
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
+TRANSFORMS = ("none", "autocast", "qdq")
+BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
+HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
+TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
+CALIB_SOURCES = ("none", "directory", "factory", "random")
+CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
+
+
+@dataclass
+class ModelConfig:
+    name: str = "cnn"
+    # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
+    factory: Optional[str] = None
+    onnx_path: Optional[str] = None
+    opset: int = 17
+    seed: int = 0
+    task: str = "classification"  # classification | regression | embedding
+    # Values for the ONNX inputs' symbolic dims when making reference inputs.
+    sample_dims: Dict[str, int] = field(default_factory=lambda: {"batch": 2})
+    num_reference_batches: int = 4
+    # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
+    int_low: int = 0
+    int_high: int = 100
+
+
+@dataclass
+class AccuracyGate:
+    max_abs_error: Optional[float] = None
+    max_mean_rel_error: Optional[float] = None
+    min_cosine: Optional[float] = None
+    min_top1_agreement: Optional[float] = None
+
+
+@dataclass
+class PrecisionConfig:
+    name: str = "fp32"
+    transform: str = "none"
+    mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
+    tf32: bool = False
+    low_precision_type: Optional[str] = None  # autocast: fp16 | bf16
+    quantize_mode: Optional[str] = None  # qdq: int8 | fp8
+    keep_fp32_op_types: List[str] = field(default_factory=list)
+    keep_fp32_nodes: List[str] = field(default_factory=list)
+    data_max: float = 512.0
+    init_max: float = 65504.0
+    keep_io_types: bool = True
+    gate: AccuracyGate = field(default_factory=AccuracyGate)
+
+
+@dataclass
+class ShapeRange:
+    min: List[int] = field(default_factory=list)
+    opt: List[int] = field(default_factory=list)
+    max: List[int] = field(default_factory=list)
+
+
+@dataclass
+class ProfileSpec:
+    name: str = "default"
+    # Symbolic dim name -> [min, opt, max]; applies to every input that uses the dim.
+    dims: Dict[str, List[int]] = field(default_factory=dict)
+    # Per input, explicit shapes; these win over dims.
+    shapes: Dict[str, ShapeRange] = field(default_factory=dict)
+
+
+@dataclass
+class ProfileConfig:
+    name: str = "dynamic"
+    profiles: List[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
+
+
+@dataclass
+class CalibrationConfig:
+    name: str = "none"
+    source: str = "none"
+    path: Optional[str] = None
+    factory: Optional[str] = None
+    num_samples: int = 0
+    batch_size: int = 1
+    seed: int = 0
+    method: str = "max"
+    exclude_nodes: List[str] = field(default_factory=list)
+    exclude_op_types: List[str] = field(default_factory=list)
+
+
+@dataclass
+class BuildConfig:
+    backend: str = "auto"
+    workspace_mib: int = 1024
+    optimization_level: int = 3
+    hardware_compatibility: str = "none"
+    version_compatible: bool = False
+    # TensorRT-RTX ahead-of-time targets, e.g. [SM86, SM89]; empty lets TensorRT choose.
+    compute_capabilities: List[str] = field(default_factory=list)
+    timing_cache: str = "readwrite"
+    plugins: List[str] = field(default_factory=list)
+    extra_flags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class BenchmarkConfig:
+    warmup_s: float = 0.5
+    min_duration_s: float = 2.0
+    min_iterations: int = 100
+    backends: List[str] = field(default_factory=lambda: ["onnxruntime", "tensorrt"])
+    intra_op_threads: int = 0
+    shape: str = "opt"  # which profile point to run: min | opt | max
+
+
+@dataclass
+class InspectConfig:
+    network_layers: bool = True
+    max_table_rows: int = 400
+
+
+@dataclass
+class PipelineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    build: BuildConfig = field(default_factory=BuildConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    inspect: InspectConfig = field(default_factory=InspectConfig)
+
+
+def _omegaconf_message(e: OmegaConfBaseException) -> str:
+    msg = str(getattr(e, "msg", None) or e).splitlines()[0]
+    key = getattr(e, "full_key", None)
+    return f"{key}: {msg}" if key else msg
+
+
+def validate(raw: Any) -> DictConfig:
+    """Merge onto the schema (unknown keys and wrong types fail) and check values."""
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(PipelineConfig), raw)
+        OmegaConf.to_container(cfg, throw_on_missing=True)
+    except OmegaConfBaseException as e:
+        raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
+    _check_values(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def _one_of(value: Any, allowed: tuple, key: str) -> None:
+    if value not in allowed:
+        raise PipelineError(f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}")
+
+
+def _check_values(cfg: DictConfig) -> None:
+    m, p, b = cfg.model, cfg.precision, cfg.build
+    if (m.factory is None) == (m.onnx_path is None):
+        raise PipelineError("invalid config: model needs exactly one of model.factory or model.onnx_path")
+    if not 7 <= m.opset <= 23:
+        raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
+    _one_of(p.name, PRECISIONS, "precision.name")
+    _one_of(p.transform, TRANSFORMS, "precision.transform")
+    _one_of(p.mode, ("strong", "weak"), "precision.mode")
+    if p.transform == "autocast":
+        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
+    if p.transform == "qdq":
+        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
+    _one_of(b.backend, BACKENDS, "build.backend")
+    _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
+    _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
+    if b.workspace_mib <= 0:
+        raise PipelineError(f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive")
+    if not 0 <= b.optimization_level <= 5:
+        raise PipelineError(f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5")
+    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
+    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
+    _one_of(cfg.benchmark.shape, ("min", "opt", "max"), "benchmark.shape")
+    for backend in cfg.benchmark.backends:
+        _one_of(backend, ("onnxruntime", "tensorrt", "torch"), "benchmark.backends")
+    if not cfg.profile.profiles:
+        raise PipelineError("invalid config: profile.profiles is empty; give at least one optimization profile")
+    for spec in cfg.profile.profiles:
+        for dim, triple in spec.dims.items():
+            _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
+        for name, rng in spec.shapes.items():
+            _check_shape_range(rng, f"profile '{spec.name}' input '{name}'")
+
+
+def _check_triple(triple: list[int], where: str) -> None:
+    if len(triple) != 3:
+        raise PipelineError(f"invalid config: {where} needs [min, opt, max], got {triple}")
+    lo, opt, hi = triple
+    if lo < 1:
+        raise PipelineError(f"invalid config: {where} has min={lo}; dims must be at least 1")
+    if not lo <= opt <= hi:
+        raise PipelineError(f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}")
+
+
+def _check_shape_range(rng: Any, where: str) -> None:
+    lo, opt, hi = list(rng.min), list(rng.opt), list(rng.max)
+    if not (len(lo) == len(opt) == len(hi)) or not lo:
+        raise PipelineError(f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}")
+    for axis, (a, b, c) in enumerate(zip(lo, opt, hi)):
+        if a < 0 or not a <= b <= c:
+            raise PipelineError(
+                f"invalid config: {where} axis {axis} needs 0 <= min <= opt <= max, got {a}, {b}, {c}"
+            )
+
+
+def load(path: str | Path = "params.yaml") -> DictConfig:
+    path = Path(path)
+    if not path.exists():
+        raise PipelineError(f"config not found: {path}")
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as e:  # yaml errors come in many types
+        raise PipelineError(f"config {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+    return validate(raw)
+
+
+def to_dict(cfg: Any) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)

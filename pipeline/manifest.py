@@ -1,0 +1,44 @@
+"""The build manifest: everything needed to say what an engine is and whether it
+is still current. No timestamps or absolute paths: it is a DVC output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline import fileio
+
+MANIFEST_VERSION = 1
+
+
+def config_hash(section: Any) -> str:
+    return hashlib.sha256(json.dumps(section, sort_keys=True).encode()).hexdigest()
+
+
+def make(*, fingerprint: dict, inputs: dict, build_cfg: dict, precision_cfg: dict, profiles: list[dict],
+         result: Any, summary: dict, engine_sha256: str, cache_key: str | None = None) -> dict:
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "cache_key": cache_key,
+        "fingerprint": fingerprint,
+        "backend": {"flavour": result.flavour, "version": result.trt_version, **result.settings},
+        "inputs": inputs,
+        "config": {"build": build_cfg, "precision": precision_cfg, "profiles": profiles},
+        "engine": {"file": "engine.plan", "bytes": len(result.engine), "sha256": engine_sha256},
+        "build_seconds": round(result.seconds, 3),
+        "log": {
+            "counts": summary["counts"],
+            "warnings": summary["warnings"],
+            "layers_original": summary["layers_original"],
+            "layers_final": summary["layers_final"],
+            "fusion_ratio": summary["fusion_ratio"],
+            "memory": summary["memory"],
+        },
+        "network_io": result.network_io,
+    }
+
+
+def read(path: Path) -> dict:
+    return fileio.read_json(path, "build manifest")

@@ -1,0 +1,104 @@
+"""OnnxFromPrecision: the strongly typed precision transform done before the build.
+fp32/tf32 leave the graph alone; fp16/bf16 go through ModelOpt AutoCast;
+int8/fp8 through ModelOpt post-training quantization (explicit Q/DQ)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline import accuracy, export, fileio, onnx_model
+from pipeline.errors import PipelineError
+
+
+@contextlib.contextmanager
+def quiet_modelopt():
+    """ModelOpt logs every node it touches at INFO through its own handlers; keep the
+    console for warnings and errors."""
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            yield out
+    finally:
+        logging.disable(previous)
+
+
+def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> None:
+    try:
+        from modelopt.onnx.autocast import convert_to_mixed_precision
+    except ImportError as e:
+        raise PipelineError(f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        calib = Path(tmp) / "autocast_calibration.npz"
+        np.savez(calib, **calib_inputs)
+        try:
+            with quiet_modelopt():
+                model = convert_to_mixed_precision(
+                    onnx_path=str(src),
+                    low_precision_type=precision_cfg.low_precision_type,
+                    nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
+                    op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
+                    data_max=float(precision_cfg.data_max),
+                    init_max=float(precision_cfg.init_max),
+                    keep_io_types=bool(precision_cfg.keep_io_types),
+                    calibration_data=str(calib),
+                    providers=["cpu"],
+                )
+        except PipelineError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
+                                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+    fileio.write_bytes(dest, model.SerializeToString())
+
+
+def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    session = export.ort_session(onnx_path)
+    names = [o.name for o in session.get_outputs()]
+    outs = []
+    for feeds in batches:
+        try:
+            outs.append(dict(zip(names, session.run(names, feeds))))
+        except Exception as e:
+            raise PipelineError(f"ONNX Runtime failed to run {onnx_path.name}: {str(e).splitlines()[0]}") from None
+    return outs
+
+
+def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:
+    """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json."""
+    src = export_dir / "model.onnx"
+    pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz", "reference data"))
+    if not pairs:
+        raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
+    with fileio.staged_dir(out_dir) as tmp:
+        dest = tmp / "model.onnx"
+        summary: dict[str, Any] = {"precision": precision_cfg.name, "transform": precision_cfg.transform,
+                                   "source_sha256": fileio.sha256_file(src)}
+        if precision_cfg.transform == "none":
+            fileio.write_bytes(dest, src.read_bytes())
+        elif precision_cfg.transform == "autocast":
+            # The first reference batch tells AutoCast real activation ranges; the rest are held out.
+            autocast(src, dest, precision_cfg, pairs[0][0])
+        else:
+            from pipeline import quantize
+
+            summary["calibration"] = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+        onnx_model.load(dest, check=False)
+        held_out = pairs[1:] if len(pairs) > 1 and precision_cfg.transform == "autocast" else pairs
+        got = run_batches(dest, [p[0] for p in held_out])
+        figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
+        gate = accuracy.check_gate(figures, precision_cfg.gate, precision_cfg.name)
+        summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),
+                        "onnx_sha256": fileio.sha256_file(dest),
+                        "ops": onnx_model.op_histogram(onnx_model.load(dest, check=False))})
+        accuracy.raise_on_failure(gate, f"{precision_cfg.name} ONNX")
+        fileio.write_json(tmp / "calibration.json", summary)
+    return summary

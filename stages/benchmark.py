@@ -1,0 +1,12 @@
+"""DVC stage `benchmark`: see dvc.yaml for its params, deps and outs."""
+
+from pipeline import cli, config, steps
+from pipeline.layout import Layout
+
+
+def main() -> None:
+    steps.benchmark(config.load("params.yaml"), Layout())
+
+
+if __name__ == "__main__":
+    cli.run(main)
