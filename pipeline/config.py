@@ -29,7 +29,7 @@ CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
 class ModelConfig:
     name: str = "cnn"
     # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
-    factory: Optional[str] = None
+    factory: Optional[str] = "models.cnn_classifier"
     onnx_path: Optional[str] = None
     opset: int = 17
     seed: int = 0

@@ -1,0 +1,92 @@
+"""Shared fixtures: the real config composed from conf/, and real exports and
+builds made once per session (TensorRT-RTX on the CPU, no mocks)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def compose(*overrides: str):
+    """The validated config exactly as DVC/Hydra would compose it from conf/."""
+    from hydra import compose as hydra_compose, initialize_config_dir
+
+    from pipeline import config
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        raw = hydra_compose("config", overrides=list(overrides))
+    return config.validate(raw)
+
+
+FAST_BENCH = ("benchmark.warmup_s=0.05", "benchmark.min_duration_s=0.2", "benchmark.min_iterations=10")
+
+
+@pytest.fixture(scope="session")
+def gpu_available() -> bool:
+    from pipeline.fingerprint import probe_gpu
+
+    return probe_gpu()[0] is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    from pipeline.fingerprint import probe_gpu
+
+    gpu, why = probe_gpu()
+    if gpu is None:
+        skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU: {why}")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+def _pipeline_through(tmp: Path, cfg, last: str):
+    from pipeline import steps
+    from pipeline.layout import Layout
+
+    layout = Layout(tmp)
+    for name in steps.ORDER:
+        getattr(steps, name)(cfg, layout)
+        if name == last:
+            break
+    return layout
+
+
+@pytest.fixture(scope="session")
+def built_cnn(tmp_path_factory):
+    """fp32 CNN through build (real TensorRT-RTX engine), shared read-only."""
+    tmp = tmp_path_factory.mktemp("cnn_fp32")
+    cfg = compose("model=cnn", "precision=fp32", *FAST_BENCH)
+    return cfg, _pipeline_through(tmp, cfg, "build")
+
+
+@pytest.fixture(scope="session")
+def built_transformer(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("transformer_fp32")
+    cfg = compose("model=transformer", "precision=fp32", *FAST_BENCH)
+    return cfg, _pipeline_through(tmp, cfg, "build")
+
+
+@pytest.fixture
+def in_tmp_repo_copy(tmp_path):
+    """A copy of the repository's tracked sources in a fresh git repo (for CLI/DVC tests)."""
+    import subprocess
+
+    dest = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for f in files:
+        src = REPO / f
+        if src.is_file() and not f.startswith(("artifacts/", "metrics/")):
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=env)
+    return dest

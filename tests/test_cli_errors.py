@@ -1,0 +1,61 @@
+"""Bad input through the real stage entry points: one line, exit 1, no traceback,
+nothing half-written."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def run_stage(repo, stage):
+    return subprocess.run([sys.executable, "-m", f"stages.{stage}"], cwd=repo, capture_output=True, text=True)
+
+
+def params(repo, *overrides):
+    subprocess.run([sys.executable, "-m", "pipeline", "params", *overrides], cwd=repo, check=True,
+                   capture_output=True)
+
+
+def assert_one_line_error(r, *needles):
+    assert r.returncode == 1, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: ")
+    for n in needles:
+        assert n in lines[0]
+
+
+@pytest.mark.parametrize("content,needle", [(b"not a protobuf at all" * 10, "unreadable"), (b"", "checker")])
+def test_bad_onnx_file(in_tmp_repo_copy, content, needle):
+    repo = in_tmp_repo_copy
+    (repo / "bad.onnx").write_bytes(content)
+    params(repo, "model=onnx_file", "model.onnx_path=bad.onnx")
+    r = run_stage(repo, "export")
+    assert_one_line_error(r, "bad.onnx")
+    assert not (repo / "artifacts/export").exists()
+
+
+def test_unknown_precision(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("name: fp32", "name: fp12"))
+    r = run_stage(repo, "fingerprint")
+    assert_one_line_error(r, "precision.name='fp12'")
+
+
+def test_profile_with_unknown_input_and_min_over_opt(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    assert run_stage(repo, "fingerprint").returncode == 0
+    assert run_stage(repo, "export").returncode == 0
+    assert run_stage(repo, "calibrate").returncode == 0
+    params(repo, "+profile.profiles.0.shapes.pixels={min:[1],opt:[1],max:[1]}")
+    r = run_stage(repo, "build")
+    assert_one_line_error(r, "pixels")
+    assert not (repo / "artifacts/build").exists()
+    params(repo)
+    text = (repo / "params.yaml").read_text()
+    assert "batch:\n      - 1\n      - 8" in text
+    (repo / "params.yaml").write_text(text.replace("batch:\n      - 1\n      - 8", "batch:\n      - 9\n      - 8"))
+    r = run_stage(repo, "build")
+    assert_one_line_error(r, "min <= opt <= max")
