@@ -103,6 +103,16 @@ class CalibrationConfig:
 
 
 @dataclass
+class GatesConfig:
+    """Quality gates checked at the end of a build; null switches a gate off."""
+    max_warnings: Optional[int] = None
+    forbid_patterns: List[str] = field(default_factory=list)  # regexes over the build log
+    min_fusion_ratio: Optional[float] = None
+    max_engine_mib: Optional[float] = None
+    max_peak_memory_mib: Optional[float] = None
+
+
+@dataclass
 class BuildConfig:
     backend: str = "auto"
     workspace_mib: int = 1024
@@ -114,6 +124,10 @@ class BuildConfig:
     timing_cache: str = "readwrite"
     plugins: List[str] = field(default_factory=list)
     extra_flags: List[str] = field(default_factory=list)
+    # Engine store root; null means $TRT_PIPELINE_STORE or .cache/engines in the repository.
+    store_dir: Optional[str] = None
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    log_redactions: List[str] = field(default_factory=list)  # regexes scrubbed from saved logs
 
 
 @dataclass
