@@ -2,14 +2,19 @@
 
     python -m pipeline fingerprint [--json]    this machine's engine fingerprint
     python -m pipeline params [OVERRIDE ...]   write params.yaml from conf/ (what DVC does on exp run -S)
+    python -m pipeline cache ls|verify|prune --max-size SIZE|rm KEY    the engine store
+    python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
+    python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from pipeline import cli
+from pipeline.errors import PipelineError
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
@@ -37,6 +42,36 @@ def _params(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cache(args: argparse.Namespace) -> int:
+    from pipeline import cache_cli, config, store
+
+    store_dir = args.store or (config.load(args.params).build.store_dir if Path(args.params).exists() else None)
+    st = store.EngineStore(store.default_root(store_dir))
+    if args.action == "ls":
+        return cache_cli.cache_ls(st, args.json)
+    if args.action == "verify":
+        return cache_cli.cache_verify(st)
+    if args.action == "prune":
+        if not args.max_size:
+            raise PipelineError("cache prune needs --max-size, e.g. --max-size 2G")
+        return cache_cli.cache_prune(st, args.max_size)
+    if not args.key:
+        raise PipelineError("cache rm needs a KEY (a prefix from `cache ls` will do)")
+    return cache_cli.cache_rm(st, args.key)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pipeline import cache_cli
+
+    return cache_cli.verify_engine(args.engine, args.params)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from pipeline import cache_cli
+
+    return cache_cli.reproduce_engine(args.engine, args.params)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description="TensorRT engine pipeline tools")
     sub = p.add_subparsers(dest="command", required=True)
@@ -49,6 +84,20 @@ def parser() -> argparse.ArgumentParser:
     pa.add_argument("--conf", default="conf")
     pa.add_argument("--out", default="params.yaml")
     pa.set_defaults(func=_params)
+    ca = sub.add_parser("cache", help="list, verify, prune or remove engine store entries")
+    ca.add_argument("action", choices=["ls", "verify", "prune", "rm"])
+    ca.add_argument("key", nargs="?")
+    ca.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G), least recently used go first")
+    ca.add_argument("--store", help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, .cache/engines)")
+    ca.add_argument("--params", default="params.yaml")
+    ca.add_argument("--json", action="store_true")
+    ca.set_defaults(func=_cache)
+    for name, func, text in (("verify", _verify, "say whether ENGINE is current here, and why not"),
+                             ("reproduce", _reproduce, "rebuild ENGINE's inputs and compare bytes")):
+        v = sub.add_parser(name, help=text)
+        v.add_argument("engine", help="engine.plan or its build folder")
+        v.add_argument("--params", default="params.yaml")
+        v.set_defaults(func=func)
     return p
 
 

@@ -138,7 +138,7 @@ def load_plugins(trt, builder, paths: list[str]) -> None:
 
 
 def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_profiles: list[dict],
-                 flavour: str, progress: bool = True) -> BuildResult:
+                 flavour: str, progress: bool = True, timing_cache: Any = None) -> BuildResult:
     trt = backend.import_flavour(flavour)
     strongly_typed = precision_cfg.mode == "strong"
     if not strongly_typed and backend.is_strongly_typed_only(trt):
@@ -151,6 +151,8 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     network, _parser = parse_onnx(trt, builder, logger, onnx_path, strongly_typed)
     layers, io = network_layers(trt, network), network_io(network)
     config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
+    if timing_cache is not None:
+        timing_cache.attach(trt, config)
     monitor = make_progress_monitor(trt, enabled=progress)
     config.progress_monitor = monitor
     logger.phase = "build"
@@ -160,6 +162,8 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     if serialized is None:
         errors = logger.errors()
         raise PipelineError(f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}")
+    if timing_cache is not None:
+        timing_cache.save(trt, config)
     return BuildResult(engine=bytes(serialized), records=logger.records, network=layers, network_io=io,
                        seconds=seconds, trt_version=trt.__version__, flavour=flavour,
                        settings={"strongly_typed": strongly_typed})

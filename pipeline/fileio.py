@@ -14,8 +14,6 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-import numpy as np
-
 from pipeline.errors import PipelineError
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
@@ -58,6 +56,8 @@ def to_json(obj: Any) -> str:
 
 
 def _json_default(obj: Any) -> Any:
+    import numpy as np
+
     if isinstance(obj, np.generic):
         return obj.item()
     if isinstance(obj, np.ndarray):
@@ -81,9 +81,11 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise PipelineError(f"{what} is not valid JSON: {path} ({e})") from None
 
 
-def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
+def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
     """An .npz readable by np.load, with fixed member timestamps so equal arrays
     give equal bytes."""
+    import numpy as np
+
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(arrays):
@@ -95,12 +97,14 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buf.getvalue()
 
 
-def write_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> Path:
+def write_npz(path: str | os.PathLike, arrays: Mapping[str, Any]) -> Path:
     return write_bytes(path, npz_bytes(arrays))
 
 
-def read_npz(path: str | os.PathLike, what: str = "array file") -> dict[str, np.ndarray]:
+def read_npz(path: str | os.PathLike, what: str = "array file") -> dict[str, Any]:
     """Never unpickles: object arrays in the file are an error, not code to run."""
+    import numpy as np
+
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:

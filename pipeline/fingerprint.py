@@ -11,6 +11,7 @@ import hashlib
 import importlib.metadata as md
 import importlib.util
 import json
+import os
 import re
 from typing import Any
 
@@ -27,7 +28,14 @@ IDENTITY_KEYS = ("gpu", "driver_version", "cuda_driver_version", "cuda_runtime_v
 
 
 def probe_gpu() -> tuple[dict | None, str]:
-    """(gpu facts, reason) from NVML; (None, why) where there is no usable GPU."""
+    """(gpu facts, reason) from NVML; (None, why) where there is no usable GPU.
+
+    $TRT_PIPELINE_GPU_PROBE names a JSON file that stands in for NVML: it exists so
+    tests can play another machine for the cache-key and DVC logic, and the
+    fingerprint says so. It is never evidence that TensorRT works on that GPU."""
+    override = os.environ.get("TRT_PIPELINE_GPU_PROBE")
+    if override:
+        return _probe_override(override)
     try:
         import pynvml
     except ImportError:
@@ -57,6 +65,19 @@ def probe_gpu() -> tuple[dict | None, str]:
         return gpu, "NVML"
     finally:
         pynvml.nvmlShutdown()
+
+
+def _probe_override(path: str) -> tuple[dict | None, str]:
+    try:
+        data = json.loads(open(path).read())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} is unreadable: {e}") from None
+    if data is None:
+        return None, f"override from TRT_PIPELINE_GPU_PROBE={path}: no GPU"
+    need = {"name", "compute_capability", "memory_mib", "_driver", "_cuda_driver"}
+    if not need <= set(data):
+        raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} lacks {', '.join(sorted(need - set(data)))}")
+    return {"index": 0, "count": 1, **data}, f"override from TRT_PIPELINE_GPU_PROBE={path}"
 
 
 def cuda_runtime_version() -> str | None:
@@ -139,10 +160,18 @@ def collect(build_cfg: Any) -> dict:
     return fp
 
 
+def identity(fp: dict) -> dict:
+    """The fields that decide which machines an engine is valid for. GPU count and
+    index are left out: an engine built on GPU 0 of eight runs on any of them."""
+    ident = {k: fp.get(k) for k in IDENTITY_KEYS}
+    if ident["gpu"]:
+        ident["gpu"] = {k: ident["gpu"][k] for k in ("name", "compute_capability", "memory_mib")}
+    return ident
+
+
 def fingerprint_id(fp: dict) -> str:
     """Readable folder name plus a hash of every identity field."""
-    ident = {k: fp.get(k) for k in IDENTITY_KEYS}
-    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps(identity(fp), sort_keys=True).encode()).hexdigest()[:12]
     gpu = fp.get("gpu")
     head = f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
     flavour = "trt" if fp["trt_flavour"] == "tensorrt" else "rtx"

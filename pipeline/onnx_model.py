@@ -111,10 +111,15 @@ def external_data_files(model, base: Path) -> list[Path]:
 def sha256(path: str | Path) -> str:
     """Hash of the model file and every external-data file it names, so a change to
     weights kept outside the .onnx still changes the hash."""
+    path = Path(path)
+    data = path.read_bytes()
+    h = hashlib.sha256(data)
+    # Every external-data entry carries the key "location"; without those bytes
+    # there is none, and the hit path of the engine store need not import onnx.
+    if b"location" not in data:
+        return h.hexdigest()
     import onnx
 
-    path = Path(path)
-    h = hashlib.sha256(path.read_bytes())
     model = onnx.load(str(path), load_external_data=False)
     for ext in external_data_files(model, path.parent):
         h.update(ext.name.encode())

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -36,32 +38,103 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
 
 
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
-    from pipeline import build as build_lib, buildlog, manifest as manifest_lib
+    """Engine for this machine: from the store when the key exists (no TensorRT
+    import at all), else built under the key's lock and put into the store."""
+    from pipeline import cache_key as key_lib, store as store_lib
 
     fp = read_fingerprint(layout)
     onnx_path = layout.calibrate_dir / "model.onnx"
     if not onnx_path.exists():
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
+    key_in = engine_key_inputs(cfg, layout, fp)
+    key = key_lib.cache_key(key_in)
+    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    entry, event = store.get(key), "hit"
+    if entry is None:
+        with store.lock(key):
+            entry = store.get(key)
+            if entry is None:
+                print(f"engine store miss: building {key[:16]}", file=sys.stderr, flush=True)
+                entry = store.put(key, _build_files(cfg, layout, fp, key, key_in, progress),
+                                  labels=_labels(cfg, fp))
+                event = "built"
+            else:
+                event = "hit (built meanwhile by another process)"
+    print(f"engine store {event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})", file=sys.stderr)
+    with fileio.staged_dir(layout.build_dir) as tmp:
+        out = tmp / fp["id"]
+        out.mkdir()
+        for name in entry.files:
+            shutil.copyfile(entry.file(name), out / name)
+    return fileio.read_json(layout.engine_dir(fp["id"]) / "manifest.json", "build manifest")
+
+
+def calibration_result_sha256(layout: Layout) -> str | None:
+    """Implicit (TensorRT 10) calibration leaves a cache that the engine depends on;
+    Q/DQ calibration lives in the graph, which the ONNX hash covers already."""
+    cache = layout.calibrate_dir / "calibration.cache"
+    return fileio.sha256_file(cache) if cache.exists() else None
+
+
+def engine_key_inputs(cfg: Any, layout: Layout, fp: dict) -> dict:
+    from pipeline import cache_key as key_lib, onnx_model
+
+    for p in cfg.build.plugins:
+        if not Path(p).is_file():
+            raise PipelineError(f"plugin library not found: {p}")
+    return key_lib.key_inputs(
+        onnx_sha256=onnx_model.sha256(layout.calibrate_dir / "model.onnx"),
+        build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),
+        profile_cfg=config_lib.to_dict(cfg.profile), calibration_sha256=calibration_result_sha256(layout),
+        plugin_sha256={Path(p).name: fileio.sha256_file(p) for p in cfg.build.plugins}, fingerprint=fp)
+
+
+def _labels(cfg: Any, fp: dict) -> dict:
+    gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
+    return {"model": cfg.model.name, "precision": cfg.precision.name, "gpu": gpu,
+            "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"]}
+
+
+def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
+    from pipeline import build as build_lib, buildlog, manifest as manifest_lib, timing_cache
+
+    onnx_path = layout.calibrate_dir / "model.onnx"
     resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
-    result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress)
+    tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
+    result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
+                                    timing_cache=tcache)
     summary = buildlog.summarize(result.records)
     inputs = {
-        "onnx_sha256": fileio.sha256_file(onnx_path),
-        "calibration_sha256": fileio.sha256_file(layout.calibrate_dir / "calibration.json"),
+        "onnx_sha256": key_in["onnx_sha256"],
+        "calibration_sha256": key_in["calibration_sha256"],
         "plugins_sha256": {Path(p).name: fileio.sha256_file(p) for p in cfg.build.plugins},
+        "tools": tool_versions(),
     }
     manifest = manifest_lib.make(
         fingerprint=fp, inputs=inputs, build_cfg=config_lib.to_dict(cfg.build),
         precision_cfg=config_lib.to_dict(cfg.precision), profiles=resolved, result=result, summary=summary,
-        engine_sha256=fileio.sha256_bytes(result.engine))
-    with fileio.staged_dir(layout.build_dir) as tmp:
-        out = tmp / fp["id"]
-        fileio.write_bytes(out / "engine.plan", result.engine)
-        fileio.write_text(out / "build.log", buildlog.format_log(result.records))
-        fileio.write_json(out / "network.json", result.network)
-        fileio.write_json(out / "build_summary.json", summary)
-        fileio.write_json(out / "manifest.json", manifest)
-    return manifest
+        engine_sha256=fileio.sha256_bytes(result.engine), cache_key=key)
+    manifest["key_inputs"] = key_in
+    manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
+    return {
+        "engine.plan": result.engine,
+        "manifest.json": fileio.to_json(manifest).encode(),
+        "build.log": buildlog.format_log(result.records, cfg.build.log_redactions).encode(),
+        "network.json": fileio.to_json(result.network).encode(),
+        "build_summary.json": fileio.to_json(summary).encode(),
+    }
+
+
+def tool_versions() -> dict:
+    import importlib.metadata as md
+
+    out = {}
+    for dist in ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    return out
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:

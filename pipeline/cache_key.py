@@ -1,0 +1,51 @@
+"""The engine cache key: sha256 over everything that decides an engine's bytes and
+where it may run, and nothing else. Tools keyed on a file name, or that leave out
+the weights, the GPU or the TensorRT version, serve wrong engines; this does not.
+
+Kept import-light: the engine store's hit path computes it without TensorRT,
+onnx or numpy."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pipeline.fingerprint import identity
+
+KEY_VERSION = 1
+# Build settings that change the engine. store_dir, gates, log redactions and the
+# timing-cache mode change where it is kept or whether it is accepted, not its bytes.
+ENGINE_BUILD_FIELDS = ("workspace_mib", "optimization_level", "hardware_compatibility", "version_compatible",
+                       "compute_capabilities", "extra_flags")
+# The graph already carries the precision transform; these are what the builder adds.
+ENGINE_PRECISION_FIELDS = ("mode", "tf32")
+
+
+def key_inputs(*, onnx_sha256: str, build_cfg: dict, precision_cfg: dict, profile_cfg: dict,
+               calibration_sha256: str | None, plugin_sha256: dict[str, str], fingerprint: dict) -> dict:
+    return {
+        "key_version": KEY_VERSION,
+        "onnx_sha256": onnx_sha256,
+        "build": {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS},
+        "precision": {k: precision_cfg[k] for k in ENGINE_PRECISION_FIELDS},
+        "profiles": profile_cfg["profiles"],
+        "calibration_sha256": calibration_sha256,
+        # Plugins by content: a rebuilt .so with the same name is a different engine.
+        "plugins_sha256": sorted(plugin_sha256.values()),
+        "fingerprint": identity(fingerprint),
+    }
+
+
+def cache_key(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two key-input records differ, for `verify` to say why."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new)):
+            out += differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if old == new else [prefix or "<root>"]

@@ -1,0 +1,151 @@
+"""The engine store inside the real build step: hits import no TensorRT, concurrent
+builders build once, a builder killed mid-build leaves the store valid."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import fileio, steps, store as store_lib
+from tests.conftest import REPO
+
+BUILD_IN = """
+import sys
+from pipeline import steps
+from tests.conftest import compose
+from pipeline.layout import Layout
+steps.build(compose(*sys.argv[2:]), Layout(__import__('pathlib').Path(sys.argv[1])), progress=False)
+print('tensorrt imported:', any(m.split('.')[0] in ('tensorrt', 'tensorrt_rtx') for m in sys.modules))
+"""
+
+
+def prepared_copy(layout, dest):
+    """A private layout with the built model's fingerprint/export/calibrate outputs."""
+    (dest / "artifacts").mkdir(parents=True)
+    for name in ("fingerprint.json", "export", "calibrate"):
+        src = layout.root / "artifacts" / name
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "artifacts" / name)
+    return dest
+
+
+def start_build(root, store_dir, *overrides, stderr=None):
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(store_dir), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-c", BUILD_IN, str(root), *overrides], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=stderr or subprocess.PIPE, text=True)
+
+
+def test_hit_imports_no_tensorrt_and_gives_the_same_outputs(tmp_path, built_transformer):
+    _, layout = built_transformer
+    store_dir = tmp_path / "store"
+    a, b = prepared_copy(layout, tmp_path / "a"), prepared_copy(layout, tmp_path / "b")
+    first = start_build(a, store_dir, "model=transformer")
+    out, err = first.communicate()
+    assert first.returncode == 0, err
+    assert "engine store miss" in err and "tensorrt imported: True" in out
+    second = start_build(b, store_dir, "model=transformer")
+    out, err = second.communicate()
+    assert second.returncode == 0, err
+    assert "engine store hit" in err and "tensorrt imported: False" in out
+    fp = steps.read_fingerprint(layout)["id"]
+    for name in ("engine.plan", "manifest.json", "build.log", "network.json"):
+        assert (a / "artifacts/build" / fp / name).read_bytes() == (b / "artifacts/build" / fp / name).read_bytes()
+
+
+def test_four_builders_one_killed_build_once_and_store_stays_valid(tmp_path, built_transformer):
+    _, layout = built_transformer
+    store_dir = tmp_path / "store"
+    roots = [prepared_copy(layout, tmp_path / f"w{i}") for i in range(4)]
+    logs = [open(tmp_path / f"w{i}.err", "w+") for i in range(4)]
+    procs = [start_build(r, store_dir, "model=transformer", stderr=log) for r, log in zip(roots, logs)]
+    victim = None
+    deadline = time.time() + 120
+    while victim is None and time.time() < deadline:
+        for i, log in enumerate(logs):
+            log.seek(0)
+            if "engine store miss" in log.read():
+                victim = i
+                procs[i].send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.005)
+    assert victim is not None, "no builder started building"
+    for p in procs:
+        p.wait(timeout=180)
+    texts = []
+    for log in logs:
+        log.seek(0)
+        texts.append(log.read())
+    assert procs[victim].returncode == -signal.SIGKILL
+    survivors = [t for i, t in enumerate(texts) if i != victim]
+    assert all(procs[i].returncode == 0 for i in range(4) if i != victim), texts
+    # The victim never finished; exactly one survivor built, the others found its entry.
+    assert sum("engine store built" in t for t in texts) == 1, texts
+    assert sum("engine store hit" in t for t in survivors) == 2, texts
+    store = store_lib.EngineStore(store_dir)
+    store.clean_tmp()
+    assert len(store.keys()) == 1 and store.problems(store.keys()[0]) == []
+    assert not (store_dir / "quarantine").exists()
+
+
+def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
+    cfg, layout = built_cnn
+    store_dir = tmp_path / "store"
+    root = prepared_copy(layout, tmp_path / "a")
+    p = start_build(root, store_dir)
+    assert p.wait() == 0
+    store = store_lib.EngineStore(store_dir)
+    [key] = store.keys()
+    engine = store.entries / key / "engine.plan"
+    engine.write_bytes(engine.read_bytes()[: engine.stat().st_size // 2])
+    p = start_build(root, store_dir)
+    out, err = p.communicate()
+    assert p.returncode == 0 and "corrupt" in err and "engine store built" in err
+    fp = steps.read_fingerprint(layout)["id"]
+    manifest = fileio.read_json(root / "artifacts/build" / fp / "manifest.json")
+    assert fileio.sha256_file(root / "artifacts/build" / fp / "engine.plan") == manifest["engine"]["sha256"]
+
+
+def test_verify_cli_says_why_an_engine_is_not_current(tmp_path, built_cnn):
+    _, layout = built_cnn
+    repo = prepared_copy(layout, tmp_path / "r")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRT_PIPELINE_STORE": str(tmp_path / "store")}
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "--conf", str(REPO / "conf")], cwd=repo, env=env, check=True, capture_output=True)
+    assert subprocess.run([sys.executable, "-m", "stages.build"], cwd=repo, env=env).returncode == 0
+    fp = steps.read_fingerprint(layout)["id"]
+    engine = f"artifacts/build/{fp}/engine.plan"
+
+    def verify(*extra):
+        return subprocess.run([sys.executable, "-m", "pipeline", "verify", engine, *extra], cwd=repo, env=env,
+                              capture_output=True, text=True)
+
+    ok = verify()
+    assert ok.returncode == 0 and "current" in ok.stdout
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "--conf", str(REPO / "conf"), "build.optimization_level=5"], cwd=repo, env=env,
+                   check=True, capture_output=True)
+    stale = verify()
+    assert stale.returncode == 1 and "build.optimization_level: built with 3, now 5" in stale.stdout
+    assert stale.stderr.count("\n") == 1
+    fake = tmp_path / "gpu.json"
+    fake.write_text('{"name": "NVIDIA L4", "compute_capability": "8.9", "memory_mib": 23034,'
+                    ' "_driver": "580.1", "_cuda_driver": "13.0"}')
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "--conf", str(REPO / "conf")], cwd=repo, env=env, check=True, capture_output=True)
+    foreign = subprocess.run([sys.executable, "-m", "pipeline", "verify", engine], cwd=repo, capture_output=True,
+                             text=True, env={**env, "TRT_PIPELINE_GPU_PROBE": str(fake)})
+    assert foreign.returncode == 1 and "fingerprint.gpu" in foreign.stdout
+
+
+def test_reproduce_reports_identical_or_what_differs(tmp_path, built_transformer):
+    _, layout = built_transformer
+    repo = prepared_copy(layout, tmp_path / "r")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRT_PIPELINE_STORE": str(tmp_path / "store")}
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "--conf", str(REPO / "conf"), "model=transformer"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    assert subprocess.run([sys.executable, "-m", "stages.build"], cwd=repo, env=env).returncode == 0
+    fp = steps.read_fingerprint(layout)["id"]
+    r = subprocess.run([sys.executable, "-m", "pipeline", "reproduce", f"artifacts/build/{fp}"], cwd=repo, env=env,
+                       capture_output=True, text=True)
+    assert r.returncode in (0, 2), r.stderr
+    assert r.stdout.startswith("identical") if r.returncode == 0 else "bytes differ" in r.stdout
