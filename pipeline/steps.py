@@ -32,9 +32,20 @@ def export(cfg: Any, layout: Layout) -> dict:
 
 
 def calibrate(cfg: Any, layout: Layout) -> dict:
+    """The precision-transformed graph, and its accuracy as a DVC metrics file."""
     from pipeline import precision
 
-    return precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
+    summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
+    gate = {}
+    for r in summary["gate"]:
+        gate.setdefault(r["output"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
+    data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
+    metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
+               "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"])}
+    if data:
+        metrics["calibration_data"] = {k: data[k] for k in ("source", "random", "num_samples") if k in data}
+    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
+    return summary
 
 
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
@@ -53,20 +64,41 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     if entry is None:
         with store.lock(key):
             entry = store.get(key)
-            if entry is None:
+            if entry is not None:
+                event = "hit (built meanwhile by another process)"
+            elif (adopted := _adopt_pulled(store, key, layout.engine_dir(fp["id"]), _labels(cfg, fp))) is not None:
+                entry, event = adopted, "adopted the engine DVC restored"
+            else:
                 print(f"engine store miss: building {key[:16]}", file=sys.stderr, flush=True)
                 entry = store.put(key, _build_files(cfg, layout, fp, key, key_in, progress),
                                   labels=_labels(cfg, fp))
                 event = "built"
-            else:
-                event = "hit (built meanwhile by another process)"
     print(f"engine store {event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})", file=sys.stderr)
-    with fileio.staged_dir(layout.build_dir) as tmp:
-        out = tmp / fp["id"]
-        out.mkdir()
+    # Only this machine's folder is replaced: artifacts/build keeps one folder per
+    # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+    with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
         for name in entry.files:
             shutil.copyfile(entry.file(name), out / name)
     return fileio.read_json(layout.engine_dir(fp["id"]) / "manifest.json", "build manifest")
+
+
+def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
+    """An engine DVC pulled or kept for this fingerprint, with this very key and
+    intact bytes, goes into the store instead of being rebuilt."""
+    manifest_path = folder / "manifest.json"
+    if not manifest_path.exists():
+        return None
+    try:
+        manifest = fileio.read_json(manifest_path)
+    except PipelineError:
+        return None
+    engine = folder / "engine.plan"
+    if manifest.get("cache_key") != key or not engine.exists():
+        return None
+    if fileio.sha256_file(engine) != manifest["engine"]["sha256"]:
+        print(f"warning: {engine} does not match its manifest; rebuilding", file=sys.stderr)
+        return None
+    return store.put(key, {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}, labels)
 
 
 def calibration_result_sha256(layout: Layout) -> str | None:

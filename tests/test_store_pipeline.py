@@ -100,6 +100,7 @@ def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
     [key] = store.keys()
     engine = store.entries / key / "engine.plan"
     engine.write_bytes(engine.read_bytes()[: engine.stat().st_size // 2])
+    shutil.rmtree(root / "artifacts/build")  # nothing intact to adopt: it must rebuild
     p = start_build(root, store_dir)
     out, err = p.communicate()
     assert p.returncode == 0 and "corrupt" in err and "engine store built" in err
