@@ -1,0 +1,89 @@
+"""Engine store: the build stage on a hit against a cold build of the bundled
+transformer, measured in one run, each in a fresh process.
+
+    python benchmarks/store_hit.py [--repeats 3]
+
+Reports the time inside the build step (what the store changes) and the whole
+process (interpreter and config loading included), and whether the hit imported
+TensorRT. Target: hit <= 1/10 of the cold build, and no TensorRT import."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CHILD = """
+import json, sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from pipeline import config, steps
+from pipeline.layout import Layout
+cfg = config.load(Path(sys.argv[1]) / "params.yaml")
+t1 = time.perf_counter()
+steps.build(cfg, Layout(Path(sys.argv[1])), progress=False)
+t2 = time.perf_counter()
+print(json.dumps({"step_s": t2 - t1, "trt_imported": any(m.split(".")[0] in ("tensorrt", "tensorrt_rtx")
+                                                     for m in sys.modules)}))
+"""
+
+
+def run_build(root: Path, store: Path) -> dict:
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(store), "PYTHONPATH": str(REPO)}
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", CHILD, str(root)], cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(r.stderr)
+    return {**json.loads(r.stdout.strip().splitlines()[-1]), "process_s": wall, "log": r.stderr.strip()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    from tests.conftest import compose
+    from pipeline import steps
+    from pipeline.layout import Layout
+    from omegaconf import OmegaConf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        cfg = compose("model=transformer")
+        (root / "params.yaml").write_text(OmegaConf.to_yaml(cfg))
+        for name in ("fingerprint", "export", "calibrate"):
+            getattr(steps, name)(cfg, Layout(root))
+        cold, hit = [], []
+        for i in range(args.repeats):
+            store = root / f"store{i}"
+            shutil.rmtree(root / "artifacts" / "build", ignore_errors=True)  # nothing to adopt
+            cold.append(run_build(root, store))  # empty store: a real build
+            hit.append(run_build(root, store))   # same key: served from the store
+            shutil.rmtree(store)
+            assert "built" in cold[-1]["log"] and "hit" in hit[-1]["log"], (cold[-1]["log"], hit[-1]["log"])
+    med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+    step_ratio = med(hit, "step_s") / med(cold, "step_s")
+    proc_ratio = med(hit, "process_s") / med(cold, "process_s")
+    print(f"transformer build step, median of {args.repeats}:")
+    print(f"  cold build   {med(cold, 'step_s') * 1e3:8.1f} ms in the step   {med(cold, 'process_s') * 1e3:8.1f} ms whole process")
+    print(f"  store hit    {med(hit, 'step_s') * 1e3:8.1f} ms in the step   {med(hit, 'process_s') * 1e3:8.1f} ms whole process")
+    print(f"  ratio        {step_ratio:8.3f}  (target <= 0.100)      {proc_ratio:8.3f} (process start included)")
+    imported = any(h["trt_imported"] for h in hit)
+    print(f"  hit imported TensorRT: {'yes' if imported else 'no'}")
+    ok = step_ratio <= 0.1 and not imported
+    print("PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
