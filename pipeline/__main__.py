@@ -5,6 +5,7 @@
     python -m pipeline cache ls|verify|prune --max-size SIZE|rm KEY    the engine store
     python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
     python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
+    python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _fingerprint(args: argparse.Namespace) -> int:
     from pipeline import config, fingerprint
 
     cfg = config.load(args.params) if args.params else config.validate({})
-    fp = fingerprint.collect(cfg.build)
+    fp = fingerprint.collect(cfg.build, require_trt=False)
     print(json.dumps(fp, indent=2, sort_keys=True) if args.json else fingerprint.describe(fp))
     return 0
 
@@ -72,6 +73,16 @@ def _reproduce(args: argparse.Namespace) -> int:
     return cache_cli.reproduce_engine(args.engine, args.params)
 
 
+def _diff(args: argparse.Namespace) -> int:
+    from pipeline import diff
+
+    result = diff.compare(diff.load(args.a), diff.load(args.b))
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else diff.format_table(result))
+    if args.fail_on_regression:
+        diff.gate(result)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description="TensorRT engine pipeline tools")
     sub = p.add_subparsers(dest="command", required=True)
@@ -98,6 +109,13 @@ def parser() -> argparse.ArgumentParser:
         v.add_argument("engine", help="engine.plan or its build folder")
         v.add_argument("--params", default="params.yaml")
         v.set_defaults(func=func)
+    di = sub.add_parser("diff", help="compare build B with baseline A (build or inspect folders)")
+    di.add_argument("a", help="baseline: build folder (manifest.json) or inspect folder (report.json)")
+    di.add_argument("b", help="the build to judge, same kinds")
+    di.add_argument("--json", action="store_true", help="machine-readable output")
+    di.add_argument("--fail-on-regression", action="store_true",
+                    help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A")
+    di.set_defaults(func=_diff)
     return p
 
 

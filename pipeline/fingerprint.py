@@ -129,10 +129,17 @@ def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
     raise PipelineError("no TensorRT is installed: pip install '.[rtx]' (any machine) or '.[tensorrt]' (GPU hosts)")
 
 
-def collect(build_cfg: Any) -> dict:
+def collect(build_cfg: Any, require_trt: bool = True) -> dict:
+    """The fingerprint; require_trt=False lets `python -m pipeline fingerprint`
+    describe a GPU host where no TensorRT is installed yet."""
     gpu, gpu_source = probe_gpu()
-    flavour, why = choose_flavour(build_cfg.backend, gpu)
-    dist, version = trt_installed(flavour)
+    try:
+        flavour, why = choose_flavour(build_cfg.backend, gpu)
+        dist, version = trt_installed(flavour)
+    except PipelineError as e:
+        if require_trt:
+            raise
+        flavour, why, dist, version = None, str(e), None, None
     fp: dict[str, Any] = {
         "gpu": None,
         "driver_version": None,
@@ -174,7 +181,7 @@ def fingerprint_id(fp: dict) -> str:
     digest = hashlib.sha256(json.dumps(identity(fp), sort_keys=True).encode()).hexdigest()[:12]
     gpu = fp.get("gpu")
     head = f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
-    flavour = "trt" if fp["trt_flavour"] == "tensorrt" else "rtx"
+    flavour = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}.get(fp["trt_flavour"], "notrt")
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version']}").strip("-").lower()
     return f"{slug}-{digest}"
 
@@ -188,7 +195,9 @@ def describe(fp: dict) -> str:
                   f"driver       {fp['driver_version']} (CUDA {fp['cuda_driver_version']})"]
     else:
         lines.append(f"gpu          none ({fp['gpu_probe']})")
+    trt = (f"{fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})"
+           if fp["trt_flavour"] else f"none usable: {fp['trt_choice']}")
     lines += [f"cuda runtime {fp['cuda_runtime_version'] or 'not loadable here'}",
-              f"tensorrt     {fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})",
+              f"tensorrt     {trt}",
               f"hw compat    {fp['hardware_compatibility']}, version compatible: {fp['version_compatible']}"]
     return "\n".join(lines)
