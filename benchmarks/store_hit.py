@@ -70,7 +70,7 @@ def main() -> None:
             cold.append(run_build(root, store))  # empty store: a real build
             hit.append(run_build(root, store))   # same key: served from the store
             shutil.rmtree(store)
-            assert "built" in cold[-1]["log"] and "hit" in hit[-1]["log"], (cold[-1]["log"], hit[-1]["log"])
+            assert "miss, built" in cold[-1]["log"] and "store hit" in hit[-1]["log"], (cold[-1]["log"], hit[-1]["log"])
     med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
     step_ratio = med(hit, "step_s") / med(cold, "step_s")
     proc_ratio = med(hit, "process_s") / med(cold, "process_s")

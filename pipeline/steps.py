@@ -51,9 +51,24 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
+    fp = read_fingerprint(layout)
+    try:
+        return _build(cfg, layout, fp, progress)
+    except BaseException:
+        # artifacts/build persists across runs; a failed build must not leave this
+        # machine's engine from an earlier config looking current.
+        _drop_stale(layout.engine_dir(fp["id"]))
+        raise
+
+
+def _drop_stale(folder: Path) -> None:
+    if folder.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     from pipeline import cache_key as key_lib, store as store_lib
 
-    fp = read_fingerprint(layout)
     onnx_path = layout.calibrate_dir / "model.onnx"
     if not onnx_path.exists():
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
@@ -69,10 +84,9 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
             elif (adopted := _adopt_pulled(store, key, layout.engine_dir(fp["id"]), _labels(cfg, fp))) is not None:
                 entry, event = adopted, "adopted the engine DVC restored"
             else:
-                print(f"engine store miss: building {key[:16]}", file=sys.stderr, flush=True)
                 entry = store.put(key, _build_files(cfg, layout, fp, key, key_in, progress),
                                   labels=_labels(cfg, fp))
-                event = "built"
+                event = "miss, built"
     print(f"engine store {event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})", file=sys.stderr)
     # Only this machine's folder is replaced: artifacts/build keeps one folder per
     # fingerprint (a persistent DVC output), so engines for other GPUs travel too.

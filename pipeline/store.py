@@ -122,13 +122,21 @@ class EngineStore:
     def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
         from filelock import FileLock, Timeout
 
-        (self.root / "locks").mkdir(parents=True, exist_ok=True)
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        owner = locks / f"{key}.owner"
         try:
-            with FileLock(str(self.root / "locks" / f"{key}.lock"), timeout=timeout):
-                yield
+            with FileLock(str(locks / f"{key}.lock"), timeout=timeout):
+                fileio.write_text(owner, f"{os.getpid()}\n")  # who holds it, for people and tests
+                try:
+                    yield
+                finally:
+                    with contextlib.suppress(FileNotFoundError):
+                        owner.unlink()
         except Timeout:
-            raise PipelineError(f"engine store key {key[:16]} is locked by another builder "
-                                f"(waited {timeout:.0f} s)") from None
+            who = owner.read_text().strip() if owner.exists() else "unknown"
+            raise PipelineError(f"engine store key {key[:16]} is locked by another builder (pid {who}; "
+                                f"waited {timeout:.0f} s)") from None
 
     def put(self, key: str, files: dict[str, bytes], labels: dict) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.

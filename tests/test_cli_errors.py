@@ -49,10 +49,13 @@ def test_profile_with_unknown_input_and_min_over_opt(in_tmp_repo_copy):
     assert run_stage(repo, "fingerprint").returncode == 0
     assert run_stage(repo, "export").returncode == 0
     assert run_stage(repo, "calibrate").returncode == 0
+    assert run_stage(repo, "build").returncode == 0
+    assert len(list((repo / "artifacts/build").glob("*/engine.plan"))) == 1
     params(repo, "+profile.profiles.0.shapes.pixels={min:[1],opt:[1],max:[1]}")
     r = run_stage(repo, "build")
     assert_one_line_error(r, "pixels")
-    assert not (repo / "artifacts/build").exists()
+    # the earlier engine no longer matches the inputs: it must not stay behind looking current
+    assert not list((repo / "artifacts/build").glob("*/engine.plan"))
     params(repo)
     text = (repo / "params.yaml").read_text()
     assert "batch:\n      - 1\n      - 8" in text
