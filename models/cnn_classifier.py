@@ -45,3 +45,16 @@ def build(seed: int = 0):
 def sample_inputs(dims: dict[str, int], rng: np.random.Generator) -> dict[str, np.ndarray]:
     batch = int(dims.get("batch", 1))
     return {"images": rng.standard_normal((batch, 3, 32, 32), dtype=np.float32)}
+
+
+# A stream of its own, so calibration samples never coincide with the export's
+# reference batches (seeded model.seed + 1000) that the accuracy gate holds out.
+CALIBRATION_STREAM = 0xCA1B
+
+
+def calibration_batches(num_samples: int, batch_size: int = 8, seed: int = 0):
+    """Yield {input name: array} batches from the distribution sample_inputs draws
+    from; the last batch is smaller when batch_size does not divide num_samples."""
+    rng = np.random.default_rng([seed, CALIBRATION_STREAM])
+    for start in range(0, num_samples, batch_size):
+        yield sample_inputs({"batch": min(batch_size, num_samples - start)}, rng)

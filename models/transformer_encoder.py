@@ -69,3 +69,17 @@ def sample_inputs(dims: dict[str, int], rng: np.random.Generator) -> dict[str, n
     lengths = rng.integers(max(1, seq // 2), seq + 1, size=batch)
     mask = (np.arange(seq)[None, :] < lengths[:, None]).astype(np.int64)
     return {"input_ids": ids, "attention_mask": mask}
+
+
+# A stream of its own, so calibration samples never coincide with the export's
+# reference batches (seeded model.seed + 1000) that the accuracy gate holds out.
+CALIBRATION_STREAM = 0xCA1B
+
+
+def calibration_batches(num_samples: int, batch_size: int = 8, seed: int = 0, seq: int = 32):
+    """Yield {input name: array} batches of right-padded token ids; seq defaults to the
+    reference length (conf/model/transformer.yaml sample_dims) so one set fits the
+    whole calibration and stacks into one .npz."""
+    rng = np.random.default_rng([seed, CALIBRATION_STREAM])
+    for start in range(0, num_samples, batch_size):
+        yield sample_inputs({"batch": min(batch_size, num_samples - start), "seq": seq}, rng)

@@ -76,6 +76,9 @@ def network_io(network) -> dict:
 
 def configure(trt, builder, network, build_cfg: Any, precision_cfg: Any, resolved_profiles: list[dict]):
     config = builder.create_builder_config()
+    # Per-layer detail in the engine (and, in TensorRT-RTX, in the build log): what
+    # the inspect report's fusion table and the EngineInspector read.
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(build_cfg.workspace_mib) << 20)
     config.builder_optimization_level = int(build_cfg.optimization_level)
     if precision_cfg.tf32:
@@ -151,6 +154,11 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     network, _parser = parse_onnx(trt, builder, logger, onnx_path, strongly_typed)
     layers, io = network_layers(trt, network), network_io(network)
     config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
+    weak = {}
+    if not strongly_typed:
+        from pipeline import weak_precision
+
+        weak = weak_precision.configure(trt, builder, network, config, onnx_path.parent)
     if timing_cache is not None:
         timing_cache.attach(trt, config)
     monitor = make_progress_monitor(trt, enabled=progress)
@@ -166,7 +174,7 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
         timing_cache.save(trt, config)
     return BuildResult(engine=bytes(serialized), records=logger.records, network=layers, network_io=io,
                        seconds=seconds, trt_version=trt.__version__, flavour=flavour,
-                       settings={"strongly_typed": strongly_typed})
+                       settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})})
 
 
 def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict]:

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline import fileio, store as store_lib
+from pipeline import store as store_lib
 from pipeline.errors import PipelineError
 
 

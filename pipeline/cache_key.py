@@ -13,7 +13,8 @@ from typing import Any
 
 from pipeline.fingerprint import identity
 
-KEY_VERSION = 1
+# 2: engines carry DETAILED profiling verbosity.
+KEY_VERSION = 2
 # Build settings that change the engine. store_dir, gates, log redactions and the
 # timing-cache mode change where it is kept or whether it is accepted, not its bytes.
 ENGINE_BUILD_FIELDS = ("workspace_mib", "optimization_level", "hardware_compatibility", "version_compatible",

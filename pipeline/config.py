@@ -23,6 +23,7 @@ HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
 TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
 CALIB_SOURCES = ("none", "directory", "factory", "random")
 CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
+BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
 
 
 @dataclass
@@ -90,16 +91,19 @@ class ProfileConfig:
 
 @dataclass
 class CalibrationConfig:
+    """Data and settings for int8/fp8 calibration (pipeline/calibration_data.py, quantize.py)."""
     name: str = "none"
-    source: str = "none"
-    path: Optional[str] = None
-    factory: Optional[str] = None
-    num_samples: int = 0
+    source: str = "none"  # none | directory | factory | random (random only when named)
+    path: Optional[str] = None  # directory: a folder of .npz/.npy keyed by input name, or one .npz
+    factory: Optional[str] = None  # factory: a module with calibration_batches(); null means model.factory
+    num_samples: int = 0  # 0 with a directory means every sample in it
     batch_size: int = 1
     seed: int = 0
-    method: str = "max"
-    exclude_nodes: List[str] = field(default_factory=list)
+    method: str = "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
+    exclude_nodes: List[str] = field(default_factory=list)  # regexes over node names (re.match)
     exclude_op_types: List[str] = field(default_factory=list)
+    # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or .cache/calibration.
+    cache_dir: Optional[str] = None
 
 
 @dataclass
@@ -132,18 +136,39 @@ class BuildConfig:
 
 @dataclass
 class BenchmarkConfig:
-    warmup_s: float = 0.5
-    min_duration_s: float = 2.0
+    # trtexec's method: warm up for a time, then run until both minimums are met.
+    warmup_s: float = 0.2
+    min_duration_s: float = 0.5
     min_iterations: int = 100
-    backends: List[str] = field(default_factory=lambda: ["onnxruntime", "tensorrt"])
-    intra_op_threads: int = 0
-    shape: str = "opt"  # which profile point to run: min | opt | max
+    # A percentile with fewer samples than this beyond it is reported but flagged.
+    min_tail_samples: int = 10
+    # Side by side in this order; speed-ups are against `baseline`.
+    backends: List[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
+    baseline: str = "onnxruntime"
+    device: str = "auto"  # where ONNX Runtime and PyTorch run: auto | cpu | cuda
+    intra_op_threads: int = 0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
+    profile: Optional[str] = None  # optimization profile by name for the headline shape; null: the first
+    shape: str = "opt"  # the headline point of that profile: min | opt | max
+    # Sweep for latency/throughput against batch size; [] means the profile's min, opt and max batch.
+    batch_sizes: List[int] = field(default_factory=list)
+    seq_lens: List[int] = field(default_factory=list)  # models with a `seq` dim; [] keeps the headline's
+    accuracy: bool = True  # each backend against the fp32 reference outputs
+    # TensorRT on a GPU (and PyTorch on CUDA where it applies)
+    device_copies: bool = True  # host-to-device and device-to-host copies inside the timed iteration
+    cuda_graph: bool = False
+    layer_profile_top: int = 10  # slowest layers to report from a separate IProfiler pass; 0: no pass
+    layer_profile_iterations: int = 20
 
 
 @dataclass
 class InspectConfig:
     network_layers: bool = True
     max_table_rows: int = 400
+    html: bool = True  # report.html beside report.json and report.md
+    # Boxes drawn in the graph picture; repeated blocks are folded first, then modules.
+    graph_max_nodes: int = 150
+    # Load the engine with TensorRT's EngineInspector where a GPU can run it.
+    engine_inspector: bool = True
 
 
 @dataclass
@@ -202,9 +227,7 @@ def _check_values(cfg: DictConfig) -> None:
         raise PipelineError(f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5")
     _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
     _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
-    _one_of(cfg.benchmark.shape, ("min", "opt", "max"), "benchmark.shape")
-    for backend in cfg.benchmark.backends:
-        _one_of(backend, ("onnxruntime", "tensorrt", "torch"), "benchmark.backends")
+    _check_benchmark(cfg.benchmark)
     if not cfg.profile.profiles:
         raise PipelineError("invalid config: profile.profiles is empty; give at least one optimization profile")
     for spec in cfg.profile.profiles:
@@ -212,6 +235,26 @@ def _check_values(cfg: DictConfig) -> None:
             _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
         for name, rng in spec.shapes.items():
             _check_shape_range(rng, f"profile '{spec.name}' input '{name}'")
+
+
+def _check_benchmark(bc: DictConfig) -> None:
+    _one_of(bc.shape, ("min", "opt", "max"), "benchmark.shape")
+    _one_of(bc.device, ("auto", "cpu", "cuda"), "benchmark.device")
+    for backend in bc.backends:
+        _one_of(backend, BENCH_BACKENDS, "benchmark.backends")
+    if not bc.backends or len(set(bc.backends)) != len(bc.backends):
+        raise PipelineError(f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once")
+    if bc.baseline not in bc.backends:
+        raise PipelineError(f"invalid config: benchmark.baseline={bc.baseline!r} is not in benchmark.backends")
+    for key in ("warmup_s", "min_duration_s", "layer_profile_top"):
+        if bc[key] < 0:
+            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must not be negative")
+    for key in ("min_iterations", "min_tail_samples", "layer_profile_iterations"):
+        if bc[key] < 1:
+            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must be at least 1")
+    for key in ("batch_sizes", "seq_lens"):
+        if any(v < 1 for v in bc[key]):
+            raise PipelineError(f"invalid config: benchmark.{key}={list(bc[key])}; sizes must be at least 1")
 
 
 def _check_triple(triple: list[int], where: str) -> None:

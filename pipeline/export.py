@@ -86,8 +86,6 @@ def export_torch(model_cfg: Any, dest: Path) -> None:
 
 def copy_onnx(src: Path, dest: Path) -> None:
     """Copy with external data folded in, so the artifact is one self-contained file."""
-    import onnx
-
     model = onnx_model.load(src, check=True)
     if model.ByteSize() > 2**31 - 1:
         raise PipelineError(f"ONNX model {src} is over 2 GiB; external-data outputs are not supported yet")
@@ -95,8 +93,6 @@ def copy_onnx(src: Path, dest: Path) -> None:
 
 
 def run_onnxruntime(path: Path, feeds: dict[str, np.ndarray], threads: int = 0) -> dict[str, np.ndarray]:
-    import onnxruntime as ort
-
     session = ort_session(path, threads)
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, feeds)))

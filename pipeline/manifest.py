@@ -28,15 +28,26 @@ def make(*, fingerprint: dict, inputs: dict, build_cfg: dict, precision_cfg: dic
         "config": {"build": build_cfg, "precision": precision_cfg, "profiles": profiles},
         "engine": {"file": "engine.plan", "bytes": len(result.engine), "sha256": engine_sha256},
         "build_seconds": round(result.seconds, 3),
-        "log": {
-            "counts": summary["counts"],
-            "warnings": summary["warnings"],
-            "layers_original": summary["layers_original"],
-            "layers_final": summary["layers_final"],
-            "fusion_ratio": summary["fusion_ratio"],
-            "memory": summary["memory"],
-        },
+        "precision": precision_cfg.get("name"),
+        "tensorrt": f"{result.flavour} {result.trt_version}",
+        "log": log_summary(summary),
         "network_io": result.network_io,
+    }
+
+
+def log_summary(summary: dict) -> dict:
+    """The part of the build-log summary a reader of the manifest needs at a glance."""
+    return {
+        "counts": summary["counts"],
+        "warnings": summary["warnings"],
+        "errors": summary.get("errors", []),
+        "layers_original": summary["layers_original"],
+        "layers_final": summary["layers_final"],
+        "fusion_ratio": summary["fusion_ratio"],
+        "engine_precisions": summary.get("engine_precisions", {}),
+        "memory": summary["memory"],
+        "peak_memory_mib": summary.get("peak_memory_mib"),
+        "timing_cache": summary.get("timing_cache", []),
     }
 
 

@@ -60,8 +60,9 @@ def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, 
     fileio.write_bytes(dest, model.SerializeToString())
 
 
-def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
-    session = export.ort_session(onnx_path)
+def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
+                qdq: bool = False) -> list[dict[str, np.ndarray]]:
+    session = _qdq_session(onnx_path) if qdq else export.ort_session(onnx_path)
     names = [o.name for o in session.get_outputs()]
     outs = []
     for feeds in batches:
@@ -70,6 +71,20 @@ def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]]) -> list[d
         except Exception as e:
             raise PipelineError(f"ONNX Runtime failed to run {onnx_path.name}: {str(e).splitlines()[0]}") from None
     return outs
+
+
+def _qdq_session(onnx_path: Path):
+    """Q/DQ simulated in float: ONNX Runtime's extended optimizations fuse Q/DQ into
+    integer kernels that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise PipelineError(f"ONNX Runtime cannot load {onnx_path}: {str(e).strip().splitlines()[0]}") from None
 
 
 def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:
@@ -82,18 +97,32 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         dest = tmp / "model.onnx"
         summary: dict[str, Any] = {"precision": precision_cfg.name, "transform": precision_cfg.transform,
                                    "source_sha256": fileio.sha256_file(src)}
-        if precision_cfg.transform == "none":
+        held_out = pairs
+        if precision_cfg.mode == "weak":
+            # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
+            from pipeline import weak_precision
+
+            summary.update(transform="none", weak_typing=weak_precision.prepare(
+                src, tmp, precision_cfg, calibration_cfg, model_cfg))
+            fileio.write_bytes(dest, src.read_bytes())
+        elif precision_cfg.transform == "none":
             fileio.write_bytes(dest, src.read_bytes())
         elif precision_cfg.transform == "autocast":
             # The first reference batch tells AutoCast real activation ranges; the rest are held out.
             autocast(src, dest, precision_cfg, pairs[0][0])
+            held_out = pairs[1:] if len(pairs) > 1 else pairs
         else:
             from pipeline import quantize
 
-            summary["calibration"] = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+            result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+            summary["calibration"] = result.summary
+            # Judge the scales on data they were not fitted to.
+            held_out = [p for p in pairs if not result.data.uses(p[0])]
+            if not held_out:
+                raise PipelineError("every reference batch is also a calibration sample, so the accuracy gate "
+                                    "has no held-out data; calibrate on other data than export's reference.npz")
         onnx_model.load(dest, check=False)
-        held_out = pairs[1:] if len(pairs) > 1 and precision_cfg.transform == "autocast" else pairs
-        got = run_batches(dest, [p[0] for p in held_out])
+        got = run_batches(dest, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
         figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
         gate = accuracy.check_gate(figures, precision_cfg.gate, precision_cfg.name)
         summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),

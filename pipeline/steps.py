@@ -38,7 +38,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
     summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
     gate = {}
     for r in summary["gate"]:
-        gate.setdefault(r["output"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
+        gate.setdefault(r["output"], {})[r["metric"]] = {k: r[k] for k in ("threshold", "passed")}
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
                "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"])}
@@ -93,7 +93,15 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
         for name in entry.files:
             shutil.copyfile(entry.file(name), out / name)
-    return fileio.read_json(layout.engine_dir(fp["id"]) / "manifest.json", "build manifest")
+    # Gates judge what was built and what the store served alike; a failure leaves
+    # metrics/gates.json saying why, and build() drops this machine's folder.
+    from pipeline import buildlog, gates
+
+    folder = layout.engine_dir(fp["id"])
+    manifest = fileio.read_json(folder / "manifest.json", "build manifest")
+    gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
+                manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
+    return manifest
 
 
 def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
@@ -116,10 +124,17 @@ def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
 
 
 def calibration_result_sha256(layout: Layout) -> str | None:
-    """Implicit (TensorRT 10) calibration leaves a cache that the engine depends on;
-    Q/DQ calibration lives in the graph, which the ONNX hash covers already."""
-    cache = layout.calibrate_dir / "calibration.cache"
-    return fileio.sha256_file(cache) if cache.exists() else None
+    """Implicit (TensorRT 10) int8 calibration happens inside the build, so the
+    engine depends on its inputs and calibrator; Q/DQ calibration lives in the
+    graph, which the ONNX hash covers already."""
+    from pipeline import weak_precision
+
+    inputs = layout.calibrate_dir / weak_precision.INPUTS_FILE
+    if not inputs.exists():
+        return None
+    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    calibrator = summary.get("weak_typing", {}).get("calibrator", "")
+    return fileio.sha256_bytes(f"{fileio.sha256_file(inputs)}|{calibrator}".encode())
 
 
 def engine_key_inputs(cfg: Any, layout: Layout, fp: dict) -> dict:
@@ -149,7 +164,11 @@ def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, pro
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
     result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
                                     timing_cache=tcache)
-    summary = buildlog.summarize(result.records)
+    # The parser logs the file it read; keep machine paths out of a shared artifact.
+    folder = f"{onnx_path.parent.resolve()}/"
+    records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
+                                cfg.build.log_redactions)
+    summary = buildlog.summarize(records)
     inputs = {
         "onnx_sha256": key_in["onnx_sha256"],
         "calibration_sha256": key_in["calibration_sha256"],
@@ -165,7 +184,7 @@ def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, pro
     return {
         "engine.plan": result.engine,
         "manifest.json": fileio.to_json(manifest).encode(),
-        "build.log": buildlog.format_log(result.records, cfg.build.log_redactions).encode(),
+        "build.log": buildlog.format_log(records).encode(),
         "network.json": fileio.to_json(result.network).encode(),
         "build_summary.json": fileio.to_json(summary).encode(),
     }
@@ -184,29 +203,41 @@ def tool_versions() -> dict:
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
-    from pipeline import report as report_lib
+    from pipeline import engine_inspector, report as report_lib, report_html
 
     fp = read_fingerprint(layout)
+    engine_dir = layout.engine_dir(fp["id"])
+    inspection = (engine_inspector.inspect(engine_dir / "engine.plan", fp) if cfg.inspect.engine_inspector
+                  else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"})
     report = report_lib.make_report(layout.export_dir / "model.onnx", layout.calibrate_dir / "model.onnx",
-                                    layout.engine_dir(fp["id"]), cfg.inspect)
+                                    engine_dir, cfg.inspect, inspection)
+    rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
         fileio.write_json(tmp / "report.json", report)
-        fileio.write_text(tmp / "report.md", report_lib.to_markdown(report, int(cfg.inspect.max_table_rows)))
+        fileio.write_text(tmp / "report.md", report_lib.to_markdown(report, rows))
+        if cfg.inspect.html:
+            fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
     return report
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
-    from pipeline import benchmark as bench_lib
+    from pipeline import benchmark as bench_lib, benchmark_report
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
     manifest = fileio.read_json(engine_dir / "manifest.json", "build manifest (run the build stage)")
-    profile = manifest["config"]["profiles"][0]
-    metrics = bench_lib.run(cfg.model, cfg.benchmark, profile, layout.export_dir / "model.onnx",
-                            engine_dir / "engine.plan", fp)
+    paths = {"export": layout.export_dir / "model.onnx", "calibrated": layout.calibrate_dir / "model.onnx",
+             "engine": engine_dir / "engine.plan", "reference": layout.export_dir / "reference.npz"}
+    metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name
     metrics["model"] = cfg.model.name
-    fileio.write_json(layout.metrics_dir / "benchmark.json", metrics)
+    rows = benchmark_report.plot_rows(metrics)
+    out = layout.metrics_dir
+    fileio.write_json(out / "benchmark.json", metrics)
+    fileio.write_text(out / "benchmark.md", benchmark_report.to_markdown(metrics))
+    # DVC draws one plot per file, so latency and throughput each get one (same rows).
+    fileio.write_json(out / "benchmark_latency.json", rows)
+    fileio.write_json(out / "benchmark_throughput.json", rows)
     return metrics
 
 

@@ -43,18 +43,26 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True):
     from tqdm import tqdm
 
     class BarMonitor(trt.IProgressMonitor):
-        """One bar per top-level builder phase; nested phases update its description."""
+        """One bar per top-level builder phase; the deepest running phase below it
+        (optimizing, timing tactics...) shows as the bar's postfix."""
 
         def __init__(self) -> None:
             trt.IProgressMonitor.__init__(self)
             self._bars: dict[str, tqdm] = {}
+            self._root: dict[str, str] = {}
 
         def phase_start(self, phase_name, parent_phase, num_steps) -> None:
-            if parent_phase is None and enabled:
-                self._bars[phase_name] = tqdm(total=num_steps, desc=phase_name, unit="step",
-                                              leave=False, disable=None)
-            elif parent_phase in self._bars:
-                self._bars[parent_phase].set_postfix_str(phase_name, refresh=False)
+            if parent_phase is None:
+                if enabled:
+                    self._bars[phase_name] = tqdm(total=num_steps, desc=phase_name, unit="step",
+                                                  leave=False, disable=None)
+                self._root[phase_name] = phase_name
+                return
+            root = self._root.get(parent_phase)
+            if root is not None:
+                self._root[phase_name] = root
+                if root in self._bars:
+                    self._bars[root].set_postfix_str(phase_name, refresh=True)
 
         def step_complete(self, phase_name, step) -> bool:
             bar = self._bars.get(phase_name)
@@ -64,8 +72,9 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True):
             return True  # False would cancel the build
 
         def phase_finish(self, phase_name) -> None:
-            bar = self._bars.pop(phase_name, None)
-            if bar is not None:
-                bar.close()
+            if self._root.pop(phase_name, None) == phase_name:
+                bar = self._bars.pop(phase_name, None)
+                if bar is not None:
+                    bar.close()
 
     return BarMonitor()

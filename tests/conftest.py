@@ -71,6 +71,65 @@ def built_transformer(tmp_path_factory):
     return cfg, _pipeline_through(tmp, cfg, "build")
 
 
+@pytest.fixture(scope="session")
+def built_cnn_fp16(tmp_path_factory):
+    """fp16 (AutoCast) CNN through build, with its own engine store."""
+    tmp = tmp_path_factory.mktemp("cnn_fp16")
+    cfg = compose("model=cnn", "precision=fp16", f"build.store_dir={tmp / 'store'}", *FAST_BENCH)
+    return cfg, _pipeline_through(tmp, cfg, "build")
+
+
+@pytest.fixture(scope="session")
+def built_cnn_int8(tmp_path_factory):
+    """Q/DQ int8 CNN (calibrated on the shipped samples) through build, own store."""
+    if not (REPO / "conf/precision/int8.yaml").exists() or not (REPO / "conf/calibration/cnn_samples.yaml").exists():
+        pytest.skip("no int8 precision config in conf/")
+    tmp = tmp_path_factory.mktemp("cnn_int8")
+    cfg = compose("model=cnn", "precision=int8", "calibration=cnn_samples", f"build.store_dir={tmp / 'store'}",
+                  *FAST_BENCH)
+    return cfg, _pipeline_through(tmp, cfg, "build")
+
+
+@pytest.fixture(scope="session")
+def transformer_result(built_transformer):
+    """A fresh real build of the fp32 transformer (records straight from the logger),
+    independent of whatever the engine store holds."""
+    from pipeline import build, steps
+
+    cfg, layout = built_transformer
+    onnx_path = layout.calibrate_dir / "model.onnx"
+    return build.build_engine(onnx_path, cfg.precision, cfg.build, build.resolve_profiles(cfg.profile, onnx_path),
+                              steps.read_fingerprint(layout)["trt_flavour"], progress=False)
+
+
+@pytest.fixture(scope="session")
+def built_transformer_detailed(built_transformer, tmp_path_factory):
+    """The fp32 transformer built with ProfilingVerbosity.DETAILED (what the build log
+    then holds: the engine's own layers), through build and inspect, own store."""
+    from pipeline import build, steps
+    from pipeline.layout import Layout
+
+    _, src = built_transformer
+    tmp = tmp_path_factory.mktemp("transformer_detailed")
+    layout = Layout(tmp)
+    for part in ("export", "calibrate"):
+        shutil.copytree(src.root / "artifacts" / part, layout.root / "artifacts" / part)
+    shutil.copy(src.fingerprint, layout.fingerprint)
+    cfg = compose("model=transformer", "precision=fp32", f"build.store_dir={tmp / 'store'}", *FAST_BENCH)
+    configure = build.configure
+
+    def detailed(trt, *args, **kwargs):
+        config = configure(trt, *args, **kwargs)
+        config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+        return config
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(build, "configure", detailed)
+        steps.build(cfg, layout, progress=False)
+    steps.inspect(cfg, layout)
+    return cfg, layout
+
+
 @pytest.fixture
 def in_tmp_repo_copy(tmp_path):
     """A copy of the repository's tracked sources in a fresh git repo (for CLI/DVC tests)."""

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO
 
 
 def run_stage(repo, stage):

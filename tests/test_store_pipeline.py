@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 from pipeline import fileio, steps, store as store_lib
 from tests.conftest import REPO

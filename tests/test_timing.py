@@ -1,3 +1,6 @@
+import gc
+import time
+
 import numpy as np
 
 from pipeline import timing
@@ -11,16 +14,63 @@ def test_measure_respects_minimum_iterations_and_duration():
     assert len(calls) >= lat.size
 
 
-def test_stats_flags_percentiles_with_too_few_samples():
-    s = timing.stats(np.linspace(1.0, 2.0, 50), batch=4)
-    assert s["iterations"] == 50
-    assert s["low_sample_percentiles"] == ["p99"]
+def test_warmup_runs_at_least_once_and_is_not_sampled():
+    calls = []
+    lat = timing.measure(lambda: calls.append(1), warmup_s=1e-9, min_duration_s=0.0, min_iterations=3)
+    assert lat.size == 3 and len(calls) >= 4
+
+
+def test_progress_and_after_hooks_stay_out_of_the_samples():
+    # Each hook sleeps far longer than the measured call; none of it may show up in a sample.
+    progress_calls, after_calls = [], []
+
+    def progress(fraction):
+        progress_calls.append(fraction)
+        time.sleep(0.02)
+
+    def after():
+        after_calls.append(1)
+        time.sleep(0.002)
+
+    lat = timing.measure(lambda: None, warmup_s=0.0, min_duration_s=0.0, min_iterations=50, progress=progress,
+                         after=after)
+    assert progress_calls and len(after_calls) == lat.size == 50
+    assert 0.0 <= min(progress_calls) and max(progress_calls) <= 1.0
+    assert lat.max() < 2.0  # ms: far below either sleep
+
+
+def test_garbage_collector_is_restored():
+    assert gc.isenabled()
+    timing.measure(lambda: None, 0.0, 0.0, 5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        timing.measure(lambda: None, 0.0, 0.0, 5)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_stats_flags_percentiles_with_too_few_samples_beyond_them():
+    s = timing.stats(np.linspace(1.0, 2.0, 150), batch=4)
+    assert s["iterations"] == 150
+    assert s["p90_tail_samples"] == 15 and s["p95_tail_samples"] == 7 and s["p99_tail_samples"] == 1
+    assert s["low_sample_percentiles"] == ["p95", "p99"]
     assert s["min_ms"] == 1.0 and s["max_ms"] == 2.0
     assert abs(s["median_ms"] - 1.5) < 1e-9
-    assert abs(s["throughput_per_s"] - 50 * 4 / (s["seconds"])) / s["throughput_per_s"] < 1e-3
+    assert abs(s["throughput_per_s"] - 150 * 4 / s["seconds"]) / s["throughput_per_s"] < 1e-3
 
 
-def test_stats_enough_samples():
-    s = timing.stats(np.ones(1000), batch=1)
-    assert s["low_sample_percentiles"] == []
-    assert s["p99_tail_samples"] == 10
+def test_stats_percentiles_are_ordered_and_mean_is_inside():
+    lat = np.random.default_rng(0).lognormal(0.0, 0.5, 2000)
+    s = timing.stats(lat, batch=1)
+    assert s["min_ms"] <= s["median_ms"] <= s["p90_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["max_ms"]
+    assert s["min_ms"] <= s["mean_ms"] <= s["max_ms"] and s["std_ms"] > 0
+
+
+def test_enough_iterations_clear_every_flag():
+    n = timing.min_iterations_for(99)
+    assert n == 1000
+    assert timing.stats(np.ones(n), batch=1)["low_sample_percentiles"] == []
+    assert timing.stats(np.ones(n - 1), batch=1)["low_sample_percentiles"] == ["p99"]
+    assert timing.stats(np.ones(n), batch=1, min_tail_samples=20)["low_sample_percentiles"] == ["p99"]

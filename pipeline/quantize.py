@@ -1,0 +1,229 @@
+"""QdqOnnxFromCalibration: ModelOpt post-training quantization (explicit Q/DQ, int8
+or fp8), calibrated with ONNX Runtime on the CPU, behind a content-addressed cache.
+
+The cache key is the sha256 of the input ONNX, of the calibration data and of every
+setting that changes the scales (quantize mode, method, exclusions, ModelOpt and ONNX
+Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipeline import calibration_data, fileio, onnx_model
+from pipeline.calibration_data import CalibrationSet
+from pipeline.errors import PipelineError
+
+CACHE_ENV = "TRT_PIPELINE_CALIB_CACHE"
+KEY_VERSION = 1
+# ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
+# MinMax is max calibration, so minmax is a name for max, not another method.
+METHODS = {"entropy": "entropy", "max": "max", "minmax": "max"}
+# fp32 keeps the unquantized layers as the source graph has them; TensorRT picks no
+# other precision for them in a strongly typed build.
+HIGH_PRECISION = "fp32"
+
+
+@dataclass
+class QuantizeResult:
+    summary: dict
+    data: CalibrationSet
+
+
+def modelopt_method(method: str, quantize_mode: str) -> str:
+    if method not in METHODS:
+        raise PipelineError(f"calibration.method={method} is not supported for {quantize_mode}: ModelOpt "
+                            f"{_version('nvidia-modelopt')} ONNX PTQ calibrates with entropy or max (minmax = max)")
+    return METHODS[method]
+
+
+def cache_root(calibration_cfg: Any) -> Path:
+    configured = getattr(calibration_cfg, "cache_dir", None)
+    return Path(configured or os.environ.get(CACHE_ENV) or Path.cwd() / ".cache" / "calibration")
+
+
+def key_inputs(src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any) -> dict:
+    return {
+        "key_version": KEY_VERSION,
+        "onnx_sha256": onnx_model.sha256(src),
+        "data_sha256": data.info["sha256"],
+        "quantize_mode": quantize_mode,
+        "method": modelopt_method(calibration_cfg.method, quantize_mode),
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": sorted(calibration_cfg.exclude_op_types),
+        "high_precision_dtype": HIGH_PRECISION,
+        "modelopt": _version("nvidia-modelopt"),
+        "onnxruntime": _version("onnxruntime"),
+    }
+
+
+def cache_key(inputs: dict) -> str:
+    return fileio.sha256_bytes(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode())
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def read_entry(entry: Path, key: str) -> tuple[bytes | None, str | None]:
+    """(graph bytes, None) for a sound entry, (None, why) for a corrupt one, (None, None) if absent."""
+    if not entry.exists():
+        return None, None
+    try:
+        meta = json.loads((entry / "entry.json").read_text())
+        data = (entry / "model.onnx").read_bytes()
+    except (OSError, ValueError) as e:
+        return None, f"unreadable ({type(e).__name__})"
+    if meta.get("key") != key:
+        return None, "its key does not match its folder"
+    if fileio.sha256_bytes(data) != meta.get("onnx_sha256"):
+        return None, "sha256 mismatch"
+    return data, None
+
+
+def write_entry(entry: Path, key: str, inputs: dict, data: bytes) -> None:
+    with fileio.staged_dir(entry) as tmp:
+        fileio.write_bytes(tmp / "model.onnx", data)
+        fileio.write_json(tmp / "entry.json", {"key": key, "key_inputs": inputs, "bytes": len(data),
+                                              "onnx_sha256": fileio.sha256_bytes(data)})
+
+
+def check_exclusions(src: Path, calibration_cfg: Any) -> None:
+    nodes = onnx_model.load(src, check=False).graph.node
+    op_types = {n.op_type for n in nodes}
+    for op in calibration_cfg.exclude_op_types:
+        if op not in op_types:
+            raise PipelineError(f"calibration.exclude_op_types: the model has no {op} node "
+                                f"(its op types: {', '.join(sorted(op_types))})")
+    for pattern in calibration_cfg.exclude_nodes:
+        try:
+            hit = any(re.match(pattern, n.name) for n in nodes)
+        except re.error as e:
+            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} is not a regular expression ({e})") from None
+        if not hit:
+            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} matches no node name of the model")
+
+
+def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> QuantizeResult:
+    """Write dest (the Q/DQ graph); return the calibration summary and the data used."""
+    mode = precision_cfg.quantize_mode
+    method = modelopt_method(calibration_cfg.method, mode)
+    check_exclusions(src, calibration_cfg)
+    data = calibration_data.load(calibration_cfg, model_cfg, src)
+    inputs = key_inputs(src, data, mode, calibration_cfg)
+    key = cache_key(inputs)
+    root = cache_root(calibration_cfg)
+    cache: dict[str, Any] = {"key": key, "hit": False}
+    from filelock import FileLock
+
+    root.mkdir(parents=True, exist_ok=True)
+    # One calibration per key at a time: a concurrent run waits and then hits.
+    with FileLock(str(root / f".{key}.lock")):
+        graph, corrupt = read_entry(root / key, key)
+        if corrupt:
+            print(f"warning: calibration cache entry {key[:16]} is corrupt ({corrupt}); recalibrating",
+                  file=sys.stderr)
+            cache["replaced_corrupt_entry"] = corrupt
+        if graph is None:
+            graph = run_modelopt(src, mode, method, calibration_cfg, data)
+            write_entry(root / key, key, inputs, graph)
+        else:
+            cache["hit"] = True
+    fileio.write_bytes(dest, graph)
+    ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
+    summary = {
+        "quantize_mode": mode, "method": calibration_cfg.method, "modelopt_method": method,
+        "high_precision_dtype": HIGH_PRECISION, "data": data.info,
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": list(calibration_cfg.exclude_op_types),
+        "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
+        "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
+        "modelopt_version": inputs["modelopt"], "onnxruntime_version": inputs["onnxruntime"],
+        "result_sha256": fileio.sha256_bytes(graph), "cache": cache,
+    }
+    return QuantizeResult(summary, data)
+
+
+def _reader(batches: list[dict], progress):
+    from onnxruntime.quantization.calibrate import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.i = 0
+
+        def get_next(self):
+            if self.i >= len(batches):
+                return None
+            self.i += 1
+            progress.update(1)
+            return batches[self.i - 1]
+
+        def get_first(self):
+            return batches[0]
+
+        def rewind(self) -> None:
+            self.i = 0
+            progress.reset()
+
+    return Reader()
+
+
+@contextlib.contextmanager
+def _quiet():
+    """ModelOpt prints INFO logs and ONNX Runtime tqdm bars unconditionally; keep them
+    (for an error message) instead of on the console."""
+    from pipeline.precision import quiet_modelopt
+
+    err = io.StringIO()
+    with quiet_modelopt() as out, contextlib.redirect_stderr(err):
+        yield out, err
+
+
+def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet) -> bytes:
+    from tqdm import tqdm
+
+    try:
+        from modelopt.onnx.quantization import quantize as mo_quantize
+    except ImportError as e:
+        raise PipelineError(f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+    console = sys.stderr
+    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp, \
+            tqdm(total=len(data.batches), desc=f"calibrating {mode}", unit="batch", disable=None,
+                 file=console, leave=False) as bar:
+        # ModelOpt writes intermediate graphs beside its input: keep them out of export/.
+        work = Path(tmp) / "model.onnx"
+        shutil.copyfile(src, work)
+        out = Path(tmp) / "model.qdq.onnx"
+        try:
+            with _quiet() as (log, errlog):
+                mo_quantize(onnx_path=str(work), quantize_mode=mode, calibration_method=method,
+                            calibration_data_reader=_reader(data.batches, bar), calibration_eps=["cpu"],
+                            output_path=str(out), op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
+                            nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
+                            high_precision_dtype=HIGH_PRECISION, log_level="WARNING")
+        except Exception as e:
+            detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
+        if not out.is_file():
+            raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
+        graph = out.read_bytes()
+    import onnx
+
+    ops = onnx_model.op_histogram(onnx.load_from_string(graph))
+    if not ops.get("QuantizeLinear"):
+        raise PipelineError(f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
+                            f", op types {list(calibration_cfg.exclude_op_types)})")
+    return graph

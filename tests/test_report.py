@@ -1,0 +1,133 @@
+"""Inspect reports from real builds: JSON, Markdown and one self-contained HTML page
+with the graph drawn as inline SVG (repeated blocks folded), for both bundled models."""
+
+import re
+import time
+
+from onnx import TensorProto, helper
+
+from pipeline import fileio, graph_svg, report, report_graph, report_html, steps
+
+
+def _report(built, tmp_path):
+    cfg, layout = built
+    fp = steps.read_fingerprint(layout)
+    inspection = {"available": False, "reason": "not tried in this test"}
+    r = report.make_report(layout.export_dir / "model.onnx", layout.calibrate_dir / "model.onnx",
+                           layout.engine_dir(fp["id"]), cfg.inspect, inspection)
+    fileio.write_json(tmp_path / "report.json", r)  # serialisable
+    return r
+
+
+def _self_contained(page: str) -> None:
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "<link" not in page
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+
+
+def test_cnn_report(built_cnn, tmp_path):
+    r = _report(built_cnn, tmp_path)
+    assert r["model"]["exported"]["ops"]["Conv"] == 4 and r["model"]["built"]["opset"] == 17
+    assert r["model"]["exported"]["inputs"][0]["name"] == "images" and r["model"]["exported"]["parameters"] > 1000
+    conv = next(l for l in r["network"]["layers"] if l["type"] == "convolution")
+    assert conv["precision"] == "fp32" and conv["outputs"][0]["shape"][1:] == [16, 32, 32]
+    assert r["engine"]["inspector"] == {"available": False, "reason": "not tried in this test"}
+    rows = r["fusion"]["rows"]
+    assert rows and "/features/features.0/features.0.0/Conv" in rows[0]["onnx_nodes"]
+    g = r["graph"]
+    assert not g["folded"]  # a Conv and its Relu per block: small enough to draw whole
+    ops = [n["label"] for n in g["nodes"] if n["kind"] == "op"]
+    assert ops.count("Conv") == 4 and ops.count("Relu") == 4 and "Gemm" in ops
+    assert {n["precision"] for n in g["nodes"] if n["kind"] == "op"} == {"fp32"}
+    assert len(g["edges"]) == len(g["nodes"]) - 1  # one chain from images to logits
+    md = report.to_markdown(r, 50)
+    assert "## Fusions" in md and "## TensorRT network after parsing" in md and "engine inspector: absent" in md
+    page = report_html.to_html(r)
+    _self_contained(page)
+    assert page.count("<svg") >= 3 and ">Conv</text>" in page and "not tried in this test" in page
+    for heading in ("Graph", "Precision", "Fusions: ONNX nodes → engine layers", "Engine", "Build log",
+                    "TensorRT network after parsing", "ONNX model"):
+        assert f"<h2>{heading}</h2>" in page
+
+
+def test_transformer_report_folds_repeated_layers(built_transformer, tmp_path):
+    r = _report(built_transformer, tmp_path)
+    g = r["graph"]
+    assert g["folded"] == [{"family": "/layers.#", "instances": ["/layers.0", "/layers.1"],
+                            "nodes_each": g["folded"][0]["nodes_each"]}]
+    groups = [n for n in g["nodes"] if n["kind"] == "group"]
+    assert [n["label"] for n in groups] == ["layers.0", "layers.1"]
+    assert all(sum(n["mix"].values()) > 20 for n in groups)
+    assert ("g:/layers.0", "g:/layers.1") in [tuple(e) for e in g["edges"]]
+    assert len(g["nodes"]) < 40 and g["details"][0]["title"].startswith("inside /layers.0")
+    assert any(INT64 in w for w in r["build_log"]["warnings"] for INT64 in ["Int64 binding"])
+    page = report_html.to_html(r)
+    _self_contained(page)
+    assert 'id="onnx-graph"' in page and 'id="detail-0"' in page and "Folded 2 repeats" in page
+
+
+def test_report_from_a_detailed_build(built_transformer_detailed):
+    cfg, layout = built_transformer_detailed
+    r = fileio.read_json(layout.inspect_dir / "report.json")
+    eng = r["engine"]
+    assert eng["layers_source"] == "build log (ProfilingVerbosity.DETAILED)" and eng["layers_detailed"]
+    assert eng["precisions"]["fp32"] >= 10 and len(eng["layers"]) > 10
+    assert r["fusion"]["source"] == "engine layers' metadata" and r["fusion"]["onnx_nodes_mapped"] > 30
+    assert "no GPU" in eng["inspector"]["reason"] or eng["inspector"]["available"]
+    eg = r["engine_graph"]
+    assert len(eg["nodes"]) > 10 and len(eg["edges"]) >= len(eg["nodes"]) - 3
+    page = (layout.inspect_dir / "report.html").read_text()
+    _self_contained(page)
+    assert report_html.to_html(r) == page  # report.json alone is enough to draw the page
+    assert 'id="engine-graph"' in page and "Engine layers after fusion" in page
+    assert (layout.inspect_dir / "report.md").read_text().startswith("# Engine report: fp32")
+
+
+def _stacked_blocks(n_blocks: int, ops_per_block: int):
+    nodes, x = [], "x"
+    for b in range(n_blocks):
+        for k in range(ops_per_block):
+            y = f"/blocks.{b}/op{k}_out"
+            nodes.append(helper.make_node("Relu" if k % 2 else "Sigmoid", [x], [y], name=f"/blocks.{b}/op{k}"))
+            x = y
+    nodes.append(helper.make_node("Identity", [x], ["y"], name="/head/Identity"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_few_hundred_layers_stay_readable():
+    model = _stacked_blocks(40, 8)  # 321 nodes
+    t0 = time.perf_counter()
+    g = report_graph.onnx_graph(model, lambda name, out: ("fp16", "test"), max_nodes=150)
+    svg = graph_svg.render(g["nodes"], g["edges"], "big")
+    assert time.perf_counter() - t0 < 10
+    assert len(g["nodes"]) == 40 + 3 and g["folded"][0]["nodes_each"] == [8] * 40
+    assert svg.count('class="node group"') == 40 and float(re.search(r'width="(\d+)"', svg).group(1)) < 1000
+
+
+def test_too_many_modules_fold_again_then_truncate():
+    nodes = [{"id": f"n{i}", "name": f"/m{i % 5}/op{i}", "label": "Relu", "kind": "op", "precision": "fp32"}
+             for i in range(400)]
+    g = report_graph.collapse({"nodes": nodes, "edges": [(f"n{i}", f"n{i + 1}") for i in range(399)]}, 100)
+    assert [n["label"] for n in g["nodes"]] == [f"m{i}" for i in range(5)] and not g["truncated"]
+    flat = [{"id": f"n{i}", "name": f"op{i}", "label": "Relu", "kind": "op", "precision": "fp32"} for i in range(300)]
+    g = report_graph.collapse({"nodes": flat, "edges": []}, 100)
+    assert len(g["nodes"]) == 100 and g["truncated"] == 200
+
+
+def test_layout_keeps_boxes_apart_and_routes_long_edges():
+    nodes = [{"id": c, "label": c, "kind": "op", "precision": "fp16"} for c in "abcdef"]
+    edges = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("a", "e"), ("e", "f"), ("f", "d"), ("d", "a")]
+    lay = graph_svg.layout(nodes, edges)  # d→a closes a cycle: drawn, not laid out
+    assert lay["y"]["a"] < lay["y"]["b"] < lay["y"]["c"] < lay["y"]["d"]
+    by_row = {}
+    for n in "abcdef":
+        by_row.setdefault(lay["y"][n], []).append(lay["x"][n])
+    for xs in by_row.values():
+        xs.sort()
+        assert all(b - a >= graph_svg.SIZES["op"][0] for a, b in zip(xs, xs[1:]))
+    long_edge = next(c for c in lay["chains"] if c[0] == "a" and c[-1] == "d")
+    assert len(long_edge) == 4  # two bend points between a and d
+    svg = graph_svg.render(nodes, edges, "t")
+    assert svg.count("<path d=") == len(edges) + 1  # edges plus the arrow head
