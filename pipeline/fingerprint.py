@@ -182,7 +182,7 @@ def fingerprint_id(fp: dict) -> str:
     gpu = fp.get("gpu")
     head = f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
     flavour = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}.get(fp["trt_flavour"], "notrt")
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version']}").strip("-").lower()
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version'] or ''}").strip("-").lower()
     return f"{slug}-{digest}"
 
 

@@ -134,7 +134,7 @@ def test_inspect_says_why_where_no_gpu_can_load(built_cnn, gpu_available):
 
 
 @pytest.mark.gpu
-def test_engine_inspector_on_a_gpu(built_transformer_detailed):
+def test_engine_inspector_on_a_gpu(requires_trt, built_transformer_detailed):
     """Deserialize a real DETAILED engine and read every layer back from the inspector."""
     _, layout = built_transformer_detailed
     fp = steps.read_fingerprint(layout)
