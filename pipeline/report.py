@@ -143,6 +143,40 @@ def _nodes(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" … (+{len(names) - limit})" if len(names) > limit else "")
 
 
+def precision_transform(calibration: dict) -> dict:
+    """What the calibrate stage did to the graph, and on which data: a report that
+    hides random calibration data or a fallback would not be honest."""
+    calib = calibration.get("calibration") or {}
+    data = calib.get("data") or {}
+    return {
+        "precision": calibration.get("precision"),
+        "transform": calibration.get("transform"),
+        "accuracy": calibration.get("accuracy", {}),
+        "gate_passed": all(g.get("passed", True) for g in calibration.get("gate", [])),
+        "held_out_batches": calibration.get("held_out_batches"),
+        "calibration_data": {k: data[k] for k in ("source", "num_samples", "random", "note", "fallback", "path",
+                                                  "factory") if data.get(k) not in (None, "")} or None,
+        "calibration_cache_hit": (calib.get("cache") or {}).get("hit"),
+    }
+
+
+def _transform_markdown(t: dict) -> list[str]:
+    md = ["## Precision transform", "", f"- {t['precision']}: {t['transform']}"]
+    data = t.get("calibration_data")
+    if data:
+        md.append(f"- calibration data: {data.get('source')}, {data.get('num_samples')} samples"
+                  + (" — RANDOM data, not representative of real inputs" if data.get("random") else "")
+                  + (f" ({data['fallback']})" if data.get("fallback") else "")
+                  + (f"; {data['note']}" if data.get("note") else ""))
+        md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
+    rows = [[out, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
+             m.get("top1_agreement", "")] for out, m in t["accuracy"].items()]
+    md += ["", f"Against the fp32 reference on {t['held_out_batches']} held-out batches "
+           f"(gate {'passed' if t['gate_passed'] else 'FAILED'}):", "",
+           _table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows), ""]
+    return md
+
+
 def to_markdown(report: dict, max_rows: int) -> str:
     exp, built, eng, log = report["model"]["exported"], report["model"]["built"], report["engine"], report["build_log"]
     fusion, insp = report["fusion"], eng["inspector"]
@@ -156,6 +190,7 @@ def to_markdown(report: dict, max_rows: int) -> str:
           f"- engine layers from: {eng['layers_source']}",
           "- engine inspector: " + (f"available ({insp.get('layout')})" if insp.get("available")
                                     else f"absent: {insp.get('reason')}"), "",
+          *(_transform_markdown(report["precision_transform"]) if report.get("precision_transform") else []),
           "## ONNX model", "",
           _table(["", "exported", "built"], [
               ["opset", exp["opset"], built["opset"]],

@@ -12,6 +12,7 @@ from pipeline.report_layers import PRECISION_COLOURS
 
 CSS = """
 body{font:14px/1.45 Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
+p.warn{background:#fff3cd;border:1px solid #e0b84c;padding:6px 10px;border-radius:4px}
 main{max-width:1320px;margin:0 auto;padding:18px 24px 60px}
 h1{font-size:24px;margin:6px 0 2px}
 h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #dde1e6;padding-bottom:4px}
@@ -128,6 +129,26 @@ def _graph_section(r: dict) -> str:
     return "".join(out)
 
 
+def _transform_section(r: dict) -> str:
+    t = r.get("precision_transform")
+    if not t:
+        return ""
+    out = [f"<h2>Precision transform</h2><p>{e(t['precision'])}: {e(t['transform'])}</p>"]
+    data = t.get("calibration_data")
+    if data:
+        warn = " class=\"warn\"" if data.get("random") else ""
+        out.append(f"<p{warn}>calibration data: {e(data.get('source'))}, {e(data.get('num_samples'))} samples"
+                   + (" — <b>random data, not representative of real inputs</b>" if data.get("random") else "")
+                   + (f" ({e(data['fallback'])})" if data.get("fallback") else "")
+                   + f"; cache {'hit' if t.get('calibration_cache_hit') else 'miss'}</p>")
+    rows = [[e(o), f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
+             e(m.get("top1_agreement", ""))] for o, m in t["accuracy"].items()]
+    out.append(f"<p class=\"sub\">Against the fp32 reference on {e(t['held_out_batches'])} held-out batches; "
+               f"gate {'passed' if t['gate_passed'] else 'FAILED'}.</p>")
+    out.append(table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows))
+    return "".join(out)
+
+
 def _precision_section(r: dict) -> str:
     eng, net = r["engine"]["precisions"], r["network"]["precisions"]
     return ("<h2>Precision</h2><div class=\"cols\">"
@@ -238,7 +259,7 @@ def to_html(report: dict, max_rows: int = 400) -> str:
     body = [f"<h1>{e(title)}</h1>",
             f'<p class="sub">target: {e(eng["target"])} · fingerprint <code>{e(eng["fingerprint"])}</code> · '
             f'sha256 <code>{e(eng["sha256"][:16])}…</code></p>',
-            _cards(report), _graph_section(report), _precision_section(report), _fusion_section(report, max_rows),
+            _cards(report), _graph_section(report), _transform_section(report), _precision_section(report), _fusion_section(report, max_rows),
             _engine_section(report, max_rows), _log_section(report), _network_section(report, max_rows),
             _onnx_section(report)]
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)}</title>'

@@ -205,12 +205,17 @@ def tool_versions() -> dict:
 def inspect(cfg: Any, layout: Layout) -> dict:
     from pipeline import engine_inspector, report as report_lib, report_html
 
+    from pipeline.verify import assert_loadable
+
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
+    assert_loadable(engine_dir, fp)
     inspection = (engine_inspector.inspect(engine_dir / "engine.plan", fp) if cfg.inspect.engine_inspector
                   else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"})
     report = report_lib.make_report(layout.export_dir / "model.onnx", layout.calibrate_dir / "model.onnx",
                                     engine_dir, cfg.inspect, inspection)
+    report["precision_transform"] = report_lib.precision_transform(
+        fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary"))
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
         fileio.write_json(tmp / "report.json", report)
@@ -223,9 +228,11 @@ def inspect(cfg: Any, layout: Layout) -> dict:
 def benchmark(cfg: Any, layout: Layout) -> dict:
     from pipeline import benchmark as bench_lib, benchmark_report
 
+    from pipeline.verify import assert_loadable
+
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
-    manifest = fileio.read_json(engine_dir / "manifest.json", "build manifest (run the build stage)")
+    manifest = assert_loadable(engine_dir, fp)
     paths = {"export": layout.export_dir / "model.onnx", "calibrated": layout.calibrate_dir / "model.onnx",
              "engine": engine_dir / "engine.plan", "reference": layout.export_dir / "reference.npz"}
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)

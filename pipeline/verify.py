@@ -19,6 +19,24 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
+def assert_loadable(folder: Path, fingerprint: dict) -> dict:
+    """The manifest, once the engine beside it is shown to be this machine's and
+    intact: a runtime never deserializes another machine's or a tampered engine."""
+    from pipeline.fingerprint import identity
+
+    manifest = fileio.read_json(folder / "manifest.json", "build manifest (run the build stage)")
+    built_for = manifest.get("fingerprint", {})
+    if identity(built_for) != identity(fingerprint):
+        fields = key_lib.differences(identity(built_for), identity(fingerprint))
+        raise PipelineError(f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
+                            f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here")
+    engine = folder / manifest["engine"]["file"]
+    if not engine.exists() or fileio.sha256_file(engine) != manifest["engine"]["sha256"]:
+        raise PipelineError(f"{engine} does not match the sha256 in its manifest (corrupt, truncated or replaced); "
+                            f"rerun the build stage")
+    return manifest
+
+
 def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
     from pipeline import steps
 

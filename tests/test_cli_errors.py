@@ -61,3 +61,26 @@ def test_profile_with_unknown_input_and_min_over_opt(in_tmp_repo_copy):
     (repo / "params.yaml").write_text(text.replace("batch:\n      - 1\n      - 8", "batch:\n      - 9\n      - 8"))
     r = run_stage(repo, "build")
     assert_one_line_error(r, "min <= opt <= max")
+
+
+@pytest.mark.parametrize("tamper", ["foreign", "truncated"])
+def test_foreign_or_truncated_engine_is_refused_before_loading(in_tmp_repo_copy, tamper):
+    import json
+
+    repo = in_tmp_repo_copy
+    for stage in ("fingerprint", "export", "calibrate", "build"):
+        assert run_stage(repo, stage).returncode == 0
+    fp = json.loads((repo / "artifacts/fingerprint.json").read_text())
+    folder = repo / "artifacts/build" / fp["id"]
+    if tamper == "foreign":
+        manifest = json.loads((folder / "manifest.json").read_text())
+        manifest["fingerprint"] = {**manifest["fingerprint"], "driver_version": "999.1", "id": "other-machine"}
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        needle = "built for other-machine"
+    else:
+        engine = folder / "engine.plan"
+        engine.write_bytes(engine.read_bytes()[:1000])
+        needle = "does not match the sha256"
+    for stage in ("inspect", "benchmark"):
+        assert_one_line_error(run_stage(repo, stage), needle)
+    assert not (repo / "artifacts/inspect").exists() and not (repo / "metrics/benchmark.json").exists()

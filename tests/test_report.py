@@ -131,3 +131,19 @@ def test_layout_keeps_boxes_apart_and_routes_long_edges():
     assert len(long_edge) == 4  # two bend points between a and d
     svg = graph_svg.render(nodes, edges, "t")
     assert svg.count("<path d=") == len(edges) + 1  # edges plus the arrow head
+
+
+def test_report_says_when_calibration_data_was_random(tmp_path):
+    from pipeline import steps
+    from pipeline.layout import Layout
+    from tests.conftest import compose
+
+    cfg = compose("model=cnn", "precision=int8", "calibration=random", f"build.store_dir={tmp_path / 'store'}",
+                  f"calibration.cache_dir={tmp_path / 'calib'}")
+    layout = Layout(tmp_path)
+    for name in ("fingerprint", "export", "calibrate", "build", "inspect"):
+        getattr(steps, name)(cfg, layout)
+    report = fileio.read_json(layout.inspect_dir / "report.json")
+    assert report["precision_transform"]["calibration_data"]["random"] is True
+    assert "RANDOM data" in (layout.inspect_dir / "report.md").read_text()
+    assert "random data, not representative" in (layout.inspect_dir / "report.html").read_text()
