@@ -92,6 +92,19 @@ def copy_onnx(src: Path, dest: Path) -> None:
     fileio.write_bytes(dest, model.SerializeToString())
 
 
+def infer_shapes(model, path: Path):
+    """Store inferred intermediate shapes in the artifact. Not strict: ops of custom
+    domains (TensorRT plugins) have no ONNX shape function and are left as they are."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+    except Exception as e:
+        raise PipelineError(f"ONNX shape inference fails on {path.name}: {str(e).strip().splitlines()[0]}") from None
+    fileio.write_bytes(path, inferred.SerializeToString())
+    return inferred
+
+
 def run_onnxruntime(path: Path, feeds: dict[str, np.ndarray], threads: int = 0) -> dict[str, np.ndarray]:
     session = ort_session(path, threads)
     names = [o.name for o in session.get_outputs()]
@@ -135,7 +148,7 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         else:
             copy_onnx(Path(model_cfg.onnx_path), onnx_path)
             source = f"onnx:{Path(model_cfg.onnx_path).name}"
-        model = onnx_model.load(onnx_path, check=True)
+        model = infer_shapes(onnx_model.load(onnx_path, check=True), onnx_path)
         specs = onnx_model.inputs(model)
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
