@@ -23,6 +23,18 @@ def compose(*overrides: str):
     return config.validate(raw)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_stores(tmp_path_factory):
+    """Tests never touch the engine and calibration caches of the checkout they run in;
+    subprocesses (dvc repro, stage CLIs) inherit these too."""
+    mp = pytest.MonkeyPatch()
+    root = tmp_path_factory.mktemp("stores")
+    mp.setenv("TRT_PIPELINE_STORE", str(root / "engines"))
+    mp.setenv("TRT_PIPELINE_CALIB_CACHE", str(root / "calibration"))
+    yield root
+    mp.undo()
+
+
 FAST_BENCH = ("benchmark.warmup_s=0.05", "benchmark.min_duration_s=0.2", "benchmark.min_iterations=10")
 
 

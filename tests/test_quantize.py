@@ -1,6 +1,7 @@
 """int8/fp8 Q/DQ by real ModelOpt PTQ (ONNX Runtime CPU calibration), real TensorRT-RTX
 builds of the result, the calibration cache and the accuracy gate."""
 
+import os
 import shutil
 import subprocess
 import sys
@@ -157,6 +158,8 @@ def test_bad_input_through_the_stage_cli(in_tmp_repo_copy):
         (["precision=int8", "calibration=transformer_samples"], "another model"),
         (["precision=fp8", "precision.mode=weak"], "precision.mode=strong"),
     ]
+    cache = Path(os.environ["TRT_PIPELINE_CALIB_CACHE"])
+    before = sorted(p.name for p in cache.iterdir()) if cache.exists() else []
     for overrides, needle in cases:
         subprocess.run([sys.executable, "-m", "pipeline", "params", *overrides], cwd=repo,
                        check=True, capture_output=True)
@@ -164,13 +167,14 @@ def test_bad_input_through_the_stage_cli(in_tmp_repo_copy):
         lines = [line for line in r.stderr.splitlines() if line.strip()]
         assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
         assert needle in lines[0], lines[0]
-        assert not (repo / "artifacts/calibrate").exists() and not (repo / ".cache").exists()
+        assert not (repo / "artifacts/calibrate").exists()
+        assert (sorted(p.name for p in cache.iterdir()) if cache.exists() else []) == before
     # precision=int8 alone works, quietly (no TTY: no progress bar, no ModelOpt logs).
     subprocess.run([sys.executable, "-m", "pipeline", "params", "precision=int8"], cwd=repo, check=True)
     r = run_stage(repo, "calibrate")
     assert r.returncode == 0 and r.stderr.strip() == "" and r.stdout.strip() == "", r.stderr + r.stdout
     summary = fileio.read_json(repo / "artifacts/calibrate/calibration.json")
-    assert (repo / ".cache/calibration" / summary["calibration"]["cache"]["key"] / "entry.json").is_file()
+    assert (cache / summary["calibration"]["cache"]["key"] / "entry.json").is_file()
     assert fileio.read_json(repo / "metrics/accuracy.json")["gate_passed"] is True
 
 
