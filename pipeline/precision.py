@@ -25,7 +25,7 @@ def quiet_modelopt():
     logging.disable(logging.INFO)
     out = io.StringIO()
     try:
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             yield out
     finally:
         logging.disable(previous)
@@ -71,6 +71,27 @@ def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
         except Exception as e:
             raise PipelineError(f"ONNX Runtime failed to run {onnx_path.name}: {str(e).splitlines()[0]}") from None
     return outs
+
+
+def evaluate(onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
+    """Outputs of the transformed graph, and how they were obtained: natively where
+    ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
+    try:
+        return run_batches(onnx_path, batches, qdq=qdq), "onnxruntime (cpu)"
+    except PipelineError as e:
+        from pipeline import emulate
+
+        model = onnx_model.load(onnx_path, check=False)
+        kinds = emulate.low_precision_types(model)
+        if "NOT_IMPLEMENTED" not in str(e) or not kinds:
+            raise
+        with tempfile.TemporaryDirectory() as tmp:
+            em = Path(tmp) / "emulated.onnx"
+            fileio.write_bytes(em, emulate.emulated_fp32(model).SerializeToString())
+            outs = run_batches(em, batches, qdq=qdq)
+        return outs, (f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
+                      f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
+                      f"some ops)")
 
 
 def _qdq_session(onnx_path: Path):
@@ -122,7 +143,8 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
                 raise PipelineError("every reference batch is also a calibration sample, so the accuracy gate "
                                     "has no held-out data; calibrate on other data than export's reference.npz")
         onnx_model.load(dest, check=False)
-        got = run_batches(dest, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+        got, evaluated = evaluate(dest, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+        summary["evaluated_with"] = evaluated
         figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
         gate = accuracy.check_gate(figures, precision_cfg.gate, precision_cfg.name)
         summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),

@@ -154,6 +154,7 @@ def precision_transform(calibration: dict) -> dict:
         "accuracy": calibration.get("accuracy", {}),
         "gate_passed": all(g.get("passed", True) for g in calibration.get("gate", [])),
         "held_out_batches": calibration.get("held_out_batches"),
+        "evaluated_with": calibration.get("evaluated_with"),
         "calibration_data": {k: data[k] for k in ("source", "num_samples", "random", "note", "fallback", "path",
                                                   "factory") if data.get(k) not in (None, "")} or None,
         "calibration_cache_hit": (calib.get("cache") or {}).get("hit"),
@@ -171,8 +172,8 @@ def _transform_markdown(t: dict) -> list[str]:
         md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
     rows = [[out, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
              m.get("top1_agreement", "")] for out, m in t["accuracy"].items()]
-    md += ["", f"Against the fp32 reference on {t['held_out_batches']} held-out batches "
-           f"(gate {'passed' if t['gate_passed'] else 'FAILED'}):", "",
+    md += ["", f"Against the fp32 reference on {t['held_out_batches']} held-out batches, run by "
+           f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}):", "",
            _table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows), ""]
     return md
 

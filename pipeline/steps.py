@@ -41,7 +41,8 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
         gate.setdefault(r["output"], {})[r["metric"]] = {k: r[k] for k in ("threshold", "passed")}
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
-               "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"])}
+               "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"]),
+               "evaluated_with": summary.get("evaluated_with")}
     if data:
         metrics["calibration_data"] = {k: data[k] for k in ("source", "random", "num_samples") if k in data}
     fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
