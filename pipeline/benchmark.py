@@ -17,7 +17,7 @@ import numpy as np
 
 from pipeline import accuracy, cuda_timing, export, fileio, gpu_conditions, onnx_model, timing
 from pipeline.bench_shapes import Point, locate, plan
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 
@@ -49,17 +49,10 @@ class Backend:
 def ort_backend(path: Path, bench_cfg: Any, device: str, graph: str, optional: bool = False) -> Backend:
     import onnxruntime as ort
 
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    if bench_cfg.intra_op_threads:
-        opts.intra_op_num_threads = int(bench_cfg.intra_op_threads)
-    providers = ["CPUExecutionProvider"]
+    providers = ("CPUExecutionProvider",)
     if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-        providers.insert(0, "CUDAExecutionProvider")
-    try:
-        session = ort.InferenceSession(str(path), opts, providers=providers)
-    except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {path}: {_first_line(e)}") from None
+        providers = ("CUDAExecutionProvider",) + providers
+    session = export.ort_session(path, int(bench_cfg.intra_op_threads), providers)
     names = [o.name for o in session.get_outputs()]
     used = session.get_providers()[0]
 
@@ -115,11 +108,6 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
     from pipeline import trt_runner
 
     return trt_runner.why_not_runnable(fingerprint) or _tensorrt(paths["engine"], fingerprint, cfg.benchmark)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
 
 
 def progress_bar(label: str):
@@ -211,7 +199,7 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         except Exception as e:
             if not backend.optional:
                 raise
-            results[name], measured = {"status": "skipped", "reason": f"{backend.label}: {_first_line(e)}"}, {}
+            results[name], measured = {"status": "skipped", "reason": f"{backend.label}: {first_line(e)}"}, {}
         finally:
             backend.close()
         for key, summary in measured.items():

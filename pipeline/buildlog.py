@@ -24,6 +24,9 @@ from pipeline.errors import PipelineError
 SEVERITIES = ("internal_error", "error", "warning", "info", "verbose")
 MIB = 1 << 20
 MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
+# Bump when summarize() changes what it reports: summaries of another version are
+# recomputed from the saved build.log rather than trusted.
+SUMMARY_VERSION = 1
 
 _LAYERS = re.compile(r"^(Original|After [\w\s/-]+?):\s+(\d+) layers")
 _MEMORY = {
@@ -178,6 +181,7 @@ def summarize(records: Iterable[Record]) -> dict:
     engine_device = sum(memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes"))
     known = plan["layers"] if plan else engine_layers
     return {
+        "summary_version": SUMMARY_VERSION,
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
         "warnings": [r.message for r in records if r.severity == "warning"],
         "errors": [r.message for r in records if r.severity in ("error", "internal_error")],
@@ -280,14 +284,21 @@ def parse_log(text: str) -> list[Record]:
 
 
 def load_summary(build_dir: Path) -> dict:
-    """The build log analysed by this code (a stored build_summary.json may predate it);
-    the summary file is the fallback where the log is gone."""
+    """The build's summary as this code makes it: the saved build_summary.json when it
+    is of this SUMMARY_VERSION, else the saved build.log analysed again (an engine
+    from the store may have been summarised by older code)."""
     from pipeline import fileio
 
-    log = Path(build_dir) / "build.log"
+    build_dir = Path(build_dir)
+    saved = build_dir / "build_summary.json"
+    if saved.exists():
+        summary = fileio.read_json(saved, "build summary")
+        if summary.get("summary_version") == SUMMARY_VERSION:
+            return summary
+    log = build_dir / "build.log"
     if log.exists():
         return summarize(parse_log(log.read_text()))
-    return fileio.read_json(Path(build_dir) / "build_summary.json", "build summary")
+    raise PipelineError(f"{build_dir} has neither a current build_summary.json nor a build.log; rebuild")
 
 
 def log_lines(records: Iterable[Record]) -> list[str]:

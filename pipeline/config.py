@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
 TRANSFORMS = ("none", "autocast", "qdq")
@@ -285,7 +285,7 @@ def load(path: str | Path = "params.yaml") -> DictConfig:
     try:
         raw = OmegaConf.load(path)
     except Exception as e:  # yaml errors come in many types
-        raise PipelineError(f"config {path} is not valid YAML: {str(e).splitlines()[0]}") from None
+        raise PipelineError(f"config {path} is not valid YAML: {first_line(e)}") from None
     return validate(raw)
 
 

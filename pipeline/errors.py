@@ -8,3 +8,10 @@ tool and keeps its traceback.
 
 class PipelineError(Exception):
     """Bad config, bad model, unsupported op, missing data, foreign engine."""
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of a library's exception, for a one-line PipelineError; never
+    empty (some exceptions carry no message)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pipeline import fileio, onnx_model
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 REFERENCE_SEED_OFFSET = 1_000
 
@@ -80,7 +80,7 @@ def export_torch(model_cfg: Any, dest: Path) -> None:
                               opset_version=int(model_cfg.opset), do_constant_folding=True, dynamo=False)
         except Exception as e:
             raise PipelineError(f"torch could not export '{model_cfg.factory}' at opset "
-                                f"{model_cfg.opset}: {str(e).strip().splitlines()[0]}") from None
+                                f"{model_cfg.opset}: {first_line(e)}") from None
     fileio.write_bytes(dest, buf.getvalue())
 
 
@@ -100,28 +100,46 @@ def infer_shapes(model, path: Path):
     try:
         inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
     except Exception as e:
-        raise PipelineError(f"ONNX shape inference fails on {path.name}: {str(e).strip().splitlines()[0]}") from None
+        raise PipelineError(f"ONNX shape inference fails on {path.name}: {first_line(e)}") from None
     fileio.write_bytes(path, inferred.SerializeToString())
     return inferred
 
 
-def run_onnxruntime(path: Path, feeds: dict[str, np.ndarray], threads: int = 0) -> dict[str, np.ndarray]:
-    session = ort_session(path, threads)
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, feeds)))
-
-
-def ort_session(path: Path, threads: int = 0):
+def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
+                basic_optimizations: bool = False):
+    """The one way this tool opens an ONNX Runtime session. basic_optimizations keeps
+    Q/DQ simulated in float: the extended optimizations fuse Q/DQ into integer kernels
+    that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     if threads:
         opts.intra_op_num_threads = threads
+    if basic_optimizations:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     try:
-        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(path), opts, providers=list(providers))
     except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {path}: {str(e).strip().splitlines()[0]}") from None
+        raise PipelineError(f"ONNX Runtime cannot load {path}: {first_line(e)}") from None
+
+
+def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
+                basic_optimizations: bool = False) -> list[dict[str, np.ndarray]]:
+    """Outputs for each batch of feeds, from one session."""
+    session = ort_session(path, basic_optimizations=basic_optimizations)
+    names = [o.name for o in session.get_outputs()]
+    outs = []
+    for feeds in batches:
+        try:
+            outs.append(dict(zip(names, session.run(names, feeds))))
+        except Exception as e:
+            raise PipelineError(f"ONNX Runtime failed to run {Path(path).name}: {first_line(e)}") from None
+    return outs
+
+
+def run_onnxruntime(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return run_batches(path, [feeds])[0]
 
 
 def reference_key(kind: str, batch: int, name: str) -> str:
@@ -153,13 +171,13 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
         rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
+        batches = [sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
+                   for _ in range(int(model_cfg.num_reference_batches))]
+        missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
+        if missing:
+            raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
         arrays: dict[str, np.ndarray] = {}
-        for b in range(int(model_cfg.num_reference_batches)):
-            feeds = sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
-            missing = sorted({s.name for s in specs} - set(feeds))
-            if missing:
-                raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
-            outs = run_onnxruntime(onnx_path, feeds)
+        for b, (feeds, outs) in enumerate(zip(batches, run_batches(onnx_path, batches))):
             arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
             arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
         fileio.write_npz(tmp / "reference.npz", arrays)

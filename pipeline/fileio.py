@@ -19,7 +19,7 @@ from pipeline.errors import PipelineError
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
     with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
         try:
@@ -43,7 +43,7 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 
@@ -144,6 +144,6 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
         old = final.with_name(f".{final.name}.old-{os.getpid()}")
         os.replace(final, old)
     os.replace(tmp, final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)

@@ -34,7 +34,7 @@ def _compile(patterns: Iterable[str]) -> list[re.Pattern]:
 
 def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> dict:
     compiled = _compile(patterns)
-    if isinstance(records, str):  # a saved build.log (an engine taken from the store)
+    if compiled and isinstance(records, str):  # a saved build.log (an engine taken from the store)
         records = buildlog.parse_log(records)
     lines = buildlog.log_lines(records) if compiled else []
     hits = [(p.pattern, line) for p in compiled for line in lines if p.search(line)]

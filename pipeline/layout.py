@@ -6,6 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Written by the calibrate step for TensorRT 10 implicit int8 calibration; the build's
+# cache key hashes it, so its name lives here, away from the modules that make it.
+WEAK_CALIBRATION_INPUTS = "calibration_inputs.npz"
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -22,6 +26,10 @@ class Layout:
     @property
     def calibrate_dir(self) -> Path:
         return self.root / "artifacts" / "calibrate"
+
+    @property
+    def weak_calibration_inputs(self) -> Path:
+        return self.calibrate_dir / WEAK_CALIBRATION_INPUTS
 
     @property
     def build_dir(self) -> Path:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Union
 
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 Dim = Union[int, str, None]  # fixed size, symbolic name, or unknown
 
@@ -30,18 +30,13 @@ def load(path: str | Path, check: bool = True):
     try:
         model = onnx.load(str(path))
     except Exception as e:  # protobuf DecodeError, external data errors, ...
-        raise PipelineError(f"ONNX model {path} is unreadable: {_first_line(e)}") from None
+        raise PipelineError(f"ONNX model {path} is unreadable: {first_line(e)}") from None
     if check:
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as e:
-            raise PipelineError(f"ONNX model {path} fails the ONNX checker: {_first_line(e)}") from None
+            raise PipelineError(f"ONNX model {path} fails the ONNX checker: {first_line(e)}") from None
     return model
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
 
 
 def _dims(value_info) -> tuple[Dim, ...]:

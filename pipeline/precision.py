@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pipeline import accuracy, export, fileio, onnx_model
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 
 @contextlib.contextmanager
@@ -56,21 +56,13 @@ def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, 
             raise
         except Exception as e:
             raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
-                                f"{str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__}") from None
+                                f"{first_line(e)}") from None
     fileio.write_bytes(dest, model.SerializeToString())
 
 
 def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
                 qdq: bool = False) -> list[dict[str, np.ndarray]]:
-    session = _qdq_session(onnx_path) if qdq else export.ort_session(onnx_path)
-    names = [o.name for o in session.get_outputs()]
-    outs = []
-    for feeds in batches:
-        try:
-            outs.append(dict(zip(names, session.run(names, feeds))))
-        except Exception as e:
-            raise PipelineError(f"ONNX Runtime failed to run {onnx_path.name}: {str(e).splitlines()[0]}") from None
-    return outs
+    return export.run_batches(onnx_path, batches, basic_optimizations=qdq)
 
 
 def evaluate(onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
@@ -92,20 +84,6 @@ def evaluate(onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool) -
         return outs, (f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
                       f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
                       f"some ops)")
-
-
-def _qdq_session(onnx_path: Path):
-    """Q/DQ simulated in float: ONNX Runtime's extended optimizations fuse Q/DQ into
-    integer kernels that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    try:
-        return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
-    except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {onnx_path}: {str(e).strip().splitlines()[0]}") from None
 
 
 def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:

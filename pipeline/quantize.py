@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline import calibration_data, fileio, onnx_model
 from pipeline.calibration_data import CalibrationSet
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, first_line
 
 CACHE_ENV = "TRT_PIPELINE_CALIB_CACHE"
 KEY_VERSION = 1
@@ -78,27 +78,10 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def read_entry(entry: Path, key: str) -> tuple[bytes | None, str | None]:
-    """(graph bytes, None) for a sound entry, (None, why) for a corrupt one, (None, None) if absent."""
-    if not entry.exists():
-        return None, None
-    try:
-        meta = json.loads((entry / "entry.json").read_text())
-        data = (entry / "model.onnx").read_bytes()
-    except (OSError, ValueError) as e:
-        return None, f"unreadable ({type(e).__name__})"
-    if meta.get("key") != key:
-        return None, "its key does not match its folder"
-    if fileio.sha256_bytes(data) != meta.get("onnx_sha256"):
-        return None, "sha256 mismatch"
-    return data, None
+def cache_store(calibration_cfg: Any):
+    from pipeline.store import VerifiedStore
 
-
-def write_entry(entry: Path, key: str, inputs: dict, data: bytes) -> None:
-    with fileio.staged_dir(entry) as tmp:
-        fileio.write_bytes(tmp / "model.onnx", data)
-        fileio.write_json(tmp / "entry.json", {"key": key, "key_inputs": inputs, "bytes": len(data),
-                                              "onnx_sha256": fileio.sha256_bytes(data)})
+    return VerifiedStore(cache_root(calibration_cfg), required=("model.onnx",), what="calibration cache")
 
 
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
@@ -125,22 +108,18 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
     data = calibration_data.load(calibration_cfg, model_cfg, src)
     inputs = key_inputs(src, data, mode, calibration_cfg)
     key = cache_key(inputs)
-    root = cache_root(calibration_cfg)
+    store = cache_store(calibration_cfg)
     cache: dict[str, Any] = {"key": key, "hit": False}
-    from filelock import FileLock
-
-    root.mkdir(parents=True, exist_ok=True)
     # One calibration per key at a time: a concurrent run waits and then hits.
-    with FileLock(str(root / f".{key}.lock")):
-        graph, corrupt = read_entry(root / key, key)
+    with store.lock(key):
+        entry, corrupt = store.fetch(key)
         if corrupt:
-            print(f"warning: calibration cache entry {key[:16]} is corrupt ({corrupt}); recalibrating",
-                  file=sys.stderr)
-            cache["replaced_corrupt_entry"] = corrupt
-        if graph is None:
+            cache["replaced_corrupt_entry"] = "; ".join(corrupt)
+        if entry is None:
             graph = run_modelopt(src, mode, method, calibration_cfg, data)
-            write_entry(root / key, key, inputs, graph)
+            store.put(key, {"model.onnx": graph}, labels=inputs)
         else:
+            graph = entry.file("model.onnx").read_bytes()
             cache["hit"] = True
     fileio.write_bytes(dest, graph)
     ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
@@ -215,7 +194,7 @@ def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: 
                             nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
                             high_precision_dtype=HIGH_PRECISION, log_level="WARNING")
         except Exception as e:
-            detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            detail = first_line(e)
             raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
         if not out.is_file():
             raise PipelineError(f"ModelOpt {mode} quantization wrote no model")

@@ -128,9 +128,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
     """Implicit (TensorRT 10) int8 calibration happens inside the build, so the
     engine depends on its inputs and calibrator; Q/DQ calibration lives in the
     graph, which the ONNX hash covers already."""
-    from pipeline import weak_precision
-
-    inputs = layout.calibrate_dir / weak_precision.INPUTS_FILE
+    inputs = layout.weak_calibration_inputs
     if not inputs.exists():
         return None
     summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")

@@ -1,5 +1,6 @@
-"""Content-addressed engine store shared by `dvc repro`, sweeps and every clone
-on a machine.
+"""Content-addressed, verified stores: the engine store shared by `dvc repro`,
+sweeps and every clone on a machine, and the calibration cache, which is the same
+mechanism with other files in each entry.
 
     <root>/entries/<key>/   engine.plan, manifest.json, ... and entry.json (sha256 of each)
     <root>/locks/<key>.lock  flock: concurrent builders of one key build once
@@ -28,7 +29,6 @@ from pipeline.errors import PipelineError
 
 ENTRY_FILE = "entry.json"
 LAST_USED = ".last_used"
-REQUIRED = ("engine.plan", "manifest.json")
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -59,10 +59,12 @@ class Entry:
         return marker.stat().st_mtime if marker.exists() else (self.path / ENTRY_FILE).stat().st_mtime
 
 
-class EngineStore:
-    def __init__(self, root: str | Path) -> None:
+class VerifiedStore:
+    def __init__(self, root: str | Path, required: tuple[str, ...] = (), what: str = "store") -> None:
         self.root = Path(root)
         self.entries = self.root / "entries"
+        self.required = required
+        self.what = what
 
     # -- reading ---------------------------------------------------------------------
     def problems(self, key: str) -> list[str]:
@@ -78,7 +80,7 @@ class EngineStore:
         if meta.get("key") != key:
             out.append(f"{ENTRY_FILE} names key {str(meta.get('key'))[:16]}")
         files = meta.get("files", {})
-        for name in REQUIRED:
+        for name in self.required:
             if name not in files:
                 out.append(f"{name} not listed")
         for name, want in files.items():
@@ -91,20 +93,24 @@ class EngineStore:
                 out.append(f"{name} sha256 mismatch")
         return out
 
-    def get(self, key: str) -> Entry | None:
-        """A verified entry, or None. A corrupt one is reported and moved aside."""
+    def fetch(self, key: str) -> tuple[Entry | None, list[str]]:
+        """(verified entry or None, why it was refused). A corrupt entry is reported
+        and moved aside, never returned."""
         path = self.entries / key
         if not path.is_dir():
-            return None
+            return None, []
         bad = self.problems(key)
         if bad:
             moved = self.quarantine(key)
-            print(f"warning: engine store entry {key[:16]} is corrupt ({'; '.join(bad)}); "
-                  f"moved to {moved} and will be rebuilt", file=sys.stderr)
-            return None
+            print(f"warning: {self.what} entry {key[:16]} is corrupt ({'; '.join(bad)}); "
+                  f"moved to {moved} and will be recomputed", file=sys.stderr)
+            return None, bad
         with contextlib.suppress(OSError):
             (path / LAST_USED).touch()
-        return Entry(key, path, json.loads((path / ENTRY_FILE).read_text()))
+        return Entry(key, path, json.loads((path / ENTRY_FILE).read_text())), []
+
+    def get(self, key: str) -> Entry | None:
+        return self.fetch(key)[0]
 
     def keys(self) -> list[str]:
         if not self.entries.is_dir():
@@ -135,7 +141,7 @@ class EngineStore:
                         owner.unlink()
         except Timeout:
             who = owner.read_text().strip() if owner.exists() else "unknown"
-            raise PipelineError(f"engine store key {key[:16]} is locked by another builder (pid {who}; "
+            raise PipelineError(f"{self.what} key {key[:16]} is locked by another builder (pid {who}; "
                                 f"waited {timeout:.0f} s)") from None
 
     def put(self, key: str, files: dict[str, bytes], labels: dict) -> Entry:
@@ -157,7 +163,7 @@ class EngineStore:
             if final.exists():  # only a corrupt leftover can be here under the lock
                 self.quarantine(key)
             os.rename(tmp, final)
-            fileio._fsync_dir(self.entries)
+            fileio.fsync_dir(self.entries)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -172,7 +178,7 @@ class EngineStore:
     def remove(self, key: str) -> None:
         path = self.entries / key
         if not path.is_dir():
-            raise PipelineError(f"no engine store entry {key}")
+            raise PipelineError(f"no {self.what} entry {key}")
         with self.lock(key, timeout=30):
             shutil.rmtree(path)
 
@@ -195,6 +201,11 @@ class EngineStore:
         if len(matches) != 1:
             raise PipelineError(f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}")
         return matches[0]
+
+
+class EngineStore(VerifiedStore):
+    def __init__(self, root: str | Path) -> None:
+        super().__init__(root, required=("engine.plan", "manifest.json"), what="engine store")
 
 
 def _alive(pid: int) -> bool:

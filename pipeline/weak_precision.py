@@ -13,11 +13,11 @@ from typing import Any
 
 from pipeline import backend, calibration_data, export, fileio
 from pipeline.errors import PipelineError
+from pipeline.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 
 FLAGS = {"fp32": [], "tf32": [], "fp16": ["FP16"], "bf16": ["BF16"], "int8": ["INT8"]}
 CALIBRATORS = {"entropy": "IInt8EntropyCalibrator2", "max": "IInt8MinMaxCalibrator",
                "minmax": "IInt8MinMaxCalibrator"}
-INPUTS_FILE = "calibration_inputs.npz"
 STRONG_HINT = "use precision.mode=strong (the precision comes from the graph: AutoCast or Q/DQ)"
 
 

@@ -154,3 +154,20 @@ def test_build_without_a_terminal_prints_nothing(capfd):
                        "tensorrt_rtx", progress=True)
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def test_load_summary_reuses_a_current_summary_and_reanalyses_an_old_one(tmp_path, built_cnn):
+    _, layout = built_cnn
+    src = layout.engine_dir(steps.read_fingerprint(layout)["id"])
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "build.log").write_text((src / "build.log").read_text())
+    fresh = buildlog.summarize(buildlog.parse_log((d / "build.log").read_text()))
+    fileio.write_json(d / "build_summary.json", {**fresh, "layers_final": -1})
+    assert buildlog.load_summary(d)["layers_final"] == -1  # current version: the saved summary, no re-parse
+    stale = {k: v for k, v in fresh.items() if k != "summary_version"}
+    fileio.write_json(d / "build_summary.json", {**stale, "layers_final": -1})
+    assert buildlog.load_summary(d) == fresh  # older code's summary: analysed again from the log
+    (d / "build.log").unlink()
+    with pytest.raises(PipelineError, match="neither a current build_summary.json nor a build.log"):
+        buildlog.load_summary(d)

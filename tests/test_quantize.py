@@ -80,10 +80,11 @@ def test_accuracy_metrics_file(int8_runs):
 def test_corrupt_cache_entry_is_reported_and_recomputed(int8_runs, capsys):
     cfg, layout, cold, _, cold_bytes = int8_runs["cnn"]
     key = cold["calibration"]["cache"]["key"]
-    entry = Path(cfg.calibration.cache_dir) / key / "model.onnx"
+    entry = Path(cfg.calibration.cache_dir) / "entries" / key / "model.onnx"
     entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
     summary = steps.calibrate(cfg, layout)
-    assert summary["calibration"]["cache"] == {"key": key, "hit": False, "replaced_corrupt_entry": "sha256 mismatch"}
+    assert summary["calibration"]["cache"] == {"key": key, "hit": False,
+                                               "replaced_corrupt_entry": "model.onnx sha256 mismatch"}
     assert "corrupt" in capsys.readouterr().err
     assert entry.read_bytes() == cold_bytes
     assert steps.calibrate(cfg, layout)["calibration"]["cache"]["hit"] is True
@@ -174,7 +175,7 @@ def test_bad_input_through_the_stage_cli(in_tmp_repo_copy):
     r = run_stage(repo, "calibrate")
     assert r.returncode == 0 and r.stderr.strip() == "" and r.stdout.strip() == "", r.stderr + r.stdout
     summary = fileio.read_json(repo / "artifacts/calibrate/calibration.json")
-    assert (cache / summary["calibration"]["cache"]["key"] / "entry.json").is_file()
+    assert (cache / "entries" / summary["calibration"]["cache"]["key"] / "entry.json").is_file()
     assert fileio.read_json(repo / "metrics/accuracy.json")["gate_passed"] is True
 
 
