@@ -80,7 +80,9 @@ class Cuda:
         if self.lib is None:
             raise PipelineError("no CUDA runtime (libcudart) found; GPU timing needs one")
         for name, argtypes in _SIGNATURES.items():
-            fn = getattr(self.lib, name)
+            fn = getattr(self.lib, name, None)
+            if fn is None:
+                raise PipelineError(f"{self.path} lacks {name}; GPU timing needs CUDA 11.4 or newer")
             fn.argtypes, fn.restype = argtypes, ctypes.c_int
         self.lib.cudaGetErrorString.argtypes, self.lib.cudaGetErrorString.restype = [ctypes.c_int], ctypes.c_char_p
 

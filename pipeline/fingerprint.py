@@ -6,7 +6,6 @@ on every `dvc repro`: it is the only way to notice that the machine changed."""
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import importlib.metadata as md
 import importlib.util
@@ -82,15 +81,12 @@ def _probe_override(path: str) -> tuple[dict | None, str]:
 
 def cuda_runtime_version() -> str | None:
     """The CUDA runtime a process here would load, read from libcudart itself."""
-    for lib in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-        try:
-            cudart = ctypes.CDLL(lib)
-        except OSError:
-            continue
-        v = ctypes.c_int()
-        if cudart.cudaRuntimeGetVersion(ctypes.byref(v)) == 0:
-            return f"{v.value // 1000}.{(v.value % 1000) // 10}"
-    return None
+    from pipeline.cudart import Cuda
+
+    try:
+        return Cuda.get().runtime_version()
+    except PipelineError:
+        return None
 
 
 def trt_installed(module: str) -> tuple[str, str] | None:
