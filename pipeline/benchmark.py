@@ -5,7 +5,6 @@ check against the engine's optimization profiles, come from pipeline.bench_shape
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import os
 import platform
 import sys
@@ -18,6 +17,7 @@ import numpy as np
 from pipeline import accuracy, cuda_timing, export, fileio, gpu_conditions, onnx_model, timing
 from pipeline.bench_shapes import Point, locate, plan
 from pipeline.errors import PipelineError, first_line
+from pipeline.fingerprint import package_version
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 
@@ -266,13 +266,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return None
-
-
 def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: dict) -> dict:
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     torch = sys.modules.get("torch")
@@ -289,10 +282,10 @@ def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: d
         "versions": {
             "python": platform.python_version(),
             "numpy": np.__version__,
-            "onnxruntime": _version("onnxruntime") or _version("onnxruntime-gpu"),
-            "torch": _version("torch"),
+            "onnxruntime": package_version("onnxruntime") or package_version("onnxruntime-gpu"),
+            "torch": package_version("torch"),
             "tensorrt": f"{fingerprint['trt_flavour']} {fingerprint['trt_version']}",
-            "nvidia-ml-py": _version("nvidia-ml-py"),
+            "nvidia-ml-py": package_version("nvidia-ml-py"),
         },
         "gpu_before": gpu_before,
         "gpu_after": gpu_after,

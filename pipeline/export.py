@@ -138,10 +138,6 @@ def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
     return outs
 
 
-def run_onnxruntime(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return run_batches(path, [feeds])[0]
-
-
 def reference_key(kind: str, batch: int, name: str) -> str:
     return f"{kind}::{batch}::{name}"
 

@@ -89,15 +89,21 @@ def cuda_runtime_version() -> str | None:
         return None
 
 
+def package_version(dist: str) -> str | None:
+    """An installed distribution's version from its metadata (no import), or None."""
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
 def trt_installed(module: str) -> tuple[str, str] | None:
     """(distribution, version) of an installed TensorRT flavour, without importing it."""
     if importlib.util.find_spec(module) is None:
         return None
     for dist in TRT_DISTS[module]:
-        try:
-            return dist, md.version(dist)
-        except md.PackageNotFoundError:
-            continue
+        if (version := package_version(dist)) is not None:
+            return dist, version
     return module, "unknown"
 
 

@@ -3,18 +3,12 @@ is still current. No timestamps or absolute paths: it is a DVC output."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from pipeline import fileio
 
 MANIFEST_VERSION = 1
-
-
-def config_hash(section: Any) -> str:
-    return hashlib.sha256(json.dumps(section, sort_keys=True).encode()).hexdigest()
 
 
 def make(*, fingerprint: dict, inputs: dict, build_cfg: dict, precision_cfg: dict, profiles: list[dict],

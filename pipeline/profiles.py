@@ -61,10 +61,6 @@ def _resolve_input(spec: Any, tensor: TensorSpec) -> dict[str, list[int]]:
     return out
 
 
-def point_shapes(profile: dict, point: str = "opt") -> dict[str, list[int]]:
-    return {name: shape[point] for name, shape in profile["inputs"].items()}
-
-
 def contains(profile: dict, shapes: dict[str, list[int]]) -> bool:
     for name, shape in shapes.items():
         rng = profile["inputs"].get(name)

@@ -16,13 +16,13 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from pipeline import calibration_data, fileio, onnx_model
 from pipeline.calibration_data import CalibrationSet
 from pipeline.errors import PipelineError, first_line
+from pipeline.fingerprint import package_version
 
 CACHE_ENV = "TRT_PIPELINE_CALIB_CACHE"
 KEY_VERSION = 1
@@ -38,6 +38,10 @@ HIGH_PRECISION = "fp32"
 class QuantizeResult:
     summary: dict
     data: CalibrationSet
+
+
+def _version(dist: str) -> str:
+    return package_version(dist) or "not installed"
 
 
 def modelopt_method(method: str, quantize_mode: str) -> str:
@@ -69,13 +73,6 @@ def key_inputs(src: Path, data: CalibrationSet, quantize_mode: str, calibration_
 
 def cache_key(inputs: dict) -> str:
     return fileio.sha256_bytes(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode())
-
-
-def _version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def cache_store(calibration_cfg: Any):

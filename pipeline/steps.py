@@ -190,15 +190,10 @@ def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, pro
 
 
 def tool_versions() -> dict:
-    import importlib.metadata as md
+    from pipeline.fingerprint import package_version
 
-    out = {}
-    for dist in ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13"):
-        try:
-            out[dist] = md.version(dist)
-        except md.PackageNotFoundError:
-            pass
-    return out
+    dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13")
+    return {d: v for d in dists if (v := package_version(d)) is not None}
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:

@@ -18,7 +18,7 @@ def test_cnn_export_has_dynamic_batch_and_reference(built_cnn):
     inputs, outputs = pairs[0]
     assert outputs["logits"].shape == (8, 10)
     # the reference really is ONNX Runtime's output for those inputs
-    again = export.run_onnxruntime(layout.export_dir / "model.onnx", inputs)
+    [again] = export.run_batches(layout.export_dir / "model.onnx", [inputs])
     np.testing.assert_allclose(again["logits"], outputs["logits"], rtol=1e-5, atol=1e-6)
 
 
