@@ -3,10 +3,7 @@ is still current. No timestamps or absolute paths: it is a DVC output."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-
-from pipeline import fileio
 
 MANIFEST_VERSION = 1
 
@@ -43,7 +40,3 @@ def log_summary(summary: dict) -> dict:
         "peak_memory_mib": summary.get("peak_memory_mib"),
         "timing_cache": summary.get("timing_cache", []),
     }
-
-
-def read(path: Path) -> dict:
-    return fileio.read_json(path, "build manifest")

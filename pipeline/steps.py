@@ -115,11 +115,12 @@ def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
         manifest = fileio.read_json(manifest_path)
     except PipelineError:
         return None
-    engine = folder / "engine.plan"
-    if manifest.get("cache_key") != key or not engine.exists():
+    if manifest.get("cache_key") != key:
         return None
-    if fileio.sha256_file(engine) != manifest["engine"]["sha256"]:
-        print(f"warning: {engine} does not match its manifest; rebuilding", file=sys.stderr)
+    from pipeline.verify import engine_intact
+
+    if not engine_intact(folder, manifest):
+        print(f"warning: {folder / 'engine.plan'} does not match its manifest; rebuilding", file=sys.stderr)
         return None
     return store.put(key, {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}, labels)
 

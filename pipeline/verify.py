@@ -19,6 +19,12 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
+def engine_intact(folder: Path, manifest: dict) -> bool:
+    """The engine beside a manifest exists and has the bytes the manifest names."""
+    engine = folder / manifest["engine"]["file"]
+    return engine.exists() and fileio.sha256_file(engine) == manifest["engine"]["sha256"]
+
+
 def assert_loadable(folder: Path, fingerprint: dict) -> dict:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine."""
@@ -31,7 +37,7 @@ def assert_loadable(folder: Path, fingerprint: dict) -> dict:
         raise PipelineError(f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
                             f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here")
     engine = folder / manifest["engine"]["file"]
-    if not engine.exists() or fileio.sha256_file(engine) != manifest["engine"]["sha256"]:
+    if not engine_intact(folder, manifest):
         raise PipelineError(f"{engine} does not match the sha256 in its manifest (corrupt, truncated or replaced); "
                             f"rerun the build stage")
     return manifest
@@ -45,7 +51,7 @@ def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dic
     reasons = []
     if not engine.exists():
         return [f"{engine.name} is missing"]
-    if fileio.sha256_file(engine) != manifest["engine"]["sha256"]:
+    if not engine_intact(folder, manifest):
         reasons.append(f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)")
     built = manifest.get("key_inputs")
     if built is None:
