@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline import tables
+
 
 def _f(value: Any, digits: int = 3) -> str:
     if value is None:
@@ -15,9 +17,7 @@ def _f(value: Any, digits: int = 3) -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(_f(c) if not isinstance(c, str) else c for c in row) + " |" for row in rows]
-    return lines + [""]
+    return [tables.markdown(header, [[c if isinstance(c, str) else _f(c) for c in row] for row in rows]), ""]
 
 
 def _accuracy_cells(result: dict) -> list[Any]:

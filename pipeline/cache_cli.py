@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline import store as store_lib
+from pipeline import store as store_lib, tables
 from pipeline.errors import PipelineError
 
 
@@ -17,12 +17,6 @@ def human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
-
-
-def table(headers: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    line = lambda r: "  ".join(str(v).ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
-    return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
 def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
@@ -41,10 +35,9 @@ def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
     if not rows:
         print(f"engine store {store.root} is empty")
         return 0
-    print(table(["key", "model", "precision", "GPU", "TensorRT", "size", "last used"],
-                [[r["key"][:16], r.get("model", "?"), r.get("precision", "?"), r.get("gpu", "?"), r.get("trt", "?"),
+    print(tables.text([[r["key"][:16], r.get("model", "?"), r.get("precision", "?"), r.get("gpu", "?"), r.get("trt", "?"),
                   human(r.get("bytes", 0)), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("last_used", 0)))]
-                 for r in rows]))
+                 for r in rows], headers=["key", "model", "precision", "GPU", "TensorRT", "size", "last used"]))
     print(f"{len(rows)} entries, {human(sum(r.get('bytes', 0) for r in rows))} in {store.root}")
     return 0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import buildlog, fileio, report_layers
+from pipeline import buildlog, fileio, report_layers, tables
 from pipeline.errors import PipelineError
 
 MIB = 1 << 20
@@ -157,10 +157,8 @@ def format_table(d: dict) -> str:
         for p in dict.fromkeys(list(ha) + list(hb)):
             na, nb = ha.get(p, 0), hb.get(p, 0)
             rows.append((f"{what.split('_')[0]} layers {p}", _fmt(na), _fmt(nb), "" if na == nb else f"{nb - na:+d}"))
-    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
-    widths[1] = widths[2] = min(max(widths[1], widths[2]), 60)
-    lines = [f"A: {d['a']['path']} ({d['a']['kind']})", f"B: {d['b']['path']} ({d['b']['kind']})", ""]
-    lines += ["  ".join(str(c)[:60].ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines = [f"A: {d['a']['path']} ({d['a']['kind']})", f"B: {d['b']['path']} ({d['b']['kind']})", "",
+             tables.text(rows, max_width=60)]
     changes = d["precision_changes"]
     if changes:
         kinds = {k: sum(1 for c in changes if c["change"] == k) for k in ("narrower", "wider", "other")}

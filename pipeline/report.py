@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import buildlog, fileio, onnx_model, report_graph, report_layers
+from pipeline import buildlog, fileio, onnx_model, report_graph, report_layers, tables
 from pipeline.errors import PipelineError
 
 LOG_KEYS = ("counts", "warnings", "errors", "phases", "layer_passes", "layers_original", "layers_final",
@@ -130,15 +130,6 @@ def make_report(export_onnx: Path, built_onnx: Path, engine_dir: Path, inspect_c
     }
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    def cell(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _nodes(names: list[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" … (+{len(names) - limit})" if len(names) > limit else "")
 
@@ -174,7 +165,7 @@ def _transform_markdown(t: dict) -> list[str]:
              m.get("top1_agreement", "")] for out, m in t["accuracy"].items()]
     md += ["", f"Against the fp32 reference on {t['held_out_batches']} held-out batches, run by "
            f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}):", "",
-           _table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows), ""]
+           tables.markdown(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows), ""]
     return md
 
 
@@ -193,7 +184,7 @@ def to_markdown(report: dict, max_rows: int) -> str:
                                     else f"absent: {insp.get('reason')}"), "",
           *(_transform_markdown(report["precision_transform"]) if report.get("precision_transform") else []),
           "## ONNX model", "",
-          _table(["", "exported", "built"], [
+          tables.markdown(["", "exported", "built"], [
               ["opset", exp["opset"], built["opset"]],
               ["nodes", exp["nodes"], built["nodes"]],
               ["parameters", f"{exp['parameters']:,}", f"{built['parameters']:,}"],
@@ -201,27 +192,27 @@ def to_markdown(report: dict, max_rows: int) -> str:
                "; ".join(f"{i['name']} {i['dtype']}{i['dims']}" for i in built["inputs"])],
               ["outputs", "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in exp["outputs"]),
                "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in built["outputs"])]]), "",
-          _table(["op", "exported", "built"],
+          tables.markdown(["op", "exported", "built"],
                  [[op, exp["ops"].get(op, 0), built["ops"].get(op, 0)]
                   for op in sorted(set(exp["ops"]) | set(built["ops"]),
                                    key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o))]), "",
           "## Precision", "",
-          _table(["precision", "engine layers", "network layers"],
+          tables.markdown(["precision", "engine layers", "network layers"],
                  [[p, eng["precisions"].get(p, 0), report["network"]["precisions"].get(p, 0)]
                   for p in dict.fromkeys(list(eng["precisions"]) + list(report["network"]["precisions"]))]), "",
           "## Build log", "",
-          _table(["severity", "count"], [[k, v] for k, v in log["counts"].items()]), ""]
+          tables.markdown(["severity", "count"], [[k, v] for k, v in log["counts"].items()]), ""]
     if log["memory"]:
-        md += [_table(["memory", "value"], [[k, f"{v:,}"] for k, v in log["memory"].items()]), ""]
+        md += [tables.markdown(["memory", "value"], [[k, f"{v:,}"] for k, v in log["memory"].items()]), ""]
     if log["layer_passes"]:
-        md += [_table(["optimizer pass", "layers"], [[p["pass"], p["layers"]] for p in log["layer_passes"]]), ""]
+        md += [tables.markdown(["optimizer pass", "layers"], [[p["pass"], p["layers"]] for p in log["layer_passes"]]), ""]
     if log["timing_cache"]:
         md += ["### Timing cache", ""] + [f"- {t}" for t in log["timing_cache"]] + [""]
     md += ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
     md += ["## Fusions", "", f"From the {fusion['source']}: {fusion['onnx_nodes_mapped']} of "
            f"{fusion['onnx_nodes_live']} running ONNX nodes mapped to engine layers.", ""]
     if fusion["rows"]:
-        md += [_table(["engine layer", "type", "precision", "ONNX nodes"],
+        md += [tables.markdown(["engine layer", "type", "precision", "ONNX nodes"],
                       [[r["engine_layer"], r["type"], r["precision"],
                         f"{len(r['onnx_nodes'])}: {_nodes(r['onnx_nodes'])}"]
                        for r in fusion["rows"][:max_rows]]), ""]
@@ -229,13 +220,13 @@ def to_markdown(report: dict, max_rows: int) -> str:
         md += [f"ONNX nodes in no engine layer (folded or removed): {_nodes(fusion['unmapped'], 20)}", ""]
     if eng["layers"]:
         md += [f"## Engine layers ({eng['layers_source']})", "",
-               _table(["name", "type", "precision", "tactic", "ONNX nodes"],
+               tables.markdown(["name", "type", "precision", "tactic", "ONNX nodes"],
                       [[l["name"], l["type"], l["precision"], l["tactic"], _nodes(l["onnx_nodes"], 3)]
                        for l in eng["layers"][:max_rows]]), ""]
     layers = report["network"]["layers"]
     if layers:
         md += ["## TensorRT network after parsing", "",
-               _table(["#", "layer", "type", "precision", "outputs"],
+               tables.markdown(["#", "layer", "type", "precision", "outputs"],
                       [[l["index"], l["name"], l["type"], l["precision"],
                         "; ".join(f"{o['dtype']}{o['shape']}" for o in l["outputs"])] for l in layers[:max_rows]])]
         if len(layers) > max_rows:
