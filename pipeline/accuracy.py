@@ -42,7 +42,7 @@ GATE_CHECKS = (
 )
 
 
-def check_gate(figures: dict, gate: Any, label: str) -> list[dict]:
+def check_gate(figures: dict, gate: Any) -> list[dict]:
     """Each configured threshold against each output; a failure names metric, value
     and threshold."""
     results = []

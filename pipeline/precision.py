@@ -65,7 +65,7 @@ def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
     return export.run_batches(onnx_path, batches, basic_optimizations=qdq)
 
 
-def evaluate(onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
+def evaluate(onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
     ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
     try:
@@ -73,7 +73,6 @@ def evaluate(onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool) -
     except PipelineError as e:
         from pipeline import emulate
 
-        model = onnx_model.load(onnx_path, check=False)
         kinds = emulate.low_precision_types(model)
         if "NOT_IMPLEMENTED" not in str(e) or not kinds:
             raise
@@ -120,14 +119,14 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             if not held_out:
                 raise PipelineError("every reference batch is also a calibration sample, so the accuracy gate "
                                     "has no held-out data; calibrate on other data than export's reference.npz")
-        onnx_model.load(dest, check=False)
-        got, evaluated = evaluate(dest, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+        model = onnx_model.load(dest, check=False)
+        got, evaluated = evaluate(dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
         summary["evaluated_with"] = evaluated
         figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
-        gate = accuracy.check_gate(figures, precision_cfg.gate, precision_cfg.name)
+        gate = accuracy.check_gate(figures, precision_cfg.gate)
         summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),
                         "onnx_sha256": fileio.sha256_file(dest),
-                        "ops": onnx_model.op_histogram(onnx_model.load(dest, check=False))})
+                        "ops": onnx_model.op_histogram(model)})
         accuracy.raise_on_failure(gate, f"{precision_cfg.name} ONNX")
         fileio.write_json(tmp / "calibration.json", summary)
     return summary

@@ -7,8 +7,6 @@ Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt.""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -157,19 +155,10 @@ def _reader(batches: list[dict], progress):
     return Reader()
 
 
-@contextlib.contextmanager
-def _quiet():
-    """ModelOpt prints INFO logs and ONNX Runtime tqdm bars unconditionally; keep them
-    (for an error message) instead of on the console."""
-    from pipeline.precision import quiet_modelopt
-
-    err = io.StringIO()
-    with quiet_modelopt() as out, contextlib.redirect_stderr(err):
-        yield out, err
-
-
 def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet) -> bytes:
     from tqdm import tqdm
+
+    from pipeline.precision import quiet_modelopt
 
     try:
         from modelopt.onnx.quantization import quantize as mo_quantize
@@ -184,7 +173,7 @@ def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: 
         shutil.copyfile(src, work)
         out = Path(tmp) / "model.qdq.onnx"
         try:
-            with _quiet() as (log, errlog):
+            with quiet_modelopt():
                 mo_quantize(onnx_path=str(work), quantize_mode=mode, calibration_method=method,
                             calibration_data_reader=_reader(data.batches, bar), calibration_eps=["cpu"],
                             output_path=str(out), op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,

@@ -141,8 +141,8 @@ def _transform_section(r: dict) -> str:
                    + (" — <b>random data, not representative of real inputs</b>" if data.get("random") else "")
                    + (f" ({e(data['fallback'])})" if data.get("fallback") else "")
                    + f"; cache {'hit' if t.get('calibration_cache_hit') else 'miss'}</p>")
-    rows = [[e(o), f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
-             e(m.get("top1_agreement", ""))] for o, m in t["accuracy"].items()]
+    rows = [[o, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
+             m.get("top1_agreement", "")] for o, m in t["accuracy"].items()]
     out.append(f"<p class=\"sub\">Against the fp32 reference on {e(t['held_out_batches'])} held-out batches, "
                f"run by {e(t.get('evaluated_with') or 'onnxruntime')}; "
                f"gate {'passed' if t['gate_passed'] else 'FAILED'}.</p>")
