@@ -105,9 +105,9 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
         from pipeline import torch_runner
 
         return torch_runner.why_not(cfg.model) or _torch(cfg)
-    from pipeline import trt_runner
+    from pipeline import backend
 
-    return trt_runner.why_not_runnable(fingerprint) or _tensorrt(paths["engine"], fingerprint, cfg.benchmark)
+    return backend.why_engine_cannot_run(fingerprint) or _tensorrt(paths["engine"], fingerprint, cfg.benchmark)
 
 
 def progress_bar(label: str):

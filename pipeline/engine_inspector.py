@@ -12,31 +12,12 @@ from pipeline import backend, report_layers
 from pipeline.errors import PipelineError
 
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
-RTX_COMPUTE_CAPABILITIES = ("7.5", "8.0", "8.6", "8.9")
-
-
-def unavailable_reason(fingerprint: dict) -> str | None:
-    gpu = fingerprint.get("gpu")
-    if not gpu:
-        return f"no GPU on this machine ({fingerprint.get('gpu_probe') or fingerprint.get('target')})"
-    cc = str(gpu.get("compute_capability", ""))
-    runs_rtx = cc in RTX_COMPUTE_CAPABILITIES or cc.startswith("12.")
-    if fingerprint.get("trt_flavour") == "tensorrt_rtx" and not runs_rtx:
-        return f"TensorRT-RTX does not run engines on {gpu.get('name')} (compute capability {cc})"
-    return None
-
-
 def engine_information(engine_path: Path, flavour: str) -> dict:
     """Deserialize the engine and return EngineInspector JSON, parsed. GPU only."""
     from pipeline.trt_hooks import make_logger
 
     trt = backend.import_flavour(flavour)
-    logger = make_logger(trt)
-    runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
-    if engine is None:
-        errors = logger.errors()
-        raise PipelineError(f"{flavour} cannot load {engine_path}: {errors[-1] if errors else 'no error logged'}")
+    _runtime, engine = backend.deserialize(trt, make_logger(trt), engine_path)
     inspector = engine.create_engine_inspector()
     text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
     try:
@@ -47,7 +28,7 @@ def engine_information(engine_path: Path, flavour: str) -> dict:
 
 def inspect(engine_path: Path, fingerprint: dict) -> dict:
     """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
-    why = unavailable_reason(fingerprint)
+    why = backend.why_engine_cannot_run(fingerprint)
     if why:
         return {"available": False, "reason": why}
     try:

@@ -18,30 +18,13 @@ from pipeline import backend, cuda_timing
 from pipeline.cudart import D2H, H2D, Cuda
 from pipeline.errors import PipelineError
 
-RTX_SUPPORTED_CC = ("7.5", "8.0", "8.6", "8.9")  # and 12.x
-
-
-def why_not_runnable(fingerprint: dict) -> str | None:
-    """None when an engine built for this fingerprint can run here, else the reason."""
-    gpu = fingerprint.get("gpu")
-    if gpu is None:
-        return "no GPU on this machine: a TensorRT engine needs an NVIDIA GPU to run"
-    cc = gpu["compute_capability"]
-    if fingerprint["trt_flavour"] == "tensorrt_rtx" and not (cc in RTX_SUPPORTED_CC or cc.startswith("12.")):
-        return f"TensorRT-RTX does not run on compute capability {cc} ({gpu['name']})"
-    return None
-
-
 class EngineRunner:
     def __init__(self, engine_path: Path, flavour: str) -> None:
         self.trt = trt = backend.import_flavour(flavour)
         self.cuda = Cuda.get()
         self.stream = self.cuda.stream()
         self._logger = trt.Logger(trt.Logger.WARNING)
-        self._runtime = trt.Runtime(self._logger)
-        self.engine = self._runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
-        if self.engine is None:
-            raise PipelineError(f"{flavour} could not load {engine_path} (built for another GPU or version?)")
+        self._runtime, self.engine = backend.deserialize(trt, self._logger, engine_path)
         self.context = self.engine.create_execution_context()
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]

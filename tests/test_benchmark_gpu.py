@@ -58,13 +58,13 @@ def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
 
 
 def test_tensorrt_engine_runs_times_and_matches_the_reference(request, tmp_path):
-    from pipeline import trt_runner
+    from pipeline import backend
     from pipeline.fingerprint import probe_gpu
 
     gpu, _ = probe_gpu()
     for flavour in ("tensorrt", "tensorrt_rtx"):
         fp = {"gpu": gpu, "trt_flavour": flavour}
-        if trt_runner.why_not_runnable(fp) is None and importlib.util.find_spec(flavour):
+        if backend.why_engine_cannot_run(fp) is None and importlib.util.find_spec(flavour):
             break
     else:
         pytest.skip("no TensorRT flavour that runs on this GPU is installed")

@@ -8,7 +8,7 @@ DETAILED build (`Datatype` and `Format` apart, `Metadata` joined by \\x1f)."""
 
 import pytest
 
-from pipeline import engine_inspector, report_layers, steps
+from pipeline import backend, engine_inspector, report_layers, steps
 from pipeline.errors import PipelineError
 
 TRT10 = {
@@ -115,18 +115,18 @@ def test_dtype_words_of_every_layout():
 
 
 def test_why_the_inspector_cannot_run_here():
-    assert "no GPU" in engine_inspector.unavailable_reason({"gpu": None, "gpu_probe": "NVML unavailable"})
+    assert "no GPU" in backend.why_engine_cannot_run({"gpu": None, "gpu_probe": "NVML unavailable"})
     hopper = {"gpu": {"name": "NVIDIA H100", "compute_capability": "9.0"}, "trt_flavour": "tensorrt_rtx"}
-    assert "compute capability 9.0" in engine_inspector.unavailable_reason(hopper)
-    assert engine_inspector.unavailable_reason({**hopper, "trt_flavour": "tensorrt"}) is None
+    assert "compute capability 9.0" in backend.why_engine_cannot_run(hopper)
+    assert backend.why_engine_cannot_run({**hopper, "trt_flavour": "tensorrt"}) is None
     ada = {"gpu": {"name": "RTX 4090", "compute_capability": "8.9"}, "trt_flavour": "tensorrt_rtx"}
-    assert engine_inspector.unavailable_reason(ada) is None
+    assert backend.why_engine_cannot_run(ada) is None
 
 
 def test_inspect_says_why_where_no_gpu_can_load(built_cnn, gpu_available):
     _, layout = built_cnn
     fp = steps.read_fingerprint(layout)
-    why = engine_inspector.unavailable_reason(fp)
+    why = backend.why_engine_cannot_run(fp)
     if why is None:
         pytest.skip("this machine can load the engine; the gpu test covers it")
     result = engine_inspector.inspect(layout.engine_dir(fp["id"]) / "engine.plan", fp)
@@ -138,7 +138,7 @@ def test_engine_inspector_on_a_gpu(requires_trt, built_transformer_detailed):
     """Deserialize a real DETAILED engine and read every layer back from the inspector."""
     _, layout = built_transformer_detailed
     fp = steps.read_fingerprint(layout)
-    why = engine_inspector.unavailable_reason(fp)
+    why = backend.why_engine_cannot_run(fp)
     if why:
         pytest.skip(why)
     result = engine_inspector.inspect(layout.engine_dir(fp["id"]) / "engine.plan", fp)
