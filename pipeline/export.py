@@ -162,7 +162,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         else:
             copy_onnx(Path(model_cfg.onnx_path), onnx_path)
             source = f"onnx:{Path(model_cfg.onnx_path).name}"
-        model = infer_shapes(onnx_model.load(onnx_path, check=True), onnx_path)
+        # A copied file was checked as the user's file (errors name it); a torch export here.
+        model = infer_shapes(onnx_model.load(onnx_path, check=bool(model_cfg.factory)), onnx_path)
         specs = onnx_model.inputs(model)
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")

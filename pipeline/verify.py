@@ -75,8 +75,10 @@ def compare_bytes(a: bytes, b: bytes, context: int = 24) -> dict:
     around each differing run (names and strings are what usually moves)."""
     if a == b:
         return {"identical": True, "bytes": len(a)}
+    import numpy as np
+
     n = min(len(a), len(b))
-    diff_offsets = [i for i in range(n) if a[i] != b[i]]
+    diff_offsets = np.flatnonzero(np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n)).tolist()
     runs: list[list[int]] = []
     for i in diff_offsets:
         if runs and i - runs[-1][1] <= 8:

@@ -151,3 +151,18 @@ def test_reproduce_reports_identical_or_what_differs(tmp_path, built_transformer
                        capture_output=True, text=True)
     assert r.returncode in (0, 2), r.stderr
     assert r.stdout.startswith("identical") if r.returncode == 0 else "bytes differ" in r.stdout
+
+
+def test_compare_bytes_finds_every_differing_run():
+    from pipeline.verify import compare_bytes
+
+    a = bytes(range(256)) * 10
+    b = bytearray(a)
+    b[5] ^= 1
+    b[6] ^= 1
+    b[2000] ^= 3
+    report = compare_bytes(a, bytes(b))
+    assert report["identical"] is False and report["differing_bytes"] == 3 and report["first_difference"] == 5
+    assert [(r["offset"], r["length"]) for r in report["runs"]] == [(5, 2), (2000, 1)]
+    assert compare_bytes(a, a + b"xy")["differing_bytes"] == 2
+    assert compare_bytes(a, a) == {"identical": True, "bytes": len(a)}
