@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def compose(*overrides: str):
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from pipeline import config
+    from pipeline.core import config
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         return config.validate(hydra_compose("config", overrides=list(overrides)))
@@ -34,7 +34,7 @@ def compose(*overrides: str):
 def child(root: str, model: str, cache: str) -> None:
     """One calibrate step; prints its own duration as JSON."""
     from pipeline import steps
-    from pipeline.layout import Layout
+    from pipeline.core.layout import Layout
 
     cfg = compose(f"model={model}", "precision=int8", f"calibration.cache_dir={cache}")
     t0 = time.perf_counter()
@@ -59,8 +59,8 @@ def main() -> int:
     ap.add_argument("--min-ratio", type=float, default=5.0)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from pipeline import export
-    from pipeline.layout import Layout
+    from pipeline.export import export
+    from pipeline.core.layout import Layout
 
     ok = True
     with tempfile.TemporaryDirectory(prefix="calib-bench.") as tmp:

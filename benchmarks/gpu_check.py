@@ -1,7 +1,7 @@
 """Exercise the GPU timing path on a machine with an NVIDIA GPU and a CUDA build of
-torch, no TensorRT needed: pipeline.cudart (copies, pinned memory, graph capture),
-pipeline.cuda_timing (CUDA events around each stage, the code the TensorRT runner
-uses), pipeline.torch_runner on CUDA, and pipeline.gpu_conditions (NVML before and
+torch, no TensorRT needed: pipeline.machine.cudart (copies, pinned memory, graph capture),
+pipeline.bench.cuda_timing (CUDA events around each stage, the code the TensorRT runner
+uses), pipeline.bench.torch_runner on CUDA, and pipeline.machine.gpu_conditions (NVML before and
 after). Prints one JSON document; exits 1 if an invariant fails.
 
     python benchmarks/gpu_check.py [--seconds 1.0] [--models cnn,transformer]
@@ -21,8 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import accuracy, cuda_timing, gpu_conditions  # noqa: E402
-from pipeline.cudart import D2D, D2H, H2D, Cuda  # noqa: E402
+from pipeline import gpu_conditions  # noqa: E402
+from pipeline.precision import accuracy
+from pipeline.bench import cuda_timing
+from pipeline.machine.cudart import D2D, D2H, H2D, Cuda  # noqa: E402
 
 MODELS = {
     "cnn": ("models.cnn_classifier", {"batch": 8}),
@@ -81,7 +83,7 @@ def timing_invariants(name: str, times: dict, min_iterations: int, check: Checks
 
 
 def check_model(key: str, seconds: float, check: Checks) -> dict:
-    from pipeline import torch_runner
+    from pipeline.bench import torch_runner
 
     factory, dims = MODELS[key]
     model_cfg = SimpleNamespace(factory=factory, seed=0)

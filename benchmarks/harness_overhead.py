@@ -1,6 +1,6 @@
 """The benchmark harness's own overhead, measured in one run.
 
-The harness (pipeline.benchmark's ONNX Runtime backend: its session, pipeline.timing
+The harness (pipeline.bench.benchmark's ONNX Runtime backend: its session, pipeline.bench.timing
 and the stage's progress bar) and a bare loop (t0; session.run; t1) time the same
 session on the same inputs, in alternating rounds whose order flips every round,
 so drift and a neighbour's load fall on both alike. Passes when the harness's
@@ -22,7 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import benchmark, config, export, onnx_model as onnx_lib  # noqa: E402
+from pipeline.bench import benchmark
+from pipeline.core import config
+from pipeline.export import export, onnx_model as onnx_lib  # noqa: E402
 
 LIMIT = 1.05
 

@@ -27,8 +27,9 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from pipeline import config, steps
-from pipeline.layout import Layout
+from pipeline import steps
+from pipeline.core import config
+from pipeline.core.layout import Layout
 cfg = config.load(Path(sys.argv[1]) / "params.yaml")
 t1 = time.perf_counter()
 steps.build(cfg, Layout(Path(sys.argv[1])), progress=False)
@@ -54,7 +55,7 @@ def main() -> None:
     args = ap.parse_args()
     from tests.conftest import compose
     from pipeline import steps
-    from pipeline.layout import Layout
+    from pipeline.core.layout import Layout
     from omegaconf import OmegaConf
 
     with tempfile.TemporaryDirectory() as tmp:

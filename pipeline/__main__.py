@@ -14,12 +14,13 @@ import argparse
 import json
 from pathlib import Path
 
-from pipeline import cli
-from pipeline.errors import PipelineError
+from pipeline.core import cli
+from pipeline.core.errors import PipelineError
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
-    from pipeline import config, fingerprint
+    from pipeline.core import config
+    from pipeline.machine import fingerprint
 
     cfg = config.load(args.params) if args.params else config.validate({})
     fp = fingerprint.collect(cfg.build, require_trt=False)
@@ -33,7 +34,7 @@ def _params(args: argparse.Namespace) -> int:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from pipeline import config, fileio
+    from pipeline.core import config, fileio
 
     with initialize_config_dir(config_dir=str(Path(args.conf).resolve()), version_base=None):
         raw = compose("config", overrides=list(args.overrides))
@@ -44,7 +45,9 @@ def _params(args: argparse.Namespace) -> int:
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from pipeline import cache_cli, config, store
+    from pipeline import cache_cli
+    from pipeline.core import config
+    from pipeline.engine import store
 
     store_dir = args.store or (config.load(args.params).build.store_dir if Path(args.params).exists() else None)
     st = store.EngineStore(store.default_root(store_dir))
@@ -74,7 +77,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from pipeline import diff
+    from pipeline.analysis import diff
 
     result = diff.compare(diff.load(args.a), diff.load(args.b))
     print(json.dumps(result, indent=2, sort_keys=True) if args.json else diff.format_table(result))

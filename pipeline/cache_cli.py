@@ -7,16 +7,10 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline import store as store_lib, tables
-from pipeline.errors import PipelineError
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
+from pipeline.engine import store as store_lib
+from pipeline.core import tables
+from pipeline.core.numbers import size
+from pipeline.core.errors import PipelineError
 
 
 def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
@@ -36,9 +30,9 @@ def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
         print(f"engine store {store.root} is empty")
         return 0
     print(tables.text([[r["key"][:16], r.get("model", "?"), r.get("precision", "?"), r.get("gpu", "?"), r.get("trt", "?"),
-                  human(r.get("bytes", 0)), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("last_used", 0)))]
+                  size(r.get("bytes", 0)), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("last_used", 0)))]
                  for r in rows], headers=["key", "model", "precision", "GPU", "TensorRT", "size", "last used"]))
-    print(f"{len(rows)} entries, {human(sum(r.get('bytes', 0) for r in rows))} in {store.root}")
+    print(f"{len(rows)} entries, {size(sum(r.get('bytes', 0) for r in rows))} in {store.root}")
     return 0
 
 
@@ -77,15 +71,16 @@ def cache_rm(store: store_lib.EngineStore, key: str) -> int:
 
 
 def _current_context(params: str):
-    from pipeline import config, fingerprint
-    from pipeline.layout import Layout
+    from pipeline.core import config
+    from pipeline.machine import fingerprint
+    from pipeline.core.layout import Layout
 
     cfg = config.load(params)
     return cfg, Layout(Path(".")), fingerprint.collect(cfg.build)
 
 
 def verify_engine(path: str, params: str) -> int:
-    from pipeline import verify
+    from pipeline.engine import verify
 
     folder = verify.engine_folder(path)
     cfg, layout, fp = _current_context(params)
@@ -101,7 +96,7 @@ def verify_engine(path: str, params: str) -> int:
 
 def reproduce_engine(path: str, params: str) -> int:
     """Rebuild from the present inputs (bypassing the store) and compare bytes."""
-    from pipeline import build as build_lib, timing_cache, verify
+    from pipeline.engine import build as build_lib, timing_cache, verify
 
     folder = verify.engine_folder(path)
     cfg, layout, fp = _current_context(params)

@@ -15,10 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline import config, fileio, steps
-from pipeline.cli import one_line
-from pipeline.errors import PipelineError
-from pipeline.layout import Layout
+from pipeline import steps
+from pipeline.core import config, fileio
+from pipeline.core.cli import one_line
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
 
 
 def job_result(results: dict) -> dict:

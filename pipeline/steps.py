@@ -1,5 +1,9 @@
 """One function per pipeline stage. DVC stages (stages/*.py) and the Hydra sweep
-(pipeline/run.py) both call these, so they share one code path and one store."""
+(pipeline/run.py) both call these, so they share one code path and one store.
+
+Each step imports the layers it uses inside its own body: a stage process then loads
+only those (dvc.yaml lists exactly those folders as the stage's code deps, and a
+store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared."""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline import config as config_lib, fileio
-from pipeline.errors import PipelineError
-from pipeline.layout import Layout
+from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
 
 
 def fingerprint(cfg: Any, layout: Layout) -> dict:
-    from pipeline import fingerprint as fp_lib
+    from pipeline.machine import fingerprint as fp_lib
 
     fp = fp_lib.collect(cfg.build)
     fileio.write_json(layout.fingerprint, fp)
@@ -26,19 +30,19 @@ def read_fingerprint(layout: Layout) -> dict:
 
 
 def export(cfg: Any, layout: Layout) -> dict:
-    from pipeline import export as export_lib
+    from pipeline.export import export as export_lib
 
     return export_lib.export_model(cfg.model, layout.export_dir)
 
 
 def calibrate(cfg: Any, layout: Layout) -> dict:
     """The precision-transformed graph, and its accuracy as a DVC metrics file."""
-    from pipeline import precision
+    from pipeline.precision import transform as precision
 
     summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
     gate = {}
     for r in summary["gate"]:
-        gate.setdefault(r["output"], {})[r["metric"]] = {k: r[k] for k in ("threshold", "passed")}
+        gate.setdefault(r["subject"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
                "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"]),
@@ -68,13 +72,13 @@ def _drop_stale(folder: Path) -> None:
 
 
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
-    from pipeline import cache_key as key_lib, store as store_lib
+    from pipeline.engine import cache_key, store as store_lib
 
     onnx_path = layout.calibrate_dir / "model.onnx"
     if not onnx_path.exists():
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
-    key_in = engine_key_inputs(cfg, layout, fp)
-    key = key_lib.cache_key(key_in)
+    key_in = cache_key.engine_key_inputs(cfg, layout, fp)
+    key = cache_key.cache_key(key_in)
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
     entry, event = store.get(key), "hit"
     if entry is None:
@@ -96,7 +100,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
             shutil.copyfile(entry.file(name), out / name)
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
-    from pipeline import buildlog, gates
+    from pipeline.analysis import buildlog, gates
 
     folder = layout.engine_dir(fp["id"])
     manifest = fileio.read_json(folder / "manifest.json", "build manifest")
@@ -117,37 +121,12 @@ def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
         return None
     if manifest.get("cache_key") != key:
         return None
-    from pipeline.verify import engine_intact
+    from pipeline.engine.verify import engine_intact
 
     if not engine_intact(folder, manifest):
         print(f"warning: {folder / 'engine.plan'} does not match its manifest; rebuilding", file=sys.stderr)
         return None
     return store.put(key, {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}, labels)
-
-
-def calibration_result_sha256(layout: Layout) -> str | None:
-    """Implicit (TensorRT 10) int8 calibration happens inside the build, so the
-    engine depends on its inputs and calibrator; Q/DQ calibration lives in the
-    graph, which the ONNX hash covers already."""
-    inputs = layout.weak_calibration_inputs
-    if not inputs.exists():
-        return None
-    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
-    calibrator = summary.get("weak_typing", {}).get("calibrator", "")
-    return fileio.sha256_bytes(f"{fileio.sha256_file(inputs)}|{calibrator}".encode())
-
-
-def engine_key_inputs(cfg: Any, layout: Layout, fp: dict) -> dict:
-    from pipeline import cache_key as key_lib, onnx_model
-
-    for p in cfg.build.plugins:
-        if not Path(p).is_file():
-            raise PipelineError(f"plugin library not found: {p}")
-    return key_lib.key_inputs(
-        onnx_sha256=onnx_model.sha256(layout.calibrate_dir / "model.onnx"),
-        build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),
-        profile_cfg=config_lib.to_dict(cfg.profile), calibration_sha256=calibration_result_sha256(layout),
-        plugin_sha256={Path(p).name: fileio.sha256_file(p) for p in cfg.build.plugins}, fingerprint=fp)
 
 
 def _labels(cfg: Any, fp: dict) -> dict:
@@ -157,7 +136,8 @@ def _labels(cfg: Any, fp: dict) -> dict:
 
 
 def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
-    from pipeline import build as build_lib, buildlog, manifest as manifest_lib, timing_cache
+    from pipeline.analysis import buildlog
+    from pipeline.engine import build as build_lib, cache_key, manifest as manifest_lib, timing_cache
 
     onnx_path = layout.calibrate_dir / "model.onnx"
     resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
@@ -172,13 +152,13 @@ def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, pro
     inputs = {
         "onnx_sha256": key_in["onnx_sha256"],
         "calibration_sha256": key_in["calibration_sha256"],
-        "plugins_sha256": {Path(p).name: fileio.sha256_file(p) for p in cfg.build.plugins},
+        "plugins_sha256": cache_key.plugin_sha256(cfg.build.plugins),
         "tools": tool_versions(),
     }
     manifest = manifest_lib.make(
         fingerprint=fp, inputs=inputs, build_cfg=config_lib.to_dict(cfg.build),
         precision_cfg=config_lib.to_dict(cfg.precision), profiles=resolved, result=result, summary=summary,
-        engine_sha256=fileio.sha256_bytes(result.engine), cache_key=key)
+        engine_sha256=hashing.sha256_bytes(result.engine), cache_key=key)
     manifest["key_inputs"] = key_in
     manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
     return {
@@ -191,16 +171,17 @@ def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, pro
 
 
 def tool_versions() -> dict:
-    from pipeline.fingerprint import package_version
+    from pipeline.machine.fingerprint import package_version
 
     dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13")
     return {d: v for d in dists if (v := package_version(d)) is not None}
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
-    from pipeline import engine_inspector, report as report_lib, report_html
+    from pipeline.analysis import engine_inspector
+    from pipeline.report import report as report_lib, report_html
 
-    from pipeline.verify import assert_loadable
+    from pipeline.engine.verify import assert_loadable
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
@@ -221,9 +202,10 @@ def inspect(cfg: Any, layout: Layout) -> dict:
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
-    from pipeline import benchmark as bench_lib, benchmark_report
+    from pipeline.bench import benchmark as bench_lib
+    from pipeline.report import benchmark_report
 
-    from pipeline.verify import assert_loadable
+    from pipeline.engine.verify import assert_loadable
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])

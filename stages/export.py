@@ -1,7 +1,8 @@
 """DVC stage `export`: see dvc.yaml for its params, deps and outs."""
 
-from pipeline import cli, config, steps
-from pipeline.layout import Layout
+from pipeline import steps
+from pipeline.core import cli, config
+from pipeline.core.layout import Layout
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ def compose(*overrides: str):
     """The validated config exactly as DVC/Hydra would compose it from conf/."""
     from hydra import compose as hydra_compose, initialize_config_dir
 
-    from pipeline import config
+    from pipeline.core import config
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         raw = hydra_compose("config", overrides=list(overrides))
@@ -41,7 +41,7 @@ FAST_BENCH = ("benchmark.warmup_s=0.05", "benchmark.min_duration_s=0.2", "benchm
 @pytest.fixture(scope="session")
 def requires_trt() -> None:
     """For gpu tests that build first: a GPU host may have no TensorRT installed yet."""
-    from pipeline.fingerprint import trt_installed
+    from pipeline.machine.fingerprint import trt_installed
 
     if not (trt_installed("tensorrt") or trt_installed("tensorrt_rtx")):
         pytest.skip("no TensorRT flavour is installed here to build an engine")
@@ -49,13 +49,13 @@ def requires_trt() -> None:
 
 @pytest.fixture(scope="session")
 def gpu_available() -> bool:
-    from pipeline.fingerprint import probe_gpu
+    from pipeline.machine.fingerprint import probe_gpu
 
     return probe_gpu()[0] is not None
 
 
 def pytest_collection_modifyitems(config, items):
-    from pipeline.fingerprint import probe_gpu
+    from pipeline.machine.fingerprint import probe_gpu
 
     gpu, why = probe_gpu()
     if gpu is None:
@@ -67,7 +67,7 @@ def pytest_collection_modifyitems(config, items):
 
 def _pipeline_through(tmp: Path, cfg, last: str):
     from pipeline import steps
-    from pipeline.layout import Layout
+    from pipeline.core.layout import Layout
 
     layout = Layout(tmp)
     for name in steps.ORDER:
@@ -115,7 +115,8 @@ def built_cnn_int8(tmp_path_factory):
 def transformer_result(built_transformer):
     """A fresh real build of the fp32 transformer (records straight from the logger),
     independent of whatever the engine store holds."""
-    from pipeline import build, steps
+    from pipeline import steps
+    from pipeline.engine import build
 
     cfg, layout = built_transformer
     onnx_path = layout.calibrate_dir / "model.onnx"
@@ -127,8 +128,9 @@ def transformer_result(built_transformer):
 def built_transformer_detailed(built_transformer, tmp_path_factory):
     """The fp32 transformer built with ProfilingVerbosity.DETAILED (what the build log
     then holds: the engine's own layers), through build and inspect, own store."""
-    from pipeline import build, steps
-    from pipeline.layout import Layout
+    from pipeline import steps
+    from pipeline.engine import build
+    from pipeline.core.layout import Layout
 
     _, src = built_transformer
     tmp = tmp_path_factory.mktemp("transformer_detailed")

@@ -12,10 +12,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline import bench_shapes, benchmark_report, config, fileio, gpu_conditions, steps, torch_runner
-from pipeline.errors import PipelineError
-from pipeline.layout import Layout
-from pipeline.onnx_model import TensorSpec
+from pipeline import steps
+from pipeline.bench import bench_shapes, torch_runner
+from pipeline.report import benchmark_report
+from pipeline.core import config, fileio
+from pipeline.machine import gpu_conditions
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+from pipeline.export.onnx_model import TensorSpec
 from tests.conftest import FAST_BENCH, _pipeline_through, compose
 
 IMAGES = [TensorSpec("images", "float32", ("batch", 3, 32, 32))]

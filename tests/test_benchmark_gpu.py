@@ -1,5 +1,5 @@
 """GPU parts of the benchmark: CUDA events, copies and graphs through
-pipeline.cudart, NVML readings, PyTorch on CUDA, and the TensorRT engine where one
+pipeline.machine.cudart, NVML readings, PyTorch on CUDA, and the TensorRT engine where one
 can run here. Skipped with the reason on machines without a GPU."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline import cuda_timing, gpu_conditions
+from pipeline.bench import cuda_timing
+from pipeline.machine import gpu_conditions
 
 pytestmark = pytest.mark.gpu
 FAST = SimpleNamespace(warmup_s=0.05, min_duration_s=0.2, min_iterations=50, device_copies=True, cuda_graph=False,
@@ -26,7 +27,7 @@ def _torch_cuda():
 
 
 def test_nvml_reads_clocks_temperature_and_power():
-    from pipeline.cudart import Cuda
+    from pipeline.machine.cudart import Cuda
 
     snap = gpu_conditions.snapshot(Cuda.get().pci_bus_id(0))
     assert snap["gpu"] and snap["clocks_mhz"]["sm"] and snap["temperature_c"] is not None
@@ -44,7 +45,7 @@ def _check_times(times: dict, stages: list[str]) -> None:
 @pytest.mark.parametrize("copies,graph", [(True, False), (True, True), (False, False)])
 def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
     _torch_cuda()
-    from pipeline import torch_runner
+    from pipeline.bench import torch_runner
     from models import cnn_classifier
 
     feeds = cnn_classifier.sample_inputs({"batch": 4}, np.random.default_rng(0))
@@ -58,8 +59,8 @@ def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
 
 
 def test_tensorrt_engine_runs_times_and_matches_the_reference(request, tmp_path):
-    from pipeline import backend
-    from pipeline.fingerprint import probe_gpu
+    from pipeline.engine import backend
+    from pipeline.machine.fingerprint import probe_gpu
 
     gpu, _ = probe_gpu()
     for flavour in ("tensorrt", "tensorrt_rtx"):
@@ -69,7 +70,7 @@ def test_tensorrt_engine_runs_times_and_matches_the_reference(request, tmp_path)
     else:
         pytest.skip("no TensorRT flavour that runs on this GPU is installed")
     from pipeline import steps
-    from pipeline.layout import Layout
+    from pipeline.core.layout import Layout
 
     cfg, built = request.getfixturevalue("built_cnn")
     shutil.copytree(built.root / "artifacts", tmp_path / "artifacts")

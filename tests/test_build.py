@@ -4,8 +4,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from pipeline import build, buildlog, fileio, steps
-from pipeline.errors import PipelineError
+from pipeline import steps
+from pipeline.engine import build
+from pipeline.analysis import buildlog
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO, compose
 
 
@@ -16,9 +19,9 @@ def test_cnn_build_writes_engine_and_manifest(built_cnn):
     manifest = fileio.read_json(d / "manifest.json")
     engine = (d / "engine.plan").read_bytes()
     assert len(engine) > 10_000
-    assert manifest["engine"]["sha256"] == fileio.sha256_bytes(engine)
+    assert manifest["engine"]["sha256"] == hashing.sha256_bytes(engine)
     assert manifest["backend"]["flavour"] in ("tensorrt_rtx", "tensorrt")
-    assert manifest["inputs"]["onnx_sha256"] == fileio.sha256_file(layout.calibrate_dir / "model.onnx")
+    assert manifest["inputs"]["onnx_sha256"] == hashing.sha256_file(layout.calibrate_dir / "model.onnx")
     assert manifest["config"]["profiles"][0]["inputs"]["images"]["opt"] == [8, 3, 32, 32]
     assert manifest["log"]["counts"]["verbose"] > 0
     assert manifest["log"]["layers_original"] >= manifest["log"]["layers_final"] >= 1

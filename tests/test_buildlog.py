@@ -7,8 +7,11 @@ from collections import Counter
 
 import pytest
 
-from pipeline import buildlog, fileio, manifest as manifest_lib, steps
-from pipeline.errors import PipelineError
+from pipeline import steps
+from pipeline.analysis import buildlog
+from pipeline.core import fileio
+from pipeline.engine import manifest as manifest_lib
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO
 
 INT64_WARNING = "Make sure input input_ids has Int64 binding"
@@ -107,7 +110,7 @@ def test_classic_tensorrt_fusion_lines_count_as_events():
 
 _BUILD_WITH_BAR = """
 import sys
-from pipeline import build
+from pipeline.engine import build
 from tests.conftest import compose
 cfg = compose()
 onnx = sys.argv[1]
@@ -145,7 +148,7 @@ def test_console_shows_a_progress_bar_and_no_log(tmp_path):
 
 
 def test_build_without_a_terminal_prints_nothing(capfd):
-    from pipeline import build
+    from pipeline.engine import build
     from tests.conftest import compose
 
     cfg = compose()

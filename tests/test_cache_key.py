@@ -4,7 +4,9 @@ import copy
 
 import pytest
 
-from pipeline import cache_key, config, steps
+from pipeline import steps
+from pipeline.engine import cache_key
+from pipeline.core import config
 from tests.conftest import compose
 
 BASE = dict(
@@ -84,7 +86,7 @@ def test_fields_that_do_not_change_the_engine_keep_the_key(field, value):
 def test_key_from_the_real_pipeline_ignores_benchmark_settings(built_cnn):
     cfg, layout = built_cnn
     fp = steps.read_fingerprint(layout)
-    k = lambda c: cache_key.cache_key(steps.engine_key_inputs(c, layout, fp))  # noqa: E731
+    k = lambda c: cache_key.cache_key(cache_key.engine_key_inputs(c, layout, fp))  # noqa: E731
     assert k(compose("benchmark.min_iterations=7", "benchmark.warmup_s=0.01")) == k(cfg)
     assert k(compose("inspect.max_table_rows=3")) == k(cfg)
     assert k(compose("build.workspace_mib=512")) != k(cfg)

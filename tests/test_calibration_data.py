@@ -4,8 +4,10 @@ real exported models' inputs (no ModelOpt needed here)."""
 import numpy as np
 import pytest
 
-from pipeline import calibration_data, export, fileio
-from pipeline.errors import PipelineError
+from pipeline.precision import calibration_data
+from pipeline.export import export
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO, compose
 
 

@@ -4,8 +4,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import config
-from pipeline.errors import PipelineError
+from pipeline.core import config
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO, compose
 
 

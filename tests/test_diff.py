@@ -6,8 +6,11 @@ import sys
 
 import pytest
 
-from pipeline import diff, fileio, report, steps
-from pipeline.errors import PipelineError
+from pipeline import steps
+from pipeline.analysis import diff
+from pipeline.core import fileio
+from pipeline.report import report
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO
 
 

@@ -8,8 +8,10 @@ DETAILED build (`Datatype` and `Format` apart, `Metadata` joined by \\x1f)."""
 
 import pytest
 
-from pipeline import backend, engine_inspector, report_layers, steps
-from pipeline.errors import PipelineError
+from pipeline import steps
+from pipeline.engine import backend
+from pipeline.analysis import engine_inspector, report_layers
+from pipeline.core.errors import PipelineError
 
 TRT10 = {
     "Layers": [

@@ -2,8 +2,9 @@ import numpy as np
 import onnx
 import pytest
 
-from pipeline import export, fileio, onnx_model
-from pipeline.errors import PipelineError
+from pipeline.export import export, onnx_model
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO, compose
 
 
@@ -32,7 +33,7 @@ def test_transformer_export_takes_int64_ids_and_mask(built_transformer):
 def test_export_is_deterministic(tmp_path, built_cnn):
     cfg, layout = built_cnn
     export.export_model(cfg.model, tmp_path / "again")
-    assert fileio.sha256_file(tmp_path / "again" / "model.onnx") == fileio.sha256_file(layout.export_dir / "model.onnx")
+    assert hashing.sha256_file(tmp_path / "again" / "model.onnx") == hashing.sha256_file(layout.export_dir / "model.onnx")
     assert (tmp_path / "again" / "reference.npz").read_bytes() == (layout.export_dir / "reference.npz").read_bytes()
 
 

@@ -3,8 +3,8 @@ import os
 import numpy as np
 import pytest
 
-from pipeline import fileio
-from pipeline.errors import PipelineError
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 
 
 def test_npz_is_byte_deterministic_and_roundtrips(tmp_path):

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from pipeline import fingerprint
-from pipeline.config import BuildConfig
-from pipeline.errors import PipelineError
+from pipeline.machine import fingerprint
+from pipeline.core.config import BuildConfig
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO
 
 

@@ -4,8 +4,10 @@ naming the gate, its threshold and what matched; results land in metrics/gates.j
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline import build, buildlog, fileio, gates
-from pipeline.errors import PipelineError
+from pipeline.engine import build
+from pipeline.analysis import buildlog, gates
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO, compose
 
 INT64_WARNING = "Make sure input input_ids has Int64 binding"

@@ -1,8 +1,8 @@
 import pytest
 
-from pipeline import profiles
-from pipeline.errors import PipelineError
-from pipeline.onnx_model import TensorSpec
+from pipeline.export import profiles
+from pipeline.core.errors import PipelineError
+from pipeline.export.onnx_model import TensorSpec
 from tests.conftest import compose
 
 TRANSFORMER_INPUTS = [TensorSpec("input_ids", "int64", ("batch", "seq")),
@@ -32,7 +32,7 @@ def test_profile_naming_unknown_input_fails():
 
 
 def test_dynamic_dim_without_range_fails():
-    from pipeline import config
+    from pipeline.core import config
 
     cfg = config.validate({"profile": {"profiles": [{"name": "p", "dims": {"batch": [1, 2, 4]}}]}})
     with pytest.raises(PipelineError, match="'seq'.*no range"):

@@ -10,9 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline import backend, build, export, fileio, steps, weak_precision
-from pipeline.errors import PipelineError
-from pipeline.layout import Layout
+from pipeline import steps
+from pipeline.engine import backend, build
+from pipeline.export import export
+from pipeline.core import fileio, hashing
+from pipeline.engine import weak_typing
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
 from tests.conftest import REPO, compose
 
 BUILT = {"cnn": "built_cnn", "transformer": "built_transformer"}
@@ -65,7 +69,7 @@ def test_second_run_hits_the_cache(int8_runs, model):
     assert cold["calibration"]["cache"]["hit"] is False
     assert warm["calibration"]["cache"] == {"key": cold["calibration"]["cache"]["key"], "hit": True}
     assert (layout.calibrate_dir / "model.onnx").read_bytes() == cold_bytes
-    assert warm["calibration"]["result_sha256"] == fileio.sha256_bytes(cold_bytes)
+    assert warm["calibration"]["result_sha256"] == hashing.sha256_bytes(cold_bytes)
 
 
 def test_accuracy_metrics_file(int8_runs):
@@ -188,7 +192,7 @@ def test_weak_int8_prepares_inputs_and_is_refused_on_rtx(request, tmp_path):
     assert (layout.calibrate_dir / weak["inputs_file"]).is_file() and weak["batches_used"] == 4
     trt = backend.import_flavour("tensorrt_rtx")
     with pytest.raises(PipelineError, match="precision.mode=strong"):
-        weak_precision.configure(trt, None, None, None, layout.calibrate_dir)
+        weak_typing.configure(trt, None, None, None, layout.calibrate_dir)
     with pytest.raises(PipelineError, match="precision.mode=strong"):
         build_qdq(cfg, layout.calibrate_dir / "model.onnx")
 
@@ -203,29 +207,29 @@ def test_weak_int8_calibrates_implicitly_on_tensorrt_10(request, tmp_path):
                   f"calibration.cache_dir={tmp_path / 'cache'}")
     steps.calibrate(cfg, layout)
     onnx_path = layout.calibrate_dir / "model.onnx"
-    from pipeline.trt_hooks import make_logger
+    from pipeline.engine.trt_hooks import make_logger
 
     logger = make_logger(trt)
     builder = trt.Builder(logger)
     network, _parser = build.parse_onnx(trt, builder, logger, onnx_path, strongly_typed=False)
     config = build.configure(trt, builder, network, cfg.build, cfg.precision,
                              build.resolve_profiles(cfg.profile, onnx_path))
-    first = weak_precision.configure(trt, builder, network, config, layout.calibrate_dir)
+    first = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
     assert config.get_flag(trt.BuilderFlag.INT8) and first["calibration_cache_hit"] is False
     assert builder.build_serialized_network(network, config) is not None
-    again = weak_precision.configure(trt, builder, network, config, layout.calibrate_dir)
+    again = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
     assert again["calibration_cache_hit"] is True
 
 
 def test_cache_location_config_then_env_then_repository(monkeypatch, tmp_path):
-    from pipeline import quantize
+    from pipeline.precision import calibration_cache
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(quantize.CACHE_ENV, raising=False)
-    assert quantize.cache_root(compose().calibration) == tmp_path / ".cache" / "calibration"
-    monkeypatch.setenv(quantize.CACHE_ENV, str(tmp_path / "env"))
-    assert quantize.cache_root(compose().calibration) == tmp_path / "env"
-    assert quantize.cache_root(compose("calibration.cache_dir=mine").calibration) == Path("mine")
+    monkeypatch.delenv(calibration_cache.CACHE_ENV, raising=False)
+    assert calibration_cache.cache_root(compose().calibration) == tmp_path / ".cache" / "calibration"
+    monkeypatch.setenv(calibration_cache.CACHE_ENV, str(tmp_path / "env"))
+    assert calibration_cache.cache_root(compose().calibration) == tmp_path / "env"
+    assert calibration_cache.cache_root(compose("calibration.cache_dir=mine").calibration) == Path("mine")
 
 
 def test_int8_and_fp8_configs_compose():
@@ -240,7 +244,7 @@ def test_emulation_of_fp32_is_exact_and_of_bf16_rounds(tmp_path, built_cnn):
     import onnx
     from onnx import TensorProto, helper
 
-    from pipeline import emulate, precision
+    from pipeline.precision import emulate, transform as precision
 
     _, layout = built_cnn
     pairs = export.split_reference(fileio.read_npz(layout.export_dir / "reference.npz"))

@@ -6,7 +6,9 @@ import time
 
 from onnx import TensorProto, helper
 
-from pipeline import fileio, graph_svg, report, report_graph, report_html, steps
+from pipeline import steps
+from pipeline.core import fileio
+from pipeline.report import graph_svg, report, report_graph, report_html
 
 
 def _report(built, tmp_path):
@@ -135,7 +137,7 @@ def test_layout_keeps_boxes_apart_and_routes_long_edges():
 
 def test_report_says_when_calibration_data_was_random(tmp_path):
     from pipeline import steps
-    from pipeline.layout import Layout
+    from pipeline.core.layout import Layout
     from tests.conftest import compose
 
     cfg = compose("model=cnn", "precision=int8", "calibration=random", f"build.store_dir={tmp_path / 'store'}",

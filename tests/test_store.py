@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from pipeline import store as store_lib
-from pipeline.errors import PipelineError
+from pipeline.engine import store as store_lib
+from pipeline.core.errors import PipelineError
 from tests.conftest import REPO
 
 KEY = "ab" * 32
@@ -86,7 +86,7 @@ def test_parse_size():
 def test_lock_of_a_killed_process_is_recovered(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time\nfrom pipeline.store import EngineStore\n"
+         "import sys, time\nfrom pipeline.engine.store import EngineStore\n"
          f"with EngineStore(sys.argv[1]).lock('{KEY}'):\n    print('held', flush=True)\n    time.sleep(60)\n",
          str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"

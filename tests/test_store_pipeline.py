@@ -9,14 +9,16 @@ import sys
 import time
 
 
-from pipeline import fileio, steps, store as store_lib
+from pipeline import steps
+from pipeline.core import fileio, hashing
+from pipeline.engine import store as store_lib
 from tests.conftest import REPO
 
 BUILD_IN = """
 import sys
 from pipeline import steps
 from tests.conftest import compose
-from pipeline.layout import Layout
+from pipeline.core.layout import Layout
 steps.build(compose(*sys.argv[2:]), Layout(__import__('pathlib').Path(sys.argv[1])), progress=False)
 print('tensorrt imported:', any(m.split('.')[0] in ('tensorrt', 'tensorrt_rtx') for m in sys.modules))
 """
@@ -107,7 +109,7 @@ def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
     assert p.returncode == 0 and "corrupt" in err and "engine store miss, built" in err
     fp = steps.read_fingerprint(layout)["id"]
     manifest = fileio.read_json(root / "artifacts/build" / fp / "manifest.json")
-    assert fileio.sha256_file(root / "artifacts/build" / fp / "engine.plan") == manifest["engine"]["sha256"]
+    assert hashing.sha256_file(root / "artifacts/build" / fp / "engine.plan") == manifest["engine"]["sha256"]
 
 
 def test_verify_cli_says_why_an_engine_is_not_current(tmp_path, built_cnn):
@@ -154,7 +156,7 @@ def test_reproduce_reports_identical_or_what_differs(tmp_path, built_transformer
 
 
 def test_compare_bytes_finds_every_differing_run():
-    from pipeline.verify import compare_bytes
+    from pipeline.engine.verify import compare_bytes
 
     a = bytes(range(256)) * 10
     b = bytearray(a)

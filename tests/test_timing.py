@@ -3,7 +3,7 @@ import time
 
 import numpy as np
 
-from pipeline import timing
+from pipeline.bench import timing
 
 
 def test_measure_respects_minimum_iterations_and_duration():

@@ -1,0 +1,300 @@
+"""Build-log analysis: pure functions over (severity, phase, seconds, message)
+records, so they are tested on real TensorRT-RTX logs without a logger in sight.
+
+What a verbose TensorRT-RTX build tells us, and where:
+- `Original: N layers`, `After <pass>: N layers`: the optimizer's passes;
+- `ForeignNode {...} metadata: [ONNX Layer: a]\\x1f[ONNX Layer: b]`: a Myelin region and
+  the ONNX nodes fused into it;
+- `Engine Layer Information:` then `Layer(Kind): name, Tactic: 0x.., in (Float[..]) -> out (..)`;
+- with ProfilingVerbosity.DETAILED, a `Layers:` / `I/O Tensors:` dump of the engine's own
+  layers (the EngineInspector's one-line format), available without a GPU;
+- `Total Weights Memory`, `Total Activation Memory`, `Max Scratch Memory`, `[MemUsageStats]`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from pipeline.analysis import report_layers
+from pipeline.core.errors import PipelineError
+from pipeline.engine.trt_hooks import Record
+
+SEVERITIES = ("internal_error", "error", "warning", "info", "verbose")
+MIB = 1 << 20
+MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
+# Bump when summarize() changes what it reports: summaries of another version are
+# recomputed from the saved build.log rather than trusted.
+SUMMARY_VERSION = 1
+
+_LAYERS = re.compile(r"^(Original|After [\w\s/-]+?):\s+(\d+) layers")
+_MEMORY = {
+    "weights_bytes": re.compile(r"Total Weights Memory: (\d+) bytes"),
+    "activation_bytes": re.compile(r"Total Activation Memory: (\d+) bytes"),
+    "scratch_bytes": re.compile(r"(?:Max|Total) Scratch Memory: (\d+) bytes"),
+    "host_persistent_bytes": re.compile(r"Total Host Persistent Memory: (\d+) bytes"),
+    "device_persistent_bytes": re.compile(r"Total Device Persistent Memory: (\d+) bytes"),
+}
+_PEAK = re.compile(r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) MiB, GPU (\d+) MiB")
+_MEM_NOW = re.compile(r"\[MemUsageChange\].*now: CPU (\d+), GPU (\d+) \(MiB\)")
+_LAYER_MEMORY = re.compile(r"^Layer: (.+?) Host Persistent: (\d+) bytes Device Persistent: (\d+) bytes "
+                           r"Scratch Memory: (\d+) bytes")
+_FUSED = re.compile(r"^(?:ForeignNode|Layer) (.+?) metadata: (\[ONNX Layer: .*)$")
+_ENGINE_LAYER = re.compile(r"^Layer\(([^)]*)\): (.+?), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*)$")
+_IO_TENSOR = re.compile(r"\s*(.+?) \((\w+)\[([-\d,]*)\]\)(?:,|$)")
+_PARSED_NODE = re.compile(r"^(.+?) \[([\w.:]+)\] outputs: \[.*?\)\[(\w+)\]")  # the ONNX parser's view of a node
+_TIMING_CACHE = re.compile(r"timing cache", re.IGNORECASE)
+# Classic (non-Myelin) optimizer lines from full TensorRT: "Running: ConvReluFusion on conv1",
+# "ConstShuffleFusion: Fusing w with (Unnamed Layer* 3) [Shuffle]", "Removing /Identity".
+_FUSION_LINE = re.compile(r"^(?:Running: (\w+) on (.+)|(\w+): Fusing (.+)|(Removing|Eliminating) (.+))$")
+# ProfilingVerbosity.DETAILED one-line dump (the EngineInspector's ONELINE format).
+_PLAN_LAYER = re.compile(r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*), Inputs: \[(?P<inputs>.*?)\], "
+                         r"(?:Constants: \[.*?\], )?Outputs: \[(?P<outputs>.*?)\], TacticName: (?P<tactic>.*?), "
+                         r"(?:StreamId: \S+, )?Metadata: ?(?P<meta>.*)$")
+_PLAN_TENSOR = re.compile(r"\{ Name: (.*?), Dimensions: \[([^\]]*)\],.*?Datatype: (\w+), Format: ([^}]*?) \}")
+_PLAN_IO = re.compile(r"^\s*Name: (.*?), IOMode: (\w+), DataType: (\w+), Dimensions: \[([^\]]*)\]")
+
+
+def _dims(text: str) -> list[int]:
+    return [int(d) for d in text.split(",") if d.strip()]
+
+
+def _io_side(text: str) -> list[dict]:
+    return [{"name": m.group(1).strip(), "dtype": report_layers.dtype(m.group(2)), "shape": _dims(m.group(3)),
+             "format": ""} for m in _IO_TENSOR.finditer(text)]
+
+
+def _engine_layer(m: re.Match) -> dict:
+    ins, _, outs = m.group(4).partition(" -> ")
+    inputs, outputs = _io_side(ins), _io_side(outs)
+    return {"name": m.group(2), "type": m.group(1), "precision": report_layers.layer_precision(inputs, outputs),
+            "inputs": inputs, "outputs": outputs, "onnx_nodes": [], "tactic": m.group(3)}
+
+
+def _plan_tensors(text: str) -> list[dict]:
+    return [{"Name": n, "Dimensions": _dims(d), "Datatype": dt, "Format": f}
+            for n, d, dt, f in _PLAN_TENSOR.findall(text)]
+
+
+def parse_plan_dump(message: str) -> dict | None:
+    """The `Layers:` / `I/O Tensors:` dump in inspector-JSON shape, then normalised."""
+    lines = message.split("\n")
+    if not lines or lines[0].strip() != "Layers:":
+        return None
+    raw_layers, io, section = [], [], "layers"
+    for line in lines[1:]:
+        if line.strip() == "I/O Tensors:":
+            section = "io"
+        elif section == "layers" and (m := _PLAN_LAYER.match(line)):
+            raw_layers.append({"Name": m["name"], "LayerType": m["type"], "Inputs": _plan_tensors(m["inputs"]),
+                               "Outputs": _plan_tensors(m["outputs"]), "TacticName": m["tactic"],
+                               "Metadata": m["meta"]})
+        elif section == "io" and (m := _PLAN_IO.match(line)):
+            io.append({"Name": m.group(1), "IOMode": m.group(2), "DataType": m.group(3),
+                       "Dimensions": _dims(m.group(4))})
+    parsed = report_layers.from_inspector_json({"Layers": raw_layers, "I/O Tensors": io})
+    return {"source": "build log (ProfilingVerbosity.DETAILED)", "layers": parsed["layers"],
+            "io_tensors": parsed["io_tensors"]}
+
+
+def _fusion_event(line: str) -> dict | None:
+    m = _FUSION_LINE.match(line)
+    if not m:
+        return None
+    if m.group(1):
+        return {"event": m.group(1), "detail": m.group(2)}
+    if m.group(3):
+        return {"event": m.group(3), "detail": m.group(4)}
+    return {"event": m.group(5).lower(), "detail": m.group(6)}
+
+
+def _phases(records: list[Record]) -> dict:
+    out: dict[str, dict] = {}
+    for r in records:
+        p = out.setdefault(r.phase, {"records": 0, "first_s": r.seconds, "last_s": r.seconds})
+        p["records"] += 1
+        p["last_s"] = r.seconds
+    return {k: {"records": v["records"], "seconds": round(v["last_s"] - v["first_s"], 3)} for k, v in out.items()}
+
+
+def summarize(records: Iterable[Record]) -> dict:
+    records = list(records)
+    counts = Counter(r.severity for r in records)
+    passes: list[dict] = []
+    memory: dict[str, int] = {}
+    layer_memory: list[dict] = []
+    fused: list[dict] = []
+    events: list[dict] = []
+    engine_layers: list[dict] = []
+    plan: dict | None = None
+    timing_cache: list[str] = []
+    parsed: dict[str, dict] = {}
+    for r in records:
+        if r.message.startswith("Layers:") and (dump := parse_plan_dump(r.message)):
+            if plan is None:
+                plan = dump
+            else:  # one dump per build; more would be more profiles or subgraphs
+                plan["layers"] += dump["layers"]
+            continue
+        for line in r.message.split("\n"):  # splitlines() would also cut at \x1e, the metadata separator
+            line = line.strip()
+            if r.phase == "parse" and (m := _PARSED_NODE.match(line)):
+                parsed[m.group(1)] = {"op": m.group(2), "dtype": report_layers.dtype(m.group(3))}
+            elif m := _LAYERS.match(line):
+                passes.append({"pass": m.group(1), "layers": int(m.group(2))})
+            elif m := _FUSED.match(line):
+                nodes = report_layers.onnx_nodes(m.group(2))
+                fused.append({"layer": m.group(1), "onnx_nodes": nodes})
+                events.append({"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"})
+            elif m := _ENGINE_LAYER.match(line):
+                engine_layers.append(_engine_layer(m))
+            elif m := _LAYER_MEMORY.match(line):
+                layer_memory.append({"layer": m.group(1), "host_persistent_bytes": int(m.group(2)),
+                                     "device_persistent_bytes": int(m.group(3)), "scratch_bytes": int(m.group(4))})
+            elif ev := _fusion_event(line):
+                events.append(ev)
+            for key, pattern in _MEMORY.items():
+                if m := pattern.search(line):
+                    memory[key] = int(m.group(1))
+            if m := _PEAK.search(line):
+                memory["peak_cpu_mib"], memory["peak_gpu_mib"] = int(m.group(1)), int(m.group(2))
+            elif m := _MEM_NOW.search(line):
+                memory["peak_cpu_mib"] = max(memory.get("peak_cpu_mib", 0), int(m.group(1)))
+                memory["peak_gpu_mib"] = max(memory.get("peak_gpu_mib", 0), int(m.group(2)))
+            if _TIMING_CACHE.search(line) and len(timing_cache) < MAX_EVENTS:
+                timing_cache.append(line)
+    by_name = {f["layer"]: f["onnx_nodes"] for f in fused}
+    for layer in engine_layers:
+        layer["onnx_nodes"] = by_name.get(layer["name"], [])
+        if layer["onnx_nodes"]:  # a Myelin region: its I/O types say little, its nodes' types say more
+            layer["precision"] = region_precision(layer["onnx_nodes"], parsed) or layer["precision"]
+    original = next((p["layers"] for p in passes if p["pass"] == "Original"), None)
+    final = passes[-1]["layers"] if passes else None
+    engine_device = sum(memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes"))
+    known = plan["layers"] if plan else engine_layers
+    return {
+        "summary_version": SUMMARY_VERSION,
+        "counts": {s: counts.get(s, 0) for s in SEVERITIES},
+        "warnings": [r.message for r in records if r.severity == "warning"],
+        "errors": [r.message for r in records if r.severity in ("error", "internal_error")],
+        "phases": _phases(records),
+        "layer_passes": passes,
+        "layers_original": original,
+        "layers_final": final,
+        "fusion_ratio": round(original / final, 3) if original and final else None,
+        "fused_layers": fused,
+        "fusion_events": events[:MAX_EVENTS],
+        "fusion_event_count": len(events),
+        "engine_layers": engine_layers,
+        "engine_plan": plan,
+        "engine_precisions": report_layers.histogram(known) if known else {},
+        "memory": memory,
+        "layer_memory": layer_memory,
+        # The most device memory the log accounts for: the builder's own peak, or what the
+        # engine needs to run (weights + activations + persistent), whichever is larger.
+        "peak_memory_mib": round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3) if memory else None,
+        "timing_cache": timing_cache,
+        "onnx_nodes": parsed,
+    }
+
+
+def region_precision(nodes: list[str], parsed: dict[str, dict]) -> str | None:
+    """The compute type most of a region's ONNX nodes produce (ties: the narrower)."""
+    counts = Counter(parsed[n]["dtype"] for n in nodes if n in parsed
+                     and parsed[n]["dtype"] in report_layers.COMPUTE_ORDER)
+    if not counts:
+        return None
+    return min(counts, key=lambda d: (-counts[d], report_layers.COMPUTE_ORDER.index(d)))
+
+
+def compile_patterns(patterns: Iterable[str], key: str) -> list[re.Pattern]:
+    """Regexes from config; a bad one is a one-line error naming its config key."""
+    compiled = []
+    for p in patterns:
+        try:
+            compiled.append(re.compile(p))
+        except re.error as e:
+            raise PipelineError(f"{key}: {p!r} is not a valid regex ({e})") from None
+    return compiled
+
+
+def compile_redactions(patterns: Iterable[str]) -> list[re.Pattern]:
+    return compile_patterns(patterns, "build.log_redactions")
+
+
+def redact(text: str, patterns: Iterable[str | re.Pattern]) -> str:
+    for p in patterns:
+        text = (p if isinstance(p, re.Pattern) else re.compile(p)).sub("<redacted>", text)
+    return text
+
+
+def redacted(records: Iterable[Record], patterns: Iterable[str]) -> list[Record]:
+    """Records with build.log_redactions scrubbed, to summarise and save: the saved log,
+    the summary and the manifest's warnings then never hold the secret."""
+    compiled = compile_redactions(patterns)
+    records = list(records)
+    if not compiled:
+        return records
+    return [r._replace(message=redact(r.message, compiled)) for r in records]
+
+
+def format_log(records: Iterable[Record], redactions: Iterable[str] = ()) -> str:
+    """One line per record; a multi-line message keeps its lines, indented under the
+    first, so every line of the file still starts with a time or whitespace."""
+    patterns = compile_redactions(redactions)
+    out = []
+    for r in records:
+        text = report_layers.METADATA_SEPARATORS.sub(" ", redact(r.message, patterns))
+        first, *rest = text.split("\n") or [""]
+        out.append(f"{r.seconds:9.3f} {r.severity.upper():<14} {r.phase:<6} {first}\n")
+        out.extend(f"{'':9} {'':<14} {'':<6}   {line}\n" for line in rest)
+    return "".join(out)
+
+
+_CONTINUATION = " " * 34  # the indent format_log gives a message's second and later lines
+_HEAD = re.compile(r"^ *(\d+\.\d+) (INTERNAL_ERROR|ERROR|WARNING|INFO|VERBOSE) +(\S+)")
+
+
+def parse_log(text: str) -> list[Record]:
+    """build.log back into records (separators between metadata entries come back as
+    spaces), so a saved log can be analysed again by the current code. Logs written
+    before continuation lines were indented read back too."""
+    records: list[Record] = []
+    for line in text.split("\n"):
+        m = _HEAD.match(line)
+        if m is None:
+            if records and line:
+                last = records[-1]
+                rest = line[len(_CONTINUATION):] if line.startswith(_CONTINUATION) else line
+                records[-1] = last._replace(message=f"{last.message}\n{rest}")
+            elif line.strip():
+                raise PipelineError(f"not a build log line: {line[:80]!r}")
+            continue
+        phase = m.group(3)
+        records.append(Record(m.group(2).lower(), phase, float(m.group(1)), line[25 + max(6, len(phase)) + 1:]))
+    return records
+
+
+def load_summary(build_dir: Path) -> dict:
+    """The build's summary as this code makes it: the saved build_summary.json when it
+    is of this SUMMARY_VERSION, else the saved build.log analysed again (an engine
+    from the store may have been summarised by older code)."""
+    from pipeline.core import fileio
+
+    build_dir = Path(build_dir)
+    saved = build_dir / "build_summary.json"
+    if saved.exists():
+        summary = fileio.read_json(saved, "build summary")
+        if summary.get("summary_version") == SUMMARY_VERSION:
+            return summary
+    log = build_dir / "build.log"
+    if log.exists():
+        return summarize(parse_log(log.read_text()))
+    raise PipelineError(f"{build_dir} has neither a current build_summary.json nor a build.log; rebuild")
+
+
+def log_lines(records: Iterable[Record]) -> list[str]:
+    """The lines of build.log without the leading time: what gates search."""
+    return [line[10:].strip() for line in format_log(records).split("\n") if line]

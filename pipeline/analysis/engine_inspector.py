@@ -1,0 +1,39 @@
+"""Per-layer engine details from TensorRT's EngineInspector: needs a GPU that can
+load the engine (deserialize it), so this is the one part of inspect that cannot run
+on a CPU-only machine. `inspect` never raises for a missing or unfit GPU: it says why
+the part is absent, and the report prints that."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline.engine import backend
+from pipeline.analysis import report_layers
+from pipeline.core.errors import PipelineError
+
+# TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
+def engine_information(engine_path: Path, flavour: str) -> dict:
+    """Deserialize the engine and return EngineInspector JSON, parsed. GPU only."""
+    from pipeline.engine.trt_hooks import make_logger
+
+    trt = backend.import_flavour(flavour)
+    _runtime, engine = backend.deserialize(trt, make_logger(trt), engine_path)
+    inspector = engine.create_engine_inspector()
+    text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise PipelineError(f"engine inspector output is not JSON ({e})") from None
+
+
+def inspect(engine_path: Path, fingerprint: dict) -> dict:
+    """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
+    why = backend.why_engine_cannot_run(fingerprint)
+    if why:
+        return {"available": False, "reason": why}
+    try:
+        doc = engine_information(engine_path, fingerprint["trt_flavour"])
+    except PipelineError as e:
+        return {"available": False, "reason": str(e)}
+    return {"available": True, **report_layers.from_inspector_json(doc)}

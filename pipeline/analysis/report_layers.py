@@ -1,0 +1,124 @@
+"""Engine layers in one shape, whatever described them: the EngineInspector JSON of
+TensorRT 10 (`Bindings`, `Format/Datatype`) or TensorRT 11 (`I/O Tensors`, `Datatype`
+and `Format` apart), or the same ProfilingVerbosity.DETAILED dump that TensorRT-RTX
+writes into the verbose build log. Pure functions: no TensorRT, no GPU.
+
+A layer becomes {name, type, precision, inputs, outputs, onnx_nodes, tactic}; a
+tensor {name, dtype, shape, format}; dtypes are short names (fp32, fp16, int64...)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any, Iterable
+
+from pipeline.core.errors import PipelineError
+
+# Words TensorRT uses for a data type, in network dumps (DataType enum names),
+# inspector JSON ("Float", "Half") and format descriptions ("Channel major FP16 format").
+_DTYPE_WORDS = {
+    "float": "fp32", "fp32": "fp32", "float32": "fp32", "half": "fp16", "fp16": "fp16", "float16": "fp16",
+    "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8", "e4m3": "fp8", "fp4": "fp4", "int4": "int4",
+    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "bool": "bool",
+    "double": "fp64", "fp64": "fp64", "e8m0": "e8m0",
+}
+# Narrower first: the narrowest compute type among a layer's inputs is the precision it runs at.
+COMPUTE_ORDER = ("fp4", "int4", "fp8", "int8", "fp16", "bf16", "fp32", "fp64")
+PRECISION_COLOURS = {
+    "fp32": "#4e79a7", "fp64": "#2c4a6e", "fp16": "#59a14f", "bf16": "#8cd17d", "fp8": "#e15759",
+    "int8": "#f28e2b", "int4": "#b07aa1", "fp4": "#d4a6c8", "int32": "#bab0ac", "int64": "#9d9590",
+    "bool": "#d7cfca", "uint8": "#c9b18f", "mixed": "#edc948", "unknown": "#e5e5e5",
+}
+METADATA_SEPARATORS = re.compile("[\x1e\x1f]")
+_ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]\x1e\x1f]+)\]")
+
+
+def dtype(text: Any) -> str:
+    """Short dtype name from any TensorRT spelling; 'unknown' where none is named."""
+    for word in re.split(r"[^0-9A-Za-z]+", str(text or "").lower()):
+        if word in _DTYPE_WORDS:
+            return _DTYPE_WORDS[word]
+    return "unknown"
+
+
+def narrowest(dtypes: Iterable[str]) -> str | None:
+    found = [d for d in dtypes if d in COMPUTE_ORDER]
+    return min(found, key=COMPUTE_ORDER.index) if found else None
+
+
+def layer_precision(inputs: list[dict], outputs: list[dict]) -> str:
+    """What the layer computes in: its narrowest floating/quantized input, else output;
+    shape and index layers (int64, bool only) keep their integer type."""
+    found = narrowest(t["dtype"] for t in inputs) or narrowest(t["dtype"] for t in outputs)
+    if found:
+        return found
+    others = [t["dtype"] for t in inputs + outputs if t["dtype"] != "unknown"]
+    return others[0] if others else "unknown"
+
+
+def onnx_nodes(metadata: Any) -> list[str]:
+    return _ONNX_LAYER.findall(str(metadata or ""))
+
+
+def _tensor(raw: dict) -> dict:
+    # TensorRT 10 joins format and type in one string; TensorRT 11 splits them.
+    fmt = raw.get("Format/Datatype")
+    dt = raw.get("Datatype", raw.get("DataType"))
+    return {
+        "name": str(raw.get("Name", "")),
+        "dtype": dtype(dt if dt is not None else fmt),
+        "shape": list(raw.get("Dimensions") or []),
+        "format": str(fmt if fmt is not None else raw.get("Format", "")),
+    }
+
+
+def normalize_layer(raw: Any) -> dict:
+    if isinstance(raw, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY gives bare names
+        return {"name": raw, "type": "", "precision": "unknown", "inputs": [], "outputs": [],
+                "onnx_nodes": [], "tactic": None}
+    if not isinstance(raw, dict) or "Name" not in raw:
+        raise PipelineError(f"engine layer description is not an inspector layer: {str(raw)[:80]}")
+    inputs = [_tensor(t) for t in raw.get("Inputs") or []]
+    outputs = [_tensor(t) for t in raw.get("Outputs") or []]
+    tactic = raw.get("TacticName") or raw.get("TacticValue") or raw.get("Tactic")
+    return {
+        "name": METADATA_SEPARATORS.sub("+", str(raw["Name"])),
+        "type": str(raw.get("LayerType") or raw.get("ParameterType") or ""),
+        "precision": layer_precision(inputs, outputs),
+        "inputs": inputs,
+        "outputs": outputs,
+        "onnx_nodes": onnx_nodes(raw.get("Metadata")),
+        "tactic": str(tactic) if tactic else None,
+    }
+
+
+def _io_tensor(raw: Any) -> dict:
+    if isinstance(raw, str):  # TensorRT 10 `Bindings`: names only
+        return {"name": raw, "mode": None, "dtype": "unknown", "shape": []}
+    return {"name": str(raw.get("Name", "")), "mode": raw.get("IOMode"),
+            "dtype": dtype(raw.get("DataType", raw.get("Datatype"))), "shape": list(raw.get("Dimensions") or [])}
+
+
+def from_inspector_json(doc: Any) -> dict:
+    """EngineInspector.get_engine_information(JSON), parsed, in either layout."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("Layers"), list):
+        raise PipelineError("engine inspector output has no 'Layers' list; is it get_engine_information JSON?")
+    if "I/O Tensors" in doc:
+        layout, io = "TensorRT 11 (I/O Tensors)", doc["I/O Tensors"]
+    else:
+        layout, io = "TensorRT 10 (Bindings)", doc.get("Bindings", [])
+    layers = [normalize_layer(raw) for raw in doc["Layers"]]
+    if layers and not any(l["type"] for l in layers):
+        layout += ", layer names only: build with ProfilingVerbosity.DETAILED for details"
+    return {"layout": layout, "layers": layers, "io_tensors": [_io_tensor(t) for t in io]}
+
+
+def histogram(layers: Iterable[dict], key: str = "precision") -> dict[str, int]:
+    counts = Counter(l[key] for l in layers)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def network_precision(layer: dict) -> str:
+    """A parsed-network layer (network.json) only lists its outputs."""
+    outs = [{"dtype": dtype(o["dtype"])} for o in layer.get("outputs", [])]
+    return layer_precision([], outs)

@@ -1,0 +1,85 @@
+"""Benchmark shapes from the engine's optimization profiles (the build manifest):
+a headline shape at one profile point and a sweep over batch sizes (and sequence
+lengths), every one placed in a profile that holds it before anything is measured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.export import onnx_model, profiles as profiles_lib
+from pipeline.core.errors import PipelineError
+
+BATCH_DIM, SEQ_DIM = "batch", "seq"
+
+
+@dataclass(frozen=True)
+class Point:
+    key: str  # "batch8" or "batch8_seq32": stable names for dvc metrics diff
+    shapes: dict
+    batch: int
+    seq: int | None
+    profile_index: int
+    profile: str
+
+
+def _axes(specs: list[onnx_model.TensorSpec], dim: str) -> dict[str, list[int]]:
+    return {s.name: [a for a, d in enumerate(s.dims) if d == dim] for s in specs if dim in s.dims}
+
+
+def _dim_value(shapes: dict, axes: dict[str, list[int]]) -> int | None:
+    return next((int(shapes[name][ax[0]]) for name, ax in axes.items() if name in shapes), None)
+
+
+def _with(shapes: dict, axes: dict[str, list[int]], value: int | None) -> dict:
+    out = {name: list(shape) for name, shape in shapes.items()}
+    if value is not None:
+        for name, ax in axes.items():
+            for a in ax:
+                out[name][a] = int(value)
+    return out
+
+
+def _describe(shapes: dict) -> str:
+    return ", ".join(f"{n}={list(s)}" for n, s in shapes.items())
+
+
+def locate(shapes: dict, profiles: list[dict]) -> int:
+    """Index of the first profile that holds every input shape, else a one-line error."""
+    for i, profile in enumerate(profiles):
+        if profiles_lib.contains(profile, shapes):
+            return i
+    ranges = "; ".join(f"{p['name']}: " + ", ".join(f"{n} {r['min']}..{r['max']}" for n, r in p["inputs"].items())
+                       for p in profiles)
+    raise PipelineError(f"benchmark shape {_describe(shapes)} is outside every optimization profile of the engine "
+                        f"({ranges}); change benchmark.batch_sizes/seq_lens or the profile")
+
+
+def plan(bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict]) -> tuple[Point, list[Point]]:
+    """(headline, sweep). Every shape is checked against the profiles here, before any measuring."""
+    if not profiles:
+        raise PipelineError("the build manifest lists no optimization profiles")
+    names = [p["name"] for p in profiles]
+    if bench_cfg.profile is not None and bench_cfg.profile not in names:
+        raise PipelineError(f"benchmark.profile={bench_cfg.profile!r} is not a profile of the engine "
+                            f"(it has {', '.join(names)})")
+    base = profiles[names.index(bench_cfg.profile) if bench_cfg.profile is not None else 0]
+    batch_axes, seq_axes = _axes(specs, BATCH_DIM), _axes(specs, SEQ_DIM)
+    for key, axes, dim in (("batch_sizes", batch_axes, BATCH_DIM), ("seq_lens", seq_axes, SEQ_DIM)):
+        if bench_cfg[key] and not axes:
+            raise PipelineError(f"benchmark.{key} is set but no model input has a '{dim}' dim")
+    head_shapes = {n: list(r[bench_cfg.shape]) for n, r in base["inputs"].items()}
+    head_seq = _dim_value(head_shapes, seq_axes)
+    batches = list(bench_cfg.batch_sizes) or sorted(
+        {_dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes) for p in profiles_lib.POINTS} - {None})
+    seqs = list(bench_cfg.seq_lens) or [head_seq]
+
+    def point(shapes: dict) -> Point:
+        batch, seq = _dim_value(shapes, batch_axes), _dim_value(shapes, seq_axes)
+        key = (f"batch{batch}" if batch is not None else "fixed") + (f"_seq{seq}" if seq is not None else "")
+        index = locate(shapes, profiles)
+        return Point(key, shapes, batch or 1, seq, index, profiles[index]["name"])
+
+    headline = point(head_shapes)
+    sweep = [point(_with(_with(head_shapes, batch_axes, b), seq_axes, s)) for s in seqs for b in batches or [None]]
+    return headline, sweep

@@ -1,0 +1,69 @@
+"""GPU timing shared by the TensorRT and PyTorch runners, as trtexec reports it.
+
+An iteration enqueues its stages on one stream (host-to-device copies, compute,
+device-to-host copies), with a CUDA event before each stage and one after the
+last, then waits for that last event. The events give the GPU time of each stage
+("compute" is trtexec's GPU Compute Time, all stages together its Latency); the
+host clock around the whole iteration gives the latency a caller sees. The host
+loop is pipeline.bench.timing.measure, the same one ONNX Runtime is timed with."""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from pipeline.bench import timing
+from pipeline.machine.cudart import Cuda
+
+Stage = tuple[str, Callable[[], None]]
+
+
+def measure(stages: Sequence[Stage], stream: int, warmup_s: float, min_duration_s: float, min_iterations: int,
+            progress: Callable[[float], None] | None = None, cuda: Cuda | None = None) -> dict[str, np.ndarray]:
+    """{"host": ms, <stage>: ms, "gpu_total": ms}, one value per measured iteration."""
+    if not stages:
+        raise ValueError("nothing to time: no stages")
+    cuda = cuda or Cuda.get()
+    events = [cuda.event() for _ in range(len(stages) + 1)]
+    gpu: dict[str, list[float]] = {name: [] for name, _ in stages}
+    total: list[float] = []
+    record, last = cuda.record, events[-1]
+    pairs = [(events[i], stage) for i, stage in enumerate(stages)]
+
+    def iteration() -> None:
+        for event, (_, enqueue) in pairs:
+            record(event, stream)
+            enqueue()
+        record(last, stream)
+        cuda.call("cudaEventSynchronize", last)
+
+    def read_events() -> None:
+        # After the synchronize every event of this iteration has completed, so
+        # reading them here costs no waiting and they can be re-recorded next time.
+        for i, (name, _) in enumerate(stages):
+            gpu[name].append(cuda.elapsed_ms(events[i], events[i + 1]))
+        total.append(cuda.elapsed_ms(events[0], last))
+
+    try:
+        host = timing.measure(iteration, warmup_s, min_duration_s, min_iterations, progress=progress,
+                              after=read_events)
+    finally:
+        for event in events:
+            cuda.release("cudaEventDestroy", event)
+    return {"host": host, **{k: np.asarray(v) for k, v in gpu.items()}, "gpu_total": np.asarray(total)}
+
+
+def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict:
+    """Host latency stats at the top level (comparable with CPU backends), GPU
+    stats per stage under "gpu"."""
+    out = timing.stats(times["host"], batch, min_tail_samples)
+    out["gpu"] = {f"{name}_ms": _brief(timing.stats(v, batch, min_tail_samples))
+                  for name, v in times.items() if name != "host"}
+    return out
+
+
+def _brief(s: dict) -> dict:
+    keep = ("mean_ms", "median_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "std_ms",
+            "low_sample_percentiles")
+    return {k: s[k] for k in keep}

@@ -1,0 +1,99 @@
+"""The measuring loop, trtexec style: warm up for a time, then run until both a
+minimum duration and a minimum iteration count are reached; report percentiles
+with the number of samples behind them. The GPU path (pipeline/bench/cuda_timing.py)
+drives this same loop."""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Callable
+
+import numpy as np
+
+PERCENTILES = (("p90", 90), ("p95", 95), ("p99", 99))
+# Fewer samples than this beyond a percentile and its value is mostly one or two
+# outliers; the percentile is reported but flagged.
+MIN_TAIL_SAMPLES = 10
+PROGRESS_EVERY_NS = 100_000_000
+
+
+def measure(fn: Callable[[], object], warmup_s: float, min_duration_s: float, min_iterations: int,
+            progress: Callable[[float], None] | None = None,
+            after: Callable[[], None] | None = None) -> np.ndarray:
+    """Per-iteration latencies in milliseconds.
+
+    An iteration is one call and one clock read (the previous read is its start),
+    so the loop adds next to nothing to what it measures. `after` (reading CUDA
+    events) and the progress bar run between iterations and are kept out of the
+    samples by reading the clock again after them. The garbage collector is off
+    while measuring, as in timeit: a collection is the harness's noise, not the
+    model's."""
+    clock = time.perf_counter_ns
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        end = clock() + int(warmup_s * 1e9)
+        if warmup_s > 0:
+            fn()  # at least once: lazy initialisation belongs to warm-up, whatever its length
+        while clock() < end:
+            fn()
+        samples: list[int] = []
+        append = samples.append
+        start = last = clock()
+        deadline = start + int(min_duration_s * 1e9)
+        next_tick = start + PROGRESS_EVERY_NS
+        while last < deadline or len(samples) < min_iterations:
+            fn()
+            now = clock()
+            append(now - last)
+            if after is None and (progress is None or now < next_tick):
+                last = now
+                continue
+            if after is not None:
+                after()
+            if progress is not None and now >= next_tick:
+                progress(min(1.0, max((now - start) / max(deadline - start, 1),
+                                      len(samples) / max(min_iterations, 1))))
+                next_tick = now + PROGRESS_EVERY_NS
+            last = clock()
+    finally:
+        if gc_was_on:
+            gc.enable()
+    return np.asarray(samples, dtype=np.float64) / 1e6
+
+
+def stats(latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL_SAMPLES) -> dict:
+    """mean, median, p90/p95/p99, min, max, std and throughput (samples/s at this
+    batch), with the number of samples beyond each percentile and the percentiles
+    that rest on too few of them."""
+    lat = np.asarray(latencies_ms, dtype=np.float64)
+    n = int(lat.size)
+    if n == 0:
+        raise ValueError("no latencies to summarise")
+    total_s = float(lat.sum()) / 1e3
+    out: dict = {
+        "iterations": n,
+        "seconds": total_s,
+        "mean_ms": float(lat.mean()),
+        "median_ms": float(np.median(lat)),
+        "min_ms": float(lat.min()),
+        "max_ms": float(lat.max()),
+        "std_ms": float(lat.std(ddof=1)) if n > 1 else 0.0,
+        "throughput_per_s": float(n * batch / total_s) if total_s > 0 else 0.0,
+        "batch": batch,
+    }
+    low = []
+    for name, q in PERCENTILES:
+        out[f"{name}_ms"] = float(np.percentile(lat, q))
+        tail = int(np.floor(n * (100 - q) / 100 + 1e-9))
+        out[f"{name}_tail_samples"] = tail
+        if tail < min_tail_samples:
+            low.append(name)
+    out["low_sample_percentiles"] = low
+    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def min_iterations_for(percentile: float, min_tail_samples: int = MIN_TAIL_SAMPLES) -> int:
+    """Iterations needed before a percentile stops being flagged."""
+    return int(np.ceil(min_tail_samples * 100 / (100 - percentile)))

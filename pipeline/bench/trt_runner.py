@@ -1,0 +1,166 @@
+"""Running an engine: whether it can run here, and if so with TensorRT's documented
+runtime API (deserialize, execution context, set_input_shape, set_tensor_address,
+execute_async_v3, IProfiler) over buffers and a stream from pipeline.machine.cudart, timed
+by pipeline.bench.cuda_timing like trtexec: copies and compute as separate stages,
+optionally the compute replayed from a CUDA graph, per-layer times in a separate
+profiling pass so the profiler does not slow the timed run."""
+
+from __future__ import annotations
+
+import ctypes
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from pipeline.engine import backend
+from pipeline.bench import cuda_timing
+from pipeline.machine.cudart import D2H, H2D, Cuda
+from pipeline.core.errors import PipelineError
+
+class EngineRunner:
+    def __init__(self, engine_path: Path, flavour: str) -> None:
+        self.trt = trt = backend.import_flavour(flavour)
+        self.cuda = Cuda.get()
+        self.stream = self.cuda.stream()
+        self._logger = trt.Logger(trt.Logger.WARNING)
+        self._runtime, self.engine = backend.deserialize(trt, self._logger, engine_path)
+        self.context = self.engine.create_execution_context()
+        names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
+        self.inputs = [n for n in names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
+        self.outputs = [n for n in names if n not in self.inputs]
+        self._held: list[tuple[str, int]] = []  # (cudart release call, handle) for the current shapes
+        self.host: dict[str, np.ndarray] = {}
+        self.device: dict[str, int] = {}
+
+    def label(self) -> str:
+        return f"{self.trt.__name__} {self.trt.__version__} engine"
+
+    def _alloc(self, call: str, release: str, nbytes: int) -> int:
+        ptr = getattr(self.cuda, call)(nbytes)
+        self._held.append((release, ptr))
+        return ptr
+
+    def _release(self) -> None:
+        self.cuda.sync(self.stream)
+        for release, handle in reversed(self._held):
+            self.cuda.release(release, handle)
+        self._held, self.host, self.device = [], {}, {}
+
+    def prepare(self, feeds: dict[str, np.ndarray], profile_index: int) -> None:
+        """Select the profile, set input shapes, give every I/O tensor a device buffer
+        and a pinned host buffer, and fill the host inputs."""
+        self._release()
+        if not self.context.set_optimization_profile_async(profile_index, self.stream):
+            raise PipelineError(f"the engine has no optimization profile {profile_index}")
+        self.cuda.sync(self.stream)
+        for name in self.inputs:
+            if not self.context.set_input_shape(name, tuple(feeds[name].shape)):
+                raise PipelineError(f"engine rejects shape {list(feeds[name].shape)} for input '{name}'")
+        for name in self.inputs + self.outputs:
+            shape = tuple(self.context.get_tensor_shape(name))
+            if any(d < 0 for d in shape):
+                raise PipelineError(f"output '{name}' has a data-dependent shape {list(shape)}; not supported here")
+            try:
+                dtype = np.dtype(self.trt.nptype(self.engine.get_tensor_dtype(name)))
+            except TypeError:
+                raise PipelineError(f"tensor '{name}' has type {self.engine.get_tensor_dtype(name)}, "
+                                    "which numpy cannot hold; keep fp32 I/O (precision.keep_io_types)") from None
+            nbytes = int(np.prod(shape)) * dtype.itemsize
+            self.device[name] = self._alloc("malloc", "cudaFree", nbytes)
+            host_ptr = self._alloc("host_alloc", "cudaFreeHost", nbytes)
+            raw = (ctypes.c_byte * max(nbytes, 1)).from_address(host_ptr)
+            self.host[name] = np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
+            self.context.set_tensor_address(name, self.device[name])
+        for name in self.inputs:
+            np.copyto(self.host[name], feeds[name].astype(self.host[name].dtype, copy=False))
+
+    def h2d(self) -> None:
+        for name in self.inputs:
+            self.cuda.memcpy_async(self.device[name], self.host[name].ctypes.data, self.host[name].nbytes, H2D,
+                                   self.stream)
+
+    def compute(self) -> None:
+        if not self.context.execute_async_v3(self.stream):
+            raise PipelineError("TensorRT execute_async_v3 failed (see the TensorRT log above)")
+
+    def d2h(self) -> None:
+        for name in self.outputs:
+            self.cuda.memcpy_async(self.host[name].ctypes.data, self.device[name], self.host[name].nbytes, D2H,
+                                   self.stream)
+
+    def infer(self, feeds: dict[str, np.ndarray], profile_index: int) -> dict[str, np.ndarray]:
+        self.prepare(feeds, profile_index)
+        self.h2d()
+        self.compute()
+        self.d2h()
+        self.cuda.sync(self.stream)
+        return {name: self.host[name].copy() for name in self.outputs}
+
+    def _graph_compute(self) -> tuple[Callable[[], None], str | None]:
+        """The compute stage as a CUDA graph launch, or (plain enqueue, why not)."""
+        capturable = getattr(self.context, "is_stream_capturable", None)
+        if capturable is not None and not capturable(self.stream):
+            return self.compute, "the execution context is not stream capturable"
+        # TensorRT does deferred work on the first enqueue after a shape change; keep it out of the graph.
+        self.compute()
+        self.cuda.sync(self.stream)
+        try:
+            graph, graph_exec = self.cuda.capture(self.stream, self.compute)
+        except PipelineError as e:
+            return self.compute, f"capture failed: {e}"
+        self._held += [("cudaGraphDestroy", graph), ("cudaGraphExecDestroy", graph_exec)]
+        return (lambda: self.cuda.launch(graph_exec, self.stream)), None
+
+    def time(self, feeds: dict[str, np.ndarray], profile_index: int, cfg: Any,
+             progress: Callable[[float], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """(times, notes): per-iteration host and per-stage GPU milliseconds."""
+        self.prepare(feeds, profile_index)
+        self.h2d()
+        notes: dict[str, Any] = {"device_copies": bool(cfg.device_copies), "cuda_graph": False}
+        compute = self.compute
+        if cfg.cuda_graph:
+            compute, why = self._graph_compute()
+            notes["cuda_graph"] = why is None
+            if why:
+                notes["cuda_graph_fallback"] = why
+        stages = [("compute", compute)]
+        if cfg.device_copies:
+            stages = [("h2d", self.h2d), *stages, ("d2h", self.d2h)]
+        times = cuda_timing.measure(stages, self.stream, cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations,
+                                    progress, self.cuda)
+        return times, notes
+
+    def layer_times(self, feeds: dict[str, np.ndarray], profile_index: int, iterations: int, top: int) -> list[dict]:
+        """Mean time per layer over `iterations` profiled runs, the `top` slowest
+        first. Layer names are only as good as the engine's profiling verbosity."""
+        trt = self.trt
+
+        class LayerTimes(trt.IProfiler):
+            def __init__(self) -> None:
+                trt.IProfiler.__init__(self)
+                self.total: dict[str, float] = defaultdict(float)
+
+            def report_layer_time(self, layer_name: str, ms: float) -> None:
+                self.total[layer_name] += ms
+
+        self.prepare(feeds, profile_index)
+        self.h2d()
+        profiler = LayerTimes()
+        self.context.profiler = profiler
+        iterations = max(int(iterations), 1)
+        for _ in range(iterations):
+            self.compute()
+            self.cuda.sync(self.stream)
+        whole = sum(profiler.total.values()) or 1.0
+        rows = sorted(profiler.total.items(), key=lambda kv: -kv[1])[: max(int(top), 0)]
+        return [{"layer": name, "mean_ms": round(ms / iterations, 6), "percent": round(100 * ms / whole, 2)}
+                for name, ms in rows]
+
+    def close(self) -> None:
+        try:
+            self._release()
+        finally:
+            self.context = self.engine = None
+            self.cuda.release("cudaStreamDestroy", self.stream)

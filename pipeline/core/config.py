@@ -1,0 +1,293 @@
+"""Structured config: the schema behind the YAML in conf/ and params.yaml.
+
+DVC composes conf/ into params.yaml without importing this package, so the YAML
+files are complete on their own; these dataclasses are the types and the rules,
+applied by `validate` before any work starts, so a typo costs a second, not a build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from pipeline.core.errors import PipelineError, first_line
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
+TRANSFORMS = ("none", "autocast", "qdq")
+BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
+HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
+TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
+CALIB_SOURCES = ("none", "directory", "factory", "random")
+CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
+BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
+
+
+@dataclass
+class ModelConfig:
+    name: str = "cnn"
+    # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
+    factory: Optional[str] = "models.cnn_classifier"
+    onnx_path: Optional[str] = None
+    opset: int = 17
+    seed: int = 0
+    task: str = "classification"  # classification | regression | embedding
+    # Values for the ONNX inputs' symbolic dims when making reference inputs.
+    sample_dims: Dict[str, int] = field(default_factory=lambda: {"batch": 2})
+    num_reference_batches: int = 4
+    # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
+    int_low: int = 0
+    int_high: int = 100
+
+
+@dataclass
+class AccuracyGate:
+    max_abs_error: Optional[float] = None
+    max_mean_rel_error: Optional[float] = None
+    min_cosine: Optional[float] = None
+    min_top1_agreement: Optional[float] = None
+
+
+@dataclass
+class PrecisionConfig:
+    name: str = "fp32"
+    transform: str = "none"
+    mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
+    tf32: bool = False
+    low_precision_type: Optional[str] = None  # autocast: fp16 | bf16
+    quantize_mode: Optional[str] = None  # qdq: int8 | fp8
+    keep_fp32_op_types: List[str] = field(default_factory=list)
+    keep_fp32_nodes: List[str] = field(default_factory=list)
+    data_max: float = 512.0
+    init_max: float = 65504.0
+    keep_io_types: bool = True
+    gate: AccuracyGate = field(default_factory=AccuracyGate)
+
+
+@dataclass
+class ShapeRange:
+    min: List[int] = field(default_factory=list)
+    opt: List[int] = field(default_factory=list)
+    max: List[int] = field(default_factory=list)
+
+
+@dataclass
+class ProfileSpec:
+    name: str = "default"
+    # Symbolic dim name -> [min, opt, max]; applies to every input that uses the dim.
+    dims: Dict[str, List[int]] = field(default_factory=dict)
+    # Per input, explicit shapes; these win over dims.
+    shapes: Dict[str, ShapeRange] = field(default_factory=dict)
+
+
+@dataclass
+class ProfileConfig:
+    name: str = "dynamic"
+    profiles: List[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
+
+
+@dataclass
+class CalibrationConfig:
+    """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
+    name: str = "none"
+    source: str = "none"  # none | directory | factory | random (random only when named)
+    path: Optional[str] = None  # directory: a folder of .npz/.npy keyed by input name, or one .npz
+    factory: Optional[str] = None  # factory: a module with calibration_batches(); null means model.factory
+    num_samples: int = 0  # 0 with a directory means every sample in it
+    batch_size: int = 1
+    seed: int = 0
+    method: str = "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
+    exclude_nodes: List[str] = field(default_factory=list)  # regexes over node names (re.match)
+    exclude_op_types: List[str] = field(default_factory=list)
+    # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or .cache/calibration.
+    cache_dir: Optional[str] = None
+
+
+@dataclass
+class GatesConfig:
+    """Quality gates checked at the end of a build; null switches a gate off."""
+    max_warnings: Optional[int] = None
+    forbid_patterns: List[str] = field(default_factory=list)  # regexes over the build log
+    min_fusion_ratio: Optional[float] = None
+    max_engine_mib: Optional[float] = None
+    max_peak_memory_mib: Optional[float] = None
+
+
+@dataclass
+class BuildConfig:
+    backend: str = "auto"
+    workspace_mib: int = 1024
+    optimization_level: int = 3
+    hardware_compatibility: str = "none"
+    version_compatible: bool = False
+    # TensorRT-RTX ahead-of-time targets, e.g. [SM86, SM89]; empty lets TensorRT choose.
+    compute_capabilities: List[str] = field(default_factory=list)
+    timing_cache: str = "readwrite"
+    plugins: List[str] = field(default_factory=list)
+    extra_flags: List[str] = field(default_factory=list)
+    # Engine store root; null means $TRT_PIPELINE_STORE or .cache/engines in the repository.
+    store_dir: Optional[str] = None
+    gates: GatesConfig = field(default_factory=GatesConfig)
+    log_redactions: List[str] = field(default_factory=list)  # regexes scrubbed from saved logs
+
+
+@dataclass
+class BenchmarkConfig:
+    # trtexec's method: warm up for a time, then run until both minimums are met.
+    warmup_s: float = 0.2
+    min_duration_s: float = 0.5
+    min_iterations: int = 100
+    # A percentile with fewer samples than this beyond it is reported but flagged.
+    min_tail_samples: int = 10
+    # Side by side in this order; speed-ups are against `baseline`.
+    backends: List[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
+    baseline: str = "onnxruntime"
+    device: str = "auto"  # where ONNX Runtime and PyTorch run: auto | cpu | cuda
+    intra_op_threads: int = 0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
+    profile: Optional[str] = None  # optimization profile by name for the headline shape; null: the first
+    shape: str = "opt"  # the headline point of that profile: min | opt | max
+    # Sweep for latency/throughput against batch size; [] means the profile's min, opt and max batch.
+    batch_sizes: List[int] = field(default_factory=list)
+    seq_lens: List[int] = field(default_factory=list)  # models with a `seq` dim; [] keeps the headline's
+    accuracy: bool = True  # each backend against the fp32 reference outputs
+    # TensorRT on a GPU (and PyTorch on CUDA where it applies)
+    device_copies: bool = True  # host-to-device and device-to-host copies inside the timed iteration
+    cuda_graph: bool = False
+    layer_profile_top: int = 10  # slowest layers to report from a separate IProfiler pass; 0: no pass
+    layer_profile_iterations: int = 20
+
+
+@dataclass
+class InspectConfig:
+    network_layers: bool = True
+    max_table_rows: int = 400
+    html: bool = True  # report.html beside report.json and report.md
+    # Boxes drawn in the graph picture; repeated blocks are folded first, then modules.
+    graph_max_nodes: int = 150
+    # Load the engine with TensorRT's EngineInspector where a GPU can run it.
+    engine_inspector: bool = True
+
+
+@dataclass
+class PipelineConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    profile: ProfileConfig = field(default_factory=ProfileConfig)
+    calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
+    build: BuildConfig = field(default_factory=BuildConfig)
+    benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
+    inspect: InspectConfig = field(default_factory=InspectConfig)
+
+
+def _omegaconf_message(e: OmegaConfBaseException) -> str:
+    msg = str(getattr(e, "msg", None) or e).splitlines()[0]
+    key = getattr(e, "full_key", None)
+    return f"{key}: {msg}" if key else msg
+
+
+def validate(raw: Any) -> DictConfig:
+    """Merge onto the schema (unknown keys and wrong types fail) and check values."""
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(PipelineConfig), raw)
+        OmegaConf.to_container(cfg, throw_on_missing=True)
+    except OmegaConfBaseException as e:
+        raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
+    _check_values(cfg)
+    OmegaConf.set_readonly(cfg, True)
+    return cfg
+
+
+def _one_of(value: Any, allowed: tuple, key: str) -> None:
+    if value not in allowed:
+        raise PipelineError(f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}")
+
+
+def _check_values(cfg: DictConfig) -> None:
+    m, p, b = cfg.model, cfg.precision, cfg.build
+    if (m.factory is None) == (m.onnx_path is None):
+        raise PipelineError("invalid config: model needs exactly one of model.factory or model.onnx_path")
+    if not 7 <= m.opset <= 23:
+        raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
+    _one_of(p.name, PRECISIONS, "precision.name")
+    _one_of(p.transform, TRANSFORMS, "precision.transform")
+    _one_of(p.mode, ("strong", "weak"), "precision.mode")
+    if p.transform == "autocast":
+        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
+    if p.transform == "qdq":
+        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
+    _one_of(b.backend, BACKENDS, "build.backend")
+    _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
+    _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
+    if b.workspace_mib <= 0:
+        raise PipelineError(f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive")
+    if not 0 <= b.optimization_level <= 5:
+        raise PipelineError(f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5")
+    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
+    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
+    _check_benchmark(cfg.benchmark)
+    if not cfg.profile.profiles:
+        raise PipelineError("invalid config: profile.profiles is empty; give at least one optimization profile")
+    for spec in cfg.profile.profiles:
+        for dim, triple in spec.dims.items():
+            _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
+        for name, rng in spec.shapes.items():
+            _check_shape_range(rng, f"profile '{spec.name}' input '{name}'")
+
+
+def _check_benchmark(bc: DictConfig) -> None:
+    _one_of(bc.shape, ("min", "opt", "max"), "benchmark.shape")
+    _one_of(bc.device, ("auto", "cpu", "cuda"), "benchmark.device")
+    for backend in bc.backends:
+        _one_of(backend, BENCH_BACKENDS, "benchmark.backends")
+    if not bc.backends or len(set(bc.backends)) != len(bc.backends):
+        raise PipelineError(f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once")
+    if bc.baseline not in bc.backends:
+        raise PipelineError(f"invalid config: benchmark.baseline={bc.baseline!r} is not in benchmark.backends")
+    for key in ("warmup_s", "min_duration_s", "layer_profile_top"):
+        if bc[key] < 0:
+            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must not be negative")
+    for key in ("min_iterations", "min_tail_samples", "layer_profile_iterations"):
+        if bc[key] < 1:
+            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must be at least 1")
+    for key in ("batch_sizes", "seq_lens"):
+        if any(v < 1 for v in bc[key]):
+            raise PipelineError(f"invalid config: benchmark.{key}={list(bc[key])}; sizes must be at least 1")
+
+
+def _check_triple(triple: list[int], where: str) -> None:
+    if len(triple) != 3:
+        raise PipelineError(f"invalid config: {where} needs [min, opt, max], got {triple}")
+    lo, opt, hi = triple
+    if lo < 1:
+        raise PipelineError(f"invalid config: {where} has min={lo}; dims must be at least 1")
+    if not lo <= opt <= hi:
+        raise PipelineError(f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}")
+
+
+def _check_shape_range(rng: Any, where: str) -> None:
+    lo, opt, hi = list(rng.min), list(rng.opt), list(rng.max)
+    if not (len(lo) == len(opt) == len(hi)) or not lo:
+        raise PipelineError(f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}")
+    for axis, (a, b, c) in enumerate(zip(lo, opt, hi)):
+        if a < 0 or not a <= b <= c:
+            raise PipelineError(
+                f"invalid config: {where} axis {axis} needs 0 <= min <= opt <= max, got {a}, {b}, {c}"
+            )
+
+
+def load(path: str | Path = "params.yaml") -> DictConfig:
+    path = Path(path)
+    if not path.exists():
+        raise PipelineError(f"config not found: {path}")
+    try:
+        raw = OmegaConf.load(path)
+    except Exception as e:  # yaml errors come in many types
+        raise PipelineError(f"config {path} is not valid YAML: {first_line(e)}") from None
+    return validate(raw)
+
+
+def to_dict(cfg: Any) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)

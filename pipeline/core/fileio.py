@@ -1,0 +1,136 @@
+"""Atomic, deterministic writes: a reader never sees half a file, and DVC sees
+the same bytes for the same content (no timestamps inside archives)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from pipeline.core.errors import PipelineError
+
+_ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write to a temp file in the same folder, fsync, rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(path.parent)
+    return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes(path, text.encode())
+
+
+def to_json(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    return write_text(path, to_json(obj))
+
+
+def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+    path = Path(path)
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PipelineError(f"{what} not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise PipelineError(f"{what} is not valid JSON: {path} ({e})") from None
+
+
+def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
+    """An .npz readable by np.load, with fixed member timestamps so equal arrays
+    give equal bytes."""
+    import numpy as np
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name in sorted(arrays):
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, member.getvalue())
+    return buf.getvalue()
+
+
+def write_npz(path: str | os.PathLike, arrays: Mapping[str, Any]) -> Path:
+    return write_bytes(path, npz_bytes(arrays))
+
+
+def read_npz(path: str | os.PathLike, what: str = "array file") -> dict[str, Any]:
+    """Never unpickles: object arrays in the file are an error, not code to run."""
+    import numpy as np
+
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise PipelineError(f"{what} not found: {path}") from None
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        raise PipelineError(f"{what} is unreadable: {path} ({e})") from None
+
+
+@contextlib.contextmanager
+def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
+    """Yield a scratch folder beside `final`; on success it replaces `final` whole,
+    on any failure it is removed and `final` is left as it was."""
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    old = None
+    if final.exists():
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        os.replace(final, old)
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,61 @@
+"""One shape for every gate result, whoever judges: the accuracy gate (per output and
+metric), the build gates (per build) and the regression gate of `diff`. Each result
+says what was judged, its value, the threshold, the direction, and whether it passed;
+metrics files keep every result, pass or fail, and a failure becomes one line that
+names every failing gate."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import exact, plain
+
+DIRECTIONS = ("max", "min", "none")  # value must be <= threshold, >= threshold, or is judged by `passed`
+
+
+def result(gate: str, value: Any, threshold: Any, *, passed: bool | None = None, direction: str = "none",
+           subject: str | None = None, detail: str = "", **extra: Any) -> dict:
+    """A gate with no threshold (None or []) is switched off: it passes and still
+    reports its value, so the trend is visible before anyone sets a limit."""
+    enabled = threshold not in (None, [])
+    if passed is None:
+        if not enabled:
+            passed = True
+        elif direction == "max":
+            passed = value is not None and value <= threshold
+        elif direction == "min":
+            passed = value is not None and value >= threshold
+        else:
+            raise ValueError(f"gate {gate}: give `passed` or a direction")
+    out = {"gate": gate, "subject": subject, "value": value, "threshold": plain(threshold), "direction": direction,
+           "enabled": enabled, "passed": bool(passed), "detail": detail}
+    out.update(extra)
+    return out
+
+
+def failures(results: Iterable[dict]) -> list[dict]:
+    return [r for r in results if not r["passed"]]
+
+
+def describe(r: dict) -> str:
+    """'cosine of output logits is 0.91, needs >= 0.999' or the gate's own detail."""
+    if r["direction"] in ("max", "min") and r.get("metric"):
+        op = "<=" if r["direction"] == "max" else ">="
+        of = f" of output '{r['subject']}'" if r.get("subject") else ""
+        return f"{r['metric']}{of} is {exact(r['value'])}, needs {op} {exact(r['threshold'])}"
+    return f"{r['gate']} (threshold {r['threshold']}): {r['detail']}"
+
+
+def failure_line(label: str, results: Iterable[dict]) -> str | None:
+    """'<label>: <every failing gate>', or None when all passed."""
+    failed = failures(results)
+    if not failed:
+        return None
+    return " ".join(f"{label}: {'; '.join(describe(r) for r in failed)}".split())
+
+
+def enforce(label: str, results: Iterable[dict]) -> None:
+    line = failure_line(label, list(results))
+    if line:
+        raise PipelineError(line)

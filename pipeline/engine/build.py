@@ -1,0 +1,181 @@
+"""EngineFromOnnx: parse, check profiles against the parsed network, build a
+strongly typed engine, and keep every log record for the analysis."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.engine import backend, weak_typing
+from pipeline.engine.cache_key import plugin_sha256
+from pipeline.export import profiles as profile_lib
+from pipeline.core.errors import PipelineError
+from pipeline.engine.trt_hooks import Record, make_logger, make_progress_monitor
+
+HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}
+
+
+@dataclass
+class BuildResult:
+    engine: bytes
+    records: list[Record]
+    network: list[dict]
+    network_io: dict
+    seconds: float
+    trt_version: str
+    flavour: str
+    settings: dict = field(default_factory=dict)
+
+
+def parse_onnx(trt, builder, logger, onnx_path: Path, strongly_typed: bool):
+    network = builder.create_network(backend.network_flags(trt, strongly_typed))
+    parser = trt.OnnxParser(network, logger)
+    logger.phase = "parse"
+    ok = parser.parse_from_file(str(onnx_path))
+    if not ok:
+        errors = [_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
+        detail = errors[0] if errors else (logger.errors() or ["no detail from the parser"])[0]
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise PipelineError(f"TensorRT cannot parse {onnx_path.name}: {detail}{more}")
+    return network, parser
+
+
+def _parser_error(err) -> str:
+    where = []
+    for attr in ("node_name", "node_operator"):
+        fn = getattr(err, attr, None)
+        value = fn() if callable(fn) else None
+        if value:
+            where.append(str(value))
+    desc = " ".join(str(err.desc()).split())
+    return f"node {' '.join(where)}: {desc}" if where else desc
+
+
+def network_layers(trt, network) -> list[dict]:
+    layers = []
+    for i in range(network.num_layers):
+        layer = network.get_layer(i)
+        outs = [layer.get_output(j) for j in range(layer.num_outputs)]
+        layers.append({
+            "index": i,
+            "name": layer.name,
+            "type": backend.dtype_name(layer.type),
+            "outputs": [{"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
+                        for t in outs],
+        })
+    return layers
+
+
+def network_io(network) -> dict:
+    def spec(t):
+        return {"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
+
+    return {"inputs": [spec(network.get_input(i)) for i in range(network.num_inputs)],
+            "outputs": [spec(network.get_output(i)) for i in range(network.num_outputs)]}
+
+
+def configure(trt, builder, network, build_cfg: Any, precision_cfg: Any, resolved_profiles: list[dict]):
+    config = builder.create_builder_config()
+    # Per-layer detail in the engine (and, in TensorRT-RTX, in the build log): what
+    # the inspect report's fusion table and the EngineInspector read.
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(build_cfg.workspace_mib) << 20)
+    config.builder_optimization_level = int(build_cfg.optimization_level)
+    if precision_cfg.tf32:
+        config.set_flag(trt.BuilderFlag.TF32)
+    if build_cfg.version_compatible:
+        config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
+    for name in build_cfg.extra_flags:
+        if name not in trt.BuilderFlag.__members__:
+            raise PipelineError(f"build.extra_flags: {name} is not a builder flag of {trt.__name__} "
+                                f"{trt.__version__}")
+        config.set_flag(trt.BuilderFlag.__members__[name])
+    if build_cfg.hardware_compatibility != "none":
+        if backend.is_rtx(trt):
+            raise PipelineError("build.hardware_compatibility is not supported by TensorRT-RTX "
+                                "(its engines are portable across RTX GPUs already); use none")
+        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
+                                                      HW_LEVELS[build_cfg.hardware_compatibility])
+    if build_cfg.compute_capabilities:
+        if not backend.is_rtx(trt):
+            raise PipelineError("build.compute_capabilities is a TensorRT-RTX setting; full TensorRT "
+                                "builds for the GPU it runs on")
+        config.num_compute_capabilities = len(build_cfg.compute_capabilities)
+        for i, cc in enumerate(build_cfg.compute_capabilities):
+            if cc not in trt.ComputeCapability.__members__:
+                allowed = ", ".join(k for k in trt.ComputeCapability.__members__ if k.startswith("SM"))
+                raise PipelineError(f"build.compute_capabilities: unknown {cc}; expected one of {allowed}")
+            config.set_compute_capability(trt.ComputeCapability.__members__[cc], i)
+    add_profiles(builder, network, config, resolved_profiles)
+    return config
+
+
+def add_profiles(builder, network, config, resolved_profiles: list[dict]) -> None:
+    net_inputs = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
+    for prof in resolved_profiles:
+        unknown = sorted(set(prof["inputs"]) - set(net_inputs))
+        if unknown:
+            raise PipelineError(f"profile '{prof['name']}' names input '{unknown[0]}' which the parsed network "
+                                f"does not have (inputs: {', '.join(net_inputs)})")
+        p = builder.create_optimization_profile()
+        for name, tensor in net_inputs.items():
+            if name not in prof["inputs"]:
+                raise PipelineError(f"profile '{prof['name']}' gives no shape for network input '{name}'")
+            s = prof["inputs"][name]
+            if tensor.is_shape_tensor:
+                p.set_shape_input(name, s["min"], s["opt"], s["max"])
+            else:
+                p.set_shape(name, s["min"], s["opt"], s["max"])
+        if not p:  # IOptimizationProfile.__bool__ is its own validity check
+            raise PipelineError(f"TensorRT rejects profile '{prof['name']}' (shapes out of order or wrong rank)")
+        config.add_optimization_profile(p)
+
+
+def load_plugins(trt, builder, paths: list[str]) -> None:
+    registry = builder.get_plugin_registry() if hasattr(builder, "get_plugin_registry") else trt.get_plugin_registry()
+    plugin_sha256(paths)  # every library exists before TensorRT tries one
+    for path in paths:
+        if registry.load_library(str(path)) is None:
+            raise PipelineError(f"TensorRT could not load plugin library {path}")
+
+
+def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_profiles: list[dict],
+                 flavour: str, progress: bool = True, timing_cache: Any = None) -> BuildResult:
+    trt = backend.import_flavour(flavour)
+    strongly_typed = precision_cfg.mode == "strong"
+    if not strongly_typed:
+        weak_typing.refuse_if_strongly_typed_only(trt)
+    logger = make_logger(trt)
+    builder = trt.Builder(logger)
+    load_plugins(trt, builder, list(build_cfg.plugins))
+    network, _parser = parse_onnx(trt, builder, logger, onnx_path, strongly_typed)
+    layers, io = network_layers(trt, network), network_io(network)
+    config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
+    weak = {}
+    if not strongly_typed:
+        weak = weak_typing.configure(trt, builder, network, config, onnx_path.parent)
+    if timing_cache is not None:
+        timing_cache.attach(trt, config)
+    monitor = make_progress_monitor(trt, enabled=progress)
+    config.progress_monitor = monitor
+    logger.phase = "build"
+    t0 = time.perf_counter()
+    serialized = builder.build_serialized_network(network, config)
+    seconds = time.perf_counter() - t0
+    if serialized is None:
+        errors = logger.errors()
+        raise PipelineError(f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}")
+    if timing_cache is not None:
+        timing_cache.save(trt, config)
+    return BuildResult(engine=bytes(serialized), records=logger.records, network=layers, network_io=io,
+                       seconds=seconds, trt_version=trt.__version__, flavour=flavour,
+                       settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})})
+
+
+def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict]:
+    from pipeline.export import onnx_model
+
+    model = onnx_model.load(onnx_path, check=False)
+    return profile_lib.resolve(profile_cfg, onnx_model.inputs(model))

@@ -1,0 +1,88 @@
+"""The engine cache key: sha256 over everything that decides an engine's bytes and
+where it may run, and nothing else. Tools keyed on a file name, or that leave out
+the weights, the GPU or the TensorRT version, serve wrong engines; this does not.
+
+Kept import-light: the engine store's hit path computes it without TensorRT,
+onnx or numpy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError
+
+from pipeline.machine.fingerprint import identity
+
+# 2: engines carry DETAILED profiling verbosity.
+KEY_VERSION = 2
+# Build settings that change the engine. store_dir, gates, log redactions and the
+# timing-cache mode change where it is kept or whether it is accepted, not its bytes.
+ENGINE_BUILD_FIELDS = ("workspace_mib", "optimization_level", "hardware_compatibility", "version_compatible",
+                       "compute_capabilities", "extra_flags")
+# The graph already carries the precision transform; these are what the builder adds.
+ENGINE_PRECISION_FIELDS = ("mode", "tf32")
+
+
+def key_inputs(*, onnx_sha256: str, build_cfg: dict, precision_cfg: dict, profile_cfg: dict,
+               calibration_sha256: str | None, plugin_sha256: dict[str, str], fingerprint: dict) -> dict:
+    return {
+        "key_version": KEY_VERSION,
+        "onnx_sha256": onnx_sha256,
+        "build": {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS},
+        "precision": {k: precision_cfg[k] for k in ENGINE_PRECISION_FIELDS},
+        "profiles": profile_cfg["profiles"],
+        "calibration_sha256": calibration_sha256,
+        # Plugins by content: a rebuilt .so with the same name is a different engine.
+        "plugins_sha256": sorted(plugin_sha256.values()),
+        "fingerprint": identity(fingerprint),
+    }
+
+
+def plugin_sha256(paths: Any) -> dict[str, str]:
+    """Plugin libraries by content; a missing one is the user's error, named once here."""
+    out = {}
+    for p in paths:
+        if not Path(p).is_file():
+            raise PipelineError(f"plugin library not found: {p}")
+        out[Path(p).name] = hashing.sha256_file(p)
+    return out
+
+
+def calibration_result_sha256(layout: Any) -> str | None:
+    """Implicit (TensorRT 10) int8 calibration happens inside the build, so the
+    engine depends on its inputs and calibrator; Q/DQ calibration lives in the
+    graph, which the ONNX hash covers already."""
+    inputs = layout.weak_calibration_inputs
+    if not inputs.exists():
+        return None
+    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    calibrator = summary.get("weak_typing", {}).get("calibrator", "")
+    return hashing.sha256_bytes(f"{hashing.sha256_file(inputs)}|{calibrator}".encode())
+
+
+def engine_key_inputs(cfg: Any, layout: Any, fp: dict) -> dict:
+    """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`."""
+    from pipeline.core import config as config_lib
+    from pipeline.export import onnx_model
+
+    return key_inputs(
+        onnx_sha256=onnx_model.sha256(layout.calibrate_dir / "model.onnx"),
+        build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),
+        profile_cfg=config_lib.to_dict(cfg.profile), calibration_sha256=calibration_result_sha256(layout),
+        plugin_sha256=plugin_sha256(cfg.build.plugins), fingerprint=fp)
+
+
+def cache_key(inputs: dict) -> str:
+    return hashing.sha256_json(inputs)
+
+
+def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Dotted paths where two key-input records differ, for `verify` to say why."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new)):
+            out += differences(old.get(k), new.get(k), f"{prefix}.{k}" if prefix else str(k))
+        return out
+    return [] if old == new else [prefix or "<root>"]

@@ -1,0 +1,87 @@
+"""TensorRT callbacks: a logger that keeps every record, and a progress monitor
+that draws a bar. Classes are made per TensorRT module because each flavour has
+its own ILogger / IProgressMonitor base types."""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType
+from typing import NamedTuple
+
+
+class Record(NamedTuple):
+    """One TensorRT log record; build.log keeps every one, analysis.buildlog reads them."""
+    severity: str
+    phase: str
+    seconds: float
+    message: str
+
+
+def make_logger(trt: ModuleType):
+    severity_names = {
+        trt.ILogger.Severity.INTERNAL_ERROR: "internal_error",
+        trt.ILogger.Severity.ERROR: "error",
+        trt.ILogger.Severity.WARNING: "warning",
+        trt.ILogger.Severity.INFO: "info",
+        trt.ILogger.Severity.VERBOSE: "verbose",
+    }
+
+    class TracingLogger(trt.ILogger):
+        """Keeps everything (verbose included) in memory; nothing goes to the console,
+        so a build's thousands of verbose lines end up in build.log only."""
+
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+            self.records: list[Record] = []
+            self.phase = "setup"
+            self._t0 = time.perf_counter()
+
+        def log(self, severity, msg) -> None:
+            self.records.append(Record(severity_names.get(severity, str(severity)), self.phase,
+                                       time.perf_counter() - self._t0, str(msg)))
+
+        def errors(self) -> list[str]:
+            return [r.message for r in self.records if r.severity in ("error", "internal_error")]
+
+    return TracingLogger()
+
+
+def make_progress_monitor(trt: ModuleType, enabled: bool = True):
+    from tqdm import tqdm
+
+    class BarMonitor(trt.IProgressMonitor):
+        """One bar per top-level builder phase; the deepest running phase below it
+        (optimizing, timing tactics...) shows as the bar's postfix."""
+
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)
+            self._bars: dict[str, tqdm] = {}
+            self._root: dict[str, str] = {}
+
+        def phase_start(self, phase_name, parent_phase, num_steps) -> None:
+            if parent_phase is None:
+                if enabled:
+                    self._bars[phase_name] = tqdm(total=num_steps, desc=phase_name, unit="step",
+                                                  leave=False, disable=None)
+                self._root[phase_name] = phase_name
+                return
+            root = self._root.get(parent_phase)
+            if root is not None:
+                self._root[phase_name] = root
+                if root in self._bars:
+                    self._bars[root].set_postfix_str(phase_name, refresh=True)
+
+        def step_complete(self, phase_name, step) -> bool:
+            bar = self._bars.get(phase_name)
+            if bar is not None:
+                bar.n = step + 1
+                bar.refresh()
+            return True  # False would cancel the build
+
+        def phase_finish(self, phase_name) -> None:
+            if self._root.pop(phase_name, None) == phase_name:
+                bar = self._bars.pop(phase_name, None)
+                if bar is not None:
+                    bar.close()
+
+    return BarMonitor()

@@ -1,0 +1,80 @@
+"""Legacy weak typing in the build (precision.mode=weak, TensorRT 10): builder flags
+and the implicit int8 calibrator that pipeline.precision.weak_precision.prepare recorded
+in calibration.json. TensorRT 11 and TensorRT-RTX no longer have either: refused here,
+in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError
+from pipeline.engine import backend
+from pipeline.export import export
+from pipeline.precision.weak_precision import STRONG_HINT
+
+
+def refuse_if_strongly_typed_only(trt) -> None:
+    if backend.is_strongly_typed_only(trt):
+        raise PipelineError(f"precision.mode=weak needs TensorRT 10 builder precision flags, which "
+                            f"{trt.__name__} {trt.__version__} does not have; {STRONG_HINT}")
+
+
+def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
+    """Set the builder flags (and the int8 calibrator) that prepare() recorded."""
+    refuse_if_strongly_typed_only(trt)
+    summary = fileio.read_json(Path(calibrate_dir) / "calibration.json", "calibration summary")
+    info = summary.get("weak_typing")
+    if info is None:
+        raise PipelineError("calibration.json has no weak_typing section: rerun calibrate with precision.mode=weak")
+    for flag in info["flags"]:
+        if flag not in trt.BuilderFlag.__members__:
+            raise PipelineError(f"{trt.__name__} {trt.__version__} has no BuilderFlag.{flag}; {STRONG_HINT}")
+        config.set_flag(trt.BuilderFlag.__members__[flag])
+    if "calibrator" not in info:
+        return {"flags": info["flags"]}
+    batches = [feeds for feeds, _ in export.split_reference(
+        fileio.read_npz(Path(calibrate_dir) / info["inputs_file"], "calibration inputs"))]
+    profile = builder.create_optimization_profile()
+    for name, array in batches[0].items():
+        profile.set_shape(name, array.shape, array.shape, array.shape)
+    config.set_calibration_profile(profile)
+    path = _cache_path(info, trt)
+    config.int8_calibrator = _calibrator(trt, info["calibrator"], batches, path)
+    return {"flags": info["flags"], "calibrator": info["calibrator"], "calibration_cache": str(path),
+            "calibration_cache_hit": path.exists()}
+
+
+def _cache_path(info: dict, trt) -> Path:
+    from types import SimpleNamespace
+
+    from pipeline.precision.calibration_cache import cache_root
+
+    root = cache_root(SimpleNamespace(cache_dir=info.get("cache_dir")))
+    # TensorRT rejects a cache from another version, so the version is in the name.
+    return root / info["cache_key"] / f"trt-{trt.__version__}-{info['calibrator']}.cache"
+
+
+def _calibrator(trt, base_name: str, batches: list[dict], path: Path):
+    """Polygraphy's Calibrator, with a cache written atomically and checked against its
+    sha256 on read, so a torn or edited cache recalibrates instead of misleading TensorRT."""
+    from polygraphy.backend.trt import Calibrator
+
+    proto = Calibrator(batches, cache=None, BaseClass=getattr(trt, base_name))
+    digest = path.with_suffix(".sha256")
+
+    class VerifiedCacheCalibrator(type(proto)):
+        def read_calibration_cache(self):
+            try:
+                data = path.read_bytes()
+                ok = digest.read_text().strip() == hashing.sha256_bytes(data)
+            except OSError:
+                return None
+            return data if ok and data else None
+
+        def write_calibration_cache(self, cache):
+            data = bytes(memoryview(cache))
+            fileio.write_bytes(path, data)
+            fileio.write_text(digest, hashing.sha256_bytes(data) + "\n")
+
+    return VerifiedCacheCalibrator()

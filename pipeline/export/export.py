@@ -1,0 +1,193 @@
+"""ExportFromModel: torch factory or ONNX file -> checked model.onnx plus reference
+inputs/outputs computed with ONNX Runtime on the CPU (the fp32 ground truth)."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import warnings
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from pipeline.core import fileio, hashing
+from pipeline.export import onnx_model
+from pipeline.core.errors import PipelineError, first_line
+
+REFERENCE_SEED_OFFSET = 1_000
+
+
+def load_factory(name: str) -> ModuleType:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as e:
+        raise PipelineError(f"model factory '{name}' not found ({e})") from None
+    missing = [a for a in ("build", "INPUT_NAMES", "OUTPUT_NAMES") if not hasattr(module, a)]
+    if missing:
+        raise PipelineError(f"model factory '{name}' lacks {', '.join(missing)}")
+    return module
+
+
+def sample_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], dims: dict[str, int],
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Inputs for the model at the given symbolic dims: the factory's own sampler
+    where there is one (realistic masks, token ranges), else by dtype."""
+    if model_cfg.factory:
+        module = load_factory(model_cfg.factory)
+        if hasattr(module, "sample_inputs"):
+            return module.sample_inputs(dict(dims), rng)
+    out = {}
+    for spec in specs:
+        shape = []
+        for axis, d in enumerate(spec.dims):
+            if isinstance(d, int):
+                shape.append(d)
+            elif isinstance(d, str) and d in dims:
+                shape.append(int(dims[d]))
+            else:
+                raise PipelineError(f"input '{spec.name}' axis {axis} ('{d}') has no size: "
+                                    f"set model.sample_dims.{d or '<name>'}")
+        out[spec.name] = random_array(spec.dtype, shape, rng, model_cfg.int_low, model_cfg.int_high)
+    return out
+
+
+def random_array(dtype: str, shape: list[int], rng: np.random.Generator, low: int, high: int) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        return rng.integers(low, high, size=shape).astype(dt)
+    if dt.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return rng.standard_normal(shape).astype(dt)
+
+
+def export_torch(model_cfg: Any, dest: Path) -> None:
+    import torch
+
+    module = load_factory(model_cfg.factory)
+    net = module.build(int(model_cfg.seed))
+    rng = np.random.default_rng(model_cfg.seed)
+    example = module.sample_inputs(dict(model_cfg.sample_dims), rng)
+    args = tuple(torch.from_numpy(example[n]) for n in module.INPUT_NAMES)
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        # The TorchScript exporter is deprecated but gives stable, named dynamic axes.
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(net, args, buf, input_names=module.INPUT_NAMES,
+                              output_names=module.OUTPUT_NAMES,
+                              dynamic_axes=getattr(module, "DYNAMIC_AXES", None),
+                              opset_version=int(model_cfg.opset), do_constant_folding=True, dynamo=False)
+        except Exception as e:
+            raise PipelineError(f"torch could not export '{model_cfg.factory}' at opset "
+                                f"{model_cfg.opset}: {first_line(e)}") from None
+    fileio.write_bytes(dest, buf.getvalue())
+
+
+def copy_onnx(src: Path, dest: Path) -> None:
+    """Copy with external data folded in, so the artifact is one self-contained file."""
+    model = onnx_model.load(src, check=True)
+    if model.ByteSize() > 2**31 - 1:
+        raise PipelineError(f"ONNX model {src} is over 2 GiB; external-data outputs are not supported yet")
+    fileio.write_bytes(dest, model.SerializeToString())
+
+
+def infer_shapes(model, path: Path):
+    """Store inferred intermediate shapes in the artifact. Not strict: ops of custom
+    domains (TensorRT plugins) have no ONNX shape function and are left as they are."""
+    import onnx
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+    except Exception as e:
+        raise PipelineError(f"ONNX shape inference fails on {path.name}: {first_line(e)}") from None
+    fileio.write_bytes(path, inferred.SerializeToString())
+    return inferred
+
+
+def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
+                basic_optimizations: bool = False):
+    """The one way this tool opens an ONNX Runtime session. basic_optimizations keeps
+    Q/DQ simulated in float: the extended optimizations fuse Q/DQ into integer kernels
+    that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads:
+        opts.intra_op_num_threads = threads
+    if basic_optimizations:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        return ort.InferenceSession(str(path), opts, providers=list(providers))
+    except Exception as e:
+        raise PipelineError(f"ONNX Runtime cannot load {path}: {first_line(e)}") from None
+
+
+def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
+                basic_optimizations: bool = False) -> list[dict[str, np.ndarray]]:
+    """Outputs for each batch of feeds, from one session."""
+    session = ort_session(path, basic_optimizations=basic_optimizations)
+    names = [o.name for o in session.get_outputs()]
+    outs = []
+    for feeds in batches:
+        try:
+            outs.append(dict(zip(names, session.run(names, feeds))))
+        except Exception as e:
+            raise PipelineError(f"ONNX Runtime failed to run {Path(path).name}: {first_line(e)}") from None
+    return outs
+
+
+def reference_key(kind: str, batch: int, name: str) -> str:
+    return f"{kind}::{batch}::{name}"
+
+
+def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[dict, dict]]:
+    """reference.npz -> [(inputs, outputs)] per batch."""
+    batches: dict[int, tuple[dict, dict]] = {}
+    for key, value in arrays.items():
+        kind, idx, name = key.split("::", 2)
+        pair = batches.setdefault(int(idx), ({}, {}))
+        pair[0 if kind == "in" else 1][name] = value
+    return [batches[i] for i in sorted(batches)]
+
+
+def export_model(model_cfg: Any, out_dir: Path) -> dict:
+    """Write out_dir/model.onnx, reference.npz and export.json; return the summary."""
+    with fileio.staged_dir(out_dir) as tmp:
+        onnx_path = tmp / "model.onnx"
+        if model_cfg.factory:
+            export_torch(model_cfg, onnx_path)
+            source = f"factory:{model_cfg.factory}"
+        else:
+            copy_onnx(Path(model_cfg.onnx_path), onnx_path)
+            source = f"onnx:{Path(model_cfg.onnx_path).name}"
+        # A copied file was checked as the user's file (errors name it); a torch export here.
+        model = infer_shapes(onnx_model.load(onnx_path, check=bool(model_cfg.factory)), onnx_path)
+        specs = onnx_model.inputs(model)
+        if not specs:
+            raise PipelineError("the ONNX model has no runtime inputs")
+        rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
+        batches = [sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
+                   for _ in range(int(model_cfg.num_reference_batches))]
+        missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
+        if missing:
+            raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
+        arrays: dict[str, np.ndarray] = {}
+        for b, (feeds, outs) in enumerate(zip(batches, run_batches(onnx_path, batches))):
+            arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
+            arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
+        fileio.write_npz(tmp / "reference.npz", arrays)
+        summary = {
+            "source": source,
+            "opset": onnx_model.opset(model),
+            "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in specs],
+            "outputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in onnx_model.outputs(model)],
+            "parameters": onnx_model.parameter_count(model),
+            "nodes": len(model.graph.node),
+            "reference_batches": int(model_cfg.num_reference_batches),
+            "onnx_sha256": hashing.sha256_file(onnx_path),
+        }
+        fileio.write_json(tmp / "export.json", summary)
+    return summary

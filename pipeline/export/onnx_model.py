@@ -1,0 +1,122 @@
+"""Reading and checking ONNX files: one place that turns onnx's many exception
+types into a PipelineError that names the file."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+from pipeline.core.errors import PipelineError, first_line
+
+Dim = Union[int, str, None]  # fixed size, symbolic name, or unknown
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: str  # numpy dtype name
+    dims: tuple[Dim, ...]
+
+
+def load(path: str | Path, check: bool = True):
+    import onnx
+
+    path = Path(path)
+    if not path.is_file():
+        raise PipelineError(f"ONNX model not found: {path}")
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:  # protobuf DecodeError, external data errors, ...
+        raise PipelineError(f"ONNX model {path} is unreadable: {first_line(e)}") from None
+    if check:
+        try:
+            onnx.checker.check_model(str(path), full_check=True)
+        except Exception as e:
+            raise PipelineError(f"ONNX model {path} fails the ONNX checker: {first_line(e)}") from None
+    return model
+
+
+def _dims(value_info) -> tuple[Dim, ...]:
+    shape = value_info.type.tensor_type.shape
+    out: list[Dim] = []
+    for d in shape.dim:
+        if d.HasField("dim_value") and d.dim_value > 0:
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and d.dim_param:
+            out.append(str(d.dim_param))
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _dtype(value_info) -> str:
+    import onnx
+
+    elem = value_info.type.tensor_type.elem_type
+    try:
+        return str(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    except Exception:
+        return onnx.TensorProto.DataType.Name(elem).lower()
+
+
+def inputs(model) -> list[TensorSpec]:
+    """Graph inputs that are fed at run time (initializers listed as inputs are not)."""
+    inits = {i.name for i in model.graph.initializer}
+    return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.input if v.name not in inits]
+
+
+def outputs(model) -> list[TensorSpec]:
+    return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.output]
+
+
+def op_histogram(model) -> dict[str, int]:
+    counts = collections.Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+                                 for n in model.graph.node)
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def parameter_count(model) -> int:
+    import numpy as np
+
+    total = 0
+    for init in model.graph.initializer:
+        total += int(np.prod(init.dims)) if len(init.dims) else 1
+    return total
+
+
+def opset(model) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def external_data_files(model, base: Path) -> list[Path]:
+    from onnx.external_data_helper import uses_external_data
+
+    files = set()
+    for init in model.graph.initializer:
+        if uses_external_data(init):
+            loc = next((e.value for e in init.external_data if e.key == "location"), None)
+            if loc:
+                files.add(base / loc)
+    return sorted(files)
+
+
+def sha256(path: str | Path) -> str:
+    """Hash of the model file and every external-data file it names, so a change to
+    weights kept outside the .onnx still changes the hash."""
+    path = Path(path)
+    data = path.read_bytes()
+    h = hashlib.sha256(data)
+    # Every external-data entry carries the key "location"; without those bytes
+    # there is none, and the hit path of the engine store need not import onnx.
+    if b"location" not in data:
+        return h.hexdigest()
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for ext in external_data_files(model, path.parent):
+        h.update(ext.name.encode())
+        h.update(ext.read_bytes())
+    return h.hexdigest()

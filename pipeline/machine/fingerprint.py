@@ -1,0 +1,205 @@
+"""What an engine is valid for: GPU model, compute capability, memory, driver,
+CUDA runtime, TensorRT flavour and version, hardware-compatibility settings.
+
+Kept light (no numpy, no TensorRT import) because the DVC `fingerprint` stage runs
+on every `dvc repro`: it is the only way to notice that the machine changed."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import importlib.util
+import json
+import os
+import re
+from typing import Any
+
+from pipeline.core import hashing
+from pipeline.core.errors import PipelineError
+
+NO_GPU_TARGET = "no GPU: portable ahead-of-time target"
+# Distribution names that provide each module, newest naming first.
+TRT_DISTS = {
+    "tensorrt": ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11", "tensorrt_libs"),
+    "tensorrt_rtx": ("tensorrt-rtx-cu13", "tensorrt-rtx", "tensorrt_rtx_cu13_libs", "tensorrt-rtx-cu12"),
+}
+IDENTITY_KEYS = ("gpu", "driver_version", "cuda_driver_version", "cuda_runtime_version", "trt_flavour",
+                 "trt_version", "trt_distribution", "hardware_compatibility", "version_compatible", "target")
+
+
+def probe_gpu() -> tuple[dict | None, str]:
+    """(gpu facts, reason) from NVML; (None, why) where there is no usable GPU.
+
+    $TRT_PIPELINE_GPU_PROBE names a JSON file that stands in for NVML: it exists so
+    tests can play another machine for the cache-key and DVC logic, and the
+    fingerprint says so. It is never evidence that TensorRT works on that GPU."""
+    override = os.environ.get("TRT_PIPELINE_GPU_PROBE")
+    if override:
+        return _probe_override(override)
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        return None, f"NVML unavailable ({e})"
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            return None, "NVML reports no GPU"
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        name = pynvml.nvmlDeviceGetName(h)
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+        gpu = {
+            "name": name.decode() if isinstance(name, bytes) else name,
+            "compute_capability": f"{major}.{minor}",
+            "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
+            "index": 0,
+            "count": count,
+        }
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda_driver = pynvml.nvmlSystemGetCudaDriverVersion()
+        gpu["_driver"] = driver.decode() if isinstance(driver, bytes) else driver
+        gpu["_cuda_driver"] = f"{cuda_driver // 1000}.{(cuda_driver % 1000) // 10}"
+        return gpu, "NVML"
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _probe_override(path: str) -> tuple[dict | None, str]:
+    try:
+        data = json.loads(open(path).read())
+    except (OSError, json.JSONDecodeError) as e:
+        raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} is unreadable: {e}") from None
+    if data is None:
+        return None, f"override from TRT_PIPELINE_GPU_PROBE={path}: no GPU"
+    need = {"name", "compute_capability", "memory_mib", "_driver", "_cuda_driver"}
+    if not need <= set(data):
+        raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} lacks {', '.join(sorted(need - set(data)))}")
+    return {"index": 0, "count": 1, **data}, f"override from TRT_PIPELINE_GPU_PROBE={path}"
+
+
+def cuda_runtime_version() -> str | None:
+    """The CUDA runtime a process here would load, read from libcudart itself."""
+    from pipeline.machine.cudart import Cuda
+
+    try:
+        return Cuda.get().runtime_version()
+    except PipelineError:
+        return None
+
+
+def package_version(dist: str) -> str | None:
+    """An installed distribution's version from its metadata (no import), or None."""
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def trt_installed(module: str) -> tuple[str, str] | None:
+    """(distribution, version) of an installed TensorRT flavour, without importing it."""
+    if importlib.util.find_spec(module) is None:
+        return None
+    for dist in TRT_DISTS[module]:
+        if (version := package_version(dist)) is not None:
+            return dist, version
+    return module, "unknown"
+
+
+def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
+    """(flavour, why). auto: full TensorRT where it imports and a GPU is present,
+    TensorRT-RTX otherwise (it builds ahead of time without a GPU)."""
+    have_trt, have_rtx = trt_installed("tensorrt"), trt_installed("tensorrt_rtx")
+    if requested == "tensorrt":
+        if not have_trt:
+            raise PipelineError("build.backend=tensorrt but the tensorrt package is not installed "
+                                "(pip install '.[tensorrt]' on a GPU host)")
+        return "tensorrt", "requested by build.backend"
+    if requested == "tensorrt_rtx":
+        if not have_rtx:
+            raise PipelineError("build.backend=tensorrt_rtx but tensorrt-rtx is not installed (pip install '.[rtx]')")
+        return "tensorrt_rtx", "requested by build.backend"
+    if have_trt and gpu is not None:
+        return "tensorrt", "auto: tensorrt imports and a GPU is present"
+    if have_rtx:
+        why = "no GPU" if gpu is None else "tensorrt is not installed"
+        return "tensorrt_rtx", f"auto: {why}, TensorRT-RTX builds ahead of time"
+    if have_trt:
+        raise PipelineError("only full TensorRT is installed and it needs a GPU to build; "
+                            "install TensorRT-RTX (pip install '.[rtx]') to build without one")
+    raise PipelineError("no TensorRT is installed: pip install '.[rtx]' (any machine) or '.[tensorrt]' (GPU hosts)")
+
+
+def collect(build_cfg: Any, require_trt: bool = True) -> dict:
+    """The fingerprint; require_trt=False lets `python -m pipeline fingerprint`
+    describe a GPU host where no TensorRT is installed yet."""
+    gpu, gpu_source = probe_gpu()
+    try:
+        flavour, why = choose_flavour(build_cfg.backend, gpu)
+        dist, version = trt_installed(flavour)
+    except PipelineError as e:
+        if require_trt:
+            raise
+        flavour, why, dist, version = None, str(e), None, None
+    fp: dict[str, Any] = {
+        "gpu": None,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "cuda_runtime_version": cuda_runtime_version(),
+        "trt_flavour": flavour,
+        "trt_version": version,
+        "trt_distribution": dist,
+        "trt_choice": why,
+        "hardware_compatibility": build_cfg.hardware_compatibility,
+        "version_compatible": bool(build_cfg.version_compatible),
+        "target": None,
+        "gpu_probe": gpu_source,
+    }
+    if gpu is None:
+        fp["target"] = NO_GPU_TARGET
+        if flavour == "tensorrt_rtx" and build_cfg.compute_capabilities:
+            fp["target"] += " for " + ",".join(sorted(build_cfg.compute_capabilities))
+    else:
+        fp["driver_version"] = gpu.pop("_driver")
+        fp["cuda_driver_version"] = gpu.pop("_cuda_driver")
+        fp["gpu"] = gpu
+        fp["target"] = f"{gpu['name']} (sm {gpu['compute_capability']})"
+    fp["id"] = fingerprint_id(fp)
+    return fp
+
+
+def identity(fp: dict) -> dict:
+    """The fields that decide which machines an engine is valid for. GPU count and
+    index are left out: an engine built on GPU 0 of eight runs on any of them."""
+    ident = {k: fp.get(k) for k in IDENTITY_KEYS}
+    if ident["gpu"]:
+        ident["gpu"] = {k: ident["gpu"][k] for k in ("name", "compute_capability", "memory_mib")}
+    return ident
+
+
+def fingerprint_id(fp: dict) -> str:
+    """Readable folder name plus a hash of every identity field."""
+    digest = hashing.sha256_json(identity(fp), hashing.SPACED)[:12]
+    gpu = fp.get("gpu")
+    head = f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
+    flavour = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}.get(fp["trt_flavour"], "notrt")
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version'] or ''}").strip("-").lower()
+    return f"{slug}-{digest}"
+
+
+def describe(fp: dict) -> str:
+    lines = [f"fingerprint  {fp['id']}", f"target       {fp['target']}"]
+    gpu = fp.get("gpu")
+    if gpu:
+        lines += [f"gpu          {gpu['name']} x{gpu['count']}, compute capability {gpu['compute_capability']}, "
+                  f"{gpu['memory_mib']} MiB",
+                  f"driver       {fp['driver_version']} (CUDA {fp['cuda_driver_version']})"]
+    else:
+        lines.append(f"gpu          none ({fp['gpu_probe']})")
+    trt = (f"{fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})"
+           if fp["trt_flavour"] else f"none usable: {fp['trt_choice']}")
+    lines += [f"cuda runtime {fp['cuda_runtime_version'] or 'not loadable here'}",
+              f"tensorrt     {trt}",
+              f"hw compat    {fp['hardware_compatibility']}, version compatible: {fp['version_compatible']}"]
+    return "\n".join(lines)

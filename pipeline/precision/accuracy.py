@@ -1,0 +1,65 @@
+"""Compare outputs with the fp32 reference: the figures behind the accuracy gate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pipeline.core import gate as gate_lib
+from pipeline.core.errors import PipelineError
+
+
+def compare(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]],
+            classifier: bool) -> dict:
+    """Per output: max absolute error, mean relative error, cosine similarity, and
+    top-1 agreement for classifiers; each over all batches together."""
+    result = {}
+    for name in reference[0]:
+        ref = np.concatenate([b[name].astype(np.float64).reshape(len(b[name]), -1) for b in reference])
+        got = np.concatenate([b[name].astype(np.float64).reshape(len(b[name]), -1) for b in candidate])
+        if ref.shape != got.shape:
+            raise PipelineError(f"output '{name}' has shape {got.shape}, reference has {ref.shape}")
+        diff = np.abs(ref - got)
+        denom = np.linalg.norm(ref) * np.linalg.norm(got)
+        metrics = {
+            "max_abs_error": float(diff.max()) if diff.size else 0.0,
+            "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean()) if diff.size else 0.0,
+            "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
+            "finite": bool(np.isfinite(got).all()),
+        }
+        if classifier and ref.ndim == 2 and ref.shape[1] > 1:
+            metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
+        result[name] = metrics
+    return result
+
+
+GATE_CHECKS = (
+    # (config key, metric, direction): "max" means the metric must not exceed the threshold
+    ("max_abs_error", "max_abs_error", "max"),
+    ("max_mean_rel_error", "mean_rel_error", "max"),
+    ("min_cosine", "cosine", "min"),
+    ("min_top1_agreement", "top1_agreement", "min"),
+)
+
+
+def check_gate(figures: dict, gate: Any) -> list[dict]:
+    """Each configured threshold against each output, in the one gate shape
+    (pipeline.core.gate); every result is kept, pass or fail."""
+    results = []
+    for output, metrics in figures.items():
+        if not metrics.get("finite", True):
+            results.append(gate_lib.result("finite", False, True, passed=False, subject=output, metric="finite",
+                                           detail=f"output '{output}' has NaN or inf"))
+        for key, metric, direction in GATE_CHECKS:
+            threshold = gate.get(key) if hasattr(gate, "get") else getattr(gate, key, None)
+            if threshold is None or metric not in metrics:
+                continue
+            results.append(gate_lib.result(key, metrics[metric], float(threshold), direction=direction,
+                                           subject=output, metric=metric))
+    return results
+
+
+def raise_on_failure(results: list[dict], label: str) -> None:
+    """One line naming every failing metric, its value and its threshold."""
+    gate_lib.enforce(f"accuracy gate failed for {label}", results)

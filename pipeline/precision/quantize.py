@@ -1,0 +1,189 @@
+"""QdqOnnxFromCalibration: ModelOpt post-training quantization (explicit Q/DQ, int8
+or fp8), calibrated with ONNX Runtime on the CPU, behind a content-addressed cache.
+
+The cache key is the sha256 of the input ONNX, of the calibration data and of every
+setting that changes the scales (quantize mode, method, exclusions, ModelOpt and ONNX
+Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.precision import calibration_data
+from pipeline.core import fileio, hashing
+from pipeline.export import onnx_model
+from pipeline.precision.calibration_data import CalibrationSet
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.precision.calibration_cache import cache_root
+from pipeline.machine.fingerprint import package_version
+
+KEY_VERSION = 1
+# ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
+# MinMax is max calibration, so minmax is a name for max, not another method.
+METHODS = {"entropy": "entropy", "max": "max", "minmax": "max"}
+# fp32 keeps the unquantized layers as the source graph has them; TensorRT picks no
+# other precision for them in a strongly typed build.
+HIGH_PRECISION = "fp32"
+
+
+@dataclass
+class QuantizeResult:
+    summary: dict
+    data: CalibrationSet
+
+
+def _version(dist: str) -> str:
+    return package_version(dist) or "not installed"
+
+
+def modelopt_method(method: str, quantize_mode: str) -> str:
+    if method not in METHODS:
+        raise PipelineError(f"calibration.method={method} is not supported for {quantize_mode}: ModelOpt "
+                            f"{_version('nvidia-modelopt')} ONNX PTQ calibrates with entropy or max (minmax = max)")
+    return METHODS[method]
+
+
+def key_inputs(src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any) -> dict:
+    return {
+        "key_version": KEY_VERSION,
+        "onnx_sha256": onnx_model.sha256(src),
+        "data_sha256": data.info["sha256"],
+        "quantize_mode": quantize_mode,
+        "method": modelopt_method(calibration_cfg.method, quantize_mode),
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": sorted(calibration_cfg.exclude_op_types),
+        "high_precision_dtype": HIGH_PRECISION,
+        "modelopt": _version("nvidia-modelopt"),
+        "onnxruntime": _version("onnxruntime"),
+    }
+
+
+def cache_key(inputs: dict) -> str:
+    return hashing.sha256_json(inputs)
+
+
+def cache_store(calibration_cfg: Any):
+    from pipeline.core.verified_store import VerifiedStore
+
+    return VerifiedStore(cache_root(calibration_cfg), required=("model.onnx",), what="calibration cache")
+
+
+def check_exclusions(src: Path, calibration_cfg: Any) -> None:
+    nodes = onnx_model.load(src, check=False).graph.node
+    op_types = {n.op_type for n in nodes}
+    for op in calibration_cfg.exclude_op_types:
+        if op not in op_types:
+            raise PipelineError(f"calibration.exclude_op_types: the model has no {op} node "
+                                f"(its op types: {', '.join(sorted(op_types))})")
+    for pattern in calibration_cfg.exclude_nodes:
+        try:
+            hit = any(re.match(pattern, n.name) for n in nodes)
+        except re.error as e:
+            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} is not a regular expression ({e})") from None
+        if not hit:
+            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} matches no node name of the model")
+
+
+def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> QuantizeResult:
+    """Write dest (the Q/DQ graph); return the calibration summary and the data used."""
+    mode = precision_cfg.quantize_mode
+    method = modelopt_method(calibration_cfg.method, mode)
+    check_exclusions(src, calibration_cfg)
+    data = calibration_data.load(calibration_cfg, model_cfg, src)
+    inputs = key_inputs(src, data, mode, calibration_cfg)
+    key = cache_key(inputs)
+    store = cache_store(calibration_cfg)
+    cache: dict[str, Any] = {"key": key, "hit": False}
+    # One calibration per key at a time: a concurrent run waits and then hits.
+    with store.lock(key):
+        entry, corrupt = store.fetch(key)
+        if corrupt:
+            cache["replaced_corrupt_entry"] = "; ".join(corrupt)
+        if entry is None:
+            graph = run_modelopt(src, mode, method, calibration_cfg, data)
+            store.put(key, {"model.onnx": graph}, labels=inputs)
+        else:
+            graph = entry.file("model.onnx").read_bytes()
+            cache["hit"] = True
+    fileio.write_bytes(dest, graph)
+    ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
+    summary = {
+        "quantize_mode": mode, "method": calibration_cfg.method, "modelopt_method": method,
+        "high_precision_dtype": HIGH_PRECISION, "data": data.info,
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": list(calibration_cfg.exclude_op_types),
+        "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
+        "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
+        "modelopt_version": inputs["modelopt"], "onnxruntime_version": inputs["onnxruntime"],
+        "result_sha256": hashing.sha256_bytes(graph), "cache": cache,
+    }
+    return QuantizeResult(summary, data)
+
+
+def _reader(batches: list[dict], progress):
+    from onnxruntime.quantization.calibrate import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.i = 0
+
+        def get_next(self):
+            if self.i >= len(batches):
+                return None
+            self.i += 1
+            progress.update(1)
+            return batches[self.i - 1]
+
+        def get_first(self):
+            return batches[0]
+
+        def rewind(self) -> None:
+            self.i = 0
+            progress.reset()
+
+    return Reader()
+
+
+def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet) -> bytes:
+    from tqdm import tqdm
+
+    from pipeline.precision.modelopt_log import quiet_modelopt
+
+    try:
+        from modelopt.onnx.quantization import quantize as mo_quantize
+    except ImportError as e:
+        raise PipelineError(f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+    console = sys.stderr
+    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp, \
+            tqdm(total=len(data.batches), desc=f"calibrating {mode}", unit="batch", disable=None,
+                 file=console, leave=False) as bar:
+        # ModelOpt writes intermediate graphs beside its input: keep them out of export/.
+        work = Path(tmp) / "model.onnx"
+        shutil.copyfile(src, work)
+        out = Path(tmp) / "model.qdq.onnx"
+        try:
+            with quiet_modelopt():
+                mo_quantize(onnx_path=str(work), quantize_mode=mode, calibration_method=method,
+                            calibration_data_reader=_reader(data.batches, bar), calibration_eps=["cpu"],
+                            output_path=str(out), op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
+                            nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
+                            high_precision_dtype=HIGH_PRECISION, log_level="WARNING")
+        except Exception as e:
+            detail = first_line(e)
+            raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
+        if not out.is_file():
+            raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
+        graph = out.read_bytes()
+    import onnx
+
+    ops = onnx_model.op_histogram(onnx.load_from_string(graph))
+    if not ops.get("QuantizeLinear"):
+        raise PipelineError(f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
+                            f", op types {list(calibration_cfg.exclude_op_types)})")
+    return graph

@@ -1,0 +1,118 @@
+"""OnnxFromPrecision: the strongly typed precision transform done before the build.
+fp32/tf32 leave the graph alone; fp16/bf16 go through ModelOpt AutoCast;
+int8/fp8 through ModelOpt post-training quantization (explicit Q/DQ)."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.precision import accuracy
+from pipeline.export import export, onnx_model
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.precision.modelopt_log import quiet_modelopt
+
+
+def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> None:
+    try:
+        from modelopt.onnx.autocast import convert_to_mixed_precision
+    except ImportError as e:
+        raise PipelineError(f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        calib = Path(tmp) / "autocast_calibration.npz"
+        np.savez(calib, **calib_inputs)
+        try:
+            with quiet_modelopt():
+                model = convert_to_mixed_precision(
+                    onnx_path=str(src),
+                    low_precision_type=precision_cfg.low_precision_type,
+                    nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
+                    op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
+                    data_max=float(precision_cfg.data_max),
+                    init_max=float(precision_cfg.init_max),
+                    keep_io_types=bool(precision_cfg.keep_io_types),
+                    calibration_data=str(calib),
+                    providers=["cpu"],
+                )
+        except PipelineError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
+                                f"{first_line(e)}") from None
+    fileio.write_bytes(dest, model.SerializeToString())
+
+
+def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
+                qdq: bool = False) -> list[dict[str, np.ndarray]]:
+    return export.run_batches(onnx_path, batches, basic_optimizations=qdq)
+
+
+def evaluate(onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
+    """Outputs of the transformed graph, and how they were obtained: natively where
+    ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
+    try:
+        return run_batches(onnx_path, batches, qdq=qdq), "onnxruntime (cpu)"
+    except PipelineError as e:
+        from pipeline.precision import emulate
+
+        kinds = emulate.low_precision_types(model)
+        if "NOT_IMPLEMENTED" not in str(e) or not kinds:
+            raise
+        with tempfile.TemporaryDirectory() as tmp:
+            em = Path(tmp) / "emulated.onnx"
+            fileio.write_bytes(em, emulate.emulated_fp32(model).SerializeToString())
+            outs = run_batches(em, batches, qdq=qdq)
+        return outs, (f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
+                      f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
+                      f"some ops)")
+
+
+def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:
+    """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json."""
+    src = export_dir / "model.onnx"
+    pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz", "reference data"))
+    if not pairs:
+        raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
+    with fileio.staged_dir(out_dir) as tmp:
+        dest = tmp / "model.onnx"
+        summary: dict[str, Any] = {"precision": precision_cfg.name, "transform": precision_cfg.transform,
+                                   "source_sha256": hashing.sha256_file(src)}
+        held_out = pairs
+        if precision_cfg.mode == "weak":
+            # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
+            from pipeline.precision import weak_precision
+
+            summary.update(transform="none", weak_typing=weak_precision.prepare(
+                src, tmp, precision_cfg, calibration_cfg, model_cfg))
+            fileio.write_bytes(dest, src.read_bytes())
+        elif precision_cfg.transform == "none":
+            fileio.write_bytes(dest, src.read_bytes())
+        elif precision_cfg.transform == "autocast":
+            # The first reference batch tells AutoCast real activation ranges; the rest are held out.
+            autocast(src, dest, precision_cfg, pairs[0][0])
+            held_out = pairs[1:] if len(pairs) > 1 else pairs
+        else:
+            from pipeline.precision import quantize
+
+            result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+            summary["calibration"] = result.summary
+            # Judge the scales on data they were not fitted to.
+            held_out = [p for p in pairs if not result.data.uses(p[0])]
+            if not held_out:
+                raise PipelineError("every reference batch is also a calibration sample, so the accuracy gate "
+                                    "has no held-out data; calibrate on other data than export's reference.npz")
+        model = onnx_model.load(dest, check=False)
+        got, evaluated = evaluate(dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+        summary["evaluated_with"] = evaluated
+        figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
+        gate = accuracy.check_gate(figures, precision_cfg.gate)
+        summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),
+                        "onnx_sha256": hashing.sha256_file(dest),
+                        "ops": onnx_model.op_histogram(model)})
+        accuracy.raise_on_failure(gate, f"{precision_cfg.name} ONNX")
+        fileio.write_json(tmp / "calibration.json", summary)
+    return summary

@@ -1,0 +1,100 @@
+"""The benchmark for people (a Markdown table) and for DVC plots (rows of backend,
+batch, latency, throughput). Both are pure functions of metrics/benchmark.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.core import tables
+from pipeline.core.numbers import fmt
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    return [tables.markdown(header, [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]), ""]
+
+
+def _accuracy_cells(result: dict) -> list[Any]:
+    acc = result.get("accuracy")
+    if not acc or acc.get("status") == "skipped":
+        return ["–", "–", "–"]
+    worst = {"max_abs_error": max(m["max_abs_error"] for m in acc.values()),
+             "mean_rel_error": max(m["mean_rel_error"] for m in acc.values()),
+             "cosine": min(m["cosine"] for m in acc.values())}
+    return [f"{worst['max_abs_error']:.3g}", f"{worst['mean_rel_error']:.3g}", f"{worst['cosine']:.6f}"]
+
+
+def to_markdown(metrics: dict) -> str:
+    results, baseline = metrics["results"], metrics["baseline"]
+    speed = f"speedup_vs_{baseline}"
+    shapes = ", ".join(f"`{n}={s}`" for n, s in metrics["shapes"].items())
+    out = [f"# Benchmark: {metrics.get('model', '?')}, {metrics.get('precision', '?')}", "",
+           f"Headline shape {shapes} (profile `{metrics['profile']}`). Latency is host wall-clock per iteration; "
+           f"speed-up is {baseline}'s median over the backend's median (above 1 is faster). Accuracy is against the "
+           "fp32 ONNX Runtime reference outputs (worst output).", ""]
+    ok = {k: r for k, r in results.items() if r["status"] == "ok"}
+    out += _table(
+        ["backend", "runs as", "median ms", "p90", "p95", "p99", "mean ± std", "min", "max", "throughput/s",
+         "speed-up", "iterations", "max abs err", "mean rel err", "cosine"],
+        [[k, r["label"], r["median_ms"], r["p90_ms"], r["p95_ms"], r["p99_ms"],
+          f"{fmt(r['mean_ms'])} ± {fmt(r['std_ms'])}", r["min_ms"], r["max_ms"], r["throughput_per_s"],
+          r.get(speed), r["iterations"], *_accuracy_cells(r)] for k, r in ok.items()])
+    for k, r in results.items():
+        if r["status"] != "ok":
+            out.append(f"- `{k}` skipped: {r['reason']}")
+    flagged = [f"{k} {', '.join(r['low_sample_percentiles'])}" for k, r in ok.items() if r["low_sample_percentiles"]]
+    if flagged:
+        out.append(f"- Percentiles resting on too few samples (fewer than {metrics['method']['min_tail_samples']} "
+                   f"beyond them): {'; '.join(flagged)}")
+    out.append("")
+    rows = [[_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
+            for by in metrics["by_shape"].values() for k, r in by.items()]
+    if rows:
+        out += ["## Against batch size", ""]
+        out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
+    gpu = {k: r for k, r in ok.items() if "gpu" in r}
+    if gpu:
+        out += ["## GPU time per stage (CUDA events, median ms)", ""]
+        stages = ["h2d_ms", "compute_ms", "d2h_ms", "gpu_total_ms"]
+        out += _table(["backend", "host-to-device", "compute", "device-to-host", "GPU total", "host latency",
+                       "CUDA graph"],
+                      [[k, *[r["gpu"].get(s, {}).get("median_ms") for s in stages], r["median_ms"],
+                        str(r.get("cuda_graph", False))] for k, r in gpu.items()])
+    for k, r in ok.items():
+        if r.get("layers"):
+            out += [f"## Slowest layers: {k} (separate IProfiler pass)", ""]
+            out += _table(["layer", "mean ms", "% of engine"], [[x["layer"], x["mean_ms"], x["percent"]]
+                                                                  for x in r["layers"]])
+    out += ["## Conditions", ""] + _conditions(metrics["conditions"]) + [""]
+    return "\n".join(out)
+
+
+def _point(r: dict) -> str:
+    return f"batch {r['batch']}" + (f", seq {r['seq']}" if r.get("seq") is not None else "")
+
+
+def _conditions(c: dict) -> list[str]:
+    from pipeline.machine import gpu_conditions
+
+    v = c["versions"]
+    return [
+        f"- fingerprint `{c['fingerprint']}` ({c.get('target')})",
+        f"- CPU {c['cpu']}, {c['usable_cpus']} of {c['cpu_count']} CPUs usable, governor {c['cpu_governor']}",
+        f"- threads: ONNX Runtime intra-op {c['intra_op_threads']}, torch {c['torch_threads']}, "
+        f"OMP_NUM_THREADS {c['omp_num_threads']}",
+        "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
+        f"- GPU: {gpu_conditions.summary(c['gpu_before'], c['gpu_after'])}",
+    ]
+
+
+def plot_rows(metrics: dict) -> list[dict]:
+    """One row per backend and shape of the sweep; `series` names a line in the plot
+    (the backend, with the sequence length where the sweep has several)."""
+    seqs = {r.get("seq") for by in metrics["by_shape"].values() for r in by.values()}
+    rows = []
+    for by in metrics["by_shape"].values():
+        for backend, r in by.items():
+            seq = r.get("seq")
+            rows.append({"series": backend + (f" seq={seq}" if len(seqs) > 1 else ""), "backend": backend,
+                         "batch": r["batch"], "seq": seq, "latency_ms": r["median_ms"], "p99_ms": r["p99_ms"],
+                         "throughput_per_s": r["throughput_per_s"]})
+    return sorted(rows, key=lambda x: (x["series"], x["batch"]))

@@ -1,0 +1,234 @@
+"""Draw a directed acyclic graph as one inline SVG, top to bottom, without Graphviz.
+
+A small layered layout: longest-path ranks, dummy points on edges that skip ranks (so
+they route between boxes, not through them), barycentre sweeps to cut crossings, then
+x positions pulled towards neighbours while keeping a minimum gap. Good for the few
+hundred boxes a collapsed network has; no JavaScript, no external assets.
+
+A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?}
+where mix is {precision: count} for a collapsed group (drawn as a stacked bar)."""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+
+from pipeline.analysis.report_layers import PRECISION_COLOURS
+
+SIZES = {"op": (176, 38), "group": (236, 54), "io": (150, 28), "dummy": (0, 0)}
+RANK_GAP = 34
+NODE_GAP = 22
+MARGIN = 16
+SWEEPS = 6
+
+
+def _ranks(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
+    """Longest path from the sources; a cycle (possible after collapsing) is broken at
+    its earliest node so the drawing still comes out."""
+    preds, succs = defaultdict(set), defaultdict(set)
+    for u, v in edges:
+        if u != v:
+            preds[v].add(u)
+            succs[u].add(v)
+    order = {n: i for i, n in enumerate(ids)}
+    indeg = {n: len(preds[n]) for n in ids}
+    rank = {n: 0 for n in ids}
+    ready = [n for n in ids if indeg[n] == 0]
+    done: set[str] = set()
+    while len(done) < len(ids):
+        if not ready:  # cycle: release the earliest waiting node
+            ready = [min((n for n in ids if n not in done), key=order.__getitem__)]
+        n = ready.pop(0)
+        if n in done:
+            continue
+        done.add(n)
+        for s in sorted(succs[n], key=order.__getitem__):
+            if s in done:
+                continue
+            rank[s] = max(rank[s], rank[n] + 1)
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    return rank
+
+
+def _with_dummies(ids, edges, rank):
+    """Split every edge that spans several ranks into unit steps through dummy points."""
+    chains, unit_edges, dummy_rank = [], [], {}
+    for k, (u, v) in enumerate(edges):
+        if u == v:
+            continue
+        if rank[v] <= rank[u]:  # back edge of a broken cycle: drawn straight, not laid out
+            chains.append([u, v])
+            continue
+        chain = [u]
+        for r in range(rank[u] + 1, rank[v]):
+            d = f"\0d{k}_{r}"
+            dummy_rank[d] = r
+            chain.append(d)
+        chain.append(v)
+        chains.append(chain)
+        unit_edges += list(zip(chain, chain[1:]))
+    return chains, unit_edges, dummy_rank
+
+
+def _order(layers: list[list[str]], unit_edges) -> None:
+    up, down = defaultdict(list), defaultdict(list)
+    for u, v in unit_edges:
+        down[u].append(v)
+        up[v].append(u)
+    for sweep in range(SWEEPS):
+        downward = sweep % 2 == 0
+        seq = range(1, len(layers)) if downward else range(len(layers) - 2, -1, -1)
+        for i in seq:
+            ref = {n: p for p, n in enumerate(layers[i - 1 if downward else i + 1])}
+            nbrs = up if downward else down
+
+            def key(item):
+                p, n = item
+                ps = [ref[m] for m in nbrs[n] if m in ref]
+                return (sum(ps) / len(ps)) if ps else p
+
+            layers[i] = [n for _, n in sorted(enumerate(layers[i]), key=key)]
+
+
+def _width(n: str, kinds: dict) -> int:
+    return SIZES[kinds.get(n, "dummy")][0]
+
+
+def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
+    x: dict[str, float] = {}
+    for layer in layers:
+        pos = 0.0
+        for n in layer:
+            w = _width(n, kinds)
+            x[n] = pos + w / 2
+            pos += w + NODE_GAP
+    nbrs = defaultdict(list)
+    for u, v in unit_edges:
+        nbrs[u].append(v)
+        nbrs[v].append(u)
+    for _ in range(SWEEPS):
+        for layer in layers:
+            want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in layer]
+            placed = []
+            for i, n in enumerate(layer):  # keep the order, keep the gap
+                lo = placed[-1] + (_width(layer[i - 1], kinds) + _width(n, kinds)) / 2 + NODE_GAP if placed else None
+                placed.append(max(want[i], lo) if lo is not None else want[i])
+            shift = sum(w - p for w, p in zip(want, placed)) / len(layer)
+            for n, p in zip(layer, placed):
+                x[n] = p + shift
+    left = min(x[n] - _width(n, kinds) / 2 for layer in layers for n in layer)
+    return {n: v - left + MARGIN for n, v in x.items()}
+
+
+def layout(nodes: list[dict], edges: list[tuple[str, str]]) -> dict:
+    ids = [n["id"] for n in nodes]
+    known = set(ids)
+    edges = [(u, v) for u, v in dict.fromkeys(tuple(e) for e in edges) if u in known and v in known]
+    kinds = {n["id"]: n.get("kind", "op") for n in nodes}
+    rank = _ranks(ids, edges)
+    chains, unit_edges, dummy_rank = _with_dummies(ids, edges, rank)
+    depth = max(list(rank.values()) + [0]) + 1
+    layers: list[list[str]] = [[] for _ in range(depth)]
+    for n in ids:
+        layers[rank[n]].append(n)
+    for d, r in dummy_rank.items():
+        layers[r].append(d)
+    _order(layers, unit_edges)
+    x = _place_x(layers, unit_edges, kinds)
+    heights = [max([SIZES[kinds.get(n, "dummy")][1] for n in layer] + [0]) for layer in layers]
+    y, top = {}, MARGIN
+    for layer, h in zip(layers, heights):
+        for n in layer:
+            y[n] = top + h / 2
+        top += h + RANK_GAP
+    width = max([x[n] + _width(n, kinds) / 2 for n in x] + [0]) + MARGIN
+    return {"x": x, "y": y, "kinds": kinds, "chains": chains, "width": width, "height": top - RANK_GAP + MARGIN}
+
+
+def _text_colour(fill: str) -> str:
+    r, g, b = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
+    return "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
+
+
+def _clip(text: str, width: int, px: float = 6.6, keep_end: bool = True) -> str:
+    """Names keep their end (the op), descriptions their start."""
+    n = max(4, int((width - 12) / px))
+    if len(text) <= n:
+        return text
+    return "…" + text[-(n - 1):] if keep_end else text[:n - 1] + "…"
+
+
+def _path(points: list[tuple[float, float]]) -> str:
+    d = f"M{points[0][0]:.1f},{points[0][1]:.1f}"
+    for (ax, ay), (bx, by) in zip(points, points[1:]):
+        dy = (by - ay) / 2
+        d += f" C{ax:.1f},{ay + dy:.1f} {bx:.1f},{by - dy:.1f} {bx:.1f},{by:.1f}"
+    return d
+
+
+def _node_svg(n: dict, cx: float, cy: float) -> str:
+    kind = n.get("kind", "op")
+    w, h = SIZES[kind]
+    fill = PRECISION_COLOURS.get(n.get("precision") or "unknown", PRECISION_COLOURS["unknown"])
+    if kind == "io":
+        fill = "#ffffff"
+    fg = _text_colour(fill)
+    x0, y0 = cx - w / 2, cy - h / 2
+    e = html.escape
+    dash = ' stroke-dasharray="4 2"' if kind == "io" else ""
+    parts = [f'<g class="node {kind}"><title>{e(n.get("tooltip") or n["label"])}</title>',
+             f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w}" height="{h}" rx="{14 if kind == "io" else 5}" '
+             f'fill="{fill}" stroke="{"#333" if kind != "group" else "#111"}" '
+             f'stroke-width="{2.2 if kind == "group" else 1}"{dash}/>']
+    label_y = cy - (4 if n.get("sublabel") else -4) - (6 if kind == "group" else 0)
+    parts.append(f'<text x="{cx:.1f}" y="{label_y:.1f}" text-anchor="middle" font-size="12" font-weight="600" '
+                 f'fill="{fg}">{e(_clip(n["label"], w, 7.4))}</text>')
+    if n.get("sublabel"):
+        parts.append(f'<text x="{cx:.1f}" y="{label_y + 14:.1f}" text-anchor="middle" font-size="10.5" '
+                     f'fill="{fg}">{e(_clip(n["sublabel"], w, 6.2, kind != "group"))}</text>')
+    mix = dict(sorted((n.get("mix") or {}).items(), key=lambda kv: (-kv[1], kv[0])))
+    total = sum(mix.values())
+    if kind == "group" and total:
+        bx, bw = x0 + 8, w - 16
+        for prec, count in mix.items():
+            seg = bw * count / total
+            parts.append(f'<rect x="{bx:.1f}" y="{y0 + h - 13:.1f}" width="{seg:.1f}" height="7" '
+                         f'fill="{PRECISION_COLOURS.get(prec, PRECISION_COLOURS["unknown"])}" stroke="#fff" '
+                         f'stroke-width="0.5"><title>{e(prec)}: {count}</title></rect>')
+            bx += seg
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def legend(precisions: list[str]) -> str:
+    """A row of precision swatches, as HTML (kept outside the SVG so it never scrolls away)."""
+    fill = {p: PRECISION_COLOURS.get(p, PRECISION_COLOURS["unknown"]) for p in precisions}
+    items = "".join(f'<span class="swatch"><i style="background:{fill[p]}"></i>{html.escape(p)}</span>'
+                    for p in precisions)
+    return f'<div class="legend">{items}</div>'
+
+
+def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
+    if not nodes:
+        return ""
+    lay = layout(nodes, edges)
+    x, y, kinds = lay["x"], lay["y"], lay["kinds"]
+    by_id = {n["id"]: n for n in nodes}
+    marker = f"{svg_id}-arrow"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(svg_id)}" width="{lay["width"]:.0f}" '
+           f'height="{lay["height"]:.0f}" viewBox="0 0 {lay["width"]:.0f} {lay["height"]:.0f}" '
+           f'font-family="Helvetica, Arial, sans-serif" role="img">',
+           f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+           f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#666"/></marker></defs>',
+           '<g class="edges" fill="none" stroke="#888" stroke-width="1.2">']
+    for chain in lay["chains"]:
+        u, v = chain[0], chain[-1]
+        hu, hv = SIZES[kinds[u]][1], SIZES[kinds[v]][1]
+        pts = [(x[u], y[u] + hu / 2)] + [(x[d], y[d]) for d in chain[1:-1]] + [(x[v], y[v] - hv / 2)]
+        out.append(f'<path d="{_path(pts)}" marker-end="url(#{marker})"/>')
+    out.append("</g><g class=\"nodes\">")
+    out += [_node_svg(by_id[n], x[n], y[n]) for n in by_id]
+    out.append("</g></svg>")
+    return "".join(out)

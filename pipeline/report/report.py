@@ -1,0 +1,237 @@
+"""InspectFromBuild: what went into the engine and what TensorRT did with it, as
+report.json (for tools), report.md (for people) and report.html (report_html.py).
+
+Engine layers come from the best source there is: the EngineInspector on a GPU that
+can load the engine, else the ProfilingVerbosity.DETAILED dump in the build log, else
+the log's `Engine Layer Information` lines (a Myelin region and its I/O only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.analysis import buildlog, report_layers
+from pipeline.core import fileio, tables
+from pipeline.export import onnx_model
+from pipeline.report import report_graph
+from pipeline.core.errors import PipelineError
+
+LOG_KEYS = ("counts", "warnings", "errors", "phases", "layer_passes", "layers_original", "layers_final",
+            "fusion_ratio", "memory", "layer_memory", "peak_memory_mib", "timing_cache", "fusion_event_count")
+
+
+def onnx_summary(path: Path, model=None) -> dict:
+    model = model if model is not None else onnx_model.load(path, check=False)
+    return {
+        "opset": onnx_model.opset(model),
+        "nodes": len(model.graph.node),
+        "parameters": onnx_model.parameter_count(model),
+        "ops": onnx_model.op_histogram(model),
+        "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in onnx_model.inputs(model)],
+        "outputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in onnx_model.outputs(model)],
+    }
+
+
+def _onnx_dtypes(model) -> dict[str, str]:
+    import onnx
+
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # inference is a nicety here; the node list is what matters
+        pass
+    out = {}
+    for vi in list(model.graph.value_info) + list(model.graph.output) + list(model.graph.input):
+        name = onnx.TensorProto.DataType.Name(vi.type.tensor_type.elem_type).lower()
+        out[vi.name] = "fp8" if name.startswith("float8") else report_layers.dtype(name)
+    return out
+
+
+def engine_layers(summary: dict, inspection: dict | None) -> tuple[list[dict], list[dict], str, bool]:
+    """(layers, I/O tensors, where they came from, whether they are the engine's real layers)."""
+    if inspection and inspection.get("available"):
+        where = f"engine inspector on the GPU, {inspection['layout']}"
+        return inspection["layers"], inspection["io_tensors"], where, True
+    plan = summary.get("engine_plan")
+    if plan and plan.get("layers"):
+        return plan["layers"], plan.get("io_tensors", []), plan["source"], True
+    return summary.get("engine_layers", []), [], "build log (Engine Layer Information: regions and their I/O)", False
+
+
+def fusion_table(layers: list[dict], detailed: bool, summary: dict, live_onnx: list[str]) -> dict:
+    rows = [{"engine_layer": l["name"], "type": l["type"], "precision": l["precision"], "onnx_nodes": l["onnx_nodes"]}
+            for l in layers if l["onnx_nodes"]]
+    source = "engine layers' metadata" if detailed else "ForeignNode metadata in the build log"
+    if not rows:
+        prec = {l["name"]: l["precision"] for l in layers}
+        rows = [{"engine_layer": f["layer"], "type": "ForeignNode", "precision": prec.get(f["layer"], "unknown"),
+                 "onnx_nodes": f["onnx_nodes"]} for f in summary.get("fused_layers", [])]
+    mapped = {n for r in rows for n in r["onnx_nodes"]}
+    unmapped = [n for n in live_onnx if n not in mapped]
+    return {"source": source if rows else "none: the build log names no ONNX layers", "rows": rows,
+            "onnx_nodes_mapped": len(mapped), "onnx_nodes_live": len(live_onnx), "unmapped": unmapped}
+
+
+def make_report(export_onnx: Path, built_onnx: Path, engine_dir: Path, inspect_cfg: Any,
+                inspection: dict | None = None) -> dict:
+    manifest_path = engine_dir / "manifest.json"
+    if not manifest_path.exists():
+        raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
+    manifest = fileio.read_json(manifest_path, "build manifest")
+    network = fileio.read_json(engine_dir / "network.json", "network dump")
+    summary = buildlog.load_summary(engine_dir)
+    built_model = onnx_model.load(built_onnx, check=False)
+    network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
+    dtype_hist: dict[str, int] = {}
+    for layer in network:
+        for out in layer["outputs"]:
+            dtype_hist[out["dtype"]] = dtype_hist.get(out["dtype"], 0) + 1
+    layers, io_tensors, source, detailed = engine_layers(summary, inspection)
+    live = [n.name for n in report_graph.live_nodes(built_model)]
+    by_onnx = {n: l["precision"] for l in layers for n in l["onnx_nodes"]} if detailed else {}
+    by_layer = {l["name"]: l["precision"] for l in network}
+    parsed = summary.get("onnx_nodes") or {}
+    onnx_dtypes = _onnx_dtypes(built_model)
+
+    def precision_of(node: str, first_output: str) -> tuple[str, str]:
+        if node in by_onnx:
+            return by_onnx[node], "engine layer"
+        if node in by_layer:
+            return by_layer[node], "TensorRT network"
+        if node in parsed:
+            return parsed[node]["dtype"], "TensorRT ONNX parser"
+        return onnx_dtypes.get(first_output, "unknown"), "ONNX type"
+
+    max_nodes = int(getattr(inspect_cfg, "graph_max_nodes", 150))
+    inspector = ({k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
+                 if inspection else {"available": False, "reason": "not attempted"})
+    return {
+        "model": {"exported": onnx_summary(export_onnx), "built": onnx_summary(built_onnx, built_model)},
+        "network": {
+            "layers": network if inspect_cfg.network_layers else [],
+            "layer_count": len(network),
+            "output_dtypes": dtype_hist,
+            "precisions": report_layers.histogram(network),
+        },
+        "engine": {
+            **manifest["engine"],
+            "backend": manifest["backend"],
+            "fingerprint": manifest["fingerprint"]["id"],
+            "target": manifest["fingerprint"]["target"],
+            "layers_source": source,
+            "layers_detailed": detailed,
+            "layers": layers,
+            "io_tensors": io_tensors,
+            "precisions": report_layers.histogram(layers) if layers else {},
+            "inspector": inspector,
+        },
+        "fusion": fusion_table(layers, detailed, summary, live),
+        "build_log": {k: summary.get(k) for k in LOG_KEYS},
+        "build_seconds": manifest["build_seconds"],
+        "precision": manifest["config"]["precision"]["name"],
+        "graph": report_graph.onnx_graph(built_model, precision_of, max_nodes),
+        "engine_graph": report_graph.engine_graph(layers, io_tensors, max_nodes) if detailed else None,
+    }
+
+
+def _nodes(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names[:limit]) + (f" … (+{len(names) - limit})" if len(names) > limit else "")
+
+
+def precision_transform(calibration: dict) -> dict:
+    """What the calibrate stage did to the graph, and on which data: a report that
+    hides random calibration data or a fallback would not be honest."""
+    calib = calibration.get("calibration") or {}
+    data = calib.get("data") or {}
+    return {
+        "precision": calibration.get("precision"),
+        "transform": calibration.get("transform"),
+        "accuracy": calibration.get("accuracy", {}),
+        "gate_passed": all(g.get("passed", True) for g in calibration.get("gate", [])),
+        "held_out_batches": calibration.get("held_out_batches"),
+        "evaluated_with": calibration.get("evaluated_with"),
+        "calibration_data": {k: data[k] for k in ("source", "num_samples", "random", "note", "fallback", "path",
+                                                  "factory") if data.get(k) not in (None, "")} or None,
+        "calibration_cache_hit": (calib.get("cache") or {}).get("hit"),
+    }
+
+
+def _transform_markdown(t: dict) -> list[str]:
+    md = ["## Precision transform", "", f"- {t['precision']}: {t['transform']}"]
+    data = t.get("calibration_data")
+    if data:
+        md.append(f"- calibration data: {data.get('source')}, {data.get('num_samples')} samples"
+                  + (" — RANDOM data, not representative of real inputs" if data.get("random") else "")
+                  + (f" ({data['fallback']})" if data.get("fallback") else "")
+                  + (f"; {data['note']}" if data.get("note") else ""))
+        md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
+    rows = [[out, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
+             m.get("top1_agreement", "")] for out, m in t["accuracy"].items()]
+    md += ["", f"Against the fp32 reference on {t['held_out_batches']} held-out batches, run by "
+           f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}):", "",
+           tables.markdown(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows), ""]
+    return md
+
+
+def to_markdown(report: dict, max_rows: int) -> str:
+    exp, built, eng, log = report["model"]["exported"], report["model"]["built"], report["engine"], report["build_log"]
+    fusion, insp = report["fusion"], eng["inspector"]
+    md = [f"# Engine report: {report['precision']}", "",
+          f"- backend: {eng['backend']['flavour']} {eng['backend']['version']}",
+          f"- target: {eng['target']} (fingerprint `{eng['fingerprint']}`)",
+          f"- engine: {eng['bytes']:,} bytes, sha256 `{eng['sha256'][:16]}…`, built in {report['build_seconds']} s",
+          f"- layers: {log['layers_original']} after parsing → {log['layers_final']} after optimization "
+          f"(fusion ratio {log['fusion_ratio']})",
+          f"- peak memory: {log['peak_memory_mib']} MiB; warnings: {len(log['warnings'])}",
+          f"- engine layers from: {eng['layers_source']}",
+          "- engine inspector: " + (f"available ({insp.get('layout')})" if insp.get("available")
+                                    else f"absent: {insp.get('reason')}"), "",
+          *(_transform_markdown(report["precision_transform"]) if report.get("precision_transform") else []),
+          "## ONNX model", "",
+          tables.markdown(["", "exported", "built"], [
+              ["opset", exp["opset"], built["opset"]],
+              ["nodes", exp["nodes"], built["nodes"]],
+              ["parameters", f"{exp['parameters']:,}", f"{built['parameters']:,}"],
+              ["inputs", "; ".join(f"{i['name']} {i['dtype']}{i['dims']}" for i in exp["inputs"]),
+               "; ".join(f"{i['name']} {i['dtype']}{i['dims']}" for i in built["inputs"])],
+              ["outputs", "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in exp["outputs"]),
+               "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in built["outputs"])]]), "",
+          tables.markdown(["op", "exported", "built"],
+                 [[op, exp["ops"].get(op, 0), built["ops"].get(op, 0)]
+                  for op in sorted(set(exp["ops"]) | set(built["ops"]),
+                                   key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o))]), "",
+          "## Precision", "",
+          tables.markdown(["precision", "engine layers", "network layers"],
+                 [[p, eng["precisions"].get(p, 0), report["network"]["precisions"].get(p, 0)]
+                  for p in dict.fromkeys(list(eng["precisions"]) + list(report["network"]["precisions"]))]), "",
+          "## Build log", "",
+          tables.markdown(["severity", "count"], [[k, v] for k, v in log["counts"].items()]), ""]
+    if log["memory"]:
+        md += [tables.markdown(["memory", "value"], [[k, f"{v:,}"] for k, v in log["memory"].items()]), ""]
+    if log["layer_passes"]:
+        md += [tables.markdown(["optimizer pass", "layers"], [[p["pass"], p["layers"]] for p in log["layer_passes"]]), ""]
+    if log["timing_cache"]:
+        md += ["### Timing cache", ""] + [f"- {t}" for t in log["timing_cache"]] + [""]
+    md += ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
+    md += ["## Fusions", "", f"From the {fusion['source']}: {fusion['onnx_nodes_mapped']} of "
+           f"{fusion['onnx_nodes_live']} running ONNX nodes mapped to engine layers.", ""]
+    if fusion["rows"]:
+        md += [tables.markdown(["engine layer", "type", "precision", "ONNX nodes"],
+                      [[r["engine_layer"], r["type"], r["precision"],
+                        f"{len(r['onnx_nodes'])}: {_nodes(r['onnx_nodes'])}"]
+                       for r in fusion["rows"][:max_rows]]), ""]
+    if fusion["unmapped"]:
+        md += [f"ONNX nodes in no engine layer (folded or removed): {_nodes(fusion['unmapped'], 20)}", ""]
+    if eng["layers"]:
+        md += [f"## Engine layers ({eng['layers_source']})", "",
+               tables.markdown(["name", "type", "precision", "tactic", "ONNX nodes"],
+                      [[l["name"], l["type"], l["precision"], l["tactic"], _nodes(l["onnx_nodes"], 3)]
+                       for l in eng["layers"][:max_rows]]), ""]
+    layers = report["network"]["layers"]
+    if layers:
+        md += ["## TensorRT network after parsing", "",
+               tables.markdown(["#", "layer", "type", "precision", "outputs"],
+                      [[l["index"], l["name"], l["type"], l["precision"],
+                        "; ".join(f"{o['dtype']}{o['shape']}" for o in l["outputs"])] for l in layers[:max_rows]])]
+        if len(layers) > max_rows:
+            md.append(f"\n… {len(layers) - max_rows} more layers in report.json")
+    return "\n".join(md) + "\n"

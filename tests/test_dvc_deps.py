@@ -1,0 +1,83 @@
+"""Every project module a stage's process imports is a declared dependency of that stage
+in dvc.yaml, so editing any of them reruns exactly the stages that use it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_layers import PACKAGE, graph
+
+REPO = PACKAGE.parent
+STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+
+
+def _imports_of(node: ast.AST, known: set[str]) -> set[str]:
+    out = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("pipeline"):
+            for a in n.names:
+                sub = f"{n.module}.{a.name}"
+                out.add(sub if sub in known else n.module)
+        elif isinstance(n, ast.Import):
+            out |= {a.name for a in n.names if a.name in known}
+    return out
+
+
+def step_modules(stage: str) -> set[str]:
+    """The pipeline modules the stage's process can import: its entry point's imports,
+    steps.py's module-level imports, the step function's own (and the helpers it
+    calls), then everything those import, statically and transitively."""
+    g = graph()
+    known = set(g)
+    steps = ast.parse((PACKAGE / "steps.py").read_text())
+    fns = {n.name: n for n in steps.body if isinstance(n, ast.FunctionDef)}
+    entry = ast.parse((REPO / "stages" / f"{stage}.py").read_text())
+    todo = _imports_of(entry, known) | {"pipeline.steps"}
+    todo |= _imports_of(ast.Module(body=[n for n in steps.body if not isinstance(n, ast.FunctionDef)],
+                                   type_ignores=[]), known)
+    called, queue = set(), [stage]
+    while queue:
+        name = queue.pop()
+        if name in called:
+            continue
+        called.add(name)
+        todo |= _imports_of(fns[name], known)
+        queue += [c.func.id for c in ast.walk(fns[name])
+                  if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in fns]
+    # steps.py itself is walked above, step by step, not as a whole
+    seen, stack = {"pipeline.steps"}, [m for m in todo if m != "pipeline.steps"]
+    while stack:
+        m = stack.pop()
+        if m not in seen and m in g:
+            seen.add(m)
+            stack += g[m]
+    return seen
+
+
+def module_file(module: str) -> Path:
+    path = REPO / Path(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def covered(path: Path, deps: list[str]) -> bool:
+    rel = path.relative_to(REPO).as_posix()
+    return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_module_a_stage_imports_is_a_dvc_dependency(stage):
+    deps = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"][stage]["deps"]
+    files = {module_file(m) for m in step_modules(stage)} | {REPO / "stages" / f"{stage}.py"}
+    # a package's __init__ is imported with any of its modules
+    files |= {f.parent / "__init__.py" for f in files if f.parent != REPO / "stages"}
+    missing = sorted(f.relative_to(REPO).as_posix() for f in files if not covered(f, deps))
+    assert not missing, f"stage {stage} imports code dvc.yaml does not list: {missing}"
+
+
+def test_the_closure_sees_a_step_s_own_imports():
+    assert "pipeline.engine.build" in step_modules("build")
+    assert "pipeline.engine.build" not in step_modules("export")

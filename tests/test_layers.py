@@ -1,0 +1,93 @@
+"""The package's import order, checked on every import statement (module level and
+inside functions): a lower layer never imports a higher one, and no modules import
+each other in a cycle. The order is the architecture; README's Layout section names it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
+# Lowest first. A module may import its own layer and any layer before it.
+LAYERS = ("core", "machine", "export", "precision", "engine", "analysis", "bench", "report")
+TOP = "orchestration"  # pipeline/*.py: steps, CLI, Hydra entry
+MAX_LINES = 300
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 and parts[1] in LAYERS else TOP
+
+
+def rank(layer: str) -> int:
+    return LAYERS.index(layer) if layer in LAYERS else len(LAYERS)
+
+
+def imports(path: Path, known: set[str]) -> set[str]:
+    """Every pipeline module `path` imports, wherever the statement is."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("pipeline")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline"):
+            for a in node.names:
+                sub = f"{node.module}.{a.name}"
+                out.add(sub if sub in known else node.module)
+    return {m for m in out if m in known and m != "pipeline"}
+
+
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    known = set(paths)
+    return {m: imports(p, known) for m, p in paths.items()}
+
+
+def test_no_import_against_the_layer_order():
+    bad = [f"{m} ({layer_of(m)}) imports {d} ({layer_of(d)})"
+           for m, deps in graph().items() for d in deps if rank(layer_of(d)) > rank(layer_of(m))]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    g = graph()
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, stack: list[str]) -> None:
+        state[m] = 1
+        for d in sorted(g[m]):
+            if state.get(d) == 1:
+                cycles.append(" -> ".join(stack[stack.index(d):] + [d]) if d in stack else f"{m} -> {d}")
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(g):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_every_module_belongs_to_a_layer_or_is_orchestration():
+    top = {module_name(p) for p in PACKAGE.glob("*.py")}
+    assert top <= {"pipeline", "pipeline.__main__", "pipeline.steps", "pipeline.run", "pipeline.cache_cli",
+                   "pipeline.sweep", "pipeline.status", "pipeline.console"}, sorted(top)
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(LAYERS)
+
+
+def test_long_modules_say_why():
+    """No module over ~300 lines unless its docstring says why it stays whole."""
+    long = [f"{p.relative_to(PACKAGE)}: {n} lines" for p in PACKAGE.rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > MAX_LINES and "Kept whole" not in p.read_text()[:2000]]
+    assert not long, long
+
+
+def test_the_checker_sees_function_level_imports(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text("def f():\n    from pipeline.engine import store\n")
+    assert imports(p, {"pipeline.engine.store", "pipeline.engine"}) == {"pipeline.engine.store"}
