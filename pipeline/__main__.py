@@ -5,6 +5,7 @@
     python -m pipeline cache ls|verify|prune --max-size SIZE|rm KEY    the engine store
     python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
     python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
+    python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
     python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
 """
 
@@ -39,6 +40,7 @@ def _params(args: argparse.Namespace) -> int:
     with initialize_config_dir(config_dir=str(Path(args.conf).resolve()), version_base=None):
         raw = compose("config", overrides=list(args.overrides))
     config.validate(raw)
+    OmegaConf.resolve(raw)  # as DVC does: params.yaml holds values, not interpolations
     fileio.write_text(args.out, OmegaConf.to_yaml(raw))
     print(f"wrote {args.out}")
     return 0
@@ -86,6 +88,14 @@ def _diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    from pipeline import status
+    from pipeline.core import config
+
+    cfg = config.load(args.params) if Path(args.params).exists() else config.validate({})
+    return status.main(Path("."), args.json, cfg.build)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description="TensorRT engine pipeline tools")
     sub = p.add_subparsers(dest="command", required=True)
@@ -112,6 +122,10 @@ def parser() -> argparse.ArgumentParser:
         v.add_argument("engine", help="engine.plan or its build folder")
         v.add_argument("--params", default="params.yaml")
         v.set_defaults(func=func)
+    st = sub.add_parser("status", help="exit 0 if every stage is current on this machine, 1 naming the stale one")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--params", default="params.yaml")
+    st.set_defaults(func=_status)
     di = sub.add_parser("diff", help="compare build B with baseline A (build or inspect folders)")
     di.add_argument("a", help="baseline: build folder (manifest.json) or inspect folder (report.json)")
     di.add_argument("b", help="the build to judge, same kinds")

@@ -7,12 +7,13 @@ store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core import config as config_lib, fileio, hashing, provenance
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
@@ -32,14 +33,22 @@ def read_fingerprint(layout: Layout) -> dict:
 def export(cfg: Any, layout: Layout) -> dict:
     from pipeline.export import export as export_lib
 
-    return export_lib.export_model(cfg.model, layout.export_dir)
+    with _no_stale_output(layout.export_dir):
+        model_sha256 = export_lib.source_sha256(cfg.model)
+        summary = export_lib.export_model(cfg.model, layout.export_dir)
+        provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
+    return summary
 
 
 def calibrate(cfg: Any, layout: Layout) -> dict:
     """The precision-transformed graph, and its accuracy as a DVC metrics file."""
     from pipeline.precision import transform as precision
 
-    summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
+    provenance.require(layout.export_dir, cfg, "export")
+    with _no_stale_output(layout.calibrate_dir):
+        summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration,
+                                      cfg.model)
+        provenance.write(layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"])
     gate = {}
     for r in summary["gate"]:
         gate.setdefault(r["subject"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
@@ -57,18 +66,66 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
     fp = read_fingerprint(layout)
-    try:
+    provenance.require(layout.calibrate_dir, cfg, "calibrate")
+    with _no_stale_output(layout.engine_dir(fp["id"])):
         return _build(cfg, layout, fp, progress)
+
+
+@contextlib.contextmanager
+def _no_stale_output(folder: Path) -> Iterator[None]:
+    """A failed or interrupted stage removes its output: the previous run's output
+    must not look current for the params that just failed (artifacts/build persists
+    across runs, and a later stage run by hand would consume it)."""
+    try:
+        yield
     except BaseException:
-        # artifacts/build persists across runs; a failed build must not leave this
-        # machine's engine from an earlier config looking current.
-        _drop_stale(layout.engine_dir(fp["id"]))
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
         raise
 
 
-def _drop_stale(folder: Path) -> None:
-    if folder.exists():
-        shutil.rmtree(folder, ignore_errors=True)
+def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
+    """Why the outputs before the engine are not current for `cfg`, link by link:
+    model bytes -> export -> precision transform. [] when every link holds."""
+    from pipeline.export import export as export_lib
+
+    reasons = []
+    for stage, folder in (("export", layout.export_dir), ("calibrate", layout.calibrate_dir)):
+        try:
+            rec = provenance.require(folder, cfg, stage)
+        except PipelineError as e:
+            return reasons + [str(e)]
+        if stage == "export":
+            try:
+                now = export_lib.source_sha256(cfg.model)
+            except PipelineError as e:
+                return reasons + [f"model: {e}"]
+            if rec.get("model_sha256") != now:
+                reasons.append(f"model: its bytes changed since the export ({_source(cfg)}); rerun the export stage")
+            exported = fileio.read_json(layout.export_dir / "export.json", "export summary").get("onnx_sha256")
+        elif rec.get("source_sha256") != exported:
+            reasons.append("calibrate: made from another export than artifacts/export; rerun the calibrate stage")
+    return reasons
+
+
+def _source(cfg: Any) -> str:
+    return cfg.model.onnx_path or cfg.model.factory
+
+
+def _upstream_current(cfg: Any, layout: Layout, fp: dict) -> dict:
+    """For inspect and benchmark: export, calibrate and the engine all belong to the
+    present params and this machine; the manifest of that engine."""
+    from pipeline.engine import verify
+
+    provenance.require(layout.export_dir, cfg, "export")
+    provenance.require(layout.calibrate_dir, cfg, "calibrate")
+    engine_dir = layout.engine_dir(fp["id"])
+    manifest = verify.assert_loadable(engine_dir, fp)
+    reasons = verify.reasons_not_current(engine_dir, cfg, layout, fp)
+    if reasons:
+        raise PipelineError(f"{engine_dir} is not the engine of the present params ({reasons[0]}); "
+                            f"rerun the build stage (dvc repro)")
+    return manifest
 
 
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
@@ -181,11 +238,9 @@ def inspect(cfg: Any, layout: Layout) -> dict:
     from pipeline.analysis import engine_inspector
     from pipeline.report import report as report_lib, report_html
 
-    from pipeline.engine.verify import assert_loadable
-
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
-    assert_loadable(engine_dir, fp)
+    _upstream_current(cfg, layout, fp)
     inspection = (engine_inspector.inspect(engine_dir / "engine.plan", fp) if cfg.inspect.engine_inspector
                   else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"})
     report = report_lib.make_report(layout.export_dir / "model.onnx", layout.calibrate_dir / "model.onnx",
@@ -205,11 +260,9 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.report import benchmark_report
 
-    from pipeline.engine.verify import assert_loadable
-
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
-    manifest = assert_loadable(engine_dir, fp)
+    manifest = _upstream_current(cfg, layout, fp)
     paths = {"export": layout.export_dir / "model.onnx", "calibrated": layout.calibrate_dir / "model.onnx",
              "engine": engine_dir / "engine.plan", "reference": layout.export_dir / "reference.npz"}
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from typing import Callable
 
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import Interrupted, PipelineError
 
 
 def one_line(message: str) -> str:
@@ -24,9 +25,18 @@ def exits_cleanly(main: Callable[..., int | None]) -> Callable[..., int]:
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
             return 130
+        except Interrupted as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 128 + e.signum
 
     return wrapper
 
 
+def _terminate(signum, _frame) -> None:
+    raise Interrupted(signum)
+
+
 def run(main: Callable[..., int | None]) -> None:
+    # SIGTERM unwinds like Ctrl-C, so staged outputs and locks are cleaned up.
+    signal.signal(signal.SIGTERM, _terminate)
     sys.exit(exits_cleanly(main)())

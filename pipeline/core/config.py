@@ -32,6 +32,9 @@ class ModelConfig:
     # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
     factory: Optional[str] = "models.cnn_classifier"
     onnx_path: Optional[str] = None
+    # The path dvc.yaml tracks for the model (a templated dependency): models/ for a
+    # factory; for a file, the .onnx itself, or the folder holding it and its external data.
+    source: str = "models"
     opset: int = 17
     seed: int = 0
     task: str = "classification"  # classification | regression | embedding
@@ -94,7 +97,9 @@ class CalibrationConfig:
     """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
     name: str = "none"
     source: str = "none"  # none | directory | factory | random (random only when named)
-    path: Optional[str] = None  # directory: a folder of .npz/.npy keyed by input name, or one .npz
+    # directory: a folder of .npz/.npy keyed by input name, or one .npz. dvc.yaml tracks this
+    # path for every source (the others leave it at the shipped data/calibration; it is not read).
+    path: Optional[str] = "data/calibration"
     factory: Optional[str] = None  # factory: a module with calibration_batches(); null means model.factory
     num_samples: int = 0  # 0 with a directory means every sample in it
     batch_size: int = 1

@@ -15,3 +15,12 @@ def first_line(e: BaseException) -> str:
     empty (some exceptions carry no message)."""
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__
+
+
+class Interrupted(BaseException):
+    """SIGTERM (or another stop signal) turned into an exception, so that staged folders
+    and locks are cleaned up on the way out; the CLI exits 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum

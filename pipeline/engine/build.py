@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import backend, weak_typing
+from pipeline.engine import backend, interrupt, weak_typing
 from pipeline.engine.cache_key import plugin_sha256
 from pipeline.export import profiles as profile_lib
 from pipeline.core.errors import PipelineError
@@ -158,11 +158,11 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
         weak = weak_typing.configure(trt, builder, network, config, onnx_path.parent)
     if timing_cache is not None:
         timing_cache.attach(trt, config)
-    monitor = make_progress_monitor(trt, enabled=progress)
-    config.progress_monitor = monitor
     logger.phase = "build"
     t0 = time.perf_counter()
-    serialized = builder.build_serialized_network(network, config)
+    with interrupt.deferred_signals() as stop:
+        config.progress_monitor = make_progress_monitor(trt, enabled=progress, stop=stop)
+        serialized = builder.build_serialized_network(network, config)
     seconds = time.perf_counter() - t0
     if serialized is None:
         errors = logger.errors()

@@ -46,7 +46,7 @@ def make_logger(trt: ModuleType):
     return TracingLogger()
 
 
-def make_progress_monitor(trt: ModuleType, enabled: bool = True):
+def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
     from tqdm import tqdm
 
     class BarMonitor(trt.IProgressMonitor):
@@ -76,7 +76,7 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True):
             if bar is not None:
                 bar.n = step + 1
                 bar.refresh()
-            return True  # False would cancel the build
+            return not (stop is not None and stop.requested)  # False cancels the build
 
         def phase_finish(self, phase_name) -> None:
             if self._root.pop(phase_name, None) == phase_name:

@@ -1,0 +1,68 @@
+"""Which params an output was made from. Each stage writes `made_from.json` into its
+output; the next stage refuses an output made from other params (a failed or skipped
+upstream run, a hand-run stage after `pipeline params`) with one line naming the
+stage to rerun, instead of building or measuring the wrong thing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core.errors import PipelineError
+
+FILE = "made_from.json"
+# The config sections each stage's output depends on (dvc.yaml's params, upstream included).
+SECTIONS = {
+    "export": ("model",),
+    "calibrate": ("model", "precision", "calibration"),
+}
+
+
+def record(cfg: Any, stage: str, **extra: Any) -> dict:
+    params = {k: config_lib.to_dict(cfg[k]) for k in SECTIONS[stage]}
+    return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
+
+
+def write(folder: Path, cfg: Any, stage: str, **extra: Any) -> dict:
+    rec = record(cfg, stage, **extra)
+    fileio.write_json(Path(folder) / FILE, rec)
+    return rec
+
+
+def read(folder: Path, stage: str) -> dict:
+    path = Path(folder) / FILE
+    if not path.is_file():
+        raise PipelineError(f"{folder} has no {FILE} (missing, or made by an older version); "
+                            f"rerun the {stage} stage")
+    rec = fileio.read_json(path, f"{stage} provenance")
+    if not isinstance(rec, dict) or not isinstance(rec.get("params"), dict) or rec.get("stage") != stage:
+        raise PipelineError(f"{path} is not a {stage} provenance record; rerun the {stage} stage")
+    return rec
+
+
+def differences(rec: dict, cfg: Any, stage: str) -> list[str]:
+    """Dotted param names whose value differs between the output and `cfg`."""
+    now = record(cfg, stage)["params"]
+    out: list[str] = []
+
+    def walk(a: Any, b: Any, prefix: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
+        elif a != b:
+            out.append(prefix)
+
+    walk(rec["params"], now, "")
+    return out
+
+
+def require(folder: Path, cfg: Any, stage: str) -> dict:
+    """The record, once it is shown to match `cfg`; else one line naming the stage to rerun."""
+    rec = read(folder, stage)
+    changed = differences(rec, cfg, stage)
+    if changed:
+        shown = ", ".join(changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
+        raise PipelineError(f"{folder} was made from other params ({shown} differ); rerun the {stage} stage "
+                            f"(dvc repro)")
+    return rec

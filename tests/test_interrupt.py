@@ -1,0 +1,66 @@
+"""Ctrl-C and SIGTERM always stop a real TensorRT-RTX build: exit 130/143, nothing
+stored, no engine folder left looking current."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def _stage(repo, name, env, check=True):
+    r = subprocess.run([sys.executable, "-m", f"stages.{name}"], cwd=repo, env=env, capture_output=True, text=True)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def _reset(repo, store, env):
+    """An empty store and no engine folder: the next build is a cold one."""
+    for key in _entries(store):
+        subprocess.run([sys.executable, "-m", "pipeline", "cache", "rm", key], cwd=repo, env=env, check=True,
+                       capture_output=True)
+    shutil.rmtree(repo / "artifacts" / "build", ignore_errors=True)
+
+
+def _entries(store):
+    return sorted(p.name for p in (store / "entries").iterdir()) if (store / "entries").is_dir() else []
+
+
+def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_repo_copy, tmp_path):
+    repo = in_tmp_repo_copy
+    store = tmp_path / "store"
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(store)}
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "model=transformer"], cwd=repo, env=env, check=True,
+                   capture_output=True)
+    for name in ("fingerprint", "export", "calibrate"):
+        _stage(repo, name, env)
+    started = time.monotonic()
+    cold = _stage(repo, "build", env)
+    whole = time.monotonic() - started
+    assert "miss, built" in cold.stderr
+    _reset(repo, store, env)
+    interrupted = 0
+    for fraction, sig in ((0.5, signal.SIGINT), (0.7, signal.SIGINT), (0.85, signal.SIGTERM), (0.95, signal.SIGINT)):
+        p = subprocess.Popen([sys.executable, "-m", "stages.build"], cwd=repo, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(whole * fraction)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+        if p.returncode == 0:  # finished before the signal landed: nothing to judge this round
+            _reset(repo, store, env)
+            continue
+        interrupted += 1
+        assert p.returncode == (130 if sig == signal.SIGINT else 143), err
+        assert "Exception caught" not in err
+        assert _entries(store) == [], "an interrupted build stored an entry"
+        assert not list((store / "tmp").glob("*")) if (store / "tmp").exists() else True
+        assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))
+    assert interrupted >= 2, "the signals all came too late to test anything"
