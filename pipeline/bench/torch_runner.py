@@ -61,7 +61,6 @@ class TorchRunner(Runner):
         where = torch.cuda.get_device_name(self.torch_device) if self.device == "cuda" else "CPU"
         self.label = f"PyTorch {torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
 
-
     def _args(self, feeds: Feeds) -> tuple:
         return tuple(self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.torch_device)
                      for n in self.input_names)
