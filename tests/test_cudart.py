@@ -56,3 +56,33 @@ def test_fingerprint_without_cuda_bindings_is_none_with_the_reason():
     assert r.returncode == 0, r.stderr
     version, source = r.stdout.strip().splitlines()
     assert version == "None" and source.startswith("cuda-bindings is not importable")
+
+
+def test_without_a_driver_every_call_reaches_cuda_and_fails_as_one_line():
+    # Arguments are converted by cuda.bindings before CUDA runs: a wrong type would be a
+    # TypeError here, not CUDA's "insufficient driver". Handles are dummies, so never on a GPU.
+    cuda = Cuda.get()
+    err, _ = cuda.rt.cudaGetDeviceCount()
+    if err != cuda.rt.cudaError_t.cudaErrorInsufficientDriver:
+        pytest.skip(f"cudaGetDeviceCount gives {err.name}: a driver is present, tests/test_benchmark_gpu.py "
+                    "makes these calls for real")
+    calls = {
+        "cudaGetDeviceCount": cuda.device_count,
+        "cudaStreamCreateWithFlags": cuda.stream,
+        "cudaEventCreate": cuda.event,
+        "cudaEventRecord": lambda: cuda.record(1, 2),
+        "cudaEventSynchronize": lambda: cuda.wait_event(1),
+        "cudaEventElapsedTime": lambda: cuda.elapsed_ms(1, 2),
+        "cudaMalloc": lambda: cuda.malloc(64),
+        "cudaHostAlloc": lambda: cuda.pinned_array((4, 4), "float32"),
+        "cudaMemcpyAsync": lambda: cuda.memcpy_async(1, 2, 64, cudart.D2H, 3),
+        "cudaStreamBeginCapture": lambda: cuda.capture(1, lambda: None),
+        "cudaGraphLaunch": lambda: cuda.launch(1, 2),
+        "cudaStreamSynchronize": lambda: cuda.sync(1),
+    }
+    for name, call in calls.items():
+        with pytest.raises(PipelineError) as e:
+            call()
+        assert str(e.value) == (f"CUDA {name} failed: CUDA driver version is insufficient for CUDA runtime "
+                                "version (cudaErrorInsufficientDriver = 35)")
+    cuda.release("cudaFree", 1)  # teardown swallows the error: it must not hide the one that led to it

@@ -64,7 +64,8 @@ class Cuda:
         return f"{text} ({getattr(err, 'name', err)} = {int(err)})"
 
     def _handle(self, name: str, *args) -> int:
-        return int(self.call(name, *args) or 0)
+        out = self.call(name, *args)
+        return 0 if out is None else int(out)
 
     def runtime_version(self) -> str:
         """The runtime cuda.bindings links: needs no driver and no GPU."""
