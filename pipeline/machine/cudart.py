@@ -52,11 +52,12 @@ class Cuda:
         return cls._instance
 
     def call(self, name: str, *args) -> Any:
-        """The call's result without its error code: None, one value, or a tuple."""
-        err, *out = getattr(self.rt, name)(*args)
-        if err != self.rt.cudaError_t.cudaSuccess:
-            raise PipelineError(f"CUDA {name} failed: {self._describe(err)}")
-        return None if not out else out[0] if len(out) == 1 else tuple(out)
+        """The call's result without its error code: None, one value, or a tuple.
+        Kept lean: event records and copies run inside the host-timed iteration."""
+        out = getattr(self.rt, name)(*args)
+        if out[0]:  # cudaError_t is an int enum and cudaSuccess is 0
+            raise PipelineError(f"CUDA {name} failed: {self._describe(out[0])}")
+        return None if len(out) == 1 else out[1] if len(out) == 2 else out[1:]
 
     def _describe(self, err) -> str:
         _, text = self.rt.cudaGetErrorString(err)
