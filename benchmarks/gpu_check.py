@@ -1,17 +1,17 @@
 """Exercise the GPU timing path on a machine with an NVIDIA GPU and a CUDA build of
-torch, no TensorRT needed: pipeline.machine.cudart (copies, pinned memory, graph capture),
+torch, no TensorRT needed: pipeline.machine.cudart over cuda-python's cuda.bindings
+(copies, pinned memory, graph capture),
 pipeline.bench.cuda_timing (CUDA events around each stage, the code the TensorRT runner
 uses), pipeline.bench.torch_runner on CUDA, and pipeline.machine.gpu_conditions (NVML before and
 after). Prints one JSON document; exits 1 if an invariant fails.
 
     python benchmarks/gpu_check.py [--seconds 1.0] [--models cnn,transformer]
 
-Needs only torch, numpy, nvidia-ml-py and this repository."""
+Needs only torch, numpy, nvidia-ml-py, cuda-bindings and this repository."""
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import gpu_conditions  # noqa: E402
-from pipeline.precision import accuracy
-from pipeline.bench import cuda_timing
+from pipeline.bench import cuda_timing  # noqa: E402
+from pipeline.machine import gpu_conditions  # noqa: E402
 from pipeline.machine.cudart import D2D, D2H, H2D, Cuda  # noqa: E402
+from pipeline.precision import accuracy  # noqa: E402
 
 MODELS = {
     "cnn": ("models.cnn_classifier", {"batch": 8}),
@@ -48,10 +48,10 @@ def cudart_roundtrip(cuda: Cuda, check: Checks) -> dict:
     """H2D, D2D inside a captured CUDA graph, D2H: the calls the TensorRT runner makes."""
     data = np.arange(1 << 16, dtype=np.float32)
     n = data.nbytes
-    stream, dev_a, dev_b, pinned = cuda.stream(), cuda.malloc(n), cuda.malloc(n), cuda.host_alloc(n)
+    stream, dev_a, dev_b = cuda.stream(), cuda.malloc(n), cuda.malloc(n)
+    pinned, host = cuda.pinned_array(data.shape, data.dtype)
     graph = graph_exec = 0
     try:
-        host = np.frombuffer((ctypes.c_byte * n).from_address(pinned), dtype=np.float32)
         host[:] = data
         cuda.memcpy_async(dev_a, pinned, n, H2D, stream)
         graph, graph_exec = cuda.capture(stream, lambda: cuda.memcpy_async(dev_b, dev_a, n, D2D, stream))
@@ -66,7 +66,7 @@ def cudart_roundtrip(cuda: Cuda, check: Checks) -> dict:
                              ("cudaStreamDestroy", stream)):
             cuda.release(call, handle)
     check(same, "cudart: H2D -> captured D2D graph -> D2H did not return the data")
-    return {"libcudart": cuda.path, "runtime": cuda.runtime_version(), "roundtrip_through_graph": same}
+    return {"cuda_bindings": cuda.version, "runtime": cuda.runtime_version(), "roundtrip_through_graph": same}
 
 
 def timing_invariants(name: str, times: dict, min_iterations: int, check: Checks) -> None:
@@ -87,7 +87,7 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
 
     factory, dims = MODELS[key]
     model_cfg = SimpleNamespace(factory=factory, seed=0)
-    bench = SimpleNamespace(warmup_s=0.2, min_duration_s=seconds, min_iterations=100)
+    bench = dict(warmup_s=0.2, min_duration_s=seconds, min_iterations=100)
     module = __import__(factory, fromlist=["sample_inputs"])
     feeds = module.sample_inputs(dims, np.random.default_rng(7))
     runner = torch_runner.TorchRunner(model_cfg, "cuda")
@@ -95,12 +95,13 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
     gpu = runner.infer(feeds)
     figures = accuracy.compare([cpu], [gpu], classifier=True)
     check(all(f["cosine"] > 0.9999 for f in figures.values()), f"{key}: CUDA outputs differ from the CPU's")
-    out = {"label": runner.label(), "inputs": {k: list(v.shape) for k, v in feeds.items()},
+    out = {"label": runner.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
            "accuracy_vs_cpu": figures, "variants": {}}
     for variant, copies, graph in (("copies", True, False), ("copies+cuda_graph", True, True),
                                    ("compute_only", False, False)):
-        times = runner.time(feeds, bench, copies=copies, cuda_graph=graph)
-        timing_invariants(f"{key}/{variant}", times, bench.min_iterations, check)
+        times, notes = runner.time(feeds, 0, SimpleNamespace(**bench, device_copies=copies, cuda_graph=graph))
+        check(notes == {"device_copies": copies, "cuda_graph": graph}, f"{key}/{variant}: notes {notes}")
+        timing_invariants(f"{key}/{variant}", times, bench["min_iterations"], check)
         same = all(np.allclose(runner.last_outputs[k], gpu[k], rtol=1e-4, atol=1e-5) for k in gpu)
         check(same, f"{key}/{variant}: outputs copied in the timed loop differ from infer()")
         summary = cuda_timing.summarise(times, dims["batch"], 10)

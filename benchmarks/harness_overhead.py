@@ -1,7 +1,7 @@
 """The benchmark harness's own overhead, measured in one run.
 
-The harness (pipeline.bench.benchmark's ONNX Runtime backend: its session, pipeline.bench.timing
-and the stage's progress bar) and a bare loop (t0; session.run; t1) time the same
+The harness (the benchmark's ONNX Runtime runner, pipeline.bench.ort_runner: its session,
+pipeline.bench.timing and the stage's progress bar) and a bare loop (t0; session.run; t1) time the same
 session on the same inputs, in alternating rounds whose order flips every round,
 so drift and a neighbour's load fall on both alike. Passes when the harness's
 median is within 5% of the bare loop's.
@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.bench import benchmark
+from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
 from pipeline.export import export, onnx_model as onnx_lib  # noqa: E402
 
@@ -66,8 +67,8 @@ def main() -> int:
         specs = onnx_lib.inputs(onnx_lib.load(path, check=False))
         shapes = {s.name: [args.batch if d == "batch" else d for d in s.dims] for s in specs}
         feeds = benchmark.bench_inputs(cfg.model, specs, shapes, seed=0)
-        harness = benchmark.ort_backend(path, bench_cfg, "cpu", "harness overhead check")
-        session = harness.runner
+        harness = OrtRunner(path, bench_cfg, "cpu", "harness overhead check")
+        session = harness.session
         names = [o.name for o in session.get_outputs()]
         bare_loop(session.run, names, feeds, 200)  # warm-up for both: same session
 
@@ -80,7 +81,7 @@ def main() -> int:
                 if who == "harness":
                     bar, update = benchmark.progress_bar("overhead")
                     try:
-                        times, _ = harness.time(feeds, 0, update)
+                        times, _ = harness.time(feeds, 0, bench_cfg, update)
                     finally:
                         bar.close()
                     got[who] = times["host"]

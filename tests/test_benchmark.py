@@ -4,23 +4,27 @@ plot rows and the Markdown table. Checks structure and invariants, never speed."
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from pipeline import steps
-from pipeline.bench import bench_shapes, torch_runner
+from pipeline.bench import bench_shapes, benchmark, torch_runner, trt_runner
+from pipeline.bench.ort_runner import OrtRunner
+from pipeline.bench.runner import Runner
 from pipeline.report import benchmark_report
 from pipeline.core import config, fileio
 from pipeline.machine import gpu_conditions
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.export.onnx_model import TensorSpec
-from tests.conftest import FAST_BENCH, _pipeline_through, compose
+from tests.conftest import FAST_BENCH, REPO, _pipeline_through, compose
 
 IMAGES = [TensorSpec("images", "float32", ("batch", 3, 32, 32))]
 TOKENS = [TensorSpec("input_ids", "int64", ("batch", "seq")), TensorSpec("attention_mask", "int64", ("batch", "seq"))]
@@ -236,3 +240,33 @@ def test_a_graph_onnxruntime_cannot_load_is_a_finding_not_a_crash(built_cnn, tmp
     assert res["onnxruntime"]["status"] == "ok"
     assert res["onnxruntime_calibrated"]["status"] == "skipped"
     assert "ONNX Runtime cannot load" in res["onnxruntime_calibrated"]["reason"]
+
+
+def test_every_backend_fills_one_runner_contract():
+    runners = (OrtRunner, torch_runner.TorchRunner, trt_runner.EngineRunner)
+    for member in ("infer", "time"):
+        expected = inspect.signature(getattr(Runner, member))
+        for cls in runners:
+            assert issubclass(cls, Runner)
+            got = inspect.signature(getattr(cls, member))
+            assert list(got.parameters) == list(expected.parameters), (cls.__name__, member, got)
+
+
+def test_onnxruntime_runner_through_the_contract():
+    bench = _bench(warmup_s=0.0, min_duration_s=0.0, min_iterations=5)
+    feeds = {"features": np.ones((2, 16), dtype=np.float32)}
+    with OrtRunner(REPO / "models/onnx/tiny_mlp.onnx", bench, "cpu", "tiny") as runner:
+        assert runner.device == "cpu" and runner.label.startswith("ONNX Runtime") and runner.label.endswith("tiny")
+        out = runner.infer(feeds, 0)
+        assert list(out) == ["scores"] and out["scores"].shape[0] == 2
+        times, notes = runner.time(feeds, 0, bench, None)
+        assert set(times) == {"host"} and times["host"].size >= 5 and notes == {}
+        assert runner.layer_times(feeds, 0, 1, 1) is None
+
+
+def test_progress_bar_reads_percent_not_a_rate():
+    from tqdm import tqdm
+
+    line = tqdm.format_meter(42, 100, 3.0, bar_format=benchmark.BAR_FORMAT, prefix="benchmark torch batch8",
+                             ncols=80)
+    assert "42%" in line and "/s" not in line and line.startswith("benchmark torch batch8")

@@ -15,8 +15,7 @@ from pipeline.bench import cuda_timing
 from pipeline.machine import gpu_conditions
 
 pytestmark = pytest.mark.gpu
-FAST = SimpleNamespace(warmup_s=0.05, min_duration_s=0.2, min_iterations=50, device_copies=True, cuda_graph=False,
-                       min_tail_samples=10)
+FAST = dict(warmup_s=0.05, min_duration_s=0.2, min_iterations=50, min_tail_samples=10)
 
 
 def _torch_cuda():
@@ -36,7 +35,7 @@ def test_nvml_reads_clocks_temperature_and_power():
 
 def _check_times(times: dict, stages: list[str]) -> None:
     n = len(times["host"])
-    assert n >= FAST.min_iterations and all(len(times[s]) == n for s in [*stages, "gpu_total"])
+    assert n >= FAST["min_iterations"] and all(len(times[s]) == n for s in [*stages, "gpu_total"])
     assert np.all(times["compute"] > 0)
     assert np.all(times["gpu_total"] <= times["host"] + 0.002)  # events lie inside the host clock's window
     assert np.allclose(sum(times[s] for s in stages), times["gpu_total"], atol=0.01)
@@ -50,7 +49,8 @@ def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
 
     feeds = cnn_classifier.sample_inputs({"batch": 4}, np.random.default_rng(0))
     runner = torch_runner.TorchRunner(SimpleNamespace(factory="models.cnn_classifier", seed=0), "cuda")
-    times = runner.time(feeds, FAST, copies=copies, cuda_graph=graph)
+    times, notes = runner.time(feeds, 0, SimpleNamespace(**FAST, device_copies=copies, cuda_graph=graph))
+    assert notes == {"device_copies": copies, "cuda_graph": graph}
     _check_times(times, ["h2d", "compute", "d2h"] if copies else ["compute"])
     expected = torch_runner.TorchRunner(SimpleNamespace(factory="models.cnn_classifier", seed=0), "cpu").infer(feeds)
     np.testing.assert_allclose(runner.last_outputs["logits"], expected["logits"], rtol=1e-3, atol=1e-4)

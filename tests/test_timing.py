@@ -74,3 +74,24 @@ def test_enough_iterations_clear_every_flag():
     assert timing.stats(np.ones(n), batch=1)["low_sample_percentiles"] == []
     assert timing.stats(np.ones(n - 1), batch=1)["low_sample_percentiles"] == ["p99"]
     assert timing.stats(np.ones(n), batch=1, min_tail_samples=20)["low_sample_percentiles"] == ["p99"]
+
+
+def test_fraction_done_is_the_goal_further_away():
+    # The loop stops only when both goals are met, so the fraction is the smaller one.
+    assert timing.fraction_done(5, 10, 900, 1000) == 0.5
+    assert timing.fraction_done(9, 10, 100, 1000) == 0.1
+    assert timing.fraction_done(20, 10, 2000, 1000) == 1.0
+    assert timing.fraction_done(20, 10, 999, 1000) == 0.999
+    assert timing.fraction_done(0, 0, 50, 100) == 0.5  # no duration asked: only the count matters
+    assert timing.fraction_done(3, 10, 7, 0) == 0.3
+
+
+def test_progress_stays_below_one_until_both_goals_are_met():
+    # Each goal alone would read 100% early: the count in the first case, the time in the second.
+    for duration_s, iterations, sleep_s in ((0.4, 1, 0.0), (0.0, 250, 0.0015)):
+        seen = []
+        lat = timing.measure(lambda: time.sleep(sleep_s), warmup_s=0.0, min_duration_s=duration_s,
+                             min_iterations=iterations, progress=seen.append)
+        assert len(seen) >= 2 and all(0.0 <= f < 1.0 for f in seen), (duration_s, iterations, seen)
+        assert seen == sorted(seen) and seen[-1] > 0.5
+        assert lat.size >= iterations and lat.sum() >= duration_s * 1e3 * 0.99

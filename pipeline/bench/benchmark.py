@@ -1,16 +1,16 @@
 """BenchmarkFromBuild: every configured backend side by side at the same shapes,
 timed by one method (pipeline.bench.timing; CUDA events on a GPU), checked against the
 fp32 reference outputs, with the conditions it ran under. The shapes, and their
-check against the engine's optimization profiles, come from pipeline.bench.bench_shapes."""
+check against the engine's optimization profiles, come from pipeline.bench.bench_shapes;
+every backend is a pipeline.bench.runner.Runner, driven the same way."""
 
 from __future__ import annotations
 
 import os
 import platform
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -20,10 +20,17 @@ from pipeline.export import export, onnx_model
 from pipeline.core import fileio, hashing
 from pipeline.machine import gpu_conditions
 from pipeline.bench.bench_shapes import Point, locate, plan
+from pipeline.bench.ort_runner import OrtRunner
+from pipeline.bench.runner import Runner
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.machine.fingerprint import package_version
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
+# Backends whose failure to run is a finding (skipped with the reason), not an error:
+# ONNX Runtime lacks CPU kernels for some bf16/fp8 graphs.
+OPTIONAL = frozenset({"onnxruntime_calibrated"})
+# Percent, not tqdm's default rate: a rate of a fraction ("130.12%/s") means nothing.
+BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}"
 
 
 def bench_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int) -> dict[str, np.ndarray]:
@@ -39,85 +46,38 @@ def bench_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dic
     return feeds
 
 
-@dataclass
-class Backend:
-    label: str
-    device: str
-    infer: Callable[[dict, int], dict]  # (feeds, profile index) -> outputs
-    time: Callable[[dict, int, Callable], tuple[dict, dict]]  # -> (times in ms, notes)
-    close: Callable[[], None] = lambda: None
-    runner: Any = None  # the ONNX Runtime session or the TensorRT runner underneath
-    optional: bool = False  # failing to run is a finding (skipped with the reason), not an error
-
-
-def ort_backend(path: Path, bench_cfg: Any, device: str, graph: str, optional: bool = False) -> Backend:
-    import onnxruntime as ort
-
-    providers = ("CPUExecutionProvider",)
-    if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-        providers = ("CUDAExecutionProvider",) + providers
-    session = export.ort_session(path, int(bench_cfg.intra_op_threads), providers)
-    names = [o.name for o in session.get_outputs()]
-    used = session.get_providers()[0]
-
-    def time(feeds: dict, _profile: int, progress: Callable) -> tuple[dict, dict]:
-        run = session.run
-        host = timing.measure(lambda: run(names, feeds), bench_cfg.warmup_s, bench_cfg.min_duration_s,
-                              bench_cfg.min_iterations, progress)
-        return {"host": host}, {}
-
-    return Backend(f"ONNX Runtime {ort.__version__} {used}, {graph}", "cuda" if used.startswith("CUDA") else "cpu",
-                   lambda feeds, _p: dict(zip(names, session.run(names, feeds))), time, runner=session,
-                   optional=optional)
-
-
-def _torch(cfg: Any) -> Backend:
-    from pipeline.bench import torch_runner
-
+def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: str) -> Runner | str:
+    """The backend's runner, or why it does not run here (a string)."""
     bc = cfg.benchmark
-    runner = torch_runner.TorchRunner(cfg.model, torch_runner.resolve_device(bc.device), int(bc.intra_op_threads),
-                                      tf32=cfg.precision.name == "tf32")
-    on_gpu = runner.device.type == "cuda"
-    notes = {"device_copies": bool(bc.device_copies), "cuda_graph": bool(bc.cuda_graph)} if on_gpu else {}
-    return Backend(runner.label(), runner.device.type, lambda feeds, _p: runner.infer(feeds),
-                   lambda feeds, _p, progress: (runner.time(feeds, bc, progress, bc.device_copies, bc.cuda_graph),
-                                                dict(notes)))
-
-
-def _tensorrt(engine_path: Path, fingerprint: dict, bench_cfg: Any) -> Backend:
-    from pipeline.bench import trt_runner
-
-    runner = trt_runner.EngineRunner(engine_path, fingerprint["trt_flavour"])
-    return Backend(runner.label(), "cuda", runner.infer,
-                   lambda feeds, profile, progress: runner.time(feeds, profile, bench_cfg, progress), runner.close,
-                   runner)
-
-
-def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: str) -> Backend | str:
-    """The backend, or why it does not run here (a string)."""
     if name == "onnxruntime":
-        return ort_backend(paths["export"], cfg.benchmark, device, "exported fp32 graph")
+        return OrtRunner(paths["export"], bc, device, "exported fp32 graph")
     if name == "onnxruntime_calibrated":
         if hashing.sha256_file(paths["calibrated"]) == hashing.sha256_file(paths["export"]):
             return f"precision {cfg.precision.name} leaves the graph unchanged: it is the onnxruntime row"
-        try:  # ORT lacks CPU kernels for some bf16/fp8 graphs: a finding, not a crash
-            label = f"{cfg.precision.name} graph TensorRT builds"
-            return ort_backend(paths["calibrated"], cfg.benchmark, device, label, optional=True)
+        try:
+            return OrtRunner(paths["calibrated"], bc, device, f"{cfg.precision.name} graph TensorRT builds")
         except PipelineError as e:
             return str(e)
     if name == "torch":
         from pipeline.bench import torch_runner
 
-        return torch_runner.why_not(cfg.model) or _torch(cfg)
+        return torch_runner.why_not(cfg.model) or torch_runner.TorchRunner(
+            cfg.model, torch_runner.resolve_device(bc.device), int(bc.intra_op_threads),
+            tf32=cfg.precision.name == "tf32")
     from pipeline.engine import backend
 
-    return backend.why_engine_cannot_run(fingerprint) or _tensorrt(paths["engine"], fingerprint, cfg.benchmark)
+    if why := backend.why_engine_cannot_run(fingerprint):
+        return why
+    from pipeline.bench import trt_runner
+
+    return trt_runner.EngineRunner(paths["engine"], fingerprint["trt_flavour"])
 
 
 def progress_bar(label: str):
+    """(bar, update): update takes the loop's fraction done (pipeline.bench.timing)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=100, desc=f"benchmark {label}", unit="%", leave=False, disable=None)
+    bar = tqdm(total=100, desc=f"benchmark {label}", bar_format=BAR_FORMAT, leave=False, disable=None)
 
     def update(fraction: float) -> None:
         bar.n = int(fraction * 100)
@@ -141,21 +101,21 @@ def brief(result: dict) -> dict:
     return out
 
 
-def _accuracy(backend: Backend, references: list, profiles: list[dict], classifier: bool) -> dict:
+def _accuracy(runner: Runner, references: list, profiles: list[dict], classifier: bool) -> dict:
     try:
         index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
     except PipelineError as e:
         return {"status": "skipped", "reason": f"reference inputs do not fit the engine: {e}"}
-    got = [backend.infer(inputs, index) for inputs, _ in references]
+    got = [runner.infer(inputs, index) for inputs, _ in references]
     return accuracy.compare([outputs for _, outputs in references], got, classifier)
 
 
-def measure_backend(name: str, backend: Backend, points: list[Point], feeds: dict, bench_cfg: Any) -> dict[str, dict]:
+def measure_backend(name: str, runner: Runner, points: list[Point], feeds: dict, bench_cfg: Any) -> dict[str, dict]:
     out = {}
     for point in points:
         bar, update = progress_bar(f"{name} {point.key}")
         try:
-            times, notes = backend.time(feeds[point.key], point.profile_index, update)
+            times, notes = runner.time(feeds[point.key], point.profile_index, bench_cfg, update)
         finally:
             bar.close()
         out[point.key] = {**_summarise(times, point.batch, bench_cfg), **notes}
@@ -164,17 +124,19 @@ def measure_backend(name: str, backend: Backend, points: list[Point], feeds: dic
     return out
 
 
-def _run_backend(name: str, backend: Backend, points: list[Point], headline: Point, feeds: dict, references: list,
+def _run_backend(name: str, runner: Runner, points: list[Point], headline: Point, feeds: dict, references: list,
                  profiles: list[dict], cfg: Any) -> tuple[dict, dict]:
     bc = cfg.benchmark
-    measured = measure_backend(name, backend, points, feeds, bc)
-    result = {"status": "ok", "label": backend.label, "device": backend.device, "profile": headline.profile,
+    measured = measure_backend(name, runner, points, feeds, bc)
+    result = {"status": "ok", "label": runner.label, "device": runner.device, "profile": headline.profile,
               **measured[headline.key]}
     if references:
-        result["accuracy"] = _accuracy(backend, references, profiles, cfg.model.task == "classification")
-    if name == "tensorrt" and bc.layer_profile_top:
-        result["layers"] = backend.runner.layer_times(feeds[headline.key], headline.profile_index,
-                                                      int(bc.layer_profile_iterations), int(bc.layer_profile_top))
+        result["accuracy"] = _accuracy(runner, references, profiles, cfg.model.task == "classification")
+    if bc.layer_profile_top:
+        layers = runner.layer_times(feeds[headline.key], headline.profile_index, int(bc.layer_profile_iterations),
+                                    int(bc.layer_profile_top))
+        if layers is not None:
+            result["layers"] = layers
     return result, measured
 
 
@@ -194,18 +156,18 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
     results: dict[str, dict] = {}
     by_point: dict[str, dict] = {}
     for name in bc.backends:
-        backend = open_backend(name, cfg, paths, fingerprint, device)
-        if isinstance(backend, str):
-            results[name] = {"status": "skipped", "reason": backend}
+        runner = open_backend(name, cfg, paths, fingerprint, device)
+        if isinstance(runner, str):
+            results[name] = {"status": "skipped", "reason": runner}
             continue
         try:
-            results[name], measured = _run_backend(name, backend, points, headline, feeds, references, profiles, cfg)
+            results[name], measured = _run_backend(name, runner, points, headline, feeds, references, profiles, cfg)
         except Exception as e:
-            if not backend.optional:
+            if name not in OPTIONAL:
                 raise
-            results[name], measured = {"status": "skipped", "reason": f"{backend.label}: {first_line(e)}"}, {}
+            results[name], measured = {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"}, {}
         finally:
-            backend.close()
+            runner.close()
         for key, summary in measured.items():
             by_point.setdefault(key, {})[name] = brief(summary)
     _add_speedups(results, by_point, bc.baseline)

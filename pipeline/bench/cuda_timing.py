@@ -36,7 +36,7 @@ def measure(stages: Sequence[Stage], stream: int, warmup_s: float, min_duration_
             record(event, stream)
             enqueue()
         record(last, stream)
-        cuda.call("cudaEventSynchronize", last)
+        cuda.wait_event(last)
 
     def read_events() -> None:
         # After the synchronize every event of this iteration has completed, so

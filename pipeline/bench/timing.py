@@ -53,14 +53,21 @@ def measure(fn: Callable[[], object], warmup_s: float, min_duration_s: float, mi
             if after is not None:
                 after()
             if progress is not None and now >= next_tick:
-                progress(min(1.0, max((now - start) / max(deadline - start, 1),
-                                      len(samples) / max(min_iterations, 1))))
+                progress(fraction_done(now - start, deadline - start, len(samples), min_iterations))
                 next_tick = now + PROGRESS_EVERY_NS
             last = clock()
     finally:
         if gc_was_on:
             gc.enable()
     return np.asarray(samples, dtype=np.float64) / 1e6
+
+
+def fraction_done(elapsed_ns: int, duration_ns: int, iterations: int, min_iterations: int) -> float:
+    """How far the loop is, 0 to 1. It stops only when both the duration and the
+    iteration count are reached, so it is as far as the one further from its goal."""
+    by_time = elapsed_ns / duration_ns if duration_ns > 0 else 1.0
+    by_count = iterations / min_iterations if min_iterations > 0 else 1.0
+    return max(0.0, min(1.0, by_time, by_count))
 
 
 def stats(latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL_SAMPLES) -> dict:

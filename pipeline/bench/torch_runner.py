@@ -1,16 +1,19 @@
 """PyTorch eager for models that come from models/: built by the same factory with
 the same seed as the export, so its weights are the ONNX graph's. CPU here, CUDA
 where torch sees a GPU; on CUDA it is timed by pipeline.bench.cuda_timing, the same
-event code the TensorRT runner uses, with copies through pipeline.machine.cudart."""
+event code the TensorRT runner uses, with copies through pipeline.machine.cudart.
+A model has no optimization profiles: infer and time take profile_index for the
+runner contract and ignore it."""
 
 from __future__ import annotations
 
 import importlib.util
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from pipeline.bench import cuda_timing, timing
+from pipeline.bench.runner import Feeds, Progress, Runner
 from pipeline.export import export
 from pipeline.machine.cudart import D2H, H2D, Cuda
 from pipeline.core.errors import PipelineError
@@ -37,54 +40,57 @@ def _as_tuple(result: Any) -> tuple:
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
-class TorchRunner:
+class TorchRunner(Runner):
     def __init__(self, model_cfg: Any, device: str = "cpu", threads: int = 0, tf32: bool = False) -> None:
         import torch
 
         self.torch = torch
         module = export.load_factory(model_cfg.factory)
         self.input_names, self.output_names = list(module.INPUT_NAMES), list(module.OUTPUT_NAMES)
-        self.device = torch.device(device)
+        self.torch_device = torch.device(device)
+        self.device = self.torch_device.type
         if threads:
             torch.set_num_threads(int(threads))
-        if self.device.type == "cuda":
+        if self.device == "cuda":
             # cuDNN convolutions default to TF32; fp32 must mean fp32 unless the precision says tf32.
             torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
             torch.backends.cudnn.allow_tf32 = bool(tf32)
-        self.tf32 = bool(tf32) and self.device.type == "cuda"
-        self.net = module.build(int(model_cfg.seed)).eval().to(self.device)
+        self.tf32 = bool(tf32) and self.device == "cuda"
+        self.net = module.build(int(model_cfg.seed)).eval().to(self.torch_device)
         self.last_outputs: dict[str, np.ndarray] = {}
+        where = torch.cuda.get_device_name(self.torch_device) if self.device == "cuda" else "CPU"
+        self.label = f"PyTorch {torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
 
-    def label(self) -> str:
-        where = self.torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "CPU"
-        return f"PyTorch {self.torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
-
-    def _args(self, feeds: dict[str, np.ndarray]) -> tuple:
-        return tuple(self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.device) for n in self.input_names)
+    def _args(self, feeds: Feeds) -> tuple:
+        return tuple(self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.torch_device)
+                     for n in self.input_names)
 
     def _named(self, tensors: tuple) -> dict[str, np.ndarray]:
         return {n: t.detach().cpu().numpy() for n, t in zip(self.output_names, tensors)}
 
-    def infer(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         with self.torch.inference_mode():
             return self._named(_as_tuple(self.net(*self._args(feeds))))
 
-    def time(self, feeds: dict[str, np.ndarray], cfg: Any, progress: Callable[[float], None] | None = None,
-             copies: bool = True, cuda_graph: bool = False) -> dict[str, np.ndarray]:
-        """{"host": ms} on the CPU; on CUDA also the GPU time of each stage."""
-        if self.device.type == "cuda":
-            return self._time_cuda(feeds, cfg, progress, copies, cuda_graph)
-        net, args = self.net, self._args(feeds)
+    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
+             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """{"host": ms} on the CPU; on CUDA also the GPU time of each stage, with
+        copies and CUDA graph replay as bench_cfg.device_copies / cuda_graph say."""
+        if self.device == "cuda":
+            copies, graph = bool(bench_cfg.device_copies), bool(bench_cfg.cuda_graph)
+            times = self._time_cuda(feeds, bench_cfg, progress, copies, graph)
+            return times, {"device_copies": copies, "cuda_graph": graph}
+        net, args, cfg = self.net, self._args(feeds), bench_cfg
         with self.torch.inference_mode():
             host = timing.measure(lambda: net(*args), cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress)
-        return {"host": host}
+        return {"host": host}, {}
 
     def _time_cuda(self, feeds, cfg, progress, copies: bool, cuda_graph: bool) -> dict[str, np.ndarray]:
         torch, cuda = self.torch, Cuda.get()
-        stream = torch.cuda.Stream(self.device)
+        stream = torch.cuda.Stream(self.torch_device)
         handle = stream.cuda_stream
         host_in = [torch.from_numpy(np.ascontiguousarray(feeds[n])).pin_memory() for n in self.input_names]
-        dev_in = [torch.empty_like(h, device=self.device) for h in host_in]
+        dev_in = [torch.empty_like(h, device=self.torch_device) for h in host_in]
         held: dict[str, tuple] = {}
         with torch.inference_mode(), torch.cuda.stream(stream):
             for h, d in zip(host_in, dev_in):

@@ -7,7 +7,6 @@ profiling pass so the profiler does not slow the timed run."""
 
 from __future__ import annotations
 
-import ctypes
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable
@@ -16,10 +15,14 @@ import numpy as np
 
 from pipeline.engine import backend
 from pipeline.bench import cuda_timing
+from pipeline.bench.runner import Feeds, Progress, Runner
 from pipeline.machine.cudart import D2H, H2D, Cuda
 from pipeline.core.errors import PipelineError
 
-class EngineRunner:
+
+class EngineRunner(Runner):
+    device = "cuda"
+
     def __init__(self, engine_path: Path, flavour: str) -> None:
         self.trt = trt = backend.import_flavour(flavour)
         self.cuda = Cuda.get()
@@ -32,23 +35,16 @@ class EngineRunner:
         self.outputs = [n for n in names if n not in self.inputs]
         self._held: list[tuple[str, int]] = []  # (cudart release call, handle) for the current shapes
         self.host: dict[str, np.ndarray] = {}
-        self.device: dict[str, int] = {}
-
-    def label(self) -> str:
-        return f"{self.trt.__name__} {self.trt.__version__} engine"
-
-    def _alloc(self, call: str, release: str, nbytes: int) -> int:
-        ptr = getattr(self.cuda, call)(nbytes)
-        self._held.append((release, ptr))
-        return ptr
+        self.device_buffers: dict[str, int] = {}
+        self.label = f"{trt.__name__} {trt.__version__} engine"
 
     def _release(self) -> None:
         self.cuda.sync(self.stream)
         for release, handle in reversed(self._held):
             self.cuda.release(release, handle)
-        self._held, self.host, self.device = [], {}, {}
+        self._held, self.host, self.device_buffers = [], {}, {}
 
-    def prepare(self, feeds: dict[str, np.ndarray], profile_index: int) -> None:
+    def prepare(self, feeds: Feeds, profile_index: int) -> None:
         """Select the profile, set input shapes, give every I/O tensor a device buffer
         and a pinned host buffer, and fill the host inputs."""
         self._release()
@@ -67,18 +63,17 @@ class EngineRunner:
             except TypeError:
                 raise PipelineError(f"tensor '{name}' has type {self.engine.get_tensor_dtype(name)}, "
                                     "which numpy cannot hold; keep fp32 I/O (precision.keep_io_types)") from None
-            nbytes = int(np.prod(shape)) * dtype.itemsize
-            self.device[name] = self._alloc("malloc", "cudaFree", nbytes)
-            host_ptr = self._alloc("host_alloc", "cudaFreeHost", nbytes)
-            raw = (ctypes.c_byte * max(nbytes, 1)).from_address(host_ptr)
-            self.host[name] = np.frombuffer(raw, dtype=dtype, count=int(np.prod(shape))).reshape(shape)
-            self.context.set_tensor_address(name, self.device[name])
+            self.device_buffers[name] = self.cuda.malloc(int(np.prod(shape)) * dtype.itemsize)
+            self._held.append(("cudaFree", self.device_buffers[name]))
+            host_ptr, self.host[name] = self.cuda.pinned_array(shape, dtype)
+            self._held.append(("cudaFreeHost", host_ptr))
+            self.context.set_tensor_address(name, self.device_buffers[name])
         for name in self.inputs:
             np.copyto(self.host[name], feeds[name].astype(self.host[name].dtype, copy=False))
 
     def h2d(self) -> None:
         for name in self.inputs:
-            self.cuda.memcpy_async(self.device[name], self.host[name].ctypes.data, self.host[name].nbytes, H2D,
+            self.cuda.memcpy_async(self.device_buffers[name], self.host[name].ctypes.data, self.host[name].nbytes, H2D,
                                    self.stream)
 
     def compute(self) -> None:
@@ -87,10 +82,10 @@ class EngineRunner:
 
     def d2h(self) -> None:
         for name in self.outputs:
-            self.cuda.memcpy_async(self.host[name].ctypes.data, self.device[name], self.host[name].nbytes, D2H,
+            self.cuda.memcpy_async(self.host[name].ctypes.data, self.device_buffers[name], self.host[name].nbytes, D2H,
                                    self.stream)
 
-    def infer(self, feeds: dict[str, np.ndarray], profile_index: int) -> dict[str, np.ndarray]:
+    def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         self.prepare(feeds, profile_index)
         self.h2d()
         self.compute()
@@ -113,26 +108,26 @@ class EngineRunner:
         self._held += [("cudaGraphDestroy", graph), ("cudaGraphExecDestroy", graph_exec)]
         return (lambda: self.cuda.launch(graph_exec, self.stream)), None
 
-    def time(self, feeds: dict[str, np.ndarray], profile_index: int, cfg: Any,
-             progress: Callable[[float], None] | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
+             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
         """(times, notes): per-iteration host and per-stage GPU milliseconds."""
         self.prepare(feeds, profile_index)
         self.h2d()
-        notes: dict[str, Any] = {"device_copies": bool(cfg.device_copies), "cuda_graph": False}
+        notes: dict[str, Any] = {"device_copies": bool(bench_cfg.device_copies), "cuda_graph": False}
         compute = self.compute
-        if cfg.cuda_graph:
+        if bench_cfg.cuda_graph:
             compute, why = self._graph_compute()
             notes["cuda_graph"] = why is None
             if why:
                 notes["cuda_graph_fallback"] = why
         stages = [("compute", compute)]
-        if cfg.device_copies:
+        if bench_cfg.device_copies:
             stages = [("h2d", self.h2d), *stages, ("d2h", self.d2h)]
-        times = cuda_timing.measure(stages, self.stream, cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations,
+        times = cuda_timing.measure(stages, self.stream, bench_cfg.warmup_s, bench_cfg.min_duration_s, bench_cfg.min_iterations,
                                     progress, self.cuda)
         return times, notes
 
-    def layer_times(self, feeds: dict[str, np.ndarray], profile_index: int, iterations: int, top: int) -> list[dict]:
+    def layer_times(self, feeds: Feeds, profile_index: int, iterations: int, top: int) -> list[dict]:
         """Mean time per layer over `iterations` profiled runs, the `top` slowest
         first. Layer names are only as good as the engine's profiling verbosity."""
         trt = self.trt
@@ -159,8 +154,11 @@ class EngineRunner:
                 for name, ms in rows]
 
     def close(self) -> None:
+        if self.stream is None:
+            return
         try:
             self._release()
         finally:
             self.context = self.engine = None
             self.cuda.release("cudaStreamDestroy", self.stream)
+            self.stream = None

@@ -1,90 +1,49 @@
 """The few CUDA runtime calls GPU timing needs (streams, events, copies, pinned
-memory, graphs) through ctypes over a libcudart this process already has or can
-find. No torch, cuda-python or pycuda, so the TensorRT runner and the torch runner
-time the GPU with the same code, and importing this needs no GPU."""
+memory, graphs), through NVIDIA's cuda-python (`cuda.bindings.runtime`), the binding
+TensorRT's own samples use. The TensorRT runner and the torch runner time the GPU
+with the same code; handles cross this module as plain ints, the form TensorRT
+(`execute_async_v3`) and torch (`Stream.cuda_stream`) give and take.
+
+cuda.bindings links its CUDA runtime statically (it needs no libcudart on the
+machine, and answers cudaRuntimeGetVersion without a driver). It is imported on
+first use, not here: its import costs about 80 ms, and the fingerprint stage,
+which runs on every `dvc repro`, imports this module."""
 
 from __future__ import annotations
 
-import ctypes
-import glob
-import os
-import sys
-from typing import Iterator
+import importlib.metadata as md
+from typing import Any, Callable
 
 from pipeline.core.errors import PipelineError
 
 H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyKind
 STREAM_NON_BLOCKING = 1
 CAPTURE_MODE_THREAD_LOCAL = 1  # other threads may keep using CUDA during capture
-
-_c = ctypes
-_void_pp = _c.POINTER(_c.c_void_p)
-# name -> argtypes; every call returns cudaError_t (int)
-_SIGNATURES = {
-    "cudaGetDeviceCount": [_c.POINTER(_c.c_int)],
-    "cudaRuntimeGetVersion": [_c.POINTER(_c.c_int)],
-    "cudaDeviceGetPCIBusId": [_c.c_char_p, _c.c_int, _c.c_int],
-    "cudaStreamCreateWithFlags": [_void_pp, _c.c_uint],
-    "cudaStreamDestroy": [_c.c_void_p],
-    "cudaStreamSynchronize": [_c.c_void_p],
-    "cudaEventCreate": [_void_pp],
-    "cudaEventDestroy": [_c.c_void_p],
-    "cudaEventRecord": [_c.c_void_p, _c.c_void_p],
-    "cudaEventSynchronize": [_c.c_void_p],
-    "cudaEventElapsedTime": [_c.POINTER(_c.c_float), _c.c_void_p, _c.c_void_p],
-    "cudaMalloc": [_void_pp, _c.c_size_t],
-    "cudaFree": [_c.c_void_p],
-    "cudaHostAlloc": [_void_pp, _c.c_size_t, _c.c_uint],
-    "cudaFreeHost": [_c.c_void_p],
-    "cudaMemcpyAsync": [_c.c_void_p, _c.c_void_p, _c.c_size_t, _c.c_int, _c.c_void_p],
-    "cudaStreamBeginCapture": [_c.c_void_p, _c.c_int],
-    "cudaStreamEndCapture": [_c.c_void_p, _void_pp],
-    "cudaGraphInstantiateWithFlags": [_void_pp, _c.c_void_p, _c.c_ulonglong],
-    "cudaGraphLaunch": [_c.c_void_p, _c.c_void_p],
-    "cudaGraphExecDestroy": [_c.c_void_p],
-    "cudaGraphDestroy": [_c.c_void_p],
-}
+HOST_ALLOC_DEFAULT = 0
 
 
-def _candidates() -> Iterator[str]:
-    # One already mapped (by torch or TensorRT) first: then there is one runtime in
-    # the process, not two that each keep their own state.
+def bindings_version() -> str | None:
+    """The installed cuda-bindings distribution, from its metadata (no import)."""
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith("libcudart.so"):
-                    yield path
-    except OSError:
-        pass
-    for site in sys.path:  # pip's nvidia-cuda-runtime wheels
-        yield from sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so*")), reverse=True)
-    yield from ("libcudart.so", "libcudart.so.13", "libcudart.so.12")
+        return md.version("cuda-bindings")
+    except md.PackageNotFoundError:
+        return None
 
 
 class Cuda:
-    """libcudart, loaded once; every failed call is a PipelineError naming the call."""
+    """cuda.bindings.runtime, imported once; every failed call is a PipelineError
+    naming the call and CUDA's error string."""
 
     _instance: "Cuda | None" = None
 
     def __init__(self) -> None:
-        self.lib = None
-        tried = []
-        for path in _candidates():
-            try:
-                self.lib = ctypes.CDLL(path)
-                self.path = path
-                break
-            except OSError:
-                tried.append(path)
-        if self.lib is None:
-            raise PipelineError("no CUDA runtime (libcudart) found; GPU timing needs one")
-        for name, argtypes in _SIGNATURES.items():
-            fn = getattr(self.lib, name, None)
-            if fn is None:
-                raise PipelineError(f"{self.path} lacks {name}; GPU timing needs CUDA 11.4 or newer")
-            fn.argtypes, fn.restype = argtypes, ctypes.c_int
-        self.lib.cudaGetErrorString.argtypes, self.lib.cudaGetErrorString.restype = [ctypes.c_int], ctypes.c_char_p
+        try:
+            from cuda.bindings import runtime
+        except ImportError as e:
+            raise PipelineError(f"cuda-bindings is not importable ({e}); GPU timing needs it: "
+                                "pip install cuda-bindings") from None
+        self.rt = runtime
+        self.version = bindings_version()
 
     @classmethod
     def get(cls) -> "Cuda":
@@ -92,68 +51,87 @@ class Cuda:
             cls._instance = cls()
         return cls._instance
 
-    def call(self, name: str, *args) -> None:
-        err = getattr(self.lib, name)(*args)
-        if err:
-            msg = self.lib.cudaGetErrorString(err).decode()
-            raise PipelineError(f"CUDA {name} failed: {msg} (error {err})")
+    def call(self, name: str, *args) -> Any:
+        """The call's result without its error code: None, one value, or a tuple.
+        Kept lean: event records and copies run inside the host-timed iteration."""
+        out = getattr(self.rt, name)(*args)
+        if out[0]:  # cudaError_t is an int enum and cudaSuccess is 0
+            raise PipelineError(f"CUDA {name} failed: {self._describe(out[0])}")
+        return None if len(out) == 1 else out[1] if len(out) == 2 else out[1:]
 
-    def _out(self, name: str, *args) -> int:
-        handle = ctypes.c_void_p()
-        self.call(name, ctypes.byref(handle), *args)
-        return handle.value or 0
+    def _describe(self, err) -> str:
+        _, text = self.rt.cudaGetErrorString(err)
+        text = text.decode() if isinstance(text, bytes) else str(text)
+        return f"{text} ({getattr(err, 'name', err)} = {int(err)})"
+
+    def _handle(self, name: str, *args) -> int:
+        out = self.call(name, *args)
+        return 0 if out is None else int(out)
 
     def runtime_version(self) -> str:
-        v = ctypes.c_int()
-        self.call("cudaRuntimeGetVersion", ctypes.byref(v))
-        return f"{v.value // 1000}.{(v.value % 1000) // 10}"
+        """The runtime cuda.bindings links: needs no driver and no GPU."""
+        v = int(self.call("cudaRuntimeGetVersion"))
+        return f"{v // 1000}.{(v % 1000) // 10}"
 
     def device_count(self) -> int:
-        n = ctypes.c_int()
-        self.call("cudaGetDeviceCount", ctypes.byref(n))
-        return n.value
+        return int(self.call("cudaGetDeviceCount"))
 
     def pci_bus_id(self, device: int = 0) -> str:
-        buf = ctypes.create_string_buffer(32)
-        self.call("cudaDeviceGetPCIBusId", buf, 32, device)
-        return buf.value.decode()
+        raw = self.call("cudaDeviceGetPCIBusId", 32, device)
+        return (raw.decode() if isinstance(raw, bytes) else str(raw)).rstrip("\x00")
 
     def stream(self) -> int:
-        return self._out("cudaStreamCreateWithFlags", STREAM_NON_BLOCKING)
+        return self._handle("cudaStreamCreateWithFlags", STREAM_NON_BLOCKING)
 
     def event(self) -> int:
-        return self._out("cudaEventCreate")
+        return self._handle("cudaEventCreate")
 
     def record(self, event: int, stream: int) -> None:
         self.call("cudaEventRecord", event, stream)
 
+    def wait_event(self, event: int) -> None:
+        self.call("cudaEventSynchronize", event)
+
     def elapsed_ms(self, start: int, end: int) -> float:
-        ms = ctypes.c_float()
-        self.call("cudaEventElapsedTime", ctypes.byref(ms), start, end)
-        return float(ms.value)
+        return float(self.call("cudaEventElapsedTime", start, end))
 
     def malloc(self, nbytes: int) -> int:
-        return self._out("cudaMalloc", max(int(nbytes), 1))
+        return self._handle("cudaMalloc", max(int(nbytes), 1))
 
     def host_alloc(self, nbytes: int) -> int:
         """Pinned host memory: the only kind an async copy really overlaps with."""
-        return self._out("cudaHostAlloc", max(int(nbytes), 1), 0)
+        return self._handle("cudaHostAlloc", max(int(nbytes), 1), HOST_ALLOC_DEFAULT)
+
+    def pinned_array(self, shape: tuple[int, ...], dtype) -> tuple[int, Any]:
+        """(pointer, numpy array over it) of pinned host memory; free the pointer
+        with release("cudaFreeHost", ...) once the array is no longer used."""
+        import ctypes
+
+        import numpy as np  # here, not at the top: the fingerprint stage imports this module
+
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        ptr = self.host_alloc(count * dtype.itemsize)
+        raw = (ctypes.c_byte * max(count * dtype.itemsize, 1)).from_address(ptr)
+        return ptr, np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
 
     def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
-        self.call("cudaMemcpyAsync", dst, src, int(nbytes), kind, stream)
+        self.call("cudaMemcpyAsync", dst, src, int(nbytes), self.rt.cudaMemcpyKind(kind), stream)
 
-    def capture(self, stream: int, enqueue) -> tuple[int, int]:
+    def capture(self, stream: int, enqueue: Callable[[], None]) -> tuple[int, int]:
         """(graph, graph exec) of what `enqueue()` puts on the stream."""
-        self.call("cudaStreamBeginCapture", stream, CAPTURE_MODE_THREAD_LOCAL)
-        graph = ctypes.c_void_p()
+        self.call("cudaStreamBeginCapture", stream, self.rt.cudaStreamCaptureMode(CAPTURE_MODE_THREAD_LOCAL))
         try:
             enqueue()
-        finally:  # always leave capture mode, or the stream stays unusable
-            self.call("cudaStreamEndCapture", stream, ctypes.byref(graph))
+        except BaseException:
+            # Leave capture mode or the stream stays unusable; the enqueue's error is the one to see.
+            self.rt.cudaStreamEndCapture(stream)
+            raise
+        graph = self._handle("cudaStreamEndCapture", stream)
         try:
-            return graph.value, self._out("cudaGraphInstantiateWithFlags", graph.value, 0)
+            return graph, self._handle("cudaGraphInstantiate", graph, 0)
         except PipelineError:
-            self.release("cudaGraphDestroy", graph.value)
+            self.release("cudaGraphDestroy", graph)
             raise
 
     def launch(self, graph_exec: int, stream: int) -> None:
@@ -166,4 +144,4 @@ class Cuda:
         """Teardown (cudaFree, cudaEventDestroy, ...) that never hides the error
         which led to it."""
         if handle:
-            getattr(self.lib, name)(handle)
+            getattr(self.rt, name)(handle)

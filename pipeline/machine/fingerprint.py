@@ -79,14 +79,16 @@ def _probe_override(path: str) -> tuple[dict | None, str]:
     return {"index": 0, "count": 1, **data}, f"override from TRT_PIPELINE_GPU_PROBE={path}"
 
 
-def cuda_runtime_version() -> str | None:
-    """The CUDA runtime a process here would load, read from libcudart itself."""
+def cuda_runtime() -> tuple[str | None, str]:
+    """(version, where it was read) of the CUDA runtime the pipeline's own CUDA
+    calls use (cuda.bindings links it statically), or (None, why). Asking needs no
+    driver, so a machine without a GPU reports it too."""
     from pipeline.machine.cudart import Cuda
 
     try:
-        return Cuda.get().runtime_version()
-    except PipelineError:
-        return None
+        return Cuda.get().runtime_version(), f"cudaRuntimeGetVersion through cuda-bindings {Cuda.get().version}"
+    except PipelineError as e:
+        return None, str(e)
 
 
 def package_version(dist: str) -> str | None:
@@ -142,11 +144,13 @@ def collect(build_cfg: Any, require_trt: bool = True) -> dict:
         if require_trt:
             raise
         flavour, why, dist, version = None, str(e), None, None
+    runtime, runtime_source = cuda_runtime()
     fp: dict[str, Any] = {
         "gpu": None,
         "driver_version": None,
         "cuda_driver_version": None,
-        "cuda_runtime_version": cuda_runtime_version(),
+        "cuda_runtime_version": runtime,
+        "cuda_runtime_source": runtime_source,
         "trt_flavour": flavour,
         "trt_version": version,
         "trt_distribution": dist,
@@ -199,7 +203,7 @@ def describe(fp: dict) -> str:
         lines.append(f"gpu          none ({fp['gpu_probe']})")
     trt = (f"{fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})"
            if fp["trt_flavour"] else f"none usable: {fp['trt_choice']}")
-    lines += [f"cuda runtime {fp['cuda_runtime_version'] or 'not loadable here'}",
+    lines += [f"cuda runtime {fp['cuda_runtime_version'] or 'unknown'} ({fp.get('cuda_runtime_source')})",
               f"tensorrt     {trt}",
               f"hw compat    {fp['hardware_compatibility']}, version compatible: {fp['version_compatible']}"]
     return "\n".join(lines)

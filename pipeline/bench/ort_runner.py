@@ -1,0 +1,40 @@
+"""ONNX Runtime behind the runner contract: the exported graph (the baseline) or the
+precision-transformed one, on the CUDA provider where the benchmark runs on a GPU
+and ONNX Runtime has it, else on the CPU. Timed by the host loop alone
+(pipeline.bench.timing): ONNX Runtime's run() returns host arrays, so there are no
+stages for CUDA events to tell apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.bench import timing
+from pipeline.bench.runner import Feeds, Progress, Runner
+from pipeline.export import export
+
+
+class OrtRunner(Runner):
+    def __init__(self, path: Path, bench_cfg: Any, device: str, graph: str) -> None:
+        import onnxruntime as ort
+
+        providers = ("CPUExecutionProvider",)
+        if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
+            providers = ("CUDAExecutionProvider",) + providers
+        self.session = export.ort_session(path, int(bench_cfg.intra_op_threads), providers)
+        self.output_names = [o.name for o in self.session.get_outputs()]
+        used = self.session.get_providers()[0]
+        self.label = f"ONNX Runtime {ort.__version__} {used}, {graph}"
+        self.device = "cuda" if used.startswith("CUDA") else "cpu"
+
+    def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
+        return dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
+
+    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
+             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        run, names = self.session.run, self.output_names
+        host = timing.measure(lambda: run(names, feeds), bench_cfg.warmup_s, bench_cfg.min_duration_s,
+                              bench_cfg.min_iterations, progress)
+        return {"host": host}, {}

@@ -1,0 +1,45 @@
+"""One contract for every backend the benchmark runs (ONNX Runtime, PyTorch,
+TensorRT), in the spirit of Polygraphy's BaseRunner: a runner is ready to run once
+constructed (activate), `infer` gives outputs, `time` measures, `close` releases
+(deactivate). The benchmark drives every backend through these five members alone,
+so a new backend needs no glue in pipeline/bench/benchmark.py."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Callable
+
+import numpy as np
+
+Feeds = dict[str, np.ndarray]
+Progress = Callable[[float], None]
+
+
+class Runner(ABC):
+    label: str  # what ran, with its version, for the results table
+    device: str  # "cpu" or "cuda"
+
+    @abstractmethod
+    def infer(self, feeds: Feeds, profile_index: int) -> dict[str, np.ndarray]:
+        """Outputs by name for one set of inputs; profile_index picks the engine's
+        optimization profile where the backend has profiles."""
+
+    @abstractmethod
+    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
+             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+        """(times, notes): {"host": ms per iteration} plus, on a GPU, each stage's
+        CUDA-event ms (pipeline.bench.cuda_timing); notes say how it was run
+        (copies, CUDA graph) and land beside the stats in benchmark.json."""
+
+    def layer_times(self, feeds: Feeds, profile_index: int, iterations: int, top: int) -> list[dict] | None:
+        """Per-layer times where the backend has a profiler; None where it has none."""
+        return None
+
+    def close(self) -> None:
+        """Release what the runner holds; safe to call more than once."""
+
+    def __enter__(self) -> "Runner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
