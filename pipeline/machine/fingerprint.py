@@ -80,15 +80,40 @@ def _probe_override(path: str) -> tuple[dict | None, str]:
 
 
 def cuda_runtime() -> tuple[str | None, str]:
-    """(version, where it was read) of the CUDA runtime the pipeline's own CUDA
-    calls use (cuda.bindings links it statically), or (None, why). Asking needs no
-    driver, so a machine without a GPU reports it too."""
-    from pipeline.machine.cudart import Cuda
+    """(version, where it was read) of the shared CUDA runtime a process here would
+    load: the libcudart TensorRT and PyTorch link, from pip's nvidia wheels or the
+    system. Not cuda.bindings' own: that runtime is static and its version is our pin,
+    not a fact about the machine. One ctypes call that needs no driver, so a machine
+    without a GPU reports it too (and fingerprint ids stay what they were)."""
+    import ctypes
 
-    try:
-        return Cuda.get().runtime_version(), f"cudaRuntimeGetVersion through cuda-bindings {Cuda.get().version}"
-    except PipelineError as e:
-        return None, str(e)
+    for path in _libcudart_candidates():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        v = ctypes.c_int()
+        if getattr(lib, "cudaRuntimeGetVersion", None) is None or lib.cudaRuntimeGetVersion(ctypes.byref(v)):
+            continue
+        return f"{v.value // 1000}.{(v.value % 1000) // 10}", f"cudaRuntimeGetVersion of {path}"
+    return None, "no shared CUDA runtime (libcudart) found"
+
+
+def _libcudart_candidates():
+    import glob
+    import sys
+
+    try:  # one already mapped (by torch or TensorRT) first
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if os.path.basename(path).startswith("libcudart.so"):
+                    yield path
+    except OSError:
+        pass
+    for site in sys.path:
+        yield from sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so*")), reverse=True)
+    yield from ("libcudart.so", "libcudart.so.13", "libcudart.so.12")
 
 
 def package_version(dist: str) -> str | None:
