@@ -78,7 +78,8 @@ class Cuda:
 
     def pci_bus_id(self, device: int = 0) -> str:
         raw = self.call("cudaDeviceGetPCIBusId", 32, device)
-        return (raw.decode() if isinstance(raw, bytes) else str(raw)).rstrip("\x00")
+        # the binding hands back the whole 32-byte buffer: the id ends at the first NUL
+        return (raw.decode() if isinstance(raw, bytes) else str(raw)).split("\x00", 1)[0].strip()
 
     def stream(self) -> int:
         return self._handle("cudaStreamCreateWithFlags", STREAM_NON_BLOCKING)
