@@ -8,6 +8,7 @@ store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -154,7 +155,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
     with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
         for name in entry.files:
-            shutil.copyfile(entry.file(name), out / name)
+            _link_or_copy(entry.file(name), out / name)
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
     from pipeline.analysis import buildlog, gates
@@ -164,6 +165,16 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
                 manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
     return manifest
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """A hard link costs nothing for a large engine; another filesystem gets a copy.
+    Editing the artifact in place would change the store's bytes too, which the store's
+    sha256 check on every read then quarantines, never serves."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
@@ -192,12 +203,25 @@ def _labels(cfg: Any, fp: dict) -> dict:
             "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"]}
 
 
+def _resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:
+    """From the input specs calibrate recorded for this very graph (its sha256 is checked),
+    so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
+    from pipeline.engine import build as build_lib
+    from pipeline.export import onnx_model, profiles
+
+    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    specs = summary.get("inputs")
+    if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
+        return build_lib.resolve_profiles(cfg.profile, onnx_path)
+    return profiles.resolve(cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs])
+
+
 def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
     from pipeline.analysis import buildlog
     from pipeline.engine import build as build_lib, cache_key, manifest as manifest_lib, timing_cache
 
     onnx_path = layout.calibrate_dir / "model.onnx"
-    resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
+    resolved = _resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
     result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
                                     timing_cache=tcache)

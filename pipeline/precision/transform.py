@@ -112,7 +112,10 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         gate = accuracy.check_gate(figures, precision_cfg.gate)
         summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),
                         "onnx_sha256": hashing.sha256_file(dest),
-                        "ops": onnx_model.op_histogram(model)})
+                        "ops": onnx_model.op_histogram(model),
+                        # the build resolves its profiles from these, without parsing every weight again
+                        "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)}
+                                   for i in onnx_model.inputs(model)]})
         accuracy.raise_on_failure(gate, f"{precision_cfg.name} ONNX")
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
