@@ -60,8 +60,8 @@ def evaluate(gates_cfg: Any, summary: dict, records: Iterable[buildlog.Record] |
     limit, ratio = g.get("min_fusion_ratio"), summary.get("fusion_ratio")
     ok = limit is None or (ratio is not None and ratio >= limit)
     results.append(_result("min_fusion_ratio", limit, ratio, ok,
-                           f"fusion ratio {ratio} ({summary.get('layers_original')} layers after parsing → "
-                           f"{summary.get('layers_final')} after optimization)"
+                           f"fusion ratio {ratio} ({summary.get('layers_original')} ONNX compute nodes → "
+                           f"{summary.get('layers_final')} engine layers)"
                            + (f", at least {limit} required" if limit is not None else "")))
 
     limit = g.get("max_engine_mib")
