@@ -43,7 +43,7 @@ def _label(n: dict) -> str:
     if n.get("kind") == "group" and total:
         cells = "".join(f'<TD BGCOLOR="{templating.colour(p)}" WIDTH="{max(1, round(150 * c / total))}" HEIGHT="6" '
                         f'FIXEDSIZE="TRUE"></TD>' for p, c in mix)
-        rows.append(f'<TR><TD><TABLE BORDER="0" CELLSPACING="0" CELLPADDING="0"><TR>{cells}</TR></TABLE></TD></TR>')
+        rows.append(f'<TR><TD><TABLE BORDER="0" CELLBORDER="1" COLOR="#ffffff" CELLSPACING="0" CELLPADDING="0"><TR>{cells}</TR></TABLE></TD></TR>')
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{"".join(rows)}</TABLE>>'
 
 
