@@ -38,7 +38,7 @@ def _label(n: dict) -> str:
     rows = [f'<TR><TD><FONT COLOR="{fg}"><B>{html.escape(n["label"])}</B></FONT></TD></TR>']
     if n.get("sublabel"):
         rows.append(f'<TR><TD><FONT COLOR="{fg}" POINT-SIZE="9">{html.escape(n["sublabel"])}</FONT></TD></TR>')
-    mix = sorted((n.get("mix") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    mix = templating.ranked(n.get("mix") or {})
     total = sum(c for _, c in mix)
     if n.get("kind") == "group" and total:
         cells = "".join(f'<TD BGCOLOR="{templating.colour(p)}" WIDTH="{max(1, round(150 * c / total))}" HEIGHT="6" '

@@ -171,7 +171,7 @@ def _box(n: dict, cx: float, cy: float) -> dict:
     fill = "#ffffff" if kind == "io" else templating.colour(n.get("precision"))
     x0, y0 = cx - w / 2, cy - h / 2
     label_y = cy - (4 if n.get("sublabel") else -4) - (6 if kind == "group" else 0)
-    mix = sorted((n.get("mix") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    mix = templating.ranked(n.get("mix") or {})
     total = sum(c for _, c in mix)
     segments, bx = [], x0 + 8
     for prec, count in mix if kind == "group" and total else []:

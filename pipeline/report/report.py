@@ -14,6 +14,7 @@ from pipeline.analysis import buildlog, node_precision, report_layers
 from pipeline.core import fileio, tables
 from pipeline.export import onnx_model
 from pipeline.report import report_graph
+from pipeline.report.templating import first
 from pipeline.core.errors import PipelineError
 
 LOG_KEYS = ("counts", "warnings", "errors", "phases", "layer_passes", "layers_original", "layers_final",
@@ -130,10 +131,6 @@ def _optimizer_line(opt: dict) -> list[str]:
     return [f"- optimizer log: {opt['layers_parsed']} network layers → {opt['layers_after']}{regions}"]
 
 
-def _nodes(names: list[str], limit: int = 6) -> str:
-    return ", ".join(names[:limit]) + (f" … (+{len(names) - limit})" if len(names) > limit else "")
-
-
 def precision_transform(calibration: dict) -> dict:
     """What the calibrate stage did to the graph, and on which data: a report that
     hides random calibration data or a fallback would not be honest."""
@@ -214,14 +211,14 @@ def to_markdown(report: dict, max_rows: int) -> str:
     if fusion["rows"]:
         md += [tables.markdown(["engine layer", "type", "precision", "ONNX nodes"],
                       [[r["engine_layer"], r["type"], r["precision"],
-                        f"{len(r['onnx_nodes'])}: {_nodes(r['onnx_nodes'])}"]
+                        f"{len(r['onnx_nodes'])}: {first(r['onnx_nodes'], 6)}"]
                        for r in fusion["rows"][:max_rows]]), ""]
     if fusion["unmapped"]:
-        md += [f"ONNX nodes in no engine layer (folded or removed): {_nodes(fusion['unmapped'], 20)}", ""]
+        md += [f"ONNX nodes in no engine layer (folded or removed): {first(fusion['unmapped'], 20)}", ""]
     if eng["layers"]:
         md += [f"## Engine layers ({eng['layers_source']})", "",
                tables.markdown(["name", "type", "precision", "tactic", "ONNX nodes"],
-                      [[l["name"], l["type"], l["precision"], l["tactic"], _nodes(l["onnx_nodes"], 3)]
+                      [[l["name"], l["type"], l["precision"], l["tactic"], first(l["onnx_nodes"], 3)]
                        for l in eng["layers"][:max_rows]]), ""]
     layers = report["network"]["layers"]
     if layers:

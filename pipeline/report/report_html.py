@@ -10,10 +10,6 @@ from pipeline.core.numbers import fmt
 from pipeline.report import graph_picture, templating
 
 
-def _ranked(counts: dict[str, int]) -> list[tuple[str, int]]:
-    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))  # JSON sorts keys; re-rank
-
-
 def _cards(r: dict) -> list[tuple[object, str]]:
     eng, log = r["engine"], r["build_log"]
     return [
@@ -68,7 +64,7 @@ def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
         "accuracy_rows": [[o, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
                            m.get("top1_agreement", "")] for o, m in transform["accuracy"].items()]
                          if transform else [],
-        "engine_counts": _ranked(eng["precisions"]), "network_counts": _ranked(report["network"]["precisions"]),
+        "engine_counts": templating.ranked(eng["precisions"]), "network_counts": templating.ranked(report["network"]["precisions"]),
         "fusion_rows": report["fusion"]["rows"][:max_rows], "layer_rows": eng["layers"][:max_rows],
         "io_rows": [[t["name"], t.get("mode"), t["dtype"], t["shape"]] for t in eng["io_tensors"]],
         "severity_rows": [[k, log["counts"].get(k, 0)] for k in SEVERITIES],

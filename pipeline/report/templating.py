@@ -26,7 +26,13 @@ def mib(n) -> str:
     return f"{n / (1 << 20):,.2f} MiB" if isinstance(n, (int, float)) else "–"
 
 
+def ranked(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """Largest count first, ties by name: JSON round trips sort keys, so rank again."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def first(names: list[str], n: int) -> str:
+    """The first n names, and how many more there are."""
     return ", ".join(names[:n]) + (f" … +{len(names) - n}" if len(names) > n else "")
 
 
