@@ -199,6 +199,8 @@ def test_fusion_is_measured_against_engine_layers_not_optimizer_regions():
     classic = [_layer("conv + relu", "CaskConvolution"), _layer("fc", "CaskGemm")]  # full TensorRT's own layers
     m = fusion.measure(parsed, None, classic, set(), passes)
     assert (m["layers_original"], m["layers_final"], m["fusion_ratio"]) == (3, 2, 1.5)
+    mixed = fusion.measure(parsed, None, [_layer("conv + relu", "CaskConvolution"), _layer(region)], {region}, passes)
+    assert mixed["fusion_ratio"] == 1.5 and "1 of them Myelin regions, each counted as one layer" in mixed["fusion_basis"]
     plan = {"source": "build log (ProfilingVerbosity.DETAILED)", "layers": classic + [_layer("reformat")]}
     assert fusion.measure(parsed, plan, [_layer(region)], {region}, passes)["fusion_ratio"] == 1.0
     assert fusion.measure({}, plan, [], set(), [])["fusion_basis"].startswith("unknown: the build log names no")

@@ -34,8 +34,11 @@ def measure(parsed: dict[str, dict], plan: dict | None, engine_layers: list[dict
         basis = ("unknown: the build log lists no engine layers, only Myelin regions "
                  "(build with ProfilingVerbosity.DETAILED)")
     else:
+        inside = sum(1 for l in layers if l["name"] in regions)
+        caveat = (f"; {inside} of them Myelin regions, each counted as one layer though it runs many kernels"
+                  if inside and not plan else "")
         basis = (f"{nodes} ONNX compute nodes (the parser's, without Constant, Identity and Q/DQ) "
-                 f"per engine layer ({len(layers)}, {source})")
+                 f"per engine layer ({len(layers)}, {source}{caveat})")
     original = next((p["layers"] for p in passes if p["pass"] == "Original"), None)
     return {
         "layers_original": nodes or None,
