@@ -61,15 +61,26 @@ def test_without_dot_the_built_in_layout_draws(monkeypatch, tmp_path, fresh_dot_
     assert str(pic["svg"]).count('<g class="node ') == 4
 
 
-def test_a_failing_dot_falls_back_and_says_why(monkeypatch, tmp_path, fresh_dot_lookup):
-    dot = tmp_path / "dot"  # a dot that answers -V but cannot lay anything out
+def _broken_dot(monkeypatch, folder, layout_script: str) -> None:
+    """A `dot` first on PATH that answers -V like Graphviz, then runs layout_script."""
+    dot = folder / "dot"
     dot.write_text('#!/bin/sh\nif [ "$1" = -V ]; then echo "dot - graphviz version 9.9.9 (0)" >&2; exit 0; fi\n'
-                   'echo "Error: layout exploded" >&2\nexit 3\n')
+                   + layout_script)
     dot.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_failing_dot_falls_back_and_says_why(monkeypatch, tmp_path, fresh_dot_lookup):
+    _broken_dot(monkeypatch, tmp_path, 'echo "Error: layout exploded" >&2\nexit 3\n')
     pic = graph_picture.draw(GRAPH, "t")
     assert pic["layout"] == "the built-in layered layout (dot failed: Error: layout exploded; fell back)"
     _fits_the_page(str(pic["svg"]), "t")
+
+
+def test_a_dot_with_output_we_cannot_read_falls_back(monkeypatch, tmp_path, fresh_dot_lookup):
+    _broken_dot(monkeypatch, tmp_path, 'echo "not an svg"\n')
+    pic = graph_picture.draw(GRAPH, "t")
+    assert pic["layout"].startswith("the built-in layered layout (dot's SVG has no width/height/viewBox header")
 
 
 @pytest.mark.parametrize("use_dot", [True, False], ids=["dot-where-installed", "built-in"])

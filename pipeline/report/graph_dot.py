@@ -70,9 +70,10 @@ def to_dot(nodes: list[dict], edges: list[tuple[str, str]]) -> tuple[str, dict[s
 
 def inline(svg: str, svg_id: str, tooltips: dict[str, str]) -> str:
     """dot's SVG made fit for the page: see the module docstring."""
-    svg = re.sub(r"<!--.*?-->", "", svg[svg.index("<svg"):], flags=re.S)
+    start = svg.find("<svg")
+    svg = re.sub(r"<!--.*?-->", "", svg[max(start, 0):], flags=re.S)
     m = _SVG_OPEN.search(svg)
-    if m is None:
+    if start < 0 or m is None:
         raise ValueError("dot's SVG has no width/height/viewBox header")
     natural_px = round(float(m.group(1)) * 4 / 3)  # dot measures in points
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(svg_id)}" width="100%" {m.group(3)} '
@@ -95,4 +96,7 @@ def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str) -> str:
         raise RuntimeError(f"dot did not run: {e}") from None
     if out.returncode != 0:
         raise RuntimeError(f"dot failed: {' '.join(out.stderr.split())[:200]}")
-    return inline(out.stdout, svg_id, tooltips)
+    try:
+        return inline(out.stdout, svg_id, tooltips)
+    except ValueError as e:  # another Graphviz's SVG header: the built-in layout still draws
+        raise RuntimeError(str(e)) from None
