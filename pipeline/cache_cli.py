@@ -82,11 +82,11 @@ def _current_context(params: str):
 def verify_engine(path: str, params: str) -> int:
     from pipeline.engine import verify
 
-    from pipeline import steps
+    from pipeline import upstream
 
     folder = verify.engine_folder(path)
     cfg, layout, fp = _current_context(params)
-    reasons = steps.chain_reasons(cfg, layout) + verify.reasons_not_current(folder, cfg, layout, fp)
+    reasons = upstream.chain_reasons(cfg, layout) + verify.reasons_not_current(folder, cfg, layout, fp)
     if reasons:
         for r in reasons:
             print(f"  - {r}")

@@ -85,50 +85,6 @@ def _no_stale_output(folder: Path) -> Iterator[None]:
         raise
 
 
-def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
-    """Why the outputs before the engine are not current for `cfg`, link by link:
-    model bytes -> export -> precision transform. [] when every link holds."""
-    from pipeline.export import export as export_lib
-
-    reasons = []
-    for stage, folder in (("export", layout.export_dir), ("calibrate", layout.calibrate_dir)):
-        try:
-            rec = provenance.require(folder, cfg, stage)
-        except PipelineError as e:
-            return reasons + [str(e)]
-        if stage == "export":
-            try:
-                now = export_lib.source_sha256(cfg.model)
-            except PipelineError as e:
-                return reasons + [f"model: {e}"]
-            if rec.get("model_sha256") != now:
-                reasons.append(f"model: its bytes changed since the export ({_source(cfg)}); rerun the export stage")
-            exported = fileio.read_json(layout.export_dir / "export.json", "export summary").get("onnx_sha256")
-        elif rec.get("source_sha256") != exported:
-            reasons.append("calibrate: made from another export than artifacts/export; rerun the calibrate stage")
-    return reasons
-
-
-def _source(cfg: Any) -> str:
-    return cfg.model.onnx_path or cfg.model.factory
-
-
-def _upstream_current(cfg: Any, layout: Layout, fp: dict) -> dict:
-    """For inspect and benchmark: export, calibrate and the engine all belong to the
-    present params and this machine; the manifest of that engine."""
-    from pipeline.engine import verify
-
-    provenance.require(layout.export_dir, cfg, "export")
-    provenance.require(layout.calibrate_dir, cfg, "calibrate")
-    engine_dir = layout.engine_dir(fp["id"])
-    manifest = verify.assert_loadable(engine_dir, fp)
-    reasons = verify.reasons_not_current(engine_dir, cfg, layout, fp)
-    if reasons:
-        raise PipelineError(f"{engine_dir} is not the engine of the present params ({reasons[0]}); "
-                            f"rerun the build stage (dvc repro)")
-    return manifest
-
-
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     from pipeline.engine import cache_key, store as store_lib
 
@@ -259,12 +215,13 @@ def tool_versions() -> dict:
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
+    from pipeline import upstream
     from pipeline.analysis import engine_inspector
     from pipeline.report import report as report_lib, report_html
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
-    _upstream_current(cfg, layout, fp)
+    upstream.current(cfg, layout, fp)
     inspection = (engine_inspector.inspect(engine_dir / "engine.plan", fp) if cfg.inspect.engine_inspector
                   else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"})
     report = report_lib.make_report(layout.export_dir / "model.onnx", layout.calibrate_dir / "model.onnx",
@@ -281,12 +238,13 @@ def inspect(cfg: Any, layout: Layout) -> dict:
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
+    from pipeline import upstream
     from pipeline.bench import benchmark as bench_lib
     from pipeline.report import benchmark_report
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
-    manifest = _upstream_current(cfg, layout, fp)
+    manifest = upstream.current(cfg, layout, fp)
     paths = {"export": layout.export_dir / "model.onnx", "calibrated": layout.calibrate_dir / "model.onnx",
              "engine": engine_dir / "engine.plan", "reference": layout.export_dir / "reference.npz"}
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)

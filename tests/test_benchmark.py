@@ -226,6 +226,7 @@ def test_dvc_draws_latency_and_throughput_per_backend(in_tmp_repo_copy):
 
 
 def test_a_graph_onnxruntime_cannot_load_is_a_finding_not_a_crash(built_cnn, tmp_path, monkeypatch):
+    from pipeline import upstream
     from pipeline.engine import verify
 
     _, built = built_cnn
@@ -233,7 +234,7 @@ def test_a_graph_onnxruntime_cannot_load_is_a_finding_not_a_crash(built_cnn, tmp
     (layout.calibrate_dir / "model.onnx").write_bytes(b"not an onnx graph")
     # The stage refuses a calibrated graph that is not the engine's (tests/test_e2e_incremental.py);
     # here the runner itself is judged, so only the machine and engine bytes are checked.
-    monkeypatch.setattr(steps, "_upstream_current", lambda cfg, lay, fp: verify.assert_loadable(lay.engine_dir(fp["id"]), fp))
+    monkeypatch.setattr(upstream, "current", lambda cfg, lay, fp: verify.assert_loadable(lay.engine_dir(fp["id"]), fp))
     cfg = compose("model=cnn", "precision=fp32", *FAST_BENCH, "benchmark.backends=[onnxruntime,onnxruntime_calibrated]",
                   "benchmark.batch_sizes=[8]")
     res = steps.benchmark(cfg, layout)["results"]

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from pipeline import steps
-from pipeline.analysis import buildlog
+from pipeline.analysis import buildlog, fusion
 from pipeline.core import fileio
 from pipeline.engine import manifest as manifest_lib
 from pipeline.core.errors import PipelineError
@@ -25,9 +25,14 @@ def test_summary_of_a_real_transformer_build(transformer_result):
     assert any(INT64_WARNING in w for w in s["warnings"]) and len(s["warnings"]) == s["counts"]["warning"]
     passes = [p["pass"] for p in s["layer_passes"]]
     assert passes[0] == "Original" and "After vertical fusions" in passes and "After Myelin optimization" in passes
+    # The optimizer's counts fall to the one Myelin region: kept, as what they are.
     original = next(r.message for r in records if r.message.startswith("Original:"))
-    assert s["layers_original"] == int(original.split()[1]) > s["layers_final"] >= 1
+    assert s["optimizer"] == {"layers_parsed": int(original.split()[1]), "layers_after": 1, "regions": 1}
+    # Fusion: ONNX compute nodes the parser imported per layer the engine lists.
+    compute = [n for n, v in s["onnx_nodes"].items() if v["op"] not in fusion.NON_COMPUTE_OPS]
+    assert s["layers_original"] == len(compute) > s["layers_final"] == len(s["engine_plan"]["layers"]) > 10
     assert s["fusion_ratio"] == round(s["layers_original"] / s["layers_final"], 3)
+    assert s["fusion_basis"].startswith(f"{len(compute)} ONNX compute nodes")
     region = s["fused_layers"][0]
     assert region["layer"].startswith("{ForeignNode[") and "/layers.0/qkv/MatMul" in region["onnx_nodes"]
     assert len(region["onnx_nodes"]) > 50  # every node of the region, not just the first
@@ -174,3 +179,28 @@ def test_load_summary_reuses_a_current_summary_and_reanalyses_an_old_one(tmp_pat
     (d / "build.log").unlink()
     with pytest.raises(PipelineError, match="neither a current build_summary.json nor a build.log"):
         buildlog.load_summary(d)
+
+
+def _layer(name, kind="kgen"):
+    return {"name": name, "type": kind, "precision": "fp32", "inputs": [], "outputs": [], "onnx_nodes": [],
+            "tactic": None}
+
+
+def test_fusion_is_measured_against_engine_layers_not_optimizer_regions():
+    parsed = {"c": {"op": "Constant", "dtype": "fp32"}, "q": {"op": "QuantizeLinear", "dtype": "int8"},
+              "conv": {"op": "Conv", "dtype": "fp32"}, "relu": {"op": "Relu", "dtype": "fp32"},
+              "fc": {"op": "Gemm", "dtype": "fp32"}, "id": {"op": "Identity", "dtype": "fp32"}}
+    passes = [{"pass": "Original", "layers": 6}, {"pass": "After Myelin optimization", "layers": 1}]
+    region = "{ForeignNode[conv...fc]}"
+    only_region = fusion.measure(parsed, None, [_layer(region, "Myelin")], {region}, passes)
+    assert only_region["fusion_ratio"] is None and only_region["layers_final"] is None  # 3 → 1 is no fusion ratio
+    assert only_region["fusion_basis"].startswith("unknown: the build log lists no engine layers, only Myelin")
+    assert only_region["optimizer"] == {"layers_parsed": 6, "layers_after": 1, "regions": 1}
+    classic = [_layer("conv + relu", "CaskConvolution"), _layer("fc", "CaskGemm")]  # full TensorRT's own layers
+    m = fusion.measure(parsed, None, classic, set(), passes)
+    assert (m["layers_original"], m["layers_final"], m["fusion_ratio"]) == (3, 2, 1.5)
+    mixed = fusion.measure(parsed, None, [_layer("conv + relu", "CaskConvolution"), _layer(region)], {region}, passes)
+    assert mixed["fusion_ratio"] == 1.5 and "1 of them Myelin regions, each counted as one layer" in mixed["fusion_basis"]
+    plan = {"source": "build log (ProfilingVerbosity.DETAILED)", "layers": classic + [_layer("reformat")]}
+    assert fusion.measure(parsed, plan, [_layer(region)], {region}, passes)["fusion_ratio"] == 1.0
+    assert fusion.measure({}, plan, [], set(), [])["fusion_basis"].startswith("unknown: the build log names no")

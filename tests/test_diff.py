@@ -42,7 +42,7 @@ def test_fp16_against_fp32_narrows_layers(built_cnn, built_cnn_fp16):
 def test_cli_table_json_and_regression_gate(built_cnn, built_cnn_fp16):
     a, b = _engine_dir(built_cnn), _engine_dir(built_cnn_fp16)
     ok = _cli(a, b, "--fail-on-regression")
-    assert ok.returncode == 0 and "layers optimized" in ok.stdout and ok.stderr == ""
+    assert ok.returncode == 0 and "engine layers" in ok.stdout and "ONNX compute nodes" in ok.stdout and ok.stderr == ""
     as_json = json.loads(_cli(a, b, "--json").stdout)
     assert as_json["b"]["precision"] == "fp16" and as_json["regressions"] == []
     bad = _cli(b, a, "--fail-on-regression")  # fp32 judged against an fp16 baseline
@@ -91,3 +91,12 @@ def test_not_a_build_is_one_clear_error(tmp_path):
         diff.load(tmp_path)
     r = _cli(tmp_path, tmp_path / "missing")
     assert r.returncode == 1 and r.stderr.startswith("error: diff: ") and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_summary_from_before_fusion_was_measured_has_no_ratio_to_compare(built_cnn):
+    """Older summaries divided by the optimizer's Myelin region count (14 → 1 read 14.0)."""
+    view = diff.load(_engine_dir(built_cnn))
+    old_log = {"layers_original": 14, "layers_final": 1, "fusion_ratio": 14.0, "warnings": []}
+    old = diff._view("old", "build", "fp32", "t", 1, 1.0, old_log, [], {})
+    assert old["fusion_ratio"] is None and old["layers_final"] is None
+    assert not any(r.startswith("fusion ratio") for r in diff.compare(old, view)["regressions"])

@@ -102,3 +102,11 @@ def test_several_failures_name_the_first_and_count_the_rest(transformer_result):
     summary, records, engine = _real(transformer_result)
     with pytest.raises(PipelineError, match=r"^build gate max_warnings failed .*\(\+1 more failed gate"):
         gates.check(_gates(max_warnings=0, max_engine_mib=0.01), summary, records, engine)
+
+
+def test_an_unmeasured_fusion_ratio_fails_a_set_gate_and_says_why(transformer_result):
+    summary, records, engine = _real(transformer_result)
+    unmeasured = {**summary, "fusion_ratio": None, "fusion_basis": "unknown: the build log lists no engine layers"}
+    with pytest.raises(PipelineError, match=r"min_fusion_ratio failed .*fusion ratio unknown: the build log lists no "
+                                            r"engine layers, at least 1"):
+        gates.check(_gates(min_fusion_ratio=1), unmeasured, records, engine)

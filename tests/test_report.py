@@ -8,6 +8,7 @@ from onnx import TensorProto, helper
 
 from pipeline import steps
 from pipeline.core import fileio
+from pipeline.analysis import node_precision, report_layers
 from pipeline.report import graph_svg, report, report_graph, report_html
 
 
@@ -149,3 +150,48 @@ def test_report_says_when_calibration_data_was_random(tmp_path):
     assert report["precision_transform"]["calibration_data"]["random"] is True
     assert "RANDOM data" in (layout.inspect_dir / "report.md").read_text()
     assert "random data, not representative" in (layout.inspect_dir / "report.html").read_text()
+
+
+def test_int8_nodes_take_the_precision_of_the_kernel_that_computes_them(built_cnn_int8, tmp_path):
+    """A Conv runs at its int8 kernel's precision though fp32 epilogues name it too; a
+    Relu at the type it computes in; the optimizer's single region is not a layer count."""
+    r = _report(built_cnn_int8, tmp_path)
+    nodes = r["graph"]["nodes"] + [n for d in r["graph"]["details"] for n in d["nodes"]]
+    by_op = {}
+    for n in nodes:
+        if n["kind"] == "op":
+            by_op.setdefault(n["label"], set()).add(n["precision"])
+    assert by_op["Conv"] == {"int8"} and by_op["Relu"] == {"fp32"} and by_op["QuantizeLinear"] == {"int8"}
+    conv = next(n for n in nodes if n["label"] == "Conv")
+    assert "(engine kernel /features/" in conv["tooltip"]
+    log = r["build_log"]
+    assert log["optimizer"]["layers_after"] == 1 and log["layers_final"] == len(r["engine"]["layers"]) > 1
+    assert log["fusion_ratio"] == round(log["layers_original"] / log["layers_final"], 3)
+    page = report_html.to_html(r, use_dot=False)
+    assert f"{log['optimizer']['layers_parsed']} → 1 layers: 1 Myelin region" in page
+    assert f"<b>{log['layers_original']} → {log['layers_final']}</b><span>ONNX compute nodes → engine layers" in page
+
+
+def test_a_gemm_is_its_kernel_not_its_epilogue():
+    """The transformer int8 case, in miniature: Myelin names the qkv MatMul in its int8
+    GEMM and in three fp32 epilogues; the Range in a kernel that ends with a quantize."""
+    def layer(name, kind, ins, outs, nodes):
+        inputs, outputs = [{"dtype": d} for d in ins], [{"dtype": d} for d in outs]
+        matrix = report_layers.is_matrix_kernel(kind, name)
+        return {"name": name, "type": kind, "onnx_nodes": nodes,
+                "precision": report_layers.layer_precision(inputs, outputs, matrix)}
+
+    layers = [layer("__myl_CastGathIotaCastReshCastGathAddMulMinMaxRounCast", "kgen", ["int64"], ["int8"],
+                    ["/Range", "/tokens/Gather", "/Add_output_0_QuantizeLinear"]),
+              layer("__mye1+__mye2_myl0_2", "gemm", ["int8"], ["fp32"], ["/layers.0/qkv/MatMul"]),
+              *[layer(f"__myl_MulAddMulMinMaxRounCast_{i}", "kgen", ["fp32"], ["int8"],
+                      ["/layers.0/qkv/MatMul", "/layers.0/qkv/Add"]) for i in range(3)],
+              layer("__myl_CastMulMulAddMulMinMaxRounCast", "kgen", ["int8", "fp32"], ["int8"], ["/layers.0/Add_1"])]
+    assert [l["precision"] for l in layers] == ["int8", "int8", "fp32", "fp32", "fp32", "fp32"]
+    ops = {"/Range": "Range", "/tokens/Gather": "Gather", "/layers.0/qkv/MatMul": "MatMul",
+           "/layers.0/qkv/Add": "Add", "/layers.0/Add_1": "Add"}
+    network = {"/Range": "int64", "/tokens/Gather": "fp32", "/layers.0/qkv/Add": "fp32", "/layers.0/Add_1": "fp32"}
+    precision_of = node_precision.resolver(ops, layers, True, network, {}, {})
+    assert precision_of("/layers.0/qkv/MatMul", "") == ("int8", "engine kernel __mye1+__mye2_myl0_2")
+    assert precision_of("/Range", "")[0] == "int64" and precision_of("/tokens/Gather", "")[0] == "fp32"
+    assert precision_of("/layers.0/qkv/Add", "")[1] == "TensorRT network, fused into __myl_MulAddMulMinMaxRounCast_0"

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable
 
-from pipeline.analysis import report_layers
+from pipeline.analysis import fusion, report_layers
 from pipeline.core.errors import PipelineError
 from pipeline.engine.trt_hooks import Record
 
@@ -27,7 +27,10 @@ MIB = 1 << 20
 MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
 # Bump when summarize() changes what it reports: summaries of another version are
 # recomputed from the saved build.log rather than trusted.
-SUMMARY_VERSION = 1
+# 2: layers_original/layers_final/fusion_ratio count ONNX compute nodes and engine layers
+#    (analysis/fusion.py), no longer the optimizer's passes; pointwise kernels at a quantized
+#    edge report the type they compute in.
+SUMMARY_VERSION = 2
 
 _LAYERS = re.compile(r"^(Original|After [\w\s/-]+?):\s+(\d+) layers")
 _MEMORY = {
@@ -69,7 +72,8 @@ def _io_side(text: str) -> list[dict]:
 def _engine_layer(m: re.Match) -> dict:
     ins, _, outs = m.group(4).partition(" -> ")
     inputs, outputs = _io_side(ins), _io_side(outs)
-    return {"name": m.group(2), "type": m.group(1), "precision": report_layers.layer_precision(inputs, outputs),
+    matrix = report_layers.is_matrix_kernel(m.group(1), m.group(2))
+    return {"name": m.group(2), "type": m.group(1), "precision": report_layers.layer_precision(inputs, outputs, matrix),
             "inputs": inputs, "outputs": outputs, "onnx_nodes": [], "tactic": m.group(3)}
 
 
@@ -170,8 +174,6 @@ def summarize(records: Iterable[Record]) -> dict:
         layer["onnx_nodes"] = by_name.get(layer["name"], [])
         if layer["onnx_nodes"]:  # a Myelin region: its I/O types say little, its nodes' types say more
             layer["precision"] = region_precision(layer["onnx_nodes"], parsed) or layer["precision"]
-    original = next((p["layers"] for p in passes if p["pass"] == "Original"), None)
-    final = passes[-1]["layers"] if passes else None
     engine_device = sum(memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes"))
     known = plan["layers"] if plan else engine_layers
     return {
@@ -181,9 +183,7 @@ def summarize(records: Iterable[Record]) -> dict:
         "errors": [r.message for r in records if r.severity in ("error", "internal_error")],
         "phases": _phases(records),
         "layer_passes": passes,
-        "layers_original": original,
-        "layers_final": final,
-        "fusion_ratio": round(original / final, 3) if original and final else None,
+        **fusion.measure(parsed, plan, engine_layers, set(by_name), passes),
         "fused_layers": fused,
         "fusion_events": events[:MAX_EVENTS],
         "fusion_event_count": len(events),

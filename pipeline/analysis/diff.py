@@ -58,10 +58,12 @@ def _from_report(folder: Path, r: dict) -> dict:
 def _view(path, kind, precision, trt, engine_bytes, seconds, log, network, engine_prec, network_prec=None) -> dict:
     layers = {l["name"]: l.get("precision") or report_layers.network_precision(l) for l in network}
     memory = log.get("memory") or {}
+    # Older summaries (no fusion_basis) divided by the optimizer's region count: not comparable.
+    fused = log if "fusion_basis" in log else {}
     return {
         "path": path, "kind": kind, "precision": precision, "tensorrt": trt, "engine_bytes": engine_bytes,
-        "build_seconds": seconds, "layers_original": log.get("layers_original"),
-        "layers_final": log.get("layers_final"), "fusion_ratio": log.get("fusion_ratio"),
+        "build_seconds": seconds, "layers_original": fused.get("layers_original"),
+        "layers_final": fused.get("layers_final"), "fusion_ratio": fused.get("fusion_ratio"),
         "peak_memory_mib": log.get("peak_memory_mib"), "weights_bytes": memory.get("weights_bytes"),
         "activation_bytes": memory.get("activation_bytes"), "warnings": list(log.get("warnings") or []),
         "engine_precisions": engine_prec,
@@ -136,8 +138,8 @@ def format_table(d: dict) -> str:
     rows = [("", "A", "B", "change"),
             ("precision", d["a"]["precision"], d["b"]["precision"], ""),
             ("TensorRT", d["a"]["tensorrt"], d["b"]["tensorrt"], "")]
-    labels = {"engine_bytes": "engine bytes", "build_seconds": "build time (s)", "layers_original": "layers parsed",
-              "layers_final": "layers optimized", "fusion_ratio": "fusion ratio",
+    labels = {"engine_bytes": "engine bytes", "build_seconds": "build time (s)", "layers_original": "ONNX compute nodes",
+              "layers_final": "engine layers", "fusion_ratio": "fusion ratio",
               "peak_memory_mib": "peak memory (MiB)",
               "weights_bytes": "weights bytes", "activation_bytes": "activation bytes", "warnings": "warnings"}
     for key, label in labels.items():

@@ -59,10 +59,11 @@ def evaluate(gates_cfg: Any, summary: dict, records: Iterable[buildlog.Record] |
 
     limit, ratio = g.get("min_fusion_ratio"), summary.get("fusion_ratio")
     ok = limit is None or (ratio is not None and ratio >= limit)
+    measured = (f"fusion ratio {ratio} ({summary.get('layers_original')} ONNX compute nodes → "
+                f"{summary.get('layers_final')} engine layers)" if ratio is not None
+                else f"fusion ratio {summary.get('fusion_basis') or 'unknown'}")
     results.append(_result("min_fusion_ratio", limit, ratio, ok,
-                           f"fusion ratio {ratio} ({summary.get('layers_original')} layers after parsing → "
-                           f"{summary.get('layers_final')} after optimization)"
-                           + (f", at least {limit} required" if limit is not None else "")))
+                           measured + (f", at least {limit} required" if limit is not None else "")))
 
     limit = g.get("max_engine_mib")
     mib = round(engine_bytes / buildlog.MIB, 3) if engine_bytes is not None else None

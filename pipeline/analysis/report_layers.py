@@ -29,6 +29,13 @@ PRECISION_COLOURS = {
     "int8": "#f28e2b", "int4": "#b07aa1", "fp4": "#d4a6c8", "int32": "#bab0ac", "int64": "#9d9590",
     "bool": "#d7cfca", "uint8": "#c9b18f", "mixed": "#edc948", "unknown": "#e5e5e5",
 }
+# Storage types of quantized data: a kernel that only reads or writes them at its edge
+# (quantize, dequantize, reformat) computes in a wider type between.
+QUANTIZED = ("fp4", "int4", "fp8", "int8")
+# Kernels that multiply matrices, by type or by name: Myelin names a kernel after the ops
+# fused into it (`__myl_FcAdd...` is a fully connected layer, `_gemm_mha_v2` attention),
+# full TensorRT by its implementation (`CaskGemmConvolution`, `CaskConvolution`).
+_MATRIX_KERNEL = re.compile(r"gemm|conv|correlation|fully.?connected|matrix.?multiply|^__myl_Fc|_mha", re.I)
 METADATA_SEPARATORS = re.compile("[\x1e\x1f]")
 _ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]\x1e\x1f]+)\]")
 
@@ -46,9 +53,20 @@ def narrowest(dtypes: Iterable[str]) -> str | None:
     return min(found, key=COMPUTE_ORDER.index) if found else None
 
 
-def layer_precision(inputs: list[dict], outputs: list[dict]) -> str:
-    """What the layer computes in: its narrowest floating/quantized input, else output;
-    shape and index layers (int64, bool only) keep their integer type."""
+def is_matrix_kernel(layer_type: str, name: str) -> bool:
+    return bool(_MATRIX_KERNEL.search(layer_type or "") or _MATRIX_KERNEL.search(name or ""))
+
+
+def layer_precision(inputs: list[dict], outputs: list[dict], matrix: bool = True) -> str:
+    """What the layer computes in. A matrix kernel (GEMM, convolution): its narrowest
+    floating/quantized input, else output. Any other kernel that touches quantized data
+    converts at its edge and computes in the widest float type it sees (an int8 → fp32
+    dequantize-and-add is fp32 arithmetic). Shape and index layers (int64, bool only)
+    keep their integer type."""
+    seen = [t["dtype"] for t in inputs + outputs]
+    wide = [d for d in seen if d in COMPUTE_ORDER and d not in QUANTIZED]
+    if not matrix and wide and any(d in QUANTIZED for d in seen):
+        return max(wide, key=COMPUTE_ORDER.index)
     found = narrowest(t["dtype"] for t in inputs) or narrowest(t["dtype"] for t in outputs)
     if found:
         return found
@@ -81,10 +99,12 @@ def normalize_layer(raw: Any) -> dict:
     inputs = [_tensor(t) for t in raw.get("Inputs") or []]
     outputs = [_tensor(t) for t in raw.get("Outputs") or []]
     tactic = raw.get("TacticName") or raw.get("TacticValue") or raw.get("Tactic")
+    name = METADATA_SEPARATORS.sub("+", str(raw["Name"]))
+    kind = str(raw.get("LayerType") or raw.get("ParameterType") or "")
     return {
-        "name": METADATA_SEPARATORS.sub("+", str(raw["Name"])),
-        "type": str(raw.get("LayerType") or raw.get("ParameterType") or ""),
-        "precision": layer_precision(inputs, outputs),
+        "name": name,
+        "type": kind,
+        "precision": layer_precision(inputs, outputs, is_matrix_kernel(kind, name)),
         "inputs": inputs,
         "outputs": outputs,
         "onnx_nodes": onnx_nodes(raw.get("Metadata")),

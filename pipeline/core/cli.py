@@ -39,4 +39,9 @@ def _terminate(signum, _frame) -> None:
 def run(main: Callable[..., int | None]) -> None:
     # SIGTERM unwinds like Ctrl-C, so staged outputs and locks are cleaned up.
     signal.signal(signal.SIGTERM, _terminate)
-    sys.exit(exits_cleanly(main)())
+    code = exits_cleanly(main)()
+    # The work is done and its exit status decided: a signal now must not turn into a
+    # traceback or a death by signal during interpreter shutdown.
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    sys.exit(code)

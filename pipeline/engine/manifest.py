@@ -35,6 +35,7 @@ def log_summary(summary: dict) -> dict:
         "layers_original": summary["layers_original"],
         "layers_final": summary["layers_final"],
         "fusion_ratio": summary["fusion_ratio"],
+        "fusion_basis": summary.get("fusion_basis"),
         "engine_precisions": summary.get("engine_precisions", {}),
         "memory": summary["memory"],
         "peak_memory_mib": summary.get("peak_memory_mib"),

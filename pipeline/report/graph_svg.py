@@ -1,19 +1,20 @@
-"""Draw a directed acyclic graph as one inline SVG, top to bottom, without Graphviz.
+"""Draw a directed acyclic graph as one inline SVG, top to bottom, without Graphviz:
+the fallback where `dot` is absent (graph_picture chooses).
 
 A small layered layout: longest-path ranks, dummy points on edges that skip ranks (so
 they route between boxes, not through them), barycentre sweeps to cut crossings, then
 x positions pulled towards neighbours while keeping a minimum gap. Good for the few
-hundred boxes a collapsed network has; no JavaScript, no external assets.
+hundred boxes a collapsed network has; no JavaScript, no external assets. The SVG
+itself comes from templates/graph.svg.j2.
 
 A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?}
 where mix is {precision: count} for a collapsed group (drawn as a stacked bar)."""
 
 from __future__ import annotations
 
-import html
 from collections import defaultdict
 
-from pipeline.analysis.report_layers import PRECISION_COLOURS
+from pipeline.report import templating
 
 SIZES = {"op": (176, 38), "group": (236, 54), "io": (150, 28), "dummy": (0, 0)}
 RANK_GAP = 34
@@ -147,11 +148,6 @@ def layout(nodes: list[dict], edges: list[tuple[str, str]]) -> dict:
     return {"x": x, "y": y, "kinds": kinds, "chains": chains, "width": width, "height": top - RANK_GAP + MARGIN}
 
 
-def _text_colour(fill: str) -> str:
-    r, g, b = (int(fill[i:i + 2], 16) for i in (1, 3, 5))
-    return "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
-
-
 def _clip(text: str, width: int, px: float = 6.6, keep_end: bool = True) -> str:
     """Names keep their end (the op), descriptions their start."""
     n = max(4, int((width - 12) / px))
@@ -168,46 +164,26 @@ def _path(points: list[tuple[float, float]]) -> str:
     return d
 
 
-def _node_svg(n: dict, cx: float, cy: float) -> str:
+def _box(n: dict, cx: float, cy: float) -> dict:
+    """One node's geometry and text, ready for graph.svg.j2."""
     kind = n.get("kind", "op")
     w, h = SIZES[kind]
-    fill = PRECISION_COLOURS.get(n.get("precision") or "unknown", PRECISION_COLOURS["unknown"])
-    if kind == "io":
-        fill = "#ffffff"
-    fg = _text_colour(fill)
+    fill = "#ffffff" if kind == "io" else templating.colour(n.get("precision"))
     x0, y0 = cx - w / 2, cy - h / 2
-    e = html.escape
-    dash = ' stroke-dasharray="4 2"' if kind == "io" else ""
-    parts = [f'<g class="node {kind}"><title>{e(n.get("tooltip") or n["label"])}</title>',
-             f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w}" height="{h}" rx="{14 if kind == "io" else 5}" '
-             f'fill="{fill}" stroke="{"#333" if kind != "group" else "#111"}" '
-             f'stroke-width="{2.2 if kind == "group" else 1}"{dash}/>']
     label_y = cy - (4 if n.get("sublabel") else -4) - (6 if kind == "group" else 0)
-    parts.append(f'<text x="{cx:.1f}" y="{label_y:.1f}" text-anchor="middle" font-size="12" font-weight="600" '
-                 f'fill="{fg}">{e(_clip(n["label"], w, 7.4))}</text>')
-    if n.get("sublabel"):
-        parts.append(f'<text x="{cx:.1f}" y="{label_y + 14:.1f}" text-anchor="middle" font-size="10.5" '
-                     f'fill="{fg}">{e(_clip(n["sublabel"], w, 6.2, kind != "group"))}</text>')
-    mix = dict(sorted((n.get("mix") or {}).items(), key=lambda kv: (-kv[1], kv[0])))
-    total = sum(mix.values())
-    if kind == "group" and total:
-        bx, bw = x0 + 8, w - 16
-        for prec, count in mix.items():
-            seg = bw * count / total
-            parts.append(f'<rect x="{bx:.1f}" y="{y0 + h - 13:.1f}" width="{seg:.1f}" height="7" '
-                         f'fill="{PRECISION_COLOURS.get(prec, PRECISION_COLOURS["unknown"])}" stroke="#fff" '
-                         f'stroke-width="0.5"><title>{e(prec)}: {count}</title></rect>')
-            bx += seg
-    parts.append("</g>")
-    return "".join(parts)
-
-
-def legend(precisions: list[str]) -> str:
-    """A row of precision swatches, as HTML (kept outside the SVG so it never scrolls away)."""
-    fill = {p: PRECISION_COLOURS.get(p, PRECISION_COLOURS["unknown"]) for p in precisions}
-    items = "".join(f'<span class="swatch"><i style="background:{fill[p]}"></i>{html.escape(p)}</span>'
-                    for p in precisions)
-    return f'<div class="legend">{items}</div>'
+    mix = templating.ranked(n.get("mix") or {})
+    total = sum(c for _, c in mix)
+    segments, bx = [], x0 + 8
+    for prec, count in mix if kind == "group" and total else []:
+        seg = (w - 16) * count / total
+        segments.append({"precision": prec, "count": count, "x": round(bx, 1), "y": round(y0 + h - 13, 1),
+                         "w": round(seg, 1)})
+        bx += seg
+    return {"kind": kind, "tooltip": n.get("tooltip") or n["label"], "x0": round(x0, 1), "y0": round(y0, 1),
+            "w": w, "h": h, "cx": round(cx, 1), "fill": fill, "fg": templating.text_colour(fill),
+            "label": _clip(n["label"], w, 7.4), "label_y": round(label_y, 1),
+            "sublabel": _clip(n["sublabel"], w, 6.2, kind != "group") if n.get("sublabel") else "",
+            "sublabel_y": round(label_y + 14, 1), "mix": segments}
 
 
 def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
@@ -215,20 +191,11 @@ def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -
         return ""
     lay = layout(nodes, edges)
     x, y, kinds = lay["x"], lay["y"], lay["kinds"]
-    by_id = {n["id"]: n for n in nodes}
-    marker = f"{svg_id}-arrow"
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" id="{html.escape(svg_id)}" width="{lay["width"]:.0f}" '
-           f'height="{lay["height"]:.0f}" viewBox="0 0 {lay["width"]:.0f} {lay["height"]:.0f}" '
-           f'font-family="Helvetica, Arial, sans-serif" role="img">',
-           f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
-           f'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#666"/></marker></defs>',
-           '<g class="edges" fill="none" stroke="#888" stroke-width="1.2">']
+    paths = []
     for chain in lay["chains"]:
         u, v = chain[0], chain[-1]
         hu, hv = SIZES[kinds[u]][1], SIZES[kinds[v]][1]
-        pts = [(x[u], y[u] + hu / 2)] + [(x[d], y[d]) for d in chain[1:-1]] + [(x[v], y[v] - hv / 2)]
-        out.append(f'<path d="{_path(pts)}" marker-end="url(#{marker})"/>')
-    out.append("</g><g class=\"nodes\">")
-    out += [_node_svg(by_id[n], x[n], y[n]) for n in by_id]
-    out.append("</g></svg>")
-    return "".join(out)
+        paths.append(_path([(x[u], y[u] + hu / 2)] + [(x[d], y[d]) for d in chain[1:-1]] + [(x[v], y[v] - hv / 2)]))
+    boxes = [_box(n, x[n["id"]], y[n["id"]]) for n in nodes]
+    return templating.render("graph.svg.j2", svg_id=svg_id, width=f"{lay['width']:.0f}",
+                             height=f"{lay['height']:.0f}", paths=paths, boxes=boxes)

@@ -10,14 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.analysis import buildlog, report_layers
+from pipeline.analysis import buildlog, node_precision, report_layers
 from pipeline.core import fileio, tables
 from pipeline.export import onnx_model
 from pipeline.report import report_graph
+from pipeline.report.templating import first
 from pipeline.core.errors import PipelineError
 
 LOG_KEYS = ("counts", "warnings", "errors", "phases", "layer_passes", "layers_original", "layers_final",
-            "fusion_ratio", "memory", "layer_memory", "peak_memory_mib", "timing_cache", "fusion_event_count")
+            "fusion_ratio", "fusion_basis", "optimizer", "memory", "layer_memory", "peak_memory_mib", "timing_cache",
+            "fusion_event_count")
 
 
 def onnx_summary(path: Path, model=None) -> dict:
@@ -87,20 +89,9 @@ def make_report(export_onnx: Path, built_onnx: Path, engine_dir: Path, inspect_c
             dtype_hist[out["dtype"]] = dtype_hist.get(out["dtype"], 0) + 1
     layers, io_tensors, source, detailed = engine_layers(summary, inspection)
     live = [n.name for n in report_graph.live_nodes(built_model)]
-    by_onnx = {n: l["precision"] for l in layers for n in l["onnx_nodes"]} if detailed else {}
-    by_layer = {l["name"]: l["precision"] for l in network}
-    parsed = summary.get("onnx_nodes") or {}
-    onnx_dtypes = _onnx_dtypes(built_model)
-
-    def precision_of(node: str, first_output: str) -> tuple[str, str]:
-        if node in by_onnx:
-            return by_onnx[node], "engine layer"
-        if node in by_layer:
-            return by_layer[node], "TensorRT network"
-        if node in parsed:
-            return parsed[node]["dtype"], "TensorRT ONNX parser"
-        return onnx_dtypes.get(first_output, "unknown"), "ONNX type"
-
+    precision_of = node_precision.resolver({n.name: n.op_type for n in built_model.graph.node}, layers, detailed,
+                                           {l["name"]: l["precision"] for l in network},
+                                           summary.get("onnx_nodes") or {}, _onnx_dtypes(built_model))
     max_nodes = int(getattr(inspect_cfg, "graph_max_nodes", 150))
     inspector = ({k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
                  if inspection else {"available": False, "reason": "not attempted"})
@@ -133,8 +124,11 @@ def make_report(export_onnx: Path, built_onnx: Path, engine_dir: Path, inspect_c
     }
 
 
-def _nodes(names: list[str], limit: int = 6) -> str:
-    return ", ".join(names[:limit]) + (f" … (+{len(names) - limit})" if len(names) > limit else "")
+def _optimizer_line(opt: dict) -> list[str]:
+    if not opt.get("layers_parsed"):
+        return []
+    regions = f"; {opt['regions']} Myelin region(s), each compiled into many kernels" if opt.get("regions") else ""
+    return [f"- optimizer log: {opt['layers_parsed']} network layers → {opt['layers_after']}{regions}"]
 
 
 def precision_transform(calibration: dict) -> dict:
@@ -179,8 +173,8 @@ def to_markdown(report: dict, max_rows: int) -> str:
           f"- backend: {eng['backend']['flavour']} {eng['backend']['version']}",
           f"- target: {eng['target']} (fingerprint `{eng['fingerprint']}`)",
           f"- engine: {eng['bytes']:,} bytes, sha256 `{eng['sha256'][:16]}…`, built in {report['build_seconds']} s",
-          f"- layers: {log['layers_original']} after parsing → {log['layers_final']} after optimization "
-          f"(fusion ratio {log['fusion_ratio']})",
+          f"- fusion ratio {log['fusion_ratio']}: {log.get('fusion_basis')}",
+          *_optimizer_line(log.get("optimizer") or {}),
           f"- peak memory: {log['peak_memory_mib']} MiB; warnings: {len(log['warnings'])}",
           f"- engine layers from: {eng['layers_source']}",
           "- engine inspector: " + (f"available ({insp.get('layout')})" if insp.get("available")
@@ -217,14 +211,14 @@ def to_markdown(report: dict, max_rows: int) -> str:
     if fusion["rows"]:
         md += [tables.markdown(["engine layer", "type", "precision", "ONNX nodes"],
                       [[r["engine_layer"], r["type"], r["precision"],
-                        f"{len(r['onnx_nodes'])}: {_nodes(r['onnx_nodes'])}"]
+                        f"{len(r['onnx_nodes'])}: {first(r['onnx_nodes'], 6)}"]
                        for r in fusion["rows"][:max_rows]]), ""]
     if fusion["unmapped"]:
-        md += [f"ONNX nodes in no engine layer (folded or removed): {_nodes(fusion['unmapped'], 20)}", ""]
+        md += [f"ONNX nodes in no engine layer (folded or removed): {first(fusion['unmapped'], 20)}", ""]
     if eng["layers"]:
         md += [f"## Engine layers ({eng['layers_source']})", "",
                tables.markdown(["name", "type", "precision", "tactic", "ONNX nodes"],
-                      [[l["name"], l["type"], l["precision"], l["tactic"], _nodes(l["onnx_nodes"], 3)]
+                      [[l["name"], l["type"], l["precision"], l["tactic"], first(l["onnx_nodes"], 3)]
                        for l in eng["layers"][:max_rows]]), ""]
     layers = report["network"]["layers"]
     if layers:

@@ -9,7 +9,7 @@ import re
 from collections import Counter, defaultdict
 from typing import Callable
 
-from pipeline.analysis import report_layers
+from pipeline.analysis import fusion, node_precision, report_layers
 
 MIN_BLOCK_NODES = 3  # smaller repeats (a Conv and its Relu) read fine unfolded
 _NUMBERED = re.compile(r"(.+)\.(\d+)")
@@ -70,12 +70,16 @@ def onnx_graph(model, precision_of: Callable[[str, str], tuple[str, str]], max_n
 
 
 def _group_node(gid: str, label: str, members: list[dict]) -> dict:
+    """A folded block takes the colour of its GEMMs and convolutions, where the work is:
+    an int8 transformer layer is mostly fp32 Adds and Q/DQ by count, int8 by arithmetic."""
     mix = report_layers.histogram(members)
-    ops = Counter(m["label"] for m in members).most_common(3)
-    top = next(iter(mix), "unknown")
+    matrix = [m for m in members if m["label"] in node_precision.MATRIX_OPS]
+    top = next(iter(report_layers.histogram(matrix or members)), "unknown")
+    ops = Counter(m["label"] for m in members if m["label"] not in fusion.NON_COMPUTE_OPS).most_common(3)
+    why = f"coloured by its {len(matrix)} GEMM/convolution nodes" if matrix else "coloured by most of its nodes"
     return {"id": gid, "label": label, "kind": "group", "precision": top, "mix": mix,
             "sublabel": f"{len(members)} nodes · " + " ".join(f"{op}×{n}" for op, n in ops),
-            "tooltip": f"{label}: {len(members)} nodes folded\n"
+            "tooltip": f"{label}: {len(members)} nodes folded, {why}\n"
                        + ", ".join(f"{p} {n}" for p, n in mix.items())}
 
 
