@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import backend, interrupt, weak_typing
+from pipeline.engine import backend, interrupt
 from pipeline.engine.cache_key import plugin_sha256
 from pipeline.export import profiles as profile_lib
 from pipeline.core.errors import PipelineError
@@ -146,6 +146,10 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     trt = backend.import_flavour(flavour)
     strongly_typed = precision_cfg.mode == "strong"
     if not strongly_typed:
+        # Legacy weak typing pulls in numpy and the calibration-data loaders; a strongly
+        # typed build (every TensorRT 11 and TensorRT-RTX build) never loads them.
+        from pipeline.engine import weak_typing
+
         weak_typing.refuse_if_strongly_typed_only(trt)
     logger = make_logger(trt)
     builder = trt.Builder(logger)
@@ -155,6 +159,8 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
     weak = {}
     if not strongly_typed:
+        from pipeline.engine import weak_typing
+
         weak = weak_typing.configure(trt, builder, network, config, onnx_path.parent)
     if timing_cache is not None:
         timing_cache.attach(trt, config)
