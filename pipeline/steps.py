@@ -79,60 +79,66 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
     key_in = cache_key.engine_key_inputs(cfg, layout, fp)
     key = cache_key.cache_key(key_in)
-    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
-    entry, event = store.get(key), "hit"
-    if entry is None:
-        with store.lock(key):
-            entry = store.get(key)
-            if entry is not None:
-                event = "hit (built meanwhile by another process)"
-            elif (adopted := _adopt_pulled(store, key, layout.engine_dir(fp["id"]), _labels(cfg, fp))) is not None:
-                entry, event = adopted, "adopted the engine DVC restored"
-            else:
-                entry = store.put(key, _build_files(cfg, layout, fp, key, key_in, progress),
-                                  labels=_labels(cfg, fp))
-                event = "miss, built"
-    print(f"engine store {event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})", file=sys.stderr)
+    folder = layout.engine_dir(fp["id"])
+    labels = _labels(cfg, fp)
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        adopted = _adopt_pulled(folder, key, key_in)
+        if adopted is not None:
+            return adopted, labels, "adopted the engine DVC restored"
+        return _build_files(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
+
+    got = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir)).get_or_make(key, make)
+    if got.not_stored:  # a read-only store still serves hits; a miss is built here only
+        print(f"warning: {got.not_stored}; the engine is in {folder} only, not in the store", file=sys.stderr)
+    print(f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
+          file=sys.stderr)
     # Only this machine's folder is replaced: artifacts/build keeps one folder per
     # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
-    with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
-        for name in entry.files:
-            shutil.copyfile(entry.file(name), out / name)
+    with fileio.staged_dir(folder) as out:
+        for name in got.names:
+            got.copy_to(name, out / name)
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
     from pipeline.analysis import buildlog, gates
+    from pipeline.engine import manifest as manifest_lib
 
-    folder = layout.engine_dir(fp["id"])
-    manifest = fileio.read_json(folder / "manifest.json", "build manifest")
+    manifest = manifest_lib.load(folder)
     gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
                 manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
     return manifest
 
 
-def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
-    """An engine DVC pulled or kept for this fingerprint, with this very key and
-    intact bytes, goes into the store instead of being rebuilt."""
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.exists():
-        return None
-    try:
-        manifest = fileio.read_json(manifest_path)
-    except PipelineError:
-        return None
-    if manifest.get("cache_key") != key:
-        return None
-    from pipeline.engine.verify import engine_intact
+def _adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | None:
+    """The files of an engine DVC pulled or kept for this fingerprint, when the key
+    recomputed from its own recorded inputs is the key being built and its bytes
+    are intact; None (with a warning when something was there) otherwise."""
+    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine.verify import adoption_refusal
 
-    if not engine_intact(folder, manifest):
-        print(f"warning: {folder / 'engine.plan'} does not match its manifest; rebuilding", file=sys.stderr)
+    if not (folder / "manifest.json").exists():
         return None
-    return store.put(key, {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}, labels)
+    manifest, bad = manifest_lib.read(folder / "manifest.json")
+    why = bad[0] if manifest is None else adoption_refusal(folder, manifest, key, key_in)
+    if why is not None:
+        print(f"warning: not adopting {folder / 'engine.plan'}: {why}; building it", file=sys.stderr)
+        return None
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()}
 
 
 def _labels(cfg: Any, fp: dict) -> dict:
+    """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
     gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
-    return {"model": cfg.model.name, "precision": cfg.precision.name, "gpu": gpu,
-            "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"]}
+    prec, calib = cfg.precision, cfg.calibration
+    qdq = prec.transform == "qdq"
+    kept = [*prec.keep_fp32_op_types, *prec.keep_fp32_nodes] if prec.transform == "autocast" else []
+    if qdq:
+        kept = [*calib.exclude_op_types, *calib.exclude_nodes]
+    return {"model": cfg.model.name, "precision": prec.name, "gpu": gpu,
+            "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"],
+            "profile": cfg.profile.name,
+            "calibration": f"{calib.name} ({calib.method})" if qdq or prec.mode == "weak" else "-",
+            "fallback": ", ".join(kept) or "-"}
 
 
 def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
