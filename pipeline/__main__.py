@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 
 from pipeline.core import cli
-from pipeline.core.errors import PipelineError
 
 
 def _fingerprint(args: argparse.Namespace) -> int:

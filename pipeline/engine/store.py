@@ -9,8 +9,7 @@ from pathlib import Path
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.locations import cache_folder
-from pipeline.core.verified_store import (ENTRY_FILE, LAST_USED, Entry, StoreNotWritable,  # noqa: F401 (re-exported)
-                                          VerifiedStore)
+from pipeline.core.verified_store import ENTRY_FILE, LAST_USED, Entry, VerifiedStore  # noqa: F401 (re-exported)
 from pipeline.engine import manifest as manifest_lib
 
 STORE_ENV = "TRT_PIPELINE_STORE"

@@ -19,6 +19,7 @@ def engine_folder(path: str | Path) -> Path:
     folder = path.parent if path.is_file() else path
     if not (folder / "manifest.json").exists():
         raise PipelineError(f"no manifest.json beside {path}; give an engine.plan or its build folder")
+    manifest_lib.load(folder)  # a damaged manifest is one line here, before any work
     return folder
 
 
