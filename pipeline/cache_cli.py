@@ -137,7 +137,7 @@ def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> i
     verb = "would remove" if dry_run else "removed"
     for key in removed:
         print(f"{verb} {key[:16]}")
-    print(f"{len(removed)} entries {verb} to fit in {size(limit)}")
+    print(f"{len(removed)} entries {'would be removed' if dry_run else 'removed'} to fit in {size(limit)}")
     return 0
 
 
