@@ -118,7 +118,7 @@ def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
     shutil.rmtree(root / "artifacts/build")  # nothing intact to adopt: it must rebuild
     p = start_build(root, store_dir)
     out, err = p.communicate()
-    assert p.returncode == 0 and "corrupt" in err and "engine store miss, built" in err
+    assert p.returncode == 0 and "is damaged" in err and "engine store miss, built" in err
     fp = steps.read_fingerprint(layout)["id"]
     manifest = fileio.read_json(root / "artifacts/build" / fp / "manifest.json")
     assert hashing.sha256_file(root / "artifacts/build" / fp / "engine.plan") == manifest["engine"]["sha256"]
