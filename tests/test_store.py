@@ -114,8 +114,15 @@ def test_unfinished_write_of_a_dead_process_is_cleaned(tmp_path):
     (debris / "engine.plan").write_bytes(b"half")
     mine = tmp_path / "tmp" / f"{OTHER}.{os.getpid()}.1"
     mine.mkdir()
-    assert store.clean_tmp() == [debris]
-    assert mine.exists() and store.keys() == []
+    # A store shared by several hosts: another host's pid means nothing here.
+    elsewhere = tmp_path / "tmp" / f"{KEY}.{dead}.2.otherhost"
+    elsewhere.mkdir()
+    abandoned = tmp_path / "tmp" / f"{OTHER}.{dead}.3.otherhost"
+    abandoned.mkdir()
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(abandoned, (two_days_ago, two_days_ago))
+    assert sorted(store.clean_tmp()) == sorted([debris, abandoned])
+    assert mine.exists() and elsewhere.exists() and store.keys() == []
 
 
 def test_prune_drops_least_recently_used(tmp_path):
@@ -186,3 +193,20 @@ def test_cache_cli_ls_verify_rm(tmp_path):
     assert dry.returncode == 0 and "would remove" in dry.stdout and store.keys() == [KEY]
     assert cli("rm", KEY[:8]).returncode == 0 and store.keys() == []
     assert not list(store.locks.iterdir())
+
+
+def test_labels_tell_entries_of_one_model_and_precision_apart():
+    """What `cache ls` shows beside model and precision: profile, calibration, fallback."""
+    from pipeline import steps
+    from tests.conftest import compose
+
+    fp = {"gpu": None, "trt_flavour": "tensorrt_rtx", "trt_version": "1.7.1.116", "id": "nogpu"}
+    int8 = ("model=transformer", "precision=int8")
+    plain = steps._labels(compose(*int8), fp)
+    samples = steps._labels(compose(*int8, "calibration=transformer_samples"), fp)
+    kept = steps._labels(compose(*int8, "calibration=transformer_samples", "calibration.exclude_op_types=[Softmax]"), fp)
+    assert (plain["calibration"], samples["calibration"]) == ("none (entropy)", "transformer_samples (entropy)")
+    assert (samples["fallback"], kept["fallback"]) == ("-", "Softmax")
+    fp16 = steps._labels(compose("precision=fp16", "precision.keep_fp32_op_types=[Softmax]"), fp)
+    assert fp16["fallback"] == "Softmax" and fp16["calibration"] == "-"
+    assert steps._labels(compose("profile=two_profiles"), fp)["profile"] == "two_profiles"

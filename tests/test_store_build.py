@@ -99,6 +99,9 @@ def test_an_intact_engine_in_artifacts_is_adopted(tmp_path, built_cnn):
     r = build(repo, tmp_path / "store2")
     assert r.returncode == 0 and "adopted the engine DVC restored" in r.stderr and not warnings(r), r.stderr
     assert_clean(tmp_path / "store2", tmp_path)
+    [row] = json.loads(cli(repo, "cache", "ls", "--json", "--store", str(tmp_path / "store2")).stdout)
+    assert (row["model"], row["precision"], row["profile"], row["calibration"], row["fallback"]) == (
+        "cnn", "fp32", "dynamic", "-", "-")
 
 
 @contextlib.contextmanager

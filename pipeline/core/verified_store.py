@@ -22,7 +22,9 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -36,6 +38,8 @@ from pipeline.core.errors import PipelineError
 _KEY = SHA256
 # A store that cannot be written (read-only mount, no permission): hits still work.
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+# Another host's unfinished write is only taken for debris after this long.
+FOREIGN_TMP_S = 24 * 3600
 
 
 class StoreNotWritable(PipelineError):
@@ -196,7 +200,7 @@ class VerifiedStore:
             if (bad := plain_name_problem(name, "an entry")) is not None:
                 raise ValueError(bad)
         self.clean_tmp()
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}"
+        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{_host()}"
         try:
             tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
@@ -246,17 +250,24 @@ class VerifiedStore:
             shutil.rmtree(path)
 
     def clean_tmp(self) -> list[Path]:
-        """Remove tmp folders left by builders that no longer run."""
+        """Remove tmp folders left by builders that no longer run: on this host, by
+        pid; a store shared by several hosts keeps another host's for a day."""
         removed = []
         tmp_root = self.root / "tmp"
         if not tmp_root.is_dir():
             return removed
         for p in tmp_root.iterdir():
-            parts = p.name.split(".")
+            parts = p.name.split(".")  # key.pid.ns.host
             pid = int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
-            if pid is None or not _alive(pid):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
+            if len(parts) >= 4 and parts[3] != _host():
+                with contextlib.suppress(OSError):
+                    gone = time.time() - p.stat().st_mtime > FOREIGN_TMP_S
+                    if not gone:
+                        continue
+            elif pid is not None and _alive(pid):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
         return removed
 
     def stale_locks(self) -> list[Path]:
@@ -281,6 +292,10 @@ class VerifiedStore:
         if len(matches) != 1:
             raise PipelineError(f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}")
         return matches[0]
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
 
 
 def _alive(pid: int) -> bool:
