@@ -188,9 +188,6 @@ class VerifiedStore:
             self._held.discard(key)
             locking.release(path, fd)
 
-    def lock_holder(self, key: str) -> str:
-        return locking.holder(self.locks / f"{key}.lock")
-
     def put(self, key: str, files: dict[str, bytes], labels: dict) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.
         Call under `lock(key)`."""
@@ -247,7 +244,10 @@ class VerifiedStore:
         if not path.is_dir():
             raise PipelineError(f"no {self.what} entry {key}")
         with self.lock(key, timeout=30):
-            shutil.rmtree(path)
+            try:
+                shutil.rmtree(path)
+            except OSError as e:
+                raise self._oserror(e, path, "remove") from None
 
     def clean_tmp(self) -> list[Path]:
         """Remove tmp folders left by builders that no longer run: on this host, by
@@ -267,7 +267,8 @@ class VerifiedStore:
             elif pid is not None and _alive(pid):
                 continue
             shutil.rmtree(p, ignore_errors=True)
-            removed.append(p)
+            if not p.exists():
+                removed.append(p)
         return removed
 
     def stale_locks(self) -> list[Path]:
