@@ -161,3 +161,12 @@ def test_a_store_path_that_is_a_file_stops_the_build_in_one_line(tmp_path, built
     (tmp_path / "store").write_text("a file")
     one_error_line(build(repo, tmp_path / "store"), f"engine store {tmp_path / 'store'} is not a folder")
     assert not engine_dir(repo).exists()
+
+
+def test_a_full_disk_anywhere_is_one_line_naming_the_file(tmp_path):
+    with tmpfs(tmp_path / "full", "16k") as disk:
+        with contextlib.suppress(OSError):
+            (disk / "filler").write_bytes(b"x" * 64 * 1024)
+        r = cli(tmp_path, "params", "--conf", str(REPO / "conf"), "--out", str(disk / "params.yaml"))
+        one_error_line(r, f"{disk / 'params.yaml'}: No space left on device")
+        assert sorted(p.name for p in disk.iterdir()) == ["filler"]

@@ -76,8 +76,8 @@ def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dic
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
     reasons = []
-    if regular_file_problem(folder, engine.name) is not None:
-        return [f"{engine.name} is missing"]
+    if (bad := regular_file_problem(folder, engine.name)) is not None:
+        return [bad]
     if not engine_intact(folder, manifest):
         reasons.append(f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)")
     built = manifest.get("key_inputs")
