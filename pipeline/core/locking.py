@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import socket
 import time
 from pathlib import Path
 from typing import Iterator
@@ -132,3 +134,19 @@ def held(path: str | os.PathLike) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def host() -> str:
+    """This host's name, safe inside a file name (a store may be shared by hosts)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs on this host (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

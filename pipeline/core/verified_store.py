@@ -22,9 +22,7 @@ import contextlib
 import errno
 import json
 import os
-import re
 import shutil
-import socket
 import sys
 import time
 from pathlib import Path
@@ -197,7 +195,7 @@ class VerifiedStore:
             if (bad := plain_name_problem(name, "an entry")) is not None:
                 raise ValueError(bad)
         self.clean_tmp()
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{_host()}"
+        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{locking.host()}"
         try:
             tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
@@ -259,12 +257,12 @@ class VerifiedStore:
         for p in tmp_root.iterdir():
             parts = p.name.split(".")  # key.pid.ns.host
             pid = int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
-            if len(parts) >= 4 and parts[3] != _host():
+            if len(parts) >= 4 and parts[3] != locking.host():
                 with contextlib.suppress(OSError):
                     gone = time.time() - p.stat().st_mtime > FOREIGN_TMP_S
                     if not gone:
                         continue
-            elif pid is not None and _alive(pid):
+            elif pid is not None and locking.alive(pid):
                 continue
             shutil.rmtree(p, ignore_errors=True)
             if not p.exists():
@@ -293,17 +291,3 @@ class VerifiedStore:
         if len(matches) != 1:
             raise PipelineError(f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}")
         return matches[0]
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
