@@ -170,3 +170,17 @@ def test_a_full_disk_anywhere_is_one_line_naming_the_file(tmp_path):
         r = cli(tmp_path, "params", "--conf", str(REPO / "conf"), "--out", str(disk / "params.yaml"))
         one_error_line(r, f"{disk / 'params.yaml'}: No space left on device")
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_a_read_only_calibration_cache_still_calibrates_with_one_warning(tmp_path, built_cnn):
+    repo = workspace(built_cnn, tmp_path / "r", "precision=int8")
+    with tmpfs(tmp_path / "ro", "4m") as cache:
+        subprocess.run(["mount", "-o", "remount,ro", str(cache)], check=True)
+        r = subprocess.run([sys.executable, "-m", "stages.calibrate"], cwd=repo, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(REPO), "TRT_PIPELINE_CALIB_CACHE": str(cache)})
+        assert r.returncode == 0, r.stderr
+        [warning] = warnings(r)
+        assert "calibration cache" in warning and "not writable" in warning and "not cached" in warning
+        summary = fileio.read_json(repo / "artifacts/calibrate/calibration.json")
+        assert summary["calibration"]["cache"]["hit"] is False
+        assert summary["calibration"]["quantize_linear_nodes"] > 0
