@@ -210,3 +210,18 @@ def test_labels_tell_entries_of_one_model_and_precision_apart():
     fp16 = steps._labels(compose("precision=fp16", "precision.keep_fp32_op_types=[Softmax]"), fp)
     assert fp16["fallback"] == "Softmax" and fp16["calibration"] == "-"
     assert steps._labels(compose("profile=two_profiles"), fp)["profile"] == "two_profiles"
+
+
+@pytest.mark.parametrize("edit", [{"inputs_file": "../../../etc/passwd"}, {"cache_key": "../../elsewhere"},
+                                  {"calibrator": "../x"}, {"flags": "INT8"}])
+def test_weak_typing_paths_from_calibration_json_are_confined(edit):
+    """calibration.json is a DVC output: names in it become paths only if they are
+    exactly what the calibrate stage writes."""
+    from pipeline.core.layout import WEAK_CALIBRATION_INPUTS
+    from pipeline.engine.weak_typing import checked_info
+
+    good = {"flags": ["INT8"], "calibrator": "IInt8EntropyCalibrator2", "inputs_file": WEAK_CALIBRATION_INPUTS,
+            "cache_key": "ab" * 32}
+    assert checked_info(good) == good
+    with pytest.raises(PipelineError, match="rerun calibrate"):
+        checked_info({**good, **edit})
