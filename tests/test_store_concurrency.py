@@ -48,17 +48,11 @@ def truncated_entry(root, key):
         "engine.plan": {"bytes": len(data), "sha256": hashing.sha256_bytes(data)}}})
 
 
-def one_round(root):
-    truncated_entry(root, DAMAGED)
-    log = root.parent / f"{root.name}.built"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, "-c", BUILDER, str(root), str(log), DAMAGED, FRESH], cwd=REPO,
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(BUILDERS)]
-    lock = root / "locks" / f"{DAMAGED}.lock"
-    victim = None
-    deadline = time.time() + 30
-    while victim is None and time.time() < deadline:
+def kill_lock_holder(lock, procs, timeout):
+    """SIGKILL the process among `procs` whose pid the lock file names (the holder
+    writes it) as soon as one does; that process, or None after `timeout` s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
         try:
             pid = int(lock.read_text() or 0)
         except (FileNotFoundError, ValueError):
@@ -66,7 +60,19 @@ def one_round(root):
         victim = next((p for p in procs if p.pid == pid), None)
         if victim is not None:
             victim.send_signal(signal.SIGKILL)
+            return victim
         time.sleep(0.002)
+    return None
+
+
+def one_round(root):
+    truncated_entry(root, DAMAGED)
+    log = root.parent / f"{root.name}.built"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen([sys.executable, "-c", BUILDER, str(root), str(log), DAMAGED, FRESH], cwd=REPO,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(BUILDERS)]
+    victim = kill_lock_holder(root / "locks" / f"{DAMAGED}.lock", procs, timeout=30)
     outcomes = [(p, *p.communicate(timeout=60)) for p in procs]
     return victim, outcomes, log
 

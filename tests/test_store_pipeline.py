@@ -6,7 +6,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 
 from pipeline import steps
@@ -62,7 +61,7 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     first to hold the lock is SIGKILLed; one survivor builds, the rest hit."""
     from pipeline.engine import cache_key
     from tests.conftest import compose
-    from tests.test_store_concurrency import truncated_entry
+    from tests.test_store_concurrency import kill_lock_holder, truncated_entry
 
     _, layout = built_transformer
     store_dir = tmp_path / "store"
@@ -72,20 +71,9 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     truncated_entry(store_dir, key)
     logs = [open(tmp_path / f"w{i}.err", "w+") for i in range(8)]
     procs = [start_build(r, store_dir, "model=transformer", stderr=log) for r, log in zip(roots, logs)]
-    victim = None
-    deadline = time.time() + 120
-    lock = store_dir / "locks" / f"{key}.lock"
-    while victim is None and time.time() < deadline:
-        # The lock holder writes its pid into the lock file: that is the builder to kill.
-        try:
-            pid = int(lock.read_text() or 0)
-        except (FileNotFoundError, ValueError):
-            pid = 0
-        victim = next((i for i, p in enumerate(procs) if p.pid == pid), None)
-        if victim is not None:
-            procs[victim].send_signal(signal.SIGKILL)
-        time.sleep(0.005)
-    assert victim is not None, "no builder started building"
+    killed = kill_lock_holder(store_dir / "locks" / f"{key}.lock", procs, timeout=120)
+    assert killed is not None, "no builder started building"
+    victim = procs.index(killed)
     for p in procs:
         p.wait(timeout=240)
     texts = []
