@@ -132,14 +132,13 @@ def _labels(cfg: Any, fp: dict) -> dict:
     """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
     gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
     prec, calib = cfg.precision, cfg.calibration
-    qdq = prec.transform == "qdq"
-    kept = [*prec.keep_fp32_op_types, *prec.keep_fp32_nodes] if prec.transform == "autocast" else []
-    if qdq:
-        kept = [*calib.exclude_op_types, *calib.exclude_nodes]
+    calibrated = prec.transform == "qdq" or (prec.mode == "weak" and prec.name == "int8")
+    # What stays in higher precision: Q/DQ exclusions, or the nodes AutoCast keeps in fp32.
+    kept = ([*calib.exclude_op_types, *calib.exclude_nodes] if prec.transform == "qdq" else
+            [*prec.keep_fp32_op_types, *prec.keep_fp32_nodes] if prec.transform == "autocast" else [])
     return {"model": cfg.model.name, "precision": prec.name, "gpu": gpu,
             "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"],
-            "profile": cfg.profile.name,
-            "calibration": f"{calib.name} ({calib.method})" if qdq or prec.mode == "weak" else "-",
+            "profile": cfg.profile.name, "calibration": f"{calib.name} ({calib.method})" if calibrated else "-",
             "fallback": ", ".join(kept) or "-"}
 
 
