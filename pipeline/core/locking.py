@@ -84,9 +84,11 @@ def acquire(path: str | os.PathLike, timeout: float = -1, poll: float = 0.05) ->
 
 
 def release(path: str | os.PathLike, fd: int) -> None:
-    """Remove the lock file, then let go: a waiter on the removed file starts again."""
+    """Remove the lock file, then let go: a waiter on the removed file starts again.
+    A lock file we may not remove (another user's, in a folder we cannot write)
+    stays for the next holder; that is harmless."""
     try:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(path)
     finally:
         os.close(fd)
