@@ -88,16 +88,23 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
             return adopted, labels, "adopted the engine DVC restored"
         return _build_files(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
 
-    got = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir)).get_or_make(key, make)
+    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    for attempt in (1, 2):
+        got = store.get_or_make(key, make)
+        try:
+            # Only this machine's folder is replaced: artifacts/build keeps one folder per
+            # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+            with fileio.staged_dir(folder) as out:
+                for name in got.names:
+                    got.copy_to(name, out / name)
+            break
+        except FileNotFoundError:
+            if not got.hit or attempt == 2:
+                raise  # a hit's entry can vanish under `cache rm`/`prune`: look again, once
     if got.not_stored:  # a read-only store still serves hits; a miss is built here only
         print(f"warning: {got.not_stored}; the engine is in {folder} only, not in the store", file=sys.stderr)
     print(f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
           file=sys.stderr)
-    # Only this machine's folder is replaced: artifacts/build keeps one folder per
-    # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
-    with fileio.staged_dir(folder) as out:
-        for name in got.names:
-            got.copy_to(name, out / name)
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
     from pipeline.analysis import buildlog, gates

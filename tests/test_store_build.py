@@ -184,3 +184,29 @@ def test_a_read_only_calibration_cache_still_calibrates_with_one_warning(tmp_pat
         summary = fileio.read_json(repo / "artifacts/calibrate/calibration.json")
         assert summary["calibration"]["cache"]["hit"] is False
         assert summary["calibration"]["quantize_linear_nodes"] > 0
+
+
+def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(tmp_path, built_cnn, monkeypatch, capsys):
+    """`cache rm` or `prune` in one terminal while a build hits in another."""
+    import shutil
+
+    from pipeline.core import store_entry
+
+    cfg, layout = built_cnn
+    repo = prepared_copy(layout, tmp_path / "r")
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
+    steps.build(cfg, Layout(repo), progress=False)
+    store = store_lib.EngineStore(tmp_path / "store")
+    [key] = store.keys()
+    copy_to, removed = store_entry.Outcome.copy_to, []
+
+    def removed_meanwhile(self, name, dest):
+        if not removed:
+            removed.append(shutil.rmtree(store.entries / key))
+        return copy_to(self, name, dest)
+
+    monkeypatch.setattr(store_entry.Outcome, "copy_to", removed_meanwhile)
+    capsys.readouterr()
+    manifest = steps.build(cfg, Layout(repo), progress=False)
+    assert removed and manifest["cache_key"] == key and store.keys() == [key]
+    assert "engine store adopted" in capsys.readouterr().err  # the workspace's own intact engine
