@@ -62,9 +62,12 @@ def _cache(args: argparse.Namespace) -> int:
         calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
         if calib_source == "setting":
             calib_source = f"calibration.cache_dir in {args.params}"
+        old = [f"{p} (the per-repository default before the user cache folder; {len(VerifiedStore(p).keys())} "
+               f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
+               for p in (Path(".cache/engines"),) if source == "user cache folder" and (p / "entries").is_dir()]
         return cache_cli.cache_info([("engine store", st, source),
                                      ("calibration cache", VerifiedStore(calib, what="calibration cache"),
-                                      calib_source)], args.json)
+                                      calib_source)], args.json, notes=old)
     if args.action == "verify":
         return cache_cli.cache_verify(st, args.repair)
     if args.action == "prune":

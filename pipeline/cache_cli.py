@@ -83,7 +83,8 @@ def folder_usage(root: Path) -> int:
     return total
 
 
-def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool) -> int:
+def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool,
+               notes: list[str] = ()) -> int:
     """Where each cache is, what chose it, how big it is and who can read it."""
     out = []
     for label, st, source in stores:
@@ -94,6 +95,8 @@ def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: 
     if as_json:
         print(json.dumps(out, indent=2))
         return 0
+    for note in notes:
+        print(f"note: {note}")
     for item in out:
         print(f"{item['cache']}: {item['path']}  (chosen by {item['chosen_by']})")
         if not item["exists"]:

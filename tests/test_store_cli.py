@@ -119,6 +119,9 @@ def test_info_says_where_the_caches_are_and_who_can_read_them(tmp_path):
     assert "reads and writes" in info["access"] and info["chosen_by"] == "user cache folder"
     moved = json.loads(cli(tmp_path, "cache", "info", "--json", env={**env, "TRT_PIPELINE_STORE": "elsewhere"}).stdout)
     assert moved[0]["chosen_by"] == "$TRT_PIPELINE_STORE" and moved[0]["exists"] is False
+    (tmp_path / ".cache" / "engines" / "entries").mkdir(parents=True)  # the old per-repository default
+    note = cli(tmp_path, "cache", "info", env=env).stdout.splitlines()[0]
+    assert note.startswith("note: .cache/engines") and "TRT_PIPELINE_STORE=.cache/engines" in note
 
 
 def test_default_locations_follow_xdg_and_can_be_overridden(monkeypatch, tmp_path):
