@@ -79,7 +79,6 @@ def one_round(root):
 
 @pytest.mark.slow
 def test_eight_builders_one_truncated_entry_killed_holder_many_rounds(tmp_path):
-    started = time.time()
     for r in range(ROUNDS):
         root = tmp_path / f"round{r}"
         victim, outcomes, log = one_round(root)
@@ -96,4 +95,3 @@ def test_eight_builders_one_truncated_entry_killed_holder_many_rounds(tmp_path):
         assert [p.name.split(".")[0] for p in (root / "quarantine").iterdir()] == [DAMAGED]
         assert not list((root / "tmp").iterdir()), f"round {r}: temp files left"
         assert not list((root / "locks").iterdir()), f"round {r}: lock files left"
-    assert time.time() - started < 90
