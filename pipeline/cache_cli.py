@@ -39,13 +39,20 @@ def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
         if r["state"] != "ok":
             table.append([r["key"][:16], r["state"]] + [""] * (len(LS_COLUMNS) + 1))
             continue
-        table.append([r["key"][:16]] + [r[k] if r[k] is not None else "?" for k, _ in LS_COLUMNS[1:]]
+        table.append([r["key"][:16]] + [_cell(r[k]) for k, _ in LS_COLUMNS[1:]]
                      + [size(r["bytes"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"]))])
     print(tables.text(table, headers=[h for _, h in LS_COLUMNS] + ["size", "last used"]))
     damaged = sum(r["state"] != "ok" for r in rows)
     print(f"{len(rows)} entries, {size(sum(r['bytes'] for r in rows))} in {store.root}"
           + (f"; {damaged} damaged (run `cache verify --repair`)" if damaged else ""))
     return 0
+
+
+def _cell(value: object, width: int = 40) -> str:
+    """A label as one printable table cell: labels come from entry.json, not from us."""
+    text = "?" if value is None else str(value)
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def who_can_read(path: Path) -> dict:

@@ -149,3 +149,12 @@ def test_a_damaged_manifest_given_to_verify_or_diff_is_one_line(tmp_path, comman
     (folder / "engine.plan").write_bytes(b"x")
     args = ("verify", str(folder / "engine.plan")) if command == "verify" else ("diff", str(folder), str(folder))
     one_error_line(cli(tmp_path, *args), "is not a build manifest")
+
+
+def test_ls_prints_labels_as_plain_cells(tmp_path):
+    """Labels come from entry.json: terminal escapes and newlines are not passed through."""
+    store = store_lib.EngineStore(tmp_path / "store")
+    put(store, labels={"model": "evil\x1b[2J\nname", "precision": ["a", "list"], "gpu": "x" * 200})
+    r = cli(tmp_path, "cache", "ls", "--store", str(store.root))
+    assert r.returncode == 0 and "\x1b" not in r.stdout and "evil?[2J?name" in r.stdout
+    assert len(r.stdout.splitlines()) == 4  # header, rule, one row, summary
