@@ -2,7 +2,7 @@
 
     python -m pipeline fingerprint [--json]    this machine's engine fingerprint
     python -m pipeline params [OVERRIDE ...]   write params.yaml from conf/ (what DVC does on exp run -S)
-    python -m pipeline cache ls|verify|prune --max-size SIZE|rm KEY    the engine store
+    python -m pipeline cache info|ls|verify [--repair]|prune --max-size SIZE|rm KEY    the engine store
     python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
     python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
     python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 from pipeline.core import cli
-from pipeline.core.errors import PipelineError
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
@@ -51,19 +50,31 @@ def _cache(args: argparse.Namespace) -> int:
     from pipeline.core import config
     from pipeline.engine import store
 
-    store_dir = args.store or (config.load(args.params).build.store_dir if Path(args.params).exists() else None)
-    st = store.EngineStore(store.default_root(store_dir))
+    cfg = config.load(args.params) if args.params and Path(args.params).exists() else None
+    where, source = (Path(args.store), "--store") if args.store else store.location(cfg.build.store_dir if cfg else None)
+    if source == "setting":
+        source = f"build.store_dir in {args.params}"
+    st = store.EngineStore(where)
     if args.action == "ls":
         return cache_cli.cache_ls(st, args.json)
+    if args.action == "info":
+        from pipeline.core.verified_store import VerifiedStore
+        from pipeline.precision import calibration_cache
+
+        calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
+        if calib_source == "setting":
+            calib_source = f"calibration.cache_dir in {args.params}"
+        old = [f"{p} (the per-repository default before the user cache folder; {len(VerifiedStore(p).keys())} "
+               f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
+               for p in (Path(".cache/engines"),) if source == "user cache folder" and (p / "entries").is_dir()]
+        return cache_cli.cache_info([("engine store", st, source),
+                                     ("calibration cache", VerifiedStore(calib, what="calibration cache"),
+                                      calib_source)], args.json, notes=old)
     if args.action == "verify":
-        return cache_cli.cache_verify(st)
+        return cache_cli.cache_verify(st, args.repair)
     if args.action == "prune":
-        if not args.max_size:
-            raise PipelineError("cache prune needs --max-size, e.g. --max-size 2G")
-        return cache_cli.cache_prune(st, args.max_size)
-    if not args.key:
-        raise PipelineError("cache rm needs a KEY (a prefix from `cache ls` will do)")
-    return cache_cli.cache_rm(st, args.key)
+        return cache_cli.cache_prune(st, args.max_size, args.dry_run)
+    return cache_cli.cache_rm(st, args.key, args.dry_run)
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -108,13 +119,28 @@ def parser() -> argparse.ArgumentParser:
     pa.add_argument("--conf", default="conf")
     pa.add_argument("--out", default="params.yaml")
     pa.set_defaults(func=_params)
-    ca = sub.add_parser("cache", help="list, verify, prune or remove engine store entries")
-    ca.add_argument("action", choices=["ls", "verify", "prune", "rm"])
-    ca.add_argument("key", nargs="?")
-    ca.add_argument("--max-size", help="prune: keep at most this much (e.g. 500M, 2G), least recently used go first")
-    ca.add_argument("--store", help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, .cache/engines)")
-    ca.add_argument("--params", default="params.yaml")
-    ca.add_argument("--json", action="store_true")
+    ca = sub.add_parser("cache", help="the engine store: info, ls, verify, prune, rm")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, or the "
+                                        "user cache folder's trt-pipeline/engines)")
+    common.add_argument("--params", default="params.yaml", help="config to read build.store_dir from")
+    actions = ca.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (("info", "where the engine store and calibration cache are, their size and who can read them"),
+                       ("ls", "key, model, precision, profile, calibration, fallback, GPU, TensorRT, size, last used")):
+        a = actions.add_parser(name, parents=[common], help=text, description=text)
+        a.add_argument("--json", action="store_true", help="machine-readable output")
+    a = actions.add_parser("verify", parents=[common], help="re-hash every entry; exit 1 if any is damaged",
+                           description="Re-hash every entry and check its entry.json and manifest; exit 1 if any "
+                                       "is damaged. --repair moves damaged entries to quarantine and removes "
+                                       "unfinished writes and stale lock files.")
+    a.add_argument("--repair", action="store_true", help="quarantine damaged entries, remove debris")
+    a = actions.add_parser("prune", parents=[common], help="remove least recently used entries to fit a size",
+                           description="Remove least recently used entries until the store fits in --max-size.")
+    a.add_argument("--max-size", required=True, help="keep at most this much, with a unit: 500M, 2G, 1.5GiB")
+    a.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    a = actions.add_parser("rm", parents=[common], help="remove one entry", description="Remove one entry.")
+    a.add_argument("key", help="a key or a unique prefix of one, as `cache ls` prints it")
+    a.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
     ca.set_defaults(func=_cache)
     for name, func, text in (("verify", _verify, "say whether ENGINE is current here, and why not"),
                              ("reproduce", _reproduce, "rebuild ENGINE's inputs and compare bytes")):

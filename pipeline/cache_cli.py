@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -13,60 +14,148 @@ from pipeline.core.numbers import size
 from pipeline.core.errors import PipelineError
 
 
+LS_COLUMNS = (("key", "key"), ("model", "model"), ("precision", "precision"), ("profile", "profile"),
+              ("calibration", "calibration"), ("fallback", "fallback"), ("gpu", "GPU"), ("trt", "TensorRT"))
+
+
 def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
+    """Every entry with what tells it apart; a damaged one says so instead of failing."""
     rows = []
     for key in store.keys():
-        e = store.entry_unverified(key)
+        e, bad = store.entry_unverified(key)
         if e is None:
-            rows.append({"key": key, "state": "unreadable"})
+            rows.append({"key": key, "state": f"damaged: {'; '.join(bad)}", "bytes": 0, "last_used": 0})
             continue
-        lab = e.meta.get("labels", {})
-        rows.append({"key": key, "model": lab.get("model"), "precision": lab.get("precision"), "gpu": lab.get("gpu"),
-                     "trt": lab.get("trt"), "bytes": e.size, "last_used": e.last_used})
+        rows.append({"key": key, **{k: e.labels.get(k) for k, _ in LS_COLUMNS[1:]}, "state": "ok",
+                     "bytes": e.size, "last_used": e.last_used})
     if as_json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print(f"engine store {store.root} is empty")
         return 0
-    print(tables.text([[r["key"][:16], r.get("model", "?"), r.get("precision", "?"), r.get("gpu", "?"), r.get("trt", "?"),
-                  size(r.get("bytes", 0)), time.strftime("%Y-%m-%d %H:%M", time.localtime(r.get("last_used", 0)))]
-                 for r in rows], headers=["key", "model", "precision", "GPU", "TensorRT", "size", "last used"]))
-    print(f"{len(rows)} entries, {size(sum(r.get('bytes', 0) for r in rows))} in {store.root}")
+    table = []
+    for r in rows:
+        if r["state"] != "ok":
+            table.append([r["key"][:16], r["state"]] + [""] * (len(LS_COLUMNS) + 1))
+            continue
+        table.append([r["key"][:16]] + [_cell(r[k]) for k, _ in LS_COLUMNS[1:]]
+                     + [size(r["bytes"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"]))])
+    print(tables.text(table, headers=[h for _, h in LS_COLUMNS] + ["size", "last used"]))
+    damaged = sum(r["state"] != "ok" for r in rows)
+    print(f"{len(rows)} entries, {size(sum(r['bytes'] for r in rows))} in {store.root}"
+          + (f"; {damaged} damaged (run `cache verify --repair`)" if damaged else ""))
     return 0
 
 
-def cache_verify(store: store_lib.EngineStore) -> int:
-    removed = store.clean_tmp()
-    bad = {}
-    for key in store.keys():
-        problems = store.problems(key)
-        if problems:
-            bad[key] = problems
-    for p in removed:
+def _cell(value: object, width: int = 40) -> str:
+    """A label as one printable table cell: labels come from entry.json, not from us."""
+    text = "?" if value is None else str(value)
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def who_can_read(path: Path) -> dict:
+    """Mode, owner and group of a folder, and in words who may read and write it."""
+    import grp
+    import pwd
+    import stat
+
+    st = path.stat()
+
+    def name(lookup, ident: int) -> str:
+        try:
+            return lookup(ident)[0]
+        except KeyError:
+            return str(ident)
+
+    owner, group = name(pwd.getpwuid, st.st_uid), name(grp.getgrgid, st.st_gid)
+    mode = st.st_mode
+    rights = []
+    for who, r, w in (("owner " + owner, stat.S_IRUSR, stat.S_IWUSR), ("group " + group, stat.S_IRGRP, stat.S_IWGRP),
+                      ("everyone", stat.S_IROTH, stat.S_IWOTH)):
+        if mode & r:
+            rights.append(f"{who} {'reads and writes' if mode & w else 'reads'}")
+    setgid = " (setgid: new files get the group)" if mode & stat.S_ISGID else ""
+    return {"mode": stat.filemode(mode), "owner": owner, "group": group,
+            "access": "; ".join(rights) + setgid or "nobody but root"}
+
+
+def folder_usage(root: Path) -> int:
+    total = 0
+    for p in root.rglob("*"):
+        with contextlib.suppress(OSError):
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool,
+               notes: list[str] = ()) -> int:
+    """Where each cache is, what chose it, how big it is and who can read it."""
+    out = []
+    for label, st, source in stores:
+        item = {"cache": label, "path": str(st.root.resolve()), "chosen_by": source, "exists": st.root.is_dir()}
+        if item["exists"]:
+            item.update(entries=len(st.keys()), bytes=folder_usage(st.root), **who_can_read(st.root))
+        out.append(item)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return 0
+    for note in notes:
+        print(f"note: {note}")
+    for item in out:
+        print(f"{item['cache']}: {item['path']}  (chosen by {item['chosen_by']})")
+        if not item["exists"]:
+            print("  not created yet (the first build makes it, following the umask)")
+            continue
+        print(f"  {item['entries']} entries, {size(item['bytes'])}")
+        print(f"  {item['mode']} {item['owner']}:{item['group']}: {item['access']}")
+    return 0
+
+
+def cache_verify(store: store_lib.EngineStore, repair: bool) -> int:
+    """Re-hash every entry. Without --repair only report; with it, move damaged
+    entries to quarantine (each under its key's lock), remove unfinished writes of
+    dead builders and lock files nobody holds."""
+    bad = {key: problems for key in store.keys() if (problems := store.problems(key))}
+    if not repair:
+        for key, problems in bad.items():
+            print(f"{key[:16]}  DAMAGED: {'; '.join(problems)}")
+        leftovers = len(store.stale_locks())
+        n = len(store.keys())
+        if bad:
+            raise PipelineError(f"{len(bad)} of {n} entries damaged; `cache verify --repair` moves them to quarantine")
+        print(f"{n} entries verified, all intact" + (f"; {leftovers} stale lock files (--repair removes them)"
+                                                    if leftovers else ""))
+        return 0
+    for p in store.clean_tmp():
         print(f"removed unfinished write {p.name}")
-    for key, problems in bad.items():
-        moved = store.quarantine(key)
-        print(f"{key[:16]}  CORRUPT: {'; '.join(problems)} (moved to {moved})")
-    n = len(store.keys())
-    if bad:
-        raise PipelineError(f"{len(bad)} corrupt entries moved to quarantine; {n} good entries remain")
-    print(f"{n} entries verified, all intact")
+    for p in store.clean_locks():
+        print(f"removed stale lock file {p.name}")
+    for key in bad:
+        problems, moved = store.repair(key)
+        if moved is not None:
+            print(f"{key[:16]}  DAMAGED: {'; '.join(problems)} (moved to {moved})")
+    print(f"{len(store.keys())} entries verified, all intact")
     return 0
 
 
-def cache_prune(store: store_lib.EngineStore, max_size: str) -> int:
-    removed = store_lib.prune(store, store_lib.parse_size(max_size))
+def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> int:
+    limit = store_lib.parse_size(max_size)
+    removed = store_lib.prune(store, limit, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
     for key in removed:
-        print(f"removed {key[:16]}")
-    print(f"{len(removed)} entries removed")
+        print(f"{verb} {key[:16]}")
+    print(f"{len(removed)} entries {'would be removed' if dry_run else 'removed'} to fit in {size(limit)}")
     return 0
 
 
-def cache_rm(store: store_lib.EngineStore, key: str) -> int:
+def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
     full = store.resolve(key)
-    store.remove(full)
-    print(f"removed {full}")
+    if not dry_run:
+        store.remove(full)
+    print(f"{'would remove' if dry_run else 'removed'} {full}")
     return 0
 
 

@@ -8,7 +8,6 @@ store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -93,70 +92,74 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
     key_in = cache_key.engine_key_inputs(cfg, layout, fp)
     key = cache_key.cache_key(key_in)
+    folder = layout.engine_dir(fp["id"])
+    labels = _labels(cfg, fp)
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        adopted = _adopt_pulled(folder, key, key_in)
+        if adopted is not None:
+            return adopted, labels, "adopted the engine DVC restored"
+        return _build_files(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
+
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
-    entry, event = store.get(key), "hit"
-    if entry is None:
-        with store.lock(key):
-            entry = store.get(key)
-            if entry is not None:
-                event = "hit (built meanwhile by another process)"
-            elif (adopted := _adopt_pulled(store, key, layout.engine_dir(fp["id"]), _labels(cfg, fp))) is not None:
-                entry, event = adopted, "adopted the engine DVC restored"
-            else:
-                entry = store.put(key, _build_files(cfg, layout, fp, key, key_in, progress),
-                                  labels=_labels(cfg, fp))
-                event = "miss, built"
-    print(f"engine store {event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})", file=sys.stderr)
-    # Only this machine's folder is replaced: artifacts/build keeps one folder per
-    # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
-    with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
-        for name in entry.files:
-            _link_or_copy(entry.file(name), out / name)
+    for attempt in (1, 2):
+        got = store.get_or_make(key, make)
+        try:
+            # Only this machine's folder is replaced: artifacts/build keeps one folder per
+            # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+            with fileio.staged_dir(folder) as out:
+                for name in got.names:
+                    got.copy_to(name, out / name)
+            break
+        except FileNotFoundError:
+            if not got.hit or attempt == 2:
+                raise  # a hit's entry can vanish under `cache rm`/`prune`: look again, once
+    if got.not_stored:  # a read-only store still serves hits; a miss is built here only
+        print(f"warning: {got.not_stored}; the engine is in {folder} only, not in the store", file=sys.stderr)
+    print(f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
+          file=sys.stderr)
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
     from pipeline.analysis import buildlog, gates
+    from pipeline.engine import manifest as manifest_lib
 
-    folder = layout.engine_dir(fp["id"])
-    manifest = fileio.read_json(folder / "manifest.json", "build manifest")
+    manifest = manifest_lib.load(folder)
     gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
                 manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
     return manifest
 
 
-def _link_or_copy(src: Path, dest: Path) -> None:
-    """A hard link costs nothing for a large engine; another filesystem gets a copy.
-    Editing the artifact in place would change the store's bytes too, which the store's
-    sha256 check on every read then quarantines, never serves."""
-    try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copyfile(src, dest)
+def _adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | None:
+    """The files of an engine DVC pulled or kept for this fingerprint, when the key
+    recomputed from its own recorded inputs is the key being built and its bytes
+    are intact; None (with a warning when something was there) otherwise."""
+    from pipeline.engine import cache_key, manifest as manifest_lib
+    from pipeline.engine.verify import adoption_refusal
 
-
-def _adopt_pulled(store: Any, key: str, folder: Path, labels: dict) -> Any:
-    """An engine DVC pulled or kept for this fingerprint, with this very key and
-    intact bytes, goes into the store instead of being rebuilt."""
-    manifest_path = folder / "manifest.json"
-    if not manifest_path.exists():
+    if not (folder / "manifest.json").exists():
         return None
-    try:
-        manifest = fileio.read_json(manifest_path)
-    except PipelineError:
+    manifest, bad = manifest_lib.read(folder / "manifest.json")
+    if manifest is not None and key not in (manifest.get("cache_key"), cache_key.cache_key(manifest.get("key_inputs"))):
+        return None  # an engine of other inputs (an earlier config): nothing claims otherwise
+    why = bad[0] if manifest is None else adoption_refusal(folder, manifest, key, key_in)
+    if why is not None:
+        print(f"warning: not adopting {folder / 'engine.plan'}: {why}; building it", file=sys.stderr)
         return None
-    if manifest.get("cache_key") != key:
-        return None
-    from pipeline.engine.verify import engine_intact
-
-    if not engine_intact(folder, manifest):
-        print(f"warning: {folder / 'engine.plan'} does not match its manifest; rebuilding", file=sys.stderr)
-        return None
-    return store.put(key, {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}, labels)
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()}
 
 
 def _labels(cfg: Any, fp: dict) -> dict:
+    """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
     gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
-    return {"model": cfg.model.name, "precision": cfg.precision.name, "gpu": gpu,
-            "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"]}
+    prec, calib = cfg.precision, cfg.calibration
+    calibrated = prec.transform == "qdq" or (prec.mode == "weak" and prec.name == "int8")
+    # What stays in higher precision: Q/DQ exclusions, or the nodes AutoCast keeps in fp32.
+    kept = ([*calib.exclude_op_types, *calib.exclude_nodes] if prec.transform == "qdq" else
+            [*prec.keep_fp32_op_types, *prec.keep_fp32_nodes] if prec.transform == "autocast" else [])
+    return {"model": cfg.model.name, "precision": prec.name, "gpu": gpu,
+            "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"],
+            "profile": cfg.profile.name, "calibration": f"{calib.name} ({calib.method})" if calibrated else "-",
+            "fallback": ", ".join(kept) or "-"}
 
 
 def _resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:

@@ -89,7 +89,7 @@ def test_corrupt_cache_entry_is_reported_and_recomputed(int8_runs, capsys):
     summary = steps.calibrate(cfg, layout)
     assert summary["calibration"]["cache"] == {"key": key, "hit": False,
                                                "replaced_corrupt_entry": "model.onnx sha256 mismatch"}
-    assert "corrupt" in capsys.readouterr().err
+    assert "damaged" in capsys.readouterr().err
     assert entry.read_bytes() == cold_bytes
     assert steps.calibrate(cfg, layout)["calibration"]["cache"]["hit"] is True
 
@@ -221,12 +221,13 @@ def test_weak_int8_calibrates_implicitly_on_tensorrt_10(request, tmp_path):
     assert again["calibration_cache_hit"] is True
 
 
-def test_cache_location_config_then_env_then_repository(monkeypatch, tmp_path):
+def test_cache_location_config_then_env_then_user_cache_folder(monkeypatch, tmp_path):
     from pipeline.precision import calibration_cache
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(calibration_cache.CACHE_ENV, raising=False)
-    assert calibration_cache.cache_root(compose().calibration) == tmp_path / ".cache" / "calibration"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert calibration_cache.cache_root(compose().calibration) == tmp_path / "xdg" / "trt-pipeline" / "calibration"
     monkeypatch.setenv(calibration_cache.CACHE_ENV, str(tmp_path / "env"))
     assert calibration_cache.cache_root(compose().calibration) == tmp_path / "env"
     assert calibration_cache.cache_root(compose("calibration.cache_dir=mine").calibration) == Path("mine")

@@ -11,6 +11,7 @@ from pipeline.analysis import buildlog, report_layers
 from pipeline.core import fileio, tables
 from pipeline.core.numbers import fmt
 from pipeline.core.errors import PipelineError
+from pipeline.engine import manifest as manifest_lib
 
 MIB = 1 << 20
 
@@ -30,7 +31,10 @@ def load(path: str | Path) -> dict:
     if not path.is_dir():
         raise PipelineError(f"diff: {path} is not a folder (give a build folder or an inspect folder)")
     if (path / "report.json").exists():
-        return _from_report(path, fileio.read_json(path / "report.json", "inspect report"))
+        try:
+            return _from_report(path, fileio.read_json(path / "report.json", "inspect report"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise PipelineError(f"{path / 'report.json'} is not an inspect report (no {e})") from None
     folder = _build_folder(path)
     if folder is None:
         raise PipelineError(f"diff: {path} is neither a build folder (manifest.json) nor an inspect folder "
@@ -39,7 +43,7 @@ def load(path: str | Path) -> dict:
 
 
 def _from_build(folder: Path) -> dict:
-    manifest = fileio.read_json(folder / "manifest.json", "build manifest")
+    manifest = manifest_lib.load(folder)
     has_log = (folder / "build.log").exists() or (folder / "build_summary.json").exists()
     summary = buildlog.load_summary(folder) if has_log else manifest.get("log", {})
     network = fileio.read_json(folder / "network.json", "network dump") if (folder / "network.json").exists() else []

@@ -107,7 +107,7 @@ class CalibrationConfig:
     method: str = "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
     exclude_nodes: List[str] = field(default_factory=list)  # regexes over node names (re.match)
     exclude_op_types: List[str] = field(default_factory=list)
-    # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or .cache/calibration.
+    # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
     cache_dir: Optional[str] = None
 
 
@@ -133,7 +133,7 @@ class BuildConfig:
     timing_cache: str = "readwrite"
     plugins: List[str] = field(default_factory=list)
     extra_flags: List[str] = field(default_factory=list)
-    # Engine store root; null means $TRT_PIPELINE_STORE or .cache/engines in the repository.
+    # Engine store root; null means $TRT_PIPELINE_STORE or the user cache folder (~/.cache/trt-pipeline/engines).
     store_dir: Optional[str] = None
     gates: GatesConfig = field(default_factory=GatesConfig)
     log_redactions: List[str] = field(default_factory=list)  # regexes scrubbed from saved logs

@@ -1,5 +1,10 @@
 """Atomic, deterministic writes: a reader never sees half a file, and DVC sees
-the same bytes for the same content (no timestamps inside archives)."""
+the same bytes for the same content (no timestamps inside archives).
+
+Files and folders follow the umask like any other tool's: `tempfile` makes 0600
+files and 0700 folders, so each is set to what a plain open()/mkdir() would give
+(a setgid folder's group then carries over by itself), and a group-writable store
+or a served report works for everyone the umask lets in."""
 
 from __future__ import annotations
 
@@ -8,6 +13,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
 from pathlib import Path
@@ -27,6 +33,33 @@ def fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def umask() -> int:
+    """The process umask, read without changing it where Linux allows."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    return 0o666 & ~umask()
+
+
+def dir_mode() -> int:
+    return 0o777 & ~umask()
+
+
+def mkdtemp(prefix: str, dir: str | os.PathLike, suffix: str = ".tmp") -> Path:
+    """tempfile.mkdtemp, with the mode a plain mkdir would give (setgid kept)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=dir))
+    os.chmod(path, dir_mode() | (path.stat().st_mode & stat.S_ISGID))
+    return path
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write to a temp file in the same folder, fsync, rename over the target."""
     path = Path(path)
@@ -34,13 +67,16 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), file_mode())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file: name it
+            raise type(e)(e.errno, e.strerror, str(path)) from e
         raise
     fsync_dir(path.parent)
     return path
@@ -120,7 +156,7 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
     on any failure it is removed and `final` is left as it was."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    tmp = mkdtemp(prefix=f".{final.name}.", dir=final.parent)
     try:
         yield tmp
     except BaseException:

@@ -2,107 +2,121 @@
 calibration cache, which differ only in the files each entry must hold.
 
     <root>/entries/<key>/   engine.plan, manifest.json, ... and entry.json (sha256 of each)
-    <root>/locks/<key>.lock  flock: concurrent builders of one key build once
+    <root>/locks/<key>.lock  flock while a key is written or repaired; removed on release
     <root>/tmp/              entries being written; renamed into entries/ whole
-    <root>/quarantine/       corrupt entries moved aside, never loaded
+    <root>/quarantine/       damaged entries moved aside, never loaded
 
 An entry appears by one atomic rename after every file is fsynced, so a killed
 builder leaves at most a tmp folder, which is cleaned up later. flock locks die
-with their process, so a SIGKILLed builder leaves no lock to wait on."""
+with their process, so a SIGKILLed builder leaves no lock to wait on.
+
+Nothing read from an entry is trusted before it is checked: entry.json must have
+the schema below, name only plain files inside its own folder, and every file must
+have the listed size and sha256; anything else is damage. Damage is only moved aside
+under the key's lock (checked again there), so builders that meet one damaged entry
+at once never trip over each other."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
-import re
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
-from pipeline.core import fileio, hashing
+from pipeline.core import fileio, hashing, locking
+from pipeline.core.store_entry import (ENTRY_FILE, LAST_USED, SHA256, Entry, Outcome,  # noqa: F401 (re-exported)
+                                       entry_meta_problems, plain_name_problem, regular_file_problem)
 from pipeline.core.errors import PipelineError
 
-ENTRY_FILE = "entry.json"
-LAST_USED = ".last_used"
-_KEY = re.compile(r"^[0-9a-f]{64}$")
+_KEY = SHA256
+# A store that cannot be written (read-only mount, no permission): hits still work.
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+# Another host's unfinished write is only taken for debris after this long.
+FOREIGN_TMP_S = 24 * 3600
 
 
-@dataclass
-class Entry:
-    key: str
-    path: Path
-    meta: dict
-
-    def file(self, name: str) -> Path:
-        return self.path / name
-
-    @property
-    def files(self) -> list[str]:
-        return sorted(self.meta["files"])
-
-    @property
-    def size(self) -> int:
-        return sum(f["bytes"] for f in self.meta["files"].values())
-
-    @property
-    def last_used(self) -> float:
-        marker = self.path / LAST_USED
-        return marker.stat().st_mtime if marker.exists() else (self.path / ENTRY_FILE).stat().st_mtime
+class StoreNotWritable(PipelineError):
+    """The store can be read but not written; the caller may go on without it."""
 
 
 class VerifiedStore:
     def __init__(self, root: str | Path, required: tuple[str, ...] = (), what: str = "store") -> None:
         self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise PipelineError(f"{what} {self.root} is not a folder (a file is in the way); "
+                                f"point the store elsewhere or remove the file")
         self.entries = self.root / "entries"
+        self.locks = self.root / "locks"
         self.required = required
         self.what = what
+        self._held: set[str] = set()
 
     # -- reading ---------------------------------------------------------------------
+    def _read_meta(self, key: str) -> tuple[dict | None, list[str]]:
+        path = self.entries / key / ENTRY_FILE
+        try:
+            meta = json.loads(path.read_text())
+        except FileNotFoundError:
+            return None, [f"{ENTRY_FILE} missing"]
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None, [f"{ENTRY_FILE} unreadable"]
+        except OSError as e:
+            return None, [f"{ENTRY_FILE} unreadable ({e.strerror})"]
+        bad = entry_meta_problems(meta, key, self.required)
+        return (None, bad) if bad else (meta, [])
+
+    def content_problems(self, path: Path, meta: dict) -> list[str]:
+        """Checks a kind of store adds on its files' contents (the engine store: the
+        manifest's schema); files are already known whole."""
+        return []
+
     def problems(self, key: str) -> list[str]:
         """Why the entry for `key` must not be loaded; [] when it is whole."""
         path = self.entries / key
-        try:
-            meta = json.loads((path / ENTRY_FILE).read_text())
-        except FileNotFoundError:
-            return [f"{ENTRY_FILE} missing"]
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return [f"{ENTRY_FILE} unreadable"]
-        out = []
-        if meta.get("key") != key:
-            out.append(f"{ENTRY_FILE} names key {str(meta.get('key'))[:16]}")
-        files = meta.get("files", {})
-        for name in self.required:
-            if name not in files:
-                out.append(f"{name} not listed")
-        for name, want in files.items():
-            f = path / name
-            if not f.is_file():
-                out.append(f"{name} missing")
-            elif f.stat().st_size != want["bytes"]:
-                out.append(f"{name} is {f.stat().st_size} bytes, expected {want['bytes']} (truncated?)")
-            elif hashing.sha256_file(f) != want["sha256"]:
-                out.append(f"{name} sha256 mismatch")
-        return out
+        meta, out = self._read_meta(key)
+        if meta is None:
+            return out
+        for name, want in meta["files"].items():
+            bad = regular_file_problem(path, name)
+            if bad is None:
+                try:
+                    size = (path / name).stat().st_size
+                    if size != want["bytes"]:
+                        bad = f"{name} is {size} bytes, expected {want['bytes']} (truncated?)"
+                    elif hashing.sha256_file(path / name) != want["sha256"]:
+                        bad = f"{name} sha256 mismatch"
+                except FileNotFoundError:
+                    bad = f"{name} missing"
+                except OSError as e:
+                    bad = f"{name} unreadable ({e.strerror})"
+            if bad:
+                out.append(bad)
+        return out or self.content_problems(path, meta)
 
     def fetch(self, key: str) -> tuple[Entry | None, list[str]]:
-        """(verified entry or None, why it was refused). A corrupt entry is reported
-        and moved aside, never returned."""
+        """(verified entry or None, why it was refused). A damaged entry is never
+        returned; under the key's lock it is also reported and moved aside."""
         path = self.entries / key
         if not path.is_dir():
             return None, []
         bad = self.problems(key)
         if bad:
-            moved = self.quarantine(key)
-            print(f"warning: {self.what} entry {key[:16]} is corrupt ({'; '.join(bad)}); "
-                  f"moved to {moved} and will be recomputed", file=sys.stderr)
+            if key in self._held:
+                moved = self.quarantine(key)
+                print(f"warning: {self.what} entry {key[:16]} is damaged ({'; '.join(bad)}); "
+                      f"moved to {moved} and will be recomputed", file=sys.stderr)
+            return None, bad
+        meta, bad = self._read_meta(key)
+        if meta is None:  # replaced between the check and now
             return None, bad
         with contextlib.suppress(OSError):
             (path / LAST_USED).touch()
-        return Entry(key, path, json.loads((path / ENTRY_FILE).read_text())), []
+        return Entry(key, path, meta), []
 
     def get(self, key: str) -> Entry | None:
         return self.fetch(key)[0]
@@ -112,42 +126,78 @@ class VerifiedStore:
             return []
         return sorted(p.name for p in self.entries.iterdir() if _KEY.match(p.name))
 
-    def entry_unverified(self, key: str) -> Entry | None:
+    def entry_unverified(self, key: str) -> tuple[Entry | None, list[str]]:
+        """The entry with a well-formed entry.json, files not re-hashed (for listing)."""
+        meta, bad = self._read_meta(key)
+        return (Entry(key, self.entries / key, meta) if meta is not None else None), bad
+
+    def get_or_make(self, key: str, make: Callable[[], tuple[dict[str, bytes], dict, str]]) -> "Outcome":
+        """A whole entry is served without a lock. Otherwise, under the key's lock:
+        look again (another process may have made it meanwhile; damage is moved aside
+        there), else `make()` gives (files, labels, event) and they are put. A store
+        that cannot be written still serves hits; a miss is then made and handed
+        back unstored, with the reason."""
+        entry, damage = self.fetch(key)
+        if entry is not None:
+            return Outcome("hit", entry)
+        made: tuple[dict[str, bytes], dict, str] | None = None
+        making = False
         try:
-            return Entry(key, self.entries / key, json.loads((self.entries / key / ENTRY_FILE).read_text()))
-        except (OSError, json.JSONDecodeError):
-            return None
+            with self.lock(key):
+                entry, damage_now = self.fetch(key)
+                if entry is not None:
+                    return Outcome("hit (built meanwhile by another process)", entry, damage=damage)
+                making = True
+                made = make()
+                files, labels, event = made
+                return Outcome(event, self.put(key, files, labels), files, damage_now or damage)
+        except StoreNotWritable as e:
+            if making and made is None:  # raised inside make(), not by this store
+                raise
+            files, _, event = made if made is not None else make()
+            return Outcome(event, None, files, damage, not_stored=str(e))
 
     # -- writing ---------------------------------------------------------------------
+    def _oserror(self, e: OSError, path: Path, doing: str) -> PipelineError:
+        cause = e.strerror or type(e).__name__
+        where = Path(e.filename) if e.filename else path
+        if e.errno in READ_ONLY_ERRNOS:
+            return StoreNotWritable(f"{self.what} {self.root} is not writable ({cause}: {where})")
+        return PipelineError(f"{self.what}: cannot {doing} {where}: {cause}")
+
     @contextlib.contextmanager
     def lock(self, key: str, timeout: float = -1) -> Iterator[None]:
-        from filelock import FileLock, Timeout
-
-        locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        owner = locks / f"{key}.owner"
+        """The key's lock; taking it again inside is a no-op (a repair under a build)."""
+        if key in self._held:
+            yield
+            return
+        path = self.locks / f"{key}.lock"
         try:
-            with FileLock(str(locks / f"{key}.lock"), timeout=timeout):
-                fileio.write_text(owner, f"{os.getpid()}\n")  # who holds it, for people and tests
-                try:
-                    yield
-                finally:
-                    with contextlib.suppress(FileNotFoundError):
-                        owner.unlink()
-        except Timeout:
-            who = owner.read_text().strip() if owner.exists() else "unknown"
-            raise PipelineError(f"{self.what} key {key[:16]} is locked by another builder (pid {who}; "
+            fd = locking.acquire(path, timeout)
+        except locking.LockTimeout as e:
+            raise PipelineError(f"{self.what} key {key[:16]} is locked by another builder (pid {e.holder}; "
                                 f"waited {timeout:.0f} s)") from None
+        except OSError as e:
+            raise self._oserror(e, path, "lock") from None
+        self._held.add(key)
+        try:
+            yield
+        finally:
+            self._held.discard(key)
+            locking.release(path, fd)
 
     def put(self, key: str, files: dict[str, bytes], labels: dict) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.
         Call under `lock(key)`."""
         if not _KEY.match(key):
             raise ValueError(f"not a cache key: {key}")
+        for name in files:
+            if (bad := plain_name_problem(name, "an entry")) is not None:
+                raise ValueError(bad)
         self.clean_tmp()
-        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}"
-        tmp.mkdir(parents=True)
+        tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{locking.host()}"
         try:
+            tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
             for name, data in files.items():
                 fileio.write_bytes(tmp / name, data)
@@ -155,39 +205,84 @@ class VerifiedStore:
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)
             final = self.entries / key
-            if final.exists():  # only a corrupt leftover can be here under the lock
+            if final.exists():  # only a damaged leftover can be here under the lock
                 self.quarantine(key)
             os.rename(tmp, final)
             fileio.fsync_dir(self.entries)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise self._oserror(e, tmp, "write") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return Entry(key, final, meta)
 
     def quarantine(self, key: str) -> Path:
-        dest = self.root / "quarantine" / f"{key}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(self.entries / key, dest)
-        return dest
+        """Move the entry aside, under the key's lock."""
+        with self.lock(key):
+            dest = self.root / "quarantine" / f"{key}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.{time.monotonic_ns()}"
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(self.entries / key, dest)
+            except OSError as e:
+                raise self._oserror(e, self.entries / key, "move aside") from None
+            return dest
+
+    def repair(self, key: str) -> tuple[list[str], Path | None]:
+        """Under the key's lock: (problems, where the entry went) if it is still
+        damaged there, else ([], None)."""
+        with self.lock(key, timeout=60):
+            if not (self.entries / key).is_dir():
+                return [], None
+            bad = self.problems(key)
+            return (bad, self.quarantine(key)) if bad else ([], None)
 
     def remove(self, key: str) -> None:
         path = self.entries / key
         if not path.is_dir():
             raise PipelineError(f"no {self.what} entry {key}")
         with self.lock(key, timeout=30):
-            shutil.rmtree(path)
+            try:
+                shutil.rmtree(path)
+            except OSError as e:
+                raise self._oserror(e, path, "remove") from None
 
     def clean_tmp(self) -> list[Path]:
-        """Remove tmp folders left by builders that no longer run."""
+        """Remove tmp folders left by builders that no longer run: on this host, by
+        pid; a store shared by several hosts keeps another host's for a day."""
         removed = []
         tmp_root = self.root / "tmp"
         if not tmp_root.is_dir():
             return removed
         for p in tmp_root.iterdir():
-            parts = p.name.split(".")
+            parts = p.name.split(".")  # key.pid.ns.host
             pid = int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
-            if pid is None or not _alive(pid):
-                shutil.rmtree(p, ignore_errors=True)
+            if len(parts) >= 4 and parts[3] != locking.host():
+                with contextlib.suppress(OSError):
+                    gone = time.time() - p.stat().st_mtime > FOREIGN_TMP_S
+                    if not gone:
+                        continue
+            elif pid is not None and locking.alive(pid):
+                continue
+            shutil.rmtree(p, ignore_errors=True)
+            if not p.exists():
+                removed.append(p)
+        return removed
+
+    def stale_locks(self) -> list[Path]:
+        """Lock files nobody holds (a killed holder's, or an older version's)."""
+        if not self.locks.is_dir():
+            return []
+        return sorted(p for p in self.locks.iterdir() if p.suffix != ".lock" or not locking.held(p))
+
+    def clean_locks(self) -> list[Path]:
+        removed = []
+        for p in self.stale_locks():
+            if p.suffix != ".lock":  # an older version's owner file
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                removed.append(p)
+            elif locking.remove_if_free(p):
                 removed.append(p)
         return removed
 
@@ -196,13 +291,3 @@ class VerifiedStore:
         if len(matches) != 1:
             raise PipelineError(f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}")
         return matches[0]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

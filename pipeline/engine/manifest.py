@@ -3,7 +3,12 @@ is still current. No timestamps or absolute paths: it is a DVC output."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+from pipeline.core.errors import PipelineError
+from pipeline.core.verified_store import plain_name_problem
 
 MANIFEST_VERSION = 1
 
@@ -41,3 +46,72 @@ def log_summary(summary: dict) -> dict:
         "peak_memory_mib": summary.get("peak_memory_mib"),
         "timing_cache": summary.get("timing_cache", []),
     }
+
+
+def problems(manifest: Any) -> list[str]:
+    """The manifest against the schema its readers rely on (verify, adoption, the
+    store, diff, benchmark): [] when it fits. File names must be plain names."""
+    if not isinstance(manifest, dict):
+        return [f"it is {type(manifest).__name__ if manifest is not None else 'null'}, not an object"]
+    out = []
+
+    def section(name: str) -> dict | None:
+        value = manifest.get(name)
+        if not isinstance(value, dict):
+            out.append(f"{name} is missing or not an object")
+            return None
+        return value
+
+    engine, fingerprint, config, backend = (section(n) for n in ("engine", "fingerprint", "config", "backend"))
+    if engine is not None:
+        if (bad := plain_name_problem(engine.get("file"), "engine.file")) is not None:
+            out.append(bad)
+        if type(engine.get("bytes")) is not int:
+            out.append("engine.bytes is not an integer")
+        if not isinstance(engine.get("sha256"), str):
+            out.append("engine.sha256 is not a string")
+    if fingerprint is not None and not isinstance(fingerprint.get("id"), str):
+        out.append("fingerprint.id is not a string")
+    gpu = (fingerprint or {}).get("gpu")
+    if gpu is not None and not (isinstance(gpu, dict) and {"name", "compute_capability", "memory_mib"} <= set(gpu)):
+        out.append("fingerprint.gpu is neither null nor a GPU")
+    if config is not None:
+        for name, kind in (("build", dict), ("precision", dict), ("profiles", list)):
+            if not isinstance(config.get(name), kind):
+                out.append(f"config.{name} is not {'an object' if kind is dict else 'a list'}")
+        if isinstance(config.get("precision"), dict) and not isinstance(config["precision"].get("name"), str):
+            out.append("config.precision.name is not a string")
+    if backend is not None and not all(isinstance(backend.get(k), str) for k in ("flavour", "version")):
+        out.append("backend.flavour/version are not strings")
+    if not isinstance(manifest.get("cache_key"), (str, type(None))):
+        out.append("cache_key is not a string")
+    if not isinstance(manifest.get("key_inputs", {}), dict):
+        out.append("key_inputs is not an object")
+    if not isinstance(manifest.get("log", {}), dict):
+        out.append("log is not an object")
+    return out
+
+
+def read(path: Any) -> tuple[dict | None, list[str]]:
+    """(manifest, []) when path holds a well-formed manifest, else (None, why not)."""
+    try:
+        manifest = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None, ["manifest.json missing"]
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, ["manifest.json is not valid JSON"]
+    except OSError as e:
+        return None, [f"manifest.json unreadable ({e.strerror})"]
+    bad = problems(manifest)
+    return (None, [f"manifest.json: {'; '.join(bad)}"]) if bad else (manifest, [])
+
+
+def load(folder: Any, hint: str = "") -> dict:
+    """The manifest of a build folder, or one PipelineError line saying what is wrong."""
+    path = Path(folder) / "manifest.json"
+    manifest, bad = read(path)
+    if manifest is None:
+        if not path.exists():
+            raise PipelineError(f"build manifest not found: {path}{hint}")
+        raise PipelineError(f"{path} is not a build manifest ({bad[0].removeprefix('manifest.json: ')})")
+    return manifest

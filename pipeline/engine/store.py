@@ -1,42 +1,68 @@
 """The engine store: a verified store (pipeline.core.verified_store) whose entries hold
-an engine and its manifest, shared by `dvc repro`, sweeps and every clone, plus the
-size policy `cache prune` applies."""
+an engine and its manifest, shared by `dvc repro`, sweeps, every clone and every
+experiment workspace of a user, plus the size policy `cache prune` applies."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 from pipeline.core.errors import PipelineError
+from pipeline.core.locations import cache_folder
 from pipeline.core.verified_store import ENTRY_FILE, LAST_USED, Entry, VerifiedStore  # noqa: F401 (re-exported)
+from pipeline.engine import manifest as manifest_lib
+
+STORE_ENV = "TRT_PIPELINE_STORE"
+
+
+def location(store_dir: str | None = None) -> tuple[Path, str]:
+    """(folder, what chose it): build.store_dir, $TRT_PIPELINE_STORE, or the user
+    cache folder's trt-pipeline/engines."""
+    return cache_folder(store_dir, STORE_ENV, "engines")
 
 
 def default_root(store_dir: str | None = None) -> Path:
-    return Path(store_dir or os.environ.get("TRT_PIPELINE_STORE") or Path(".cache") / "engines")
+    return location(store_dir)[0]
 
 
 class EngineStore(VerifiedStore):
     def __init__(self, root: str | Path) -> None:
         super().__init__(root, required=("engine.plan", "manifest.json"), what="engine store")
 
+    def content_problems(self, path: Path, meta: dict) -> list[str]:
+        manifest, bad = manifest_lib.read(path / "manifest.json")
+        if manifest is None:
+            return bad
+        if manifest["engine"]["file"] not in meta["files"]:
+            return [f"manifest.json names engine {manifest['engine']['file']!r}, which the entry does not hold"]
+        if manifest.get("cache_key") not in (None, path.name):
+            return [f"manifest.json names key {str(manifest['cache_key'])[:16]}"]
+        return []
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b?|b)\s*")
+
 
 def parse_size(text: str) -> int:
-    m = re.fullmatch(r"\s*([\d.]+)\s*([kmgt]?)(i?b)?\s*", text.lower())
+    """'500M', '2G', '1.5GiB', '100k', '4096B': a size needs a unit, so '5' is not 5 bytes."""
+    m = _SIZE.fullmatch(text.lower())
     if not m:
-        raise PipelineError(f"size '{text}' is not a size like 500M or 2G")
-    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
+        hint = " (add a unit: B, K, M, G or T)" if re.fullmatch(r"\s*[\d.]+\s*", text) else ""
+        raise PipelineError(f"size '{text}' is not a size like 500M or 2G{hint}")
+    return int(float(m.group(1)) * 1024 ** "bkmgt".index(m.group(2)[0]))
 
 
-def prune(store: EngineStore, max_bytes: int) -> list[str]:
-    """Drop least recently used entries until the store fits in max_bytes."""
-    entries = [e for e in (store.entry_unverified(k) for k in store.keys()) if e is not None]
+def prune(store: EngineStore, max_bytes: int, dry_run: bool = False) -> list[str]:
+    """Drop least recently used entries until the store fits in max_bytes (entries
+    too damaged to size are left to `cache verify --repair`)."""
+    entries = [e for e in (store.entry_unverified(k)[0] for k in store.keys()) if e is not None]
     total = sum(e.size for e in entries)
     removed = []
     for e in sorted(entries, key=lambda e: e.last_used):
         if total <= max_bytes:
             break
-        store.remove(e.key)
+        if not dry_run:
+            store.remove(e.key)
         total -= e.size
         removed.append(e.key)
     return removed

@@ -7,11 +7,12 @@ the misses, and `strict` makes any miss an error for reproducible tactic choice.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
 from pipeline.engine import backend
-from pipeline.core import fileio
+from pipeline.core import fileio, locking
 from pipeline.core.errors import PipelineError
 
 
@@ -57,16 +58,18 @@ class TimingCache:
         self.entries_after = _count(self._cache)
         if self.mode != "readwrite":
             return
-        from filelock import FileLock
-
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"):
-            # Another builder may have saved meanwhile: merge rather than overwrite.
-            if self.path.exists():
-                other = config.create_timing_cache(self.path.read_bytes())
-                if other is not None:
-                    self._cache.combine(other, False)
-            fileio.write_bytes(self.path, bytes(self._cache.serialize()))
+        try:
+            with locking.exclusive(str(self.path) + ".lock"):
+                # Another builder may have saved meanwhile: merge rather than overwrite.
+                if self.path.exists():
+                    other = config.create_timing_cache(self.path.read_bytes())
+                    if other is not None:
+                        self._cache.combine(other, False)
+                fileio.write_bytes(self.path, bytes(self._cache.serialize()))
+        except OSError as e:  # a read-only or full store: the engine is still good
+            self.status = f"not saved: {e.strerror} ({e.filename or self.path})"
+            print(f"warning: timing cache {self.status}", file=sys.stderr)
+            return
         self.status = "saved"
 
     def report(self) -> dict:

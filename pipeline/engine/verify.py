@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import cache_key as key_lib
-from pipeline.core import fileio, hashing
+from pipeline.engine import cache_key as key_lib, manifest as manifest_lib
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.verified_store import regular_file_problem
+from pipeline.machine.fingerprint import identity
 
 
 def engine_folder(path: str | Path) -> Path:
@@ -17,22 +19,48 @@ def engine_folder(path: str | Path) -> Path:
     folder = path.parent if path.is_file() else path
     if not (folder / "manifest.json").exists():
         raise PipelineError(f"no manifest.json beside {path}; give an engine.plan or its build folder")
+    manifest_lib.load(folder)  # a damaged manifest is one line here, before any work
     return folder
 
 
 def engine_intact(folder: Path, manifest: dict) -> bool:
-    """The engine beside a manifest exists and has the bytes the manifest names."""
-    engine = folder / manifest["engine"]["file"]
-    return engine.exists() and hashing.sha256_file(engine) == manifest["engine"]["sha256"]
+    """The engine beside a (schema-checked) manifest is a regular file of that folder
+    with the bytes the manifest names."""
+    name = manifest["engine"]["file"]
+    return regular_file_problem(folder, name) is None and hashing.sha256_file(folder / name) == manifest["engine"]["sha256"]
+
+
+def adoption_refusal(folder: Path, manifest: dict, key: str, key_in: dict) -> str | None:
+    """Why the engine in `folder` (DVC restored it) must not be adopted as `key`, the
+    key of `key_in` (the inputs on this machine); None when it may be. The key is
+    recomputed from the engine's own recorded key_inputs, which must also agree with
+    what its manifest says it was built from and on; a key written in the file is
+    never trusted."""
+    recorded = manifest.get("key_inputs")
+    if not recorded:
+        return "its manifest records no key inputs"
+    if manifest.get("cache_key") != key_lib.cache_key(recorded):
+        return "its manifest's cache_key is not the key of its own recorded inputs (edited?)"
+    if key_lib.cache_key(recorded) != key:
+        fields = key_lib.differences(recorded, key_in)
+        return f"it was built from other inputs or settings ({', '.join(fields[:4]) or 'key inputs'})"
+    config = manifest["config"]
+    own = {"onnx_sha256": manifest.get("inputs", {}).get("onnx_sha256"),
+           "fingerprint": identity(manifest["fingerprint"]),
+           "build": {k: config["build"].get(k) for k in key_lib.ENGINE_BUILD_FIELDS},
+           "precision": {k: config["precision"].get(k) for k in key_lib.ENGINE_PRECISION_FIELDS}}
+    if (fields := key_lib.differences({k: recorded.get(k) for k in own}, own)):
+        return f"its recorded key inputs disagree with its own manifest ({', '.join(fields[:4])})"
+    if not engine_intact(folder, manifest):
+        return f"{manifest['engine']['file']} does not match the sha256 in its manifest"
+    return None
 
 
 def assert_loadable(folder: Path, fingerprint: dict) -> dict:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine."""
-    from pipeline.machine.fingerprint import identity
-
-    manifest = fileio.read_json(folder / "manifest.json", "build manifest (run the build stage)")
-    built_for = manifest.get("fingerprint", {})
+    manifest = manifest_lib.load(folder, " (run the build stage)")
+    built_for = manifest["fingerprint"]
     if identity(built_for) != identity(fingerprint):
         fields = key_lib.differences(identity(built_for), identity(fingerprint))
         raise PipelineError(f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
@@ -45,11 +73,11 @@ def assert_loadable(folder: Path, fingerprint: dict) -> dict:
 
 
 def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
-    manifest = fileio.read_json(folder / "manifest.json", "build manifest")
+    manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
     reasons = []
-    if not engine.exists():
-        return [f"{engine.name} is missing"]
+    if (bad := regular_file_problem(folder, engine.name)) is not None:
+        return [bad]
     if not engine_intact(folder, manifest):
         reasons.append(f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)")
     built = manifest.get("key_inputs")

@@ -6,12 +6,14 @@ in one place."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.export import export
-from pipeline.precision.weak_precision import STRONG_HINT
+from pipeline.core.store_entry import SHA256
+from pipeline.precision.weak_precision import CALIBRATORS, INPUTS_FILE, STRONG_HINT
 
 
 def refuse_if_strongly_typed_only(trt) -> None:
@@ -24,9 +26,7 @@ def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
     """Set the builder flags (and the int8 calibrator) that prepare() recorded."""
     refuse_if_strongly_typed_only(trt)
     summary = fileio.read_json(Path(calibrate_dir) / "calibration.json", "calibration summary")
-    info = summary.get("weak_typing")
-    if info is None:
-        raise PipelineError("calibration.json has no weak_typing section: rerun calibrate with precision.mode=weak")
+    info = checked_info(summary.get("weak_typing") if isinstance(summary, dict) else None)
     for flag in info["flags"]:
         if flag not in trt.BuilderFlag.__members__:
             raise PipelineError(f"{trt.__name__} {trt.__version__} has no BuilderFlag.{flag}; {STRONG_HINT}")
@@ -43,6 +43,20 @@ def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
     config.int8_calibrator = _calibrator(trt, info["calibrator"], batches, path)
     return {"flags": info["flags"], "calibrator": info["calibrator"], "calibration_cache": str(path),
             "calibration_cache_hit": path.exists()}
+
+
+def checked_info(info: Any) -> dict:
+    """calibration.json's weak_typing section, refused unless it is what prepare()
+    writes: its file names and cache key become paths, so none may point elsewhere."""
+    if info is None:
+        raise PipelineError("calibration.json has no weak_typing section: rerun calibrate with precision.mode=weak")
+    if not isinstance(info, dict) or not isinstance(info.get("flags"), list):
+        raise PipelineError("calibration.json: weak_typing is not what calibrate writes; rerun calibrate")
+    if "calibrator" in info and (info["calibrator"] not in CALIBRATORS.values() or info.get("inputs_file") != INPUTS_FILE
+                                 or not SHA256.match(str(info.get("cache_key")))):
+        raise PipelineError("calibration.json: weak_typing calibrator, inputs_file or cache_key is not what "
+                            "calibrate writes (edited?); rerun calibrate")
+    return info
 
 
 def _cache_path(info: dict, trt) -> Path:

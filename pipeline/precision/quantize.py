@@ -21,6 +21,7 @@ from pipeline.export import onnx_model
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.precision.calibration_cache import cache_root
+from pipeline.core.verified_store import VerifiedStore
 from pipeline.machine.fingerprint import package_version
 
 KEY_VERSION = 1
@@ -68,9 +69,7 @@ def cache_key(inputs: dict) -> str:
     return hashing.sha256_json(inputs)
 
 
-def cache_store(calibration_cfg: Any):
-    from pipeline.core.verified_store import VerifiedStore
-
+def cache_store(calibration_cfg: Any) -> VerifiedStore:
     return VerifiedStore(cache_root(calibration_cfg), required=("model.onnx",), what="calibration cache")
 
 
@@ -101,16 +100,14 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
     store = cache_store(calibration_cfg)
     cache: dict[str, Any] = {"key": key, "hit": False}
     # One calibration per key at a time: a concurrent run waits and then hits.
-    with store.lock(key):
-        entry, corrupt = store.fetch(key)
-        if corrupt:
-            cache["replaced_corrupt_entry"] = "; ".join(corrupt)
-        if entry is None:
-            graph = run_modelopt(src, mode, method, calibration_cfg, data)
-            store.put(key, {"model.onnx": graph}, labels=inputs)
-        else:
-            graph = entry.file("model.onnx").read_bytes()
-            cache["hit"] = True
+    got = store.get_or_make(
+        key, lambda: ({"model.onnx": run_modelopt(src, mode, method, calibration_cfg, data)}, inputs, "miss"))
+    if got.not_stored:
+        print(f"warning: {got.not_stored}; the calibration result is not cached", file=sys.stderr)
+    if got.damage:
+        cache["replaced_corrupt_entry"] = "; ".join(got.damage)
+    cache["hit"] = got.hit
+    graph = got.read("model.onnx")
     fileio.write_bytes(dest, graph)
     ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
     summary = {

@@ -1,0 +1,136 @@
+"""An entry of a verified store (pipeline.core.verified_store), what get_or_make did
+with it, and what is checked before anything read from an entry is trusted:
+entry.json's schema, and that every file it names is a plain, regular file of the
+entry's own folder (no `..`, no absolute path, no link leading elsewhere)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.core import fileio
+
+ENTRY_FILE = "entry.json"
+LAST_USED = ".last_used"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def plain_name_problem(name: object, what: str) -> str | None:
+    """Why `name` is not a plain file name that stays inside its folder; None if it is."""
+    if not isinstance(name, str) or not name:
+        return f"{what} names a file {name!r} that is not a file name"
+    if name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        return f"{what} names {name!r}, outside its own folder"
+    return None
+
+
+def regular_file_problem(folder: Path, name: str) -> str | None:
+    """Why folder/name is not a regular file of that folder (symlinks point elsewhere)."""
+    try:
+        st = os.lstat(folder / name)
+    except FileNotFoundError:
+        return f"{name} missing"
+    except OSError as e:
+        return f"{name} unreadable ({e.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{name} is a link, possibly outside its own folder"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{name} is not a regular file"
+    return None
+
+
+def entry_meta_problems(meta: object, key: str, required: tuple[str, ...]) -> list[str]:
+    """entry.json against its schema: {key, labels: {}, created: number,
+    files: {plain name: {bytes: int >= 0, sha256: hex}}}."""
+    if not isinstance(meta, dict):
+        return [f"{ENTRY_FILE} is {type(meta).__name__ if meta is not None else 'null'}, not an object"]
+    out = []
+    if meta.get("key") != key:
+        out.append(f"{ENTRY_FILE} names key {str(meta.get('key'))[:16]}")
+    if not isinstance(meta.get("labels"), dict):
+        out.append(f"{ENTRY_FILE} labels is not an object")
+    if isinstance(meta.get("created"), bool) or not isinstance(meta.get("created"), (int, float)):
+        out.append(f"{ENTRY_FILE} created is not a number")
+    files = meta.get("files")
+    if not isinstance(files, dict) or not files:
+        return out + [f"{ENTRY_FILE} files is not a non-empty object"]
+    for name, want in files.items():
+        bad = plain_name_problem(name, ENTRY_FILE)
+        if bad is None and name in (ENTRY_FILE, LAST_USED):
+            bad = f"{ENTRY_FILE} lists {name!r}, a name the store keeps for itself"
+        if bad is None and not (isinstance(want, dict) and type(want.get("bytes")) is int and want["bytes"] >= 0
+                                and isinstance(want.get("sha256"), str) and SHA256.match(want["sha256"])):
+            bad = f"{ENTRY_FILE} entry for {name} is not {{bytes, sha256}}"
+        if bad:
+            out.append(bad)
+    out += [f"{name} not listed" for name in required if name not in files]
+    return out
+
+
+@dataclass
+class Entry:
+    key: str
+    path: Path
+    meta: dict
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def files(self) -> list[str]:
+        return sorted(self.meta["files"])
+
+    @property
+    def size(self) -> int:
+        return sum(f["bytes"] for f in self.meta["files"].values())
+
+    @property
+    def labels(self) -> dict:
+        return self.meta["labels"]
+
+    @property
+    def last_used(self) -> float:
+        for name in (LAST_USED, ENTRY_FILE):
+            with contextlib.suppress(OSError):
+                return (self.path / name).stat().st_mtime
+        return 0.0
+
+
+@dataclass
+class Outcome:
+    """What get_or_make did: served `entry`, or made `made` (then stored as `entry`,
+    unless the store refused writes: `not_stored` says why)."""
+    event: str
+    entry: Entry | None = None
+    made: dict[str, bytes] | None = None
+    damage: list[str] = field(default_factory=list)
+    not_stored: str | None = None
+
+    @property
+    def hit(self) -> bool:
+        return self.made is None
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self.made) if self.made is not None else self.entry.files
+
+    def read(self, name: str) -> bytes:
+        return self.made[name] if self.made is not None else self.entry.file(name).read_bytes()
+
+    def copy_to(self, name: str, dest: Path) -> None:
+        """A hit is hard-linked (free for a large engine), copied where a link cannot be
+        made (another filesystem, a store file another user may not link). Editing the
+        artifact in place would change the stored bytes too; the store's sha256 check on
+        every read then quarantines that entry, never serves it."""
+        if self.made is not None:
+            fileio.write_bytes(dest, self.made[name])
+            return
+        try:
+            os.link(self.entry.file(name), dest)
+        except OSError:
+            shutil.copyfile(self.entry.file(name), dest)
