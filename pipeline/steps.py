@@ -240,7 +240,7 @@ def inspect(cfg: Any, layout: Layout) -> dict:
 def benchmark(cfg: Any, layout: Layout) -> dict:
     from pipeline import upstream
     from pipeline.bench import benchmark as bench_lib
-    from pipeline.report import benchmark_report
+    from pipeline.report import benchmark_report, plots, summary
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
@@ -257,6 +257,13 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
     # DVC draws one plot per file, so latency and throughput each get one (same rows).
     fileio.write_json(out / "benchmark_latency.json", rows)
     fileio.write_json(out / "benchmark_throughput.json", rows)
+    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
+    for kind in plots.CHARTS:
+        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    # The one DVC metrics file: upstream stages' detail files are this stage's deps.
+    fileio.write_json(out / "summary.json", summary.summarize(
+        fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
+        fileio.read_json(out / "gates.json", "build gates (run the build stage)"), manifest, metrics))
     return metrics
 
 
