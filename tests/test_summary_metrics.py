@@ -77,3 +77,9 @@ def test_three_experiments_fit_dvc_exp_show(in_tmp_repo_copy):
             assert r[c] == "" or float(r[c]) == float(r[c]), f"{c}={r[c]!r}"
     diff = _dvc(repo, "metrics", "diff", "e0", "e1")
     assert max(len(line) for line in diff.splitlines()) <= 160 and len(diff.splitlines()) <= 30
+    # diff takes experiment names: each one's report.json comes from its dvc.lock and the DVC cache
+    r = subprocess.run([sys.executable, "-m", "pipeline", "diff", "e0", "e1", "--json"], cwd=repo, capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert (result["a"]["precision"], result["b"]["precision"]) == ("fp32", "fp16")

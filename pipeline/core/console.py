@@ -130,18 +130,21 @@ def capture_third_party_logs() -> Path:
     """Third-party records go to a file (and to stderr with -v), not between our bars."""
     path = log_path()
     root = logging.getLogger()
-    if not any(getattr(h, "_trt_pipeline", False) for h in root.handlers):
+    ours = {getattr(h, "_trt_pipeline", None) for h in root.handlers}
+    wanted: list[tuple[str, logging.Handler]] = []
+    if "file" not in ours:
         path.parent.mkdir(parents=True, exist_ok=True)
         to_file = logging.FileHandler(path, encoding="utf-8", delay=True)  # no file until a record
         to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
-        handlers: list[logging.Handler] = [to_file]
-        if verbosity() > 0:
-            handlers.append(logging.StreamHandler(sys.stderr))
-        for h in handlers:
-            h._trt_pipeline = True  # type: ignore[attr-defined]
-            root.addHandler(h)
-        root.setLevel(min(root.level or logging.WARNING, logging.INFO))
-        logging.captureWarnings(True)
+        wanted.append(("file", to_file))
+    # Called again once -v has been parsed: the screen handler joins then.
+    if verbosity() > 0 and "screen" not in ours:
+        wanted.append(("screen", logging.StreamHandler(sys.stderr)))
+    for tag, h in wanted:
+        h._trt_pipeline = tag  # type: ignore[attr-defined]
+        root.addHandler(h)
+    root.setLevel(min(root.level or logging.WARNING, logging.INFO))
+    logging.captureWarnings(True)
     if not any(isinstance(f, _TameOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _TameOnImport())
     for name in THIRD_PARTY_LOG_CONFIG:
