@@ -54,7 +54,7 @@ def _check_key(tree: Any, key: str, original: str) -> None:
 
 
 def check(overrides: list[str], conf_dir: str | Path = "conf") -> Any:
-    """The validated config the overrides compose to; PipelineError naming the key
+    """The composition (checked by the schema) the overrides give; PipelineError naming the key
     and the nearest valid ones otherwise. Sweep values (a,b) are checked one by one."""
     from omegaconf import OmegaConf
 
@@ -89,6 +89,8 @@ def check(overrides: list[str], conf_dir: str | Path = "conf") -> Any:
     from hydra.errors import HydraException
 
     try:
-        return config.validate(_compose(conf_dir, single))
+        raw = _compose(conf_dir, single)
     except HydraException as e:
         raise PipelineError(" ".join(str(e).split("\n")[0].split())) from None
+    config.validate(raw)
+    return raw
