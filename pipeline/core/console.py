@@ -133,8 +133,7 @@ def capture_third_party_logs() -> Path:
     ours = {getattr(h, "_trt_pipeline", None) for h in root.handlers}
     wanted: list[tuple[str, logging.Handler]] = []
     if "file" not in ours:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        to_file = logging.FileHandler(path, encoding="utf-8", delay=True)  # no file until a record
+        to_file = _LazyFileHandler(path)
         to_file.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         wanted.append(("file", to_file))
     # Called again once -v has been parsed: the screen handler joins then.
@@ -151,6 +150,17 @@ def capture_third_party_logs() -> Path:
         if name in sys.modules:
             _tame(sys.modules[name])
     return path
+
+
+class _LazyFileHandler(logging.FileHandler):
+    """No folder and no file until the first record: a `diff` run leaves nothing behind."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8", delay=True)
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
 
 def _silence(logger: logging.Logger) -> None:
