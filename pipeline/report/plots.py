@@ -3,7 +3,8 @@
 DVC's own plot page loads its chart scripts from a CDN and is blank offline; these SVGs
 are plain files any browser, Markdown viewer or CI artifact page shows. Matplotlib's Agg
 backend needs no display. The files are DVC outputs, so they carry no date and their
-element ids are salted with a constant: the same numbers give the same bytes."""
+element ids are salted with a constant: the same numbers give the same bytes. Text stays
+text (svg.fonttype none), so the bytes do not depend on the fonts this machine has."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def svg(rows: list[dict], kind: str, subtitle: str = "") -> str:
     from matplotlib.figure import Figure
 
     field, ylabel, title = CHARTS[kind]
-    with matplotlib.rc_context({"svg.hashsalt": "trt-pipeline", "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "trt-pipeline", "svg.fonttype": "none"}):
         fig = Figure(figsize=(6.4, 4.0))
         ax = fig.subplots()
         for series in sorted({r["series"] for r in rows}):
