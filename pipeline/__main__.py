@@ -7,12 +7,18 @@
     python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
     python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
     python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
+    python -m pipeline run [HYDRA ARGS]         every stage through Hydra (overrides checked first)
+    python -m pipeline exp run [DVC ARGS]       dvc exp run, with its -S overrides checked first
+
+`trt-pipeline` (the console script) is the same CLI.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import sys
 from pathlib import Path
 
 from pipeline.core import cli
@@ -29,16 +35,12 @@ def _fingerprint(args: argparse.Namespace) -> int:
 
 
 def _params(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from pipeline.core import config, fileio
+    from pipeline import overrides
+    from pipeline.core import fileio
 
-    with initialize_config_dir(config_dir=str(Path(args.conf).resolve()), version_base=None):
-        raw = compose("config", overrides=list(args.overrides))
-    config.validate(raw)
+    raw = overrides.check(list(args.overrides), args.conf)
     OmegaConf.resolve(raw)  # as DVC does: params.yaml holds values, not interpolations
     fileio.write_text(args.out, OmegaConf.to_yaml(raw))
     print(f"wrote {args.out}")
@@ -92,7 +94,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace) -> int:
     from pipeline.analysis import diff
 
-    result = diff.compare(diff.load(args.a), diff.load(args.b))
+    from pipeline import resolve
+
+    with resolve.temp_dir() as work:
+        a, b = (resolve.diff_source(x, args.store, Path(work)) for x in (args.a, args.b))
+        result = diff.compare(diff.load(a), diff.load(b))
     print(json.dumps(result, indent=2, sort_keys=True) if args.json else diff.format_table(result))
     if args.fail_on_regression:
         diff.gate(result)
@@ -107,9 +113,54 @@ def _status(args: argparse.Namespace) -> int:
     return status.main(Path("."), args.json, cfg.build)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline", description="TensorRT engine pipeline tools")
+def _run(args: argparse.Namespace) -> int:
+    """Hands the rest of the command line to the Hydra app (pipeline.run), checked first."""
+    from pipeline import run
+
+    return run.main_checked(["trt-pipeline run", *args.hydra_args])
+
+
+def _exp(args: argparse.Namespace) -> int:
+    """`dvc exp run` with its -S overrides checked against conf/ and the schema first."""
+    import os
+    import shutil
+
+    from pipeline import overrides
+
+    sets = [a.split(":", 1)[1] if re.match(r"^[\w./-]+\.yaml:", a) else a
+            for flag, a in zip(args.dvc_args, args.dvc_args[1:]) if flag in ("-S", "--set-param")]
+    sets += [a.split("=", 1)[1] for a in args.dvc_args if a.startswith("--set-param=")]
+    overrides.check(sets, args.conf)
+    dvc = shutil.which("dvc")
+    argv = [dvc, "exp", "run", *args.dvc_args] if dvc else [sys.executable, "-m", "dvc", "exp", "run", *args.dvc_args]
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trt-pipeline")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="TensorRT engine pipeline tools")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or stage tables (CI)")
+    p.add_argument("-v", "--verbose", action="store_true", help="also show third-party log records")
     sub = p.add_subparsers(dest="command", required=True)
+    ru = sub.add_parser("run", help="every stage for one composed config through Hydra (same as python -m pipeline.run)",
+                        add_help=False)
+    ru.add_argument("hydra_args", nargs=argparse.REMAINDER, help="Hydra overrides and flags, e.g. --multirun a=1,2")
+    ru.set_defaults(func=_run)
+    ex = sub.add_parser("exp", help="dvc exp run with -S overrides checked first")
+    ex.add_argument("action", choices=["run"])
+    ex.add_argument("--conf", default="conf")
+    ex.add_argument("dvc_args", nargs=argparse.REMAINDER, help="passed to dvc exp run, e.g. -S precision=fp16")
+    ex.set_defaults(func=_exp)
     fp = sub.add_parser("fingerprint", help="print this machine's engine fingerprint")
     fp.add_argument("--json", action="store_true")
     fp.add_argument("--params", default="params.yaml", help="config to read build settings from ('' for defaults)")
@@ -153,8 +204,10 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--params", default="params.yaml")
     st.set_defaults(func=_status)
     di = sub.add_parser("diff", help="compare build B with baseline A (build or inspect folders)")
-    di.add_argument("a", help="baseline: build folder (manifest.json) or inspect folder (report.json)")
+    di.add_argument("a", help="baseline: build or inspect folder, engine-store key (prefix), DVC experiment or git "
+                              "revision")
     di.add_argument("b", help="the build to judge, same kinds")
+    di.add_argument("--store", help="engine store for keys (default: $TRT_PIPELINE_STORE, .cache/engines)")
     di.add_argument("--json", action="store_true", help="machine-readable output")
     di.add_argument("--fail-on-regression", action="store_true",
                     help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A")
@@ -163,8 +216,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pipeline.core import console as term
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in ("-sc", "--shell-completion"):
+        from pipeline import run
+
+        return run.complete(argv)
     args = parser().parse_args(argv)
+    if args.quiet or args.verbose:
+        term.set_verbosity(1 if args.verbose else -1)
+        term.capture_third_party_logs()
     return args.func(args)
+
+
+def console() -> None:
+    """The `trt-pipeline` console script."""
+    cli.run(main)
 
 
 if __name__ == "__main__":

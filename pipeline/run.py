@@ -51,5 +51,55 @@ def main(cfg: DictConfig) -> None:
     print(f"{out}: {validated.model.name} {validated.precision.name} done")
 
 
-if __name__ == "__main__":
+def _overrides(argv: list[str]) -> list[str]:
+    """The overrides among Hydra's arguments: not flags, not a flag's value."""
+    takes_value = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun",
+                   "--info", "-i", "--shell-completion", "-sc"}
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in takes_value:
+            skip = a not in ("--info", "-i")
+        elif not a.startswith("-"):
+            out.append(a)
+    return out
+
+
+def main_checked(argv: list[str]) -> int:
+    """Overrides are checked against conf/ and the schema before Hydra sees them, so a
+    misspelt key is one line naming the nearest valid ones, not Hydra's error block."""
+    from pipeline import overrides
+    from pipeline.core import console
+
+    args = argv[1:]
+    if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i", "--cfg", "-c")
+               for a in args):
+        overrides.check(_overrides(args), Path(__file__).resolve().parents[1] / "conf")
+    console.capture_third_party_logs()
+    sys.argv = argv
     main()
+    return 0
+
+
+def complete(argv: list[str]) -> int:
+    """Hydra's shell completion for the `trt-pipeline` console script: its bash function
+    calls `trt-pipeline -sc query=bash` with the line typed so far; only `run` takes
+    Hydra overrides, so that word is dropped before Hydra reads the line."""
+    import os
+    import re
+
+    line = os.environ.get("COMP_LINE")
+    if line is not None:
+        if not re.match(r"^\s*\S+\s+run(\s|$)", line):
+            return 0
+        os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run", r"\1", line, count=1)
+    sys.argv = ["trt-pipeline", *argv]
+    main()
+    return 0
+
+
+if __name__ == "__main__":
+    from pipeline.core import cli
+
+    cli.run(lambda: main_checked(sys.argv))

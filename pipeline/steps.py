@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-from pipeline.core import config as config_lib, fileio, hashing, provenance
+from pipeline.core import config as config_lib, console, fileio, hashing, provenance
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
@@ -37,6 +37,7 @@ def export(cfg: Any, layout: Layout) -> dict:
         model_sha256 = export_lib.source_sha256(cfg.model)
         summary = export_lib.export_model(cfg.model, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
+    console.table(f"export: {cfg.model.name}", [("graph", str(layout.export_dir / "model.onnx"))])
     return summary
 
 
@@ -59,6 +60,11 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
     if data:
         metrics["calibration_data"] = {k: data[k] for k in ("source", "random", "num_samples") if k in data}
     fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
+    console.table(f"calibrate: {cfg.model.name} {cfg.precision.name}", [
+        ("accuracy gate", "passed" if metrics["gate_passed"] else "FAILED"),
+        *[(f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']})")
+          for subject, by in gate.items() for metric, r in by.items() if isinstance(r.get("value"), (int, float))],
+        ("graph", str(layout.calibrate_dir / "model.onnx"))])
     return summary
 
 
@@ -126,6 +132,10 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     manifest = manifest_lib.load(folder)
     gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
                 manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
+    console.table(f"build: {cfg.model.name} {cfg.precision.name}", [
+        ("engine store", f"{got.event}, key {key[:16]}"), ("engine", f"{manifest['engine']['bytes'] / 2**20:.2f} MiB, "
+                                                            f"built in {manifest.get('build_seconds')} s"),
+        ("build gates", "passed"), ("folder", str(folder))])
     return manifest
 
 
@@ -237,13 +247,15 @@ def inspect(cfg: Any, layout: Layout) -> dict:
         fileio.write_text(tmp / "report.md", report_lib.to_markdown(report, rows))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
+    page = "report.html" if cfg.inspect.html else "report.md"
+    console.table("inspect", [("report", str(layout.inspect_dir / page))])
     return report
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
     from pipeline import upstream
     from pipeline.bench import benchmark as bench_lib
-    from pipeline.report import benchmark_report
+    from pipeline.report import benchmark_report, plots, summary
 
     fp = read_fingerprint(layout)
     engine_dir = layout.engine_dir(fp["id"])
@@ -260,6 +272,17 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
     # DVC draws one plot per file, so latency and throughput each get one (same rows).
     fileio.write_json(out / "benchmark_latency.json", rows)
     fileio.write_json(out / "benchmark_throughput.json", rows)
+    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
+    for kind in plots.CHARTS:
+        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    # The one DVC metrics file: upstream stages' detail files are this stage's deps.
+    fileio.write_json(out / "summary.json", summary.summarize(
+        fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
+        fileio.read_json(out / "gates.json", "build gates (run the build stage)"), manifest, metrics))
+    console.table(f"benchmark: {cfg.model.name} {cfg.precision.name} ({metrics['headline']})", [
+        *[(k, f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g}/s"
+           if r["status"] == "ok" else f"skipped: {r.get('reason', '')}") for k, r in metrics["results"].items()],
+        ("details", str(out / "benchmark.md"))])
     return metrics
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pipeline import steps
-from pipeline.bench import bench_shapes, benchmark, torch_runner, trt_runner
+from pipeline.bench import bench_shapes, torch_runner, trt_runner
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
 from pipeline.report import benchmark_report
@@ -112,6 +112,8 @@ def test_gpu_conditions_is_explicit_without_a_gpu():
 
 def _copy_artifacts(layout: Layout, dest: Path) -> Layout:
     shutil.copytree(layout.root / "artifacts", dest / "artifacts")
+    # the benchmark's summary reads the accuracy and build-gate files beside them
+    shutil.copytree(layout.root / "metrics", dest / "metrics")
     return Layout(dest)
 
 
@@ -175,7 +177,7 @@ def test_shape_outside_the_engine_fails_before_measuring(built_cnn, tmp_path):
     bad = compose("model=cnn", "precision=fp32", *FAST_BENCH, "benchmark.batch_sizes=[4,64]")
     with pytest.raises(PipelineError, match=r"images=\[64, 3, 32, 32\] is outside every optimization profile"):
         steps.benchmark(bad, layout)
-    assert not layout.metrics_dir.exists()
+    assert not (layout.metrics_dir / "benchmark.json").exists() and not (layout.metrics_dir / "summary.json").exists()
 
 
 def test_transformer_sweep_over_batch_and_sequence(built_transformer, tmp_path):
@@ -266,8 +268,15 @@ def test_onnxruntime_runner_through_the_contract():
 
 
 def test_progress_bar_reads_percent_not_a_rate():
-    from tqdm import tqdm
+    import io
 
-    line = tqdm.format_meter(42, 100, 3.0, bar_format=benchmark.BAR_FORMAT, prefix="benchmark torch batch8",
-                             ncols=80)
-    assert "42%" in line and "/s" not in line and line.startswith("benchmark torch batch8")
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from pipeline.core import console
+
+    out = io.StringIO()
+    with Progress(*console.columns(percent=True), console=Console(file=out, force_terminal=True, width=80)) as p:
+        p.add_task("benchmark torch batch8", total=100, completed=42, note="")
+    line = out.getvalue()
+    assert "42%" in line and "/s" not in line and "benchmark torch batch8" in line

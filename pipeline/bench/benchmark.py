@@ -17,7 +17,7 @@ import numpy as np
 from pipeline.precision import accuracy
 from pipeline.bench import cuda_timing, timing
 from pipeline.export import export, onnx_model
-from pipeline.core import fileio, hashing
+from pipeline.core import console, fileio, hashing
 from pipeline.machine import gpu_conditions
 from pipeline.bench.bench_shapes import Point, locate, plan
 from pipeline.bench.ort_runner import OrtRunner
@@ -29,8 +29,6 @@ INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inp
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
 # ONNX Runtime lacks CPU kernels for some bf16/fp8 graphs.
 OPTIONAL = frozenset({"onnxruntime_calibrated"})
-# Percent, not tqdm's default rate: a rate of a fraction ("130.12%/s") means nothing.
-BAR_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {elapsed}"
 
 
 def bench_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int) -> dict[str, np.ndarray]:
@@ -75,13 +73,10 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
 
 def progress_bar(label: str):
     """(bar, update): update takes the loop's fraction done (pipeline.bench.timing)."""
-    from tqdm import tqdm
-
-    bar = tqdm(total=100, desc=f"benchmark {label}", bar_format=BAR_FORMAT, leave=False, disable=None)
+    bar = console.bar(total=100, desc=f"benchmark {label}", percent=True)
 
     def update(fraction: float) -> None:
-        bar.n = int(fraction * 100)
-        bar.refresh()
+        bar.set(int(fraction * 100))
 
     return bar, update
 

@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Callable
 
+from pipeline.core import console
 from pipeline.core.errors import Interrupted, PipelineError
 
 # The machine's state, not a bug in this tool: a full disk, a quota, a read-only
@@ -50,6 +51,7 @@ def _terminate(signum, _frame) -> None:
 def run(main: Callable[..., int | None]) -> None:
     # SIGTERM unwinds like Ctrl-C, so staged outputs and locks are cleaned up.
     signal.signal(signal.SIGTERM, _terminate)
+    console.capture_third_party_logs()
     code = exits_cleanly(main)()
     # The work is done and its exit status decided: a signal now must not turn into a
     # traceback or a death by signal during interpreter shutdown.

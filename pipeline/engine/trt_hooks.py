@@ -8,6 +8,8 @@ import time
 from types import ModuleType
 from typing import NamedTuple
 
+from pipeline.core import console
+
 
 class Record(NamedTuple):
     """One TensorRT log record; build.log keeps every one, analysis.buildlog reads them."""
@@ -47,22 +49,19 @@ def make_logger(trt: ModuleType):
 
 
 def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
-    from tqdm import tqdm
-
     class BarMonitor(trt.IProgressMonitor):
         """One bar per top-level builder phase; the deepest running phase below it
         (optimizing, timing tactics...) shows as the bar's postfix."""
 
         def __init__(self) -> None:
             trt.IProgressMonitor.__init__(self)
-            self._bars: dict[str, tqdm] = {}
+            self._bars: dict[str, console.Bar] = {}
             self._root: dict[str, str] = {}
 
         def phase_start(self, phase_name, parent_phase, num_steps) -> None:
             if parent_phase is None:
                 if enabled:
-                    self._bars[phase_name] = tqdm(total=num_steps, desc=phase_name, unit="step",
-                                                  leave=False, disable=None)
+                    self._bars[phase_name] = console.bar(total=num_steps, desc=phase_name, unit="step")
                 self._root[phase_name] = phase_name
                 return
             root = self._root.get(parent_phase)

@@ -51,6 +51,9 @@ def to_markdown(metrics: dict) -> str:
     if rows:
         out += ["## Against batch size", ""]
         out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
+        # Written beside this file by the same stage; static SVG, so it shows offline.
+        out += ["![latency against batch size](benchmark_latency.svg)",
+                "![throughput against batch size](benchmark_throughput.svg)", ""]
     gpu = {k: r for k, r in ok.items() if "gpu" in r}
     if gpu:
         out += ["## GPU time per stage (CUDA events, median ms)", ""]

@@ -1,0 +1,44 @@
+"""Static SVG charts of the benchmark sweep (latency and throughput against batch size).
+
+DVC's own plot page loads its chart scripts from a CDN and is blank offline; these SVGs
+are plain files any browser, Markdown viewer or CI artifact page shows. Matplotlib's Agg
+backend needs no display. The files are DVC outputs, so they carry no date and their
+element ids are salted with a constant: the same numbers give the same bytes. Text stays
+text (svg.fonttype none), so the bytes do not depend on the fonts this machine has."""
+
+from __future__ import annotations
+
+import io
+
+CHARTS = {"latency": ("latency_ms", "median latency (ms)", "median latency against batch size"),
+          "throughput": ("throughput_per_s", "samples per second", "throughput against batch size")}
+
+
+def svg(rows: list[dict], kind: str, subtitle: str = "") -> str:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    from matplotlib.figure import Figure
+
+    field, ylabel, title = CHARTS[kind]
+    with matplotlib.rc_context({"svg.hashsalt": "trt-pipeline", "svg.fonttype": "none"}):
+        fig = Figure(figsize=(6.4, 4.0))
+        ax = fig.subplots()
+        for series in sorted({r["series"] for r in rows}):
+            pts = sorted((r["batch"], r[field]) for r in rows if r["series"] == series and r.get(field) is not None)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=series)
+        batches = sorted({r["batch"] for r in rows})
+        if batches:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(batches, [str(b) for b in batches])
+        ax.set_xlabel("batch size")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title + (f"\n{subtitle}" if subtitle else ""), fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if rows:
+            ax.legend(title="backend", fontsize=8)
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()

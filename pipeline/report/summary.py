@@ -1,0 +1,43 @@
+"""metrics/summary.json: the few numbers a person compares across experiments.
+
+DVC shows every leaf of a metrics file as a column, so this file is flat, numeric only
+and bounded (about 20 columns however many batch sizes or outputs a run has); the
+details stay in accuracy.json, gates.json and benchmark.json, which are plain outputs.
+Names (model, precision) are params already, so they are not repeated here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+# Worst over every output: the direction that is worse for each figure.
+ACCURACY_WORST = {"max_abs_error": max, "mean_rel_error": max, "cosine": min, "top1_agreement": min}
+HEADLINE = ("median_ms", "p99_ms", "throughput_per_s")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def summarize(accuracy: dict, gates: dict, manifest: dict, benchmark: dict) -> dict[str, float | int]:
+    out: dict[str, float | int] = {
+        "engine_mib": round(manifest["engine"]["bytes"] / 2**20, 3),
+        "build_s": manifest.get("build_seconds"),
+        "accuracy_gate_pass": int(bool(accuracy.get("gate_passed"))),
+        "build_gates_pass": int(bool(gates.get("passed"))),
+    }
+    per_output = accuracy.get("accuracy") or {}
+    for metric, worst in ACCURACY_WORST.items():
+        values = [v for m in per_output.values() if (v := _number(m.get(metric))) is not None]
+        if values:
+            out[f"worst_{metric}"] = worst(values)
+    # A skipped backend has no column rather than a string or a zero that reads as a result.
+    for backend, r in benchmark.get("results", {}).items():
+        if r.get("status") != "ok":
+            continue
+        for field in HEADLINE:
+            if (v := _number(r.get(field))) is not None:
+                out[f"{backend}_{field}"] = v
+    return {k: v for k, v in out.items() if _number(v) is not None}
