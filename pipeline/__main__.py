@@ -7,6 +7,7 @@
     python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
     python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
     python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
+    python -m pipeline sweep-report DIR | --dvc [--out DIR]    one row per sweep job, Markdown, CSV, Pareto picture
 """
 
 from __future__ import annotations
@@ -96,6 +97,21 @@ def _status(args: argparse.Namespace) -> int:
     return status.main(Path("."), args.json, cfg.build)
 
 
+def _sweep_report(args: argparse.Namespace) -> int:
+    from pipeline import sweep
+
+    if args.dvc == (args.folder is not None):
+        raise PipelineError("sweep-report needs a multirun folder or --dvc, not both")
+    if args.dvc:
+        rows, out, title = sweep.collect_dvc("."), Path(args.out or "."), "DVC experiments"
+    else:
+        rows, out, title = sweep.collect(args.folder), Path(args.out or args.folder), Path(args.folder).name
+    paths = sweep.write(rows, out, title)
+    print(sweep.to_markdown(rows, title))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline", description="TensorRT engine pipeline tools")
     sub = p.add_subparsers(dest="command", required=True)
@@ -133,6 +149,11 @@ def parser() -> argparse.ArgumentParser:
     di.add_argument("--fail-on-regression", action="store_true",
                     help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A")
     di.set_defaults(func=_diff)
+    sw = sub.add_parser("sweep-report", help="summarise a Hydra multirun folder (or DVC experiments with --dvc)")
+    sw.add_argument("folder", nargs="?", help="a multirun folder (hydra.sweep.dir)")
+    sw.add_argument("--dvc", action="store_true", help="summarise `dvc exp show --json` in this repository")
+    sw.add_argument("--out", help="where to write sweep_summary.{md,csv} and sweep_pareto.{svg,png}")
+    sw.set_defaults(func=_sweep_report)
     return p
 
 

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pipeline.core import config as config_lib, fileio, hashing, provenance
 from pipeline.core.errors import PipelineError
@@ -120,6 +120,8 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     manifest = fileio.read_json(folder / "manifest.json", "build manifest")
     gates.check(cfg.build.gates, buildlog.load_summary(folder), (folder / "build.log").read_text(),
                 manifest=manifest, metrics_path=layout.metrics_dir / "gates.json")
+    # What this run did with the store (a sweep summary's "hit or built"); not in the file.
+    manifest["store_event"] = event
     return manifest
 
 
@@ -263,8 +265,11 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
 ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
 
 
-def run_all(cfg: Any, layout: Layout) -> dict:
+def run_all(cfg: Any, layout: Layout, on_step: Callable[[str, dict], None] | None = None) -> dict:
+    """Every stage in order; `on_step(name, result)` after each (a Hydra job logs it)."""
     results = {}
     for name in ORDER:
         results[name] = globals()[name](cfg, layout)
+        if on_step is not None:
+            on_step(name, results[name])
     return results
