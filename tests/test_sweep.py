@@ -80,3 +80,10 @@ def test_pareto_keeps_only_jobs_nothing_beats_on_both_axes():
     assert [r["job"] for r in sweep.pareto(rows)] == ["int8", "fp16", "fp32"]
     rows = [{**r, "acc:max_abs_error": 1 - r.pop("acc:cosine")} for r in rows]
     assert [r["job"] for r in sweep.pareto(rows)] == ["int8", "fp16", "fp32"]
+
+
+@pytest.mark.parametrize("launcher", ["joblib", "submitit_slurm", "trt_ray"])
+def test_every_sweep_launcher_composes_with_our_config(launcher):
+    r = subprocess.run([sys.executable, "-m", "pipeline.run", "--cfg", "hydra", "--package", "hydra.launcher",
+                        f"hydra/launcher={launcher}"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0 and "_target_" in r.stdout, r.stderr
