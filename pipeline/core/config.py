@@ -7,7 +7,7 @@ applied by `validate` before any work starts, so a typo costs a second, not a bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -177,14 +177,6 @@ class InspectConfig:
 
 
 @dataclass
-class SweepConfig:
-    # Ray launcher (hydra/launcher=trt_ray): run this job on a node advertising
-    # accelerator_type:<name> (A100, H100, L4, ...); sweep a list to fan out over GPU models:
-    # sweep.accelerator_type=A100,H100. Ignored by other launchers; not part of the engine key.
-    accelerator_type: Optional[str] = None
-
-
-@dataclass
 class PipelineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
@@ -193,7 +185,7 @@ class PipelineConfig:
     build: BuildConfig = field(default_factory=BuildConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
-    sweep: SweepConfig = field(default_factory=SweepConfig)
+    sweep: Any = field(default_factory=make_dataclass("Sweep", [("accelerator_type", Optional[str], None)]))  # Ray
 
 
 def _omegaconf_message(e: OmegaConfBaseException) -> str:
