@@ -11,6 +11,7 @@
     python -m pipeline exp run [DVC ARGS]       dvc exp run, with its -S overrides checked first
 
 `trt-pipeline` (the console script) is the same CLI.
+    python -m pipeline sweep-report DIR | --dvc [--out DIR]    one row per sweep job, Markdown, CSV, Pareto picture
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 from pipeline.core import cli
+from pipeline.core.errors import PipelineError
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
@@ -111,6 +113,21 @@ def _status(args: argparse.Namespace) -> int:
 
     cfg = config.load(args.params) if Path(args.params).exists() else config.validate({})
     return status.main(Path("."), args.json, cfg.build)
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    from pipeline import sweep
+
+    if args.dvc == (args.folder is not None):
+        raise PipelineError("sweep-report needs a multirun folder or --dvc, not both")
+    if args.dvc:
+        rows, out, title = sweep.collect_dvc("."), Path(args.out or "."), "DVC experiments"
+    else:
+        rows, out, title = sweep.collect(args.folder), Path(args.out or args.folder), Path(args.folder).name
+    paths = sweep.write(rows, out, title)
+    print(sweep.to_markdown(rows, title))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -212,6 +229,11 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
     di.add_argument("--fail-on-regression", action="store_true",
                     help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A")
     di.set_defaults(func=_diff)
+    sw = sub.add_parser("sweep-report", help="summarise a Hydra multirun folder (or DVC experiments with --dvc)")
+    sw.add_argument("folder", nargs="?", help="a multirun folder (hydra.sweep.dir)")
+    sw.add_argument("--dvc", action="store_true", help="summarise `dvc exp show --json` in this repository")
+    sw.add_argument("--out", help="where to write sweep_summary.{md,csv} and sweep_pareto.{svg,png}")
+    sw.set_defaults(func=_sweep_report)
     return p
 
 

@@ -2,12 +2,18 @@
 
     python -m pipeline.run precision=fp16
     python -m pipeline.run --multirun precision=fp32,fp16 model=cnn,transformer
+    python -m pipeline.run --multirun hydra/launcher=joblib hydra.launcher.n_jobs=2 precision=fp32,fp16
 
-Each job calls the same functions as the DVC stages (pipeline/steps.py) and leaves
-artifacts/, metrics/ and result.json in its Hydra output folder."""
+Each job calls the same functions as the DVC stages (pipeline/steps.py), logs a line per
+stage to `<job>/run.log` (Hydra's job logging) and leaves artifacts/, metrics/ and
+result.json in its folder, which conf/config.yaml names after the job's overrides. The
+sweep summary (pipeline/sweep.py) reads result.json when the multirun ends."""
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import sys
 from pathlib import Path
 
@@ -21,33 +27,68 @@ from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
+log = logging.getLogger("pipeline.run")
 
-def job_result(results: dict) -> dict:
+def job_result(results: dict, layout: Layout, cfg: DictConfig, overrides: list[str] | None = None) -> dict:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
+    accuracy_gate = fileio.read_json(layout.metrics_dir / "accuracy.json", "accuracy metrics")
     return {
         "model": results["benchmark"]["model"],
         "precision": results["benchmark"]["precision"],
+        "profile": cfg.profile.name,
         "engine_sha256": manifest["engine"]["sha256"],
         "engine_bytes": manifest["engine"]["bytes"],
+        "build_seconds": manifest.get("build_seconds"),
+        "store_event": manifest.get("store_event"),
+        "cache_key": manifest.get("cache_key"),
         "backend": manifest["backend"],
         "fingerprint": manifest["fingerprint"]["id"],
+        "gpu": (manifest["fingerprint"].get("gpu") or {}).get("name", "no GPU"),
         "accuracy": results["calibrate"]["accuracy"],
-        "benchmark": {k: {m: v.get(m) for m in ("status", "median_ms", "throughput_per_s", "reason") if m in v}
+        "accuracy_gate": accuracy_gate.get("gate", {}),
+        "accuracy_gate_passed": accuracy_gate.get("gate_passed"),
+        "benchmark": {k: {m: v.get(m) for m in ("status", "median_ms", "p99_ms", "throughput_per_s", "reason")
+                          if m in v}
                       for k, v in bench.items()},
+        "overrides": list(overrides or []),
+        "host": socket.gethostname(),
+        "node": os.environ.get("TRT_PIPELINE_NODE"),
     }
+
+
+def stage_line(name: str, result: dict) -> str:
+    """One line per finished stage for run.log."""
+    if name == "fingerprint":
+        gpu = (result.get("gpu") or {}).get("name", "no GPU")
+        return f"fingerprint: {result['id']} ({gpu}, {result.get('trt_flavour')} {result.get('trt_version')})"
+    if name == "calibrate":
+        passed = all(r["passed"] for r in result.get("gate", []))
+        return f"calibrate: accuracy gate {'passed' if passed else 'failed'}"
+    if name == "build":
+        return (f"build: engine store {result.get('store_event')}, {result['engine']['bytes'] / 2**20:.2f} MiB, "
+                f"built in {result.get('build_seconds')} s, key {str(result.get('cache_key'))[:16]}")
+    if name == "benchmark":
+        parts = [f"{k} {v['median_ms']:.3f} ms" if v.get("status") == "ok" else f"{k} {v.get('status')}"
+                 for k, v in result["results"].items()]
+        return "benchmark: median " + ", ".join(parts)
+    return f"{name}: done"
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    out = Path(HydraConfig.get().runtime.output_dir)
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
     try:
         validated = config.validate(cfg)
-        results = steps.run_all(validated, Layout(out))
+        layout = Layout(out)
+        results = steps.run_all(validated, layout, on_step=lambda n, r: log.info(stage_line(n, r)))
     except PipelineError as e:
+        log.error(one_line(e))
         print(f"error: {one_line(e)}", file=sys.stderr)
         raise SystemExit(1) from None
-    fileio.write_json(out / "result.json", job_result(results))
+    fileio.write_json(out / "result.json", job_result(results, layout, validated, list(hc.overrides.task)))
+    log.info(f"{validated.model.name} {validated.precision.name} done")
     print(f"{out}: {validated.model.name} {validated.precision.name} done")
 
 

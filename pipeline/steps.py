@@ -11,9 +11,9 @@ import contextlib
 import shutil
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from pipeline.core import config as config_lib, console, fileio, hashing, provenance
+from pipeline.core import console, fileio, provenance
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
@@ -105,7 +105,9 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         adopted = _adopt_pulled(folder, key, key_in)
         if adopted is not None:
             return adopted, labels, "adopted the engine DVC restored"
-        return _build_files(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
+        from pipeline import build_files
+
+        return build_files.make(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
 
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
     for attempt in (1, 2):
@@ -136,6 +138,8 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         ("engine store", f"{got.event}, key {key[:16]}"), ("engine", f"{manifest['engine']['bytes'] / 2**20:.2f} MiB, "
                                                             f"built in {manifest.get('build_seconds')} s"),
         ("build gates", "passed"), ("folder", str(folder))])
+    # What this run did with the store (a sweep summary's "hit or built"); not in the file.
+    manifest["store_event"] = got.event
     return manifest
 
 
@@ -170,61 +174,6 @@ def _labels(cfg: Any, fp: dict) -> dict:
             "trt": f"{fp['trt_flavour']} {fp['trt_version']}", "fingerprint": fp["id"],
             "profile": cfg.profile.name, "calibration": f"{calib.name} ({calib.method})" if calibrated else "-",
             "fallback": ", ".join(kept) or "-"}
-
-
-def _resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:
-    """From the input specs calibrate recorded for this very graph (its sha256 is checked),
-    so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
-    from pipeline.engine import build as build_lib
-    from pipeline.export import onnx_model, profiles
-
-    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
-    specs = summary.get("inputs")
-    if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
-        return build_lib.resolve_profiles(cfg.profile, onnx_path)
-    return profiles.resolve(cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs])
-
-
-def _build_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
-    from pipeline.analysis import buildlog
-    from pipeline.engine import build as build_lib, cache_key, manifest as manifest_lib, timing_cache
-
-    onnx_path = layout.calibrate_dir / "model.onnx"
-    resolved = _resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
-    tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
-    result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
-                                    timing_cache=tcache)
-    # The parser logs the file it read; keep machine paths out of a shared artifact.
-    folder = f"{onnx_path.parent.resolve()}/"
-    records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
-                                cfg.build.log_redactions)
-    summary = buildlog.summarize(records)
-    inputs = {
-        "onnx_sha256": key_in["onnx_sha256"],
-        "calibration_sha256": key_in["calibration_sha256"],
-        "plugins_sha256": cache_key.plugin_sha256(cfg.build.plugins),
-        "tools": tool_versions(),
-    }
-    manifest = manifest_lib.make(
-        fingerprint=fp, inputs=inputs, build_cfg=config_lib.to_dict(cfg.build),
-        precision_cfg=config_lib.to_dict(cfg.precision), profiles=resolved, result=result, summary=summary,
-        engine_sha256=hashing.sha256_bytes(result.engine), cache_key=key)
-    manifest["key_inputs"] = key_in
-    manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
-    return {
-        "engine.plan": result.engine,
-        "manifest.json": fileio.to_json(manifest).encode(),
-        "build.log": buildlog.format_log(records).encode(),
-        "network.json": fileio.to_json(result.network).encode(),
-        "build_summary.json": fileio.to_json(summary).encode(),
-    }
-
-
-def tool_versions() -> dict:
-    from pipeline.machine.fingerprint import package_version
-
-    dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13")
-    return {d: v for d in dists if (v := package_version(d)) is not None}
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
@@ -289,8 +238,11 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
 ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
 
 
-def run_all(cfg: Any, layout: Layout) -> dict:
+def run_all(cfg: Any, layout: Layout, on_step: Callable[[str, dict], None] | None = None) -> dict:
+    """Every stage in order; `on_step(name, result)` after each (a Hydra job logs it)."""
     results = {}
     for name in ORDER:
         results[name] = globals()[name](cfg, layout)
+        if on_step is not None:
+            on_step(name, results[name])
     return results

@@ -7,7 +7,7 @@ applied by `validate` before any work starts, so a typo costs a second, not a bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -185,6 +185,7 @@ class PipelineConfig:
     build: BuildConfig = field(default_factory=BuildConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
+    sweep: Any = field(default_factory=make_dataclass("Sweep", [("accelerator_type", Optional[str], None)]))  # Ray
 
 
 def _omegaconf_message(e: OmegaConfBaseException) -> str:

@@ -43,6 +43,12 @@ def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, 
         except Exception as e:
             raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
                                 f"{first_line(e)}") from None
+    # AutoCast lists value_info in set order, which changes from process to process
+    # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
+    # sweep's rerun hit the store instead of rebuilding.
+    ordered = sorted(model.graph.value_info, key=lambda vi: vi.name)
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(ordered)
     fileio.write_bytes(dest, model.SerializeToString())
 
 

@@ -1,0 +1,58 @@
+"""Sweep wall time: 6 jobs (3 precisions x 2 profiles of the bundled transformer) run
+serially (Hydra's basic launcher), with joblib on 2 workers, and on a local Ray cluster;
+then a rerun of each against the now-full store (it builds nothing). Ratios against the
+serial cold run, measured in one run. Targets here (2 cores): joblib <= 0.65x, rerun <= 0.2x.
+
+    python benchmarks/sweep_scaling.py
+
+Each mode gets its own fresh engine store and calibration cache for its cold run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SWEEP = ["model=transformer", "precision=fp32,fp16,int8", "profile=dynamic,two_profiles", "build.backend=tensorrt_rtx",
+         "benchmark.warmup_s=0.02", "benchmark.min_duration_s=0.05", "benchmark.min_iterations=5", "inspect.html=false"]
+MODES = {"serial": [], "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+         "ray local": ["hydra/launcher=trt_ray", "hydra.launcher.num_cpus=1"]}
+
+
+def run(tmp: Path, mode: str, launcher: list[str], tag: str) -> tuple[float, list[str]]:
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(tmp / mode / "store"),
+           "TRT_PIPELINE_CALIB_CACHE": str(tmp / mode / "calib"), "RAY_NUM_CPUS": "2"}
+    out = tmp / mode / tag
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "pipeline.run", "--multirun", f"hydra.sweep.dir={out}", *launcher,
+                        *SWEEP], cwd=REPO, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"{mode} {tag} failed: {p.stderr.strip().splitlines()[-1:]}")
+    events = [json.loads(r.read_text())["store_event"] for r in sorted(out.rglob("result.json"))]
+    return wall, events
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as d:
+        tmp, times = Path(d), {}
+        for mode, launcher in MODES.items():
+            for tag in ("cold", "rerun"):
+                wall, events = run(tmp, mode.replace(" ", "_"), launcher, tag)
+                built = sum("built" in e and "meanwhile" not in e for e in events)
+                times[(mode, tag)] = wall
+                print(f"{mode:10s} {tag:5s} {wall:7.1f} s  {len(events)} jobs, {built} built")
+    base = times[("serial", "cold")]
+    print(f"\njoblib x2 cold / serial cold: {times[('joblib x2', 'cold')] / base:.2f}x (target <= 0.65)")
+    print(f"ray local cold / serial cold: {times[('ray local', 'cold')] / base:.2f}x")
+    for mode in MODES:
+        print(f"{mode} rerun / serial cold: {times[(mode, 'rerun')] / base:.2f}x (target <= 0.2)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""Hydra launcher: every job a Ray task, pinned to a GPU model by Ray's accelerator-type
+resource (`accelerator_type:<name>`, which Ray advertises on GPU nodes, or which a node
+declares with `ray start --resources`).
+
+Chosen over hydra-ray-launcher 1.2.2: that one pins cloudpickle<3 (ray 2.60 needs 3.x),
+has no per-job resources and waits forever for a resource no node has.
+
+- Before anything is submitted: the cluster must answer (a TCP check of `address`, then
+  `ray.init`), and every asked-for accelerator type must exist in
+  `ray.cluster_resources()`; otherwise one line on stderr and exit 1.
+- A job whose node dies is reported failed (`max_retries: 0` by default; Ray raises
+  for the lost task), never waited on; the other jobs go on.
+- Engines land in one store: the submitter's (`build.store_dir`, `$TRT_PIPELINE_STORE` or
+  `store_dir` here) is passed to every task as `$TRT_PIPELINE_STORE`, so it must be a
+  folder every node mounts (NFS, Lustre, ...). The job folders are written under the
+  submitter's sweep folder in the same way.
+"""
+
+
+import logging
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.plugins.launcher import Launcher
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrtRayLauncherConf:
+    _target_: str = "hydra_plugins.trt_ray_launcher.trt_ray_launcher.TrtRayLauncher"
+    # null: start a local Ray; "auto" or "host:port": join that cluster.
+    address: Optional[str] = None
+    connect_timeout_s: float = 10.0
+    num_cpus: float = 1.0  # per job
+    max_retries: int = 0  # a job on a dead node fails; set >0 to rerun it elsewhere
+    # The engine store every task writes (a folder all nodes mount); null: the submitter's.
+    store_dir: Optional[str] = None
+    # Extra environment for every task; PYTHONPATH defaults to the submitter's checkout.
+    env: Dict[str, str] = field(default_factory=dict)
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="trt_ray", node=TrtRayLauncherConf, provider="trt_pipeline")
+
+
+def fail(message: str) -> None:
+    """One line on stderr, exit 1 (Hydra would add a hint and a traceback)."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    raise SystemExit(1)
+
+
+def _check_reachable(address: str, timeout: float) -> None:
+    if address in ("auto", "local") or address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or address, int(port or 6379)), timeout=timeout):
+            pass
+    except (OSError, ValueError) as e:
+        fail(f"Ray cluster at {address} does not answer ({e.__class__.__name__}: {e})")
+
+
+def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict) -> dict:
+    """In the Ray worker: run the job as Hydra would, say where it ran."""
+    import ray
+
+    Singleton.set_state(singleton_state)
+    setup_globals()
+    ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
+                  task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    ctx = ray.get_runtime_context()
+    node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
+    where = {"node_id": ctx.get_node_id(),
+             "accelerator_types": sorted(k.split(":", 1)[1] for k in node.get("Resources", {})
+                                         if k.startswith("accelerator_type:"))}
+    out = Path(sweep_config.hydra.runtime.output_dir)
+    (out / "ray_node.json").write_text(__import__("json").dumps(where, indent=2) + "\n")
+    return {"status": ret.status.name, "error": None if ret.status == JobStatus.COMPLETED else repr(ret._return_value),
+            "output_dir": str(out), **where}
+
+
+class _NoCallbacks:
+    def on_job_start(self, **kwargs: Any) -> None: ...
+
+    def on_job_end(self, **kwargs: Any) -> None: ...
+
+
+class TrtRayLauncher(Launcher):
+    def __init__(self, **params: Any) -> None:
+        self.params = TrtRayLauncherConf(**{k: v for k, v in params.items() if k != "_target_"})
+        self.config: Optional[DictConfig] = None
+        self.task_function: Optional[TaskFunction] = None
+        self.hydra_context: Optional[HydraContext] = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
+
+    def _sweep_configs(self, job_overrides: Sequence[Sequence[str]], first: int) -> list[DictConfig]:
+        configs = []
+        for idx, overrides in enumerate(job_overrides):
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            with open_dict(cfg):
+                cfg.hydra.job.id = f"{first + idx}"
+                cfg.hydra.job.num = first + idx
+            configs.append(cfg)
+        return configs
+
+    def _task_env(self, configs: list[DictConfig]) -> dict:
+        from pipeline.engine import store as store_lib
+
+        store = self.params.store_dir or configs[0].get("build", {}).get("store_dir")
+        env = {"TRT_PIPELINE_STORE": str(store_lib.default_root(store).resolve()),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__import__("pipeline").__file__).parents[1]),
+                                                         os.environ.get("PYTHONPATH")) if p)}
+        if os.environ.get("TRT_PIPELINE_CALIB_CACHE"):
+            env["TRT_PIPELINE_CALIB_CACHE"] = os.environ["TRT_PIPELINE_CALIB_CACHE"]
+        return {**env, **dict(self.params.env)}
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import ray
+
+        setup_globals()
+        configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
+        Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
+        configs = self._sweep_configs(job_overrides, initial_job_idx)
+        address = self.params.address
+        if address:
+            _check_reachable(address, self.params.connect_timeout_s)
+        if not ray.is_initialized():
+            try:
+                ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
+            except (ConnectionError, RuntimeError, TimeoutError) as e:
+                fail(f"Ray cluster at {address or 'local'} does not answer: {str(e).splitlines()[0]}")
+        have = {k.split(":", 1)[1] for k in ray.cluster_resources() if k.startswith("accelerator_type:")}
+        wanted = [c.get("sweep", {}).get("accelerator_type") for c in configs]
+        missing = sorted({w for w in wanted if w and w not in have})
+        if missing:
+            fail(f"sweep.accelerator_type={','.join(missing)}: no node of the Ray cluster has it "
+                 f"(the cluster has: {', '.join(sorted(have)) or 'no accelerator types'})")
+        env = self._task_env(configs)
+        remote = ray.remote(_execute)
+        state = Singleton.get_state()
+        log.info(f"Ray launcher: {len(configs)} job(s) into {self.config.hydra.sweep.dir}, store {env['TRT_PIPELINE_STORE']}")
+        refs = []
+        for cfg, want in zip(configs, wanted):
+            lst = filter_overrides(cfg.hydra.overrides.task)
+            log.info(f"\t#{cfg.hydra.job.num} : {' '.join(lst)}" + (f" on {want}" if want else ""))
+            resources = {f"accelerator_type:{want}": 0.001} if want else {}
+            refs.append(remote.options(num_cpus=self.params.num_cpus, resources=resources,
+                                       max_retries=self.params.max_retries,
+                                       runtime_env={"env_vars": env}).remote(cfg, self.task_function, state))
+        returns = []
+        for cfg, ref in zip(configs, refs):
+            ret = JobReturn(overrides=list(cfg.hydra.overrides.task), cfg=cfg, hydra_cfg=None)
+            try:
+                info = ray.get(ref)
+            except Exception as e:  # a dead node or worker: this job failed, the others go on
+                info = {"status": "FAILED", "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}"}
+            ret.status = JobStatus[info["status"]]
+            ret.return_value = info if ret.status == JobStatus.COMPLETED else RuntimeError(info["error"])
+            ret.working_dir = info.get("output_dir", "")
+            if ret.status != JobStatus.COMPLETED:
+                print(f"error: job #{cfg.hydra.job.num} ({' '.join(filter_overrides(cfg.hydra.overrides.task))}) "
+                      f"failed: {info['error']}", file=sys.stderr)
+            returns.append(ret)
+        return returns

@@ -1,0 +1,66 @@
+"""The files of a freshly built engine: engine.plan, manifest.json, build.log,
+network.json and the build summary, made by TensorRT from calibrate's graph. The build
+step (pipeline/steps.py) stores them under the engine's cache key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core.layout import Layout
+
+
+def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:
+    """From the input specs calibrate recorded for this very graph (its sha256 is checked),
+    so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
+    from pipeline.engine import build as build_lib
+    from pipeline.export import onnx_model, profiles
+
+    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    specs = summary.get("inputs")
+    if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
+        return build_lib.resolve_profiles(cfg.profile, onnx_path)
+    return profiles.resolve(cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs])
+
+
+def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
+    from pipeline.analysis import buildlog
+    from pipeline.engine import build as build_lib, cache_key, manifest as manifest_lib, timing_cache
+
+    onnx_path = layout.calibrate_dir / "model.onnx"
+    resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
+    tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
+    result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
+                                    timing_cache=tcache)
+    # The parser logs the file it read; keep machine paths out of a shared artifact.
+    folder = f"{onnx_path.parent.resolve()}/"
+    records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
+                                cfg.build.log_redactions)
+    summary = buildlog.summarize(records)
+    inputs = {
+        "onnx_sha256": key_in["onnx_sha256"],
+        "calibration_sha256": key_in["calibration_sha256"],
+        "plugins_sha256": cache_key.plugin_sha256(cfg.build.plugins),
+        "tools": tool_versions(),
+    }
+    manifest = manifest_lib.make(
+        fingerprint=fp, inputs=inputs, build_cfg=config_lib.to_dict(cfg.build),
+        precision_cfg=config_lib.to_dict(cfg.precision), profiles=resolved, result=result, summary=summary,
+        engine_sha256=hashing.sha256_bytes(result.engine), cache_key=key)
+    manifest["key_inputs"] = key_in
+    manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
+    return {
+        "engine.plan": result.engine,
+        "manifest.json": fileio.to_json(manifest).encode(),
+        "build.log": buildlog.format_log(records).encode(),
+        "network.json": fileio.to_json(result.network).encode(),
+        "build_summary.json": fileio.to_json(summary).encode(),
+    }
+
+
+def tool_versions() -> dict:
+    from pipeline.machine.fingerprint import package_version
+
+    dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13")
+    return {d: v for d in dists if (v := package_version(d)) is not None}

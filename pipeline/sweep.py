@@ -1,0 +1,244 @@
+"""The summary of a sweep: one row per job, as Markdown, CSV and a Pareto picture.
+
+Written when a Hydra multirun ends (`SummaryCallback`, named in conf/config.yaml's
+`hydra.callbacks`) and by `python -m pipeline sweep-report DIR` over a multirun folder
+(every `result.json` below it; a job folder with `.hydra/` but no result is a failed
+job), or `--dvc` over `dvc exp show --json` (the experiments' metrics files).
+
+    sweep_summary.md / .csv    model, precision, profile, fingerprint, engine MiB, build s,
+                               each accuracy gate metric, median / p99 latency, throughput,
+                               gate status, store hit or built
+    sweep_pareto.svg / .png    accuracy against latency, the Pareto front joined, marker
+                               area by engine size
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from pipeline.core import fileio, tables
+from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import fmt
+
+log = logging.getLogger("pipeline.sweep")
+
+LATENCY_BACKENDS = ("tensorrt", "onnxruntime_calibrated", "onnxruntime")
+# The accuracy a picture plots, first present wins: (metric, higher is better).
+PLOT_METRICS = (("cosine", True), ("top1_agreement", True), ("max_abs_error", False), ("mean_rel_error", False))
+FIXED = ("job", "model", "precision", "profile", "fingerprint", "engine_mib", "build_s", "latency_backend",
+         "median_ms", "p99_ms", "throughput_per_s", "gates", "store")
+
+
+def _store_word(event: str | None) -> str | None:
+    if not event:
+        return None
+    return "built" if "built" in event and "meanwhile" not in event else "hit"
+
+
+def row_from_result(job: str, r: dict) -> dict:
+    """A summary row from a job's result.json (pipeline/run.py)."""
+    bench = r.get("benchmark", {})
+    backend = next((b for b in LATENCY_BACKENDS if bench.get(b, {}).get("status") == "ok"), None)
+    measured = bench.get(backend, {}) if backend else {}
+    row = {"job": job, "model": r.get("model"), "precision": r.get("precision"), "profile": r.get("profile"),
+           "fingerprint": r.get("fingerprint"),
+           "engine_mib": round(r["engine_bytes"] / 2**20, 3) if r.get("engine_bytes") is not None else None,
+           "build_s": r.get("build_seconds"), "latency_backend": backend, "median_ms": measured.get("median_ms"),
+           "p99_ms": measured.get("p99_ms"), "throughput_per_s": measured.get("throughput_per_s"),
+           "gates": _gate_word(r.get("accuracy_gate_passed")), "store": _store_word(r.get("store_event"))}
+    row.update(_accuracy_columns(r.get("accuracy_gate", {})))
+    return row
+
+
+def _gate_word(passed: Any) -> str | None:
+    return None if passed is None else ("passed" if passed else "FAILED")
+
+
+def _accuracy_columns(gate: dict) -> dict:
+    """`acc:<metric>` per gate metric, the worst over outputs (names them when several)."""
+    cols: dict[str, Any] = {}
+    many = len(gate) > 1
+    for output, metrics in sorted(gate.items()):
+        for metric, rec in sorted(metrics.items()):
+            cols[f"acc:{output}.{metric}" if many else f"acc:{metric}"] = rec.get("value")
+    return cols
+
+
+def failed_row(job: str) -> dict:
+    return {"job": job, "gates": "job failed (no result.json)"}
+
+
+def collect(folder: str | Path) -> list[dict]:
+    """Rows for every job under a multirun folder, sorted by job name."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise PipelineError(f"sweep-report: {root} is not a folder")
+    rows = []
+    for hydra_dir in sorted(root.rglob(".hydra")):
+        job_dir = hydra_dir.parent
+        if job_dir == root and (root / "multirun.yaml").exists():
+            continue
+        name = str(job_dir.relative_to(root)) if job_dir != root else job_dir.name
+        result = job_dir / "result.json"
+        rows.append(row_from_result(name, fileio.read_json(result, "job result")) if result.exists()
+                    else failed_row(name))
+    if not rows:
+        raise PipelineError(f"sweep-report: no jobs under {root} (no job folder with .hydra/ or result.json)")
+    return rows
+
+
+def collect_dvc(repo: str | Path = ".") -> list[dict]:
+    """Rows for the workspace and every experiment `dvc exp show --json` lists."""
+    try:
+        proc = subprocess.run(["dvc", "exp", "show", "--json"], cwd=repo, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise PipelineError("sweep-report --dvc: dvc is not on PATH") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise PipelineError(f"sweep-report --dvc: dvc exp show failed: {lines[-1] if lines else proc.returncode}")
+    rows = [row for rev in _dvc_revs(json.loads(proc.stdout or "[]")) if (row := _dvc_row(rev)) is not None]
+    if not rows:
+        raise PipelineError(f"sweep-report --dvc: no experiments with metrics in {Path(repo).resolve()}")
+    return rows
+
+
+def _dvc_revs(entries: list) -> list[dict]:
+    """Flatten dvc exp show --json (3.x): baseline commits and their experiments."""
+    out = []
+    for entry in entries:
+        for exp in entry.get("experiments") or []:
+            out.extend(exp.get("revs") or [])
+        out.append(entry)
+    return out
+
+
+def _dvc_row(rev: dict) -> dict | None:
+    data = rev.get("data") or {}
+    metrics = {Path(k).name: (v or {}).get("data") or {} for k, v in (data.get("metrics") or {}).items()}
+    acc, bench, gates = metrics.get("accuracy.json"), metrics.get("benchmark.json"), metrics.get("gates.json", {})
+    if not acc or not bench:
+        return None
+    params = ((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}
+    engine_mib = ((gates.get("gates") or {}).get("max_engine_mib") or {}).get("value")
+    result = {"model": acc.get("model"), "precision": acc.get("precision"),
+              "profile": bench.get("profile") or (params.get("profile") or {}).get("name"),
+              "fingerprint": (bench.get("conditions") or {}).get("fingerprint"),
+              "engine_bytes": engine_mib * 2**20 if engine_mib is not None else None,
+              "accuracy_gate": acc.get("gate", {}), "benchmark": bench.get("results", {}),
+              "accuracy_gate_passed": bool(acc.get("gate_passed")) and gates.get("passed", True)}
+    name = rev.get("name") or rev.get("rev", "?")[:7]
+    return row_from_result(name, result)
+
+
+def columns(rows: list[dict]) -> list[str]:
+    acc = sorted({k for r in rows for k in r if k.startswith("acc:")})
+    return list(FIXED[:6]) + ["build_s"] + acc + list(FIXED[7:])
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns(rows), extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_markdown(rows: list[dict], title: str) -> str:
+    cols = columns(rows)
+    body = tables.markdown(cols, [[fmt(r.get(c)) for c in cols] for r in rows])
+    front = pareto([r for r in rows if r.get("median_ms") is not None])
+    note = ("Latency is the engine's where a GPU ran it, else the graph TensorRT builds on ONNX Runtime "
+            "(`latency_backend` says which). Pareto front (accuracy against median latency): "
+            + (", ".join(f"`{r['job']}`" for r in front) or "none measured") + ".")
+    return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}\n"
+
+
+def _plot_metric(rows: list[dict]) -> tuple[str, bool] | None:
+    for metric, higher in PLOT_METRICS:
+        key = f"acc:{metric}"
+        if any(r.get(key) is not None for r in rows):
+            return key, higher
+    return None
+
+
+def pareto(rows: list[dict]) -> list[dict]:
+    """The jobs no other job beats on both latency (lower) and accuracy, sorted by latency."""
+    chosen = _plot_metric(rows)
+    if chosen is None:
+        return []
+    key, higher = chosen
+    pts = [r for r in rows if r.get(key) is not None and r.get("median_ms") is not None]
+    score = (lambda r: r[key]) if higher else (lambda r: -r[key])  # noqa: E731
+    front, best = [], None
+    for r in sorted(pts, key=lambda r: (r["median_ms"], -score(r))):
+        if best is None or score(r) > best:
+            front.append(r)
+            best = score(r)
+    return front
+
+
+def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
+    """sweep_pareto.svg and .png; nothing when no job has latency and accuracy."""
+    chosen = _plot_metric(rows)
+    pts = [r for r in rows if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None]
+    if not pts:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    key, higher = chosen
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sizes = [40 + 60 * (r.get("engine_mib") or 0) for r in pts]
+    ax.scatter([r["median_ms"] for r in pts], [r[key] for r in pts], s=sizes, alpha=0.5)
+    for r in pts:
+        ax.annotate(f"{r.get('precision')} {r.get('profile') or ''} {str(r.get('fingerprint') or '')[:12]}".strip(),
+                    (r["median_ms"], r[key]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    front = pareto(pts)
+    ax.plot([r["median_ms"] for r in front], [r[key] for r in front], "r--", marker="o", label="Pareto front")
+    ax.set_xlabel(f"median latency, ms ({', '.join(sorted({r['latency_backend'] for r in pts}))})")
+    ax.set_ylabel(f"{key[4:]} ({'higher' if higher else 'lower'} is better); marker area: engine MiB")
+    ax.set_title(f"Sweep {title}: accuracy against latency", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths = []
+    for ext in ("svg", "png"):
+        buf = io.BytesIO()
+        # No timestamp in the SVG, so an unchanged sweep gives unchanged bytes.
+        fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
+        paths.append(fileio.write_bytes(out_dir / f"sweep_pareto.{ext}", buf.getvalue()))
+    plt.close(fig)
+    return paths
+
+
+def write(rows: list[dict], out_dir: str | Path, title: str) -> list[Path]:
+    out = Path(out_dir)
+    paths = [fileio.write_text(out / "sweep_summary.md", to_markdown(rows, title)),
+             fileio.write_text(out / "sweep_summary.csv", to_csv(rows))]
+    return paths + plot(rows, out, title)
+
+
+def report(folder: str | Path) -> list[Path]:
+    return write(collect(folder), folder, Path(folder).name)
+
+
+class SummaryCallback(Callback):
+    """Writes the summary into the sweep folder when a Hydra multirun ends."""
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        folder = Path(config.hydra.sweep.dir)
+        try:
+            paths = report(folder)
+        except PipelineError as e:
+            log.warning(f"no sweep summary: {e}")
+            return
+        log.info(f"sweep summary: {paths[0]}")
