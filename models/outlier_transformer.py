@@ -1,0 +1,89 @@
+"""A sentence-embedding transformer whose activations have the outlier channels that
+real pretrained transformers grow (LLM.int8(), "outlier dimensions" in BERT): a few
+channels of the attention values and of the FFN hidden layer are OUTLIER_SCALE times
+larger than the rest, and the projections reading them (attention output, FFN output)
+scale those channels back down, so the fp32 function is an ordinary one.
+
+Per-tensor int8 activation scales then spend their whole range on the outliers and
+round every other channel of those projections' inputs to a few levels: plain int8
+misses the default gate, and keeping those few projections in higher precision
+(precision.fallback=auto finds which) passes it. Output: one L2-normalised embedding
+per row (model.task=embedding); inputs as models.transformer_encoder."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
+from models.transformer_encoder import VOCAB, calibration_batches, sample_inputs  # noqa: F401 (factory API)
+
+INPUT_NAMES = ["input_ids", "attention_mask"]
+OUTPUT_NAMES = ["embedding"]
+DYNAMIC_AXES = {
+    "input_ids": {0: "batch", 1: "seq"},
+    "attention_mask": {0: "batch", 1: "seq"},
+    "embedding": {0: "batch"},
+}
+MAX_LEN = 256
+D_MODEL, HEADS, D_FF, LAYERS = 64, 4, 128, 2
+OUTLIER_CHANNELS = 2
+OUTLIER_SCALE = 60.0
+
+
+def build(seed: int = 0):
+    import torch
+    from torch import nn
+
+    def outliers(producer: nn.Linear, consumer: nn.Linear, rows: slice, gen: torch.Generator) -> None:
+        """Scale `rows` of producer's output up and the matching input columns of the
+        consumer down (its input i is producer output rows.start + i): the same
+        function, with huge activations in between."""
+        picked = torch.randperm(rows.stop - rows.start, generator=gen)[:OUTLIER_CHANNELS]
+        with torch.no_grad():
+            producer.weight[rows.start + picked] *= OUTLIER_SCALE
+            producer.bias[rows.start + picked] *= OUTLIER_SCALE
+            consumer.weight[:, picked] /= OUTLIER_SCALE
+
+    class EncoderLayer(nn.Module):
+        def __init__(self, gen: torch.Generator) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL)
+            self.proj = nn.Linear(D_MODEL, D_MODEL)
+            self.norm1 = nn.LayerNorm(D_MODEL)
+            self.ff1, self.ff2 = nn.Linear(D_MODEL, D_FF), nn.Linear(D_FF, D_MODEL)
+            self.norm2 = nn.LayerNorm(D_MODEL)
+            # values (the third of qkv) feed attention-out; a ReLU hidden unit stays
+            # huge after the activation and feeds the FFN's output projection
+            outliers(self.qkv, self.proj, slice(2 * D_MODEL, 3 * D_MODEL), gen)
+            outliers(self.ff1, self.ff2, slice(0, D_FF), gen)
+
+        def forward(self, x, bias):
+            b, s, _ = x.shape
+            q, k, v = self.qkv(x).reshape(b, s, 3, HEADS, D_MODEL // HEADS).permute(2, 0, 3, 1, 4)
+            scores = q @ k.transpose(-1, -2) * (D_MODEL // HEADS) ** -0.5 + bias
+            attn = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, D_MODEL)
+            x = self.norm1(x + self.proj(attn))
+            return self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
+
+    class OutlierEncoder(nn.Module):
+        def __init__(self, gen: torch.Generator) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(VOCAB, D_MODEL)
+            self.positions = nn.Embedding(MAX_LEN, D_MODEL)
+            self.layers = nn.ModuleList(EncoderLayer(gen) for _ in range(LAYERS))
+            self.pooler = nn.Linear(D_MODEL, D_MODEL)
+
+        def forward(self, input_ids, attention_mask):
+            pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+            x = self.tokens(input_ids) + self.positions(pos)
+            mask = attention_mask.to(x.dtype)
+            bias = (1.0 - mask)[:, None, None, :] * -1e4
+            for layer in self.layers:
+                x = layer(x, bias)
+            pooled = (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
+            out = self.pooler(pooled)
+            return out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    return OutlierEncoder(gen).eval()
