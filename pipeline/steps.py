@@ -36,21 +36,38 @@ def export(cfg: Any, layout: Layout) -> dict:
 
 
 def calibrate(cfg: Any, layout: Layout) -> dict:
-    """The precision-transformed graph, and its accuracy as a DVC metrics file."""
-    from pipeline.precision import transform as precision
+    """The precision-transformed graph, and its accuracy as a DVC metrics file, written
+    pass or fail: every output, every metric, each gate result."""
+    from pipeline.precision import accuracy, transform as precision
 
-    summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model)
+    try:
+        summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration,
+                                      cfg.model)
+    except accuracy.GateFailed as e:
+        fileio.write_json(layout.metrics_dir / "accuracy.json", accuracy_metrics(cfg, e.summary))
+        raise
+    fileio.write_json(layout.metrics_dir / "accuracy.json", accuracy_metrics(cfg, summary))
+    return summary
+
+
+def accuracy_metrics(cfg: Any, summary: dict) -> dict:
     gate = {}
     for r in summary["gate"]:
         gate.setdefault(r["subject"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
                "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"]),
-               "evaluated_with": summary.get("evaluated_with")}
+               "failing": [r for r in summary["gate"] if not r["passed"]],
+               "evaluated_with": summary.get("evaluated_with"), "reference_inputs": summary.get("reference")}
     if data:
         metrics["calibration_data"] = {k: data[k] for k in ("source", "random", "num_samples") if k in data}
-    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
-    return summary
+    if "reference_overlap" in summary:
+        metrics["reference_overlap"] = summary["reference_overlap"]
+    if "fallback" in summary:
+        fb = summary["fallback"]
+        metrics["fallback"] = {k: fb[k] for k in ("needed", "kept_fp32", "quantized_matmuls", "matmuls_still_quantized",
+                                                  "cache") if k in fb}
+    return metrics
 
 
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:

@@ -141,13 +141,13 @@ def brief(result: dict) -> dict:
     return out
 
 
-def _accuracy(backend: Backend, references: list, profiles: list[dict], classifier: bool) -> dict:
+def _accuracy(backend: Backend, references: list, profiles: list[dict], task: str) -> dict:
     try:
         index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
     except PipelineError as e:
         return {"status": "skipped", "reason": f"reference inputs do not fit the engine: {e}"}
     got = [backend.infer(inputs, index) for inputs, _ in references]
-    return accuracy.compare([outputs for _, outputs in references], got, classifier)
+    return accuracy.compare([outputs for _, outputs in references], got, task)
 
 
 def measure_backend(name: str, backend: Backend, points: list[Point], feeds: dict, bench_cfg: Any) -> dict[str, dict]:
@@ -171,7 +171,7 @@ def _run_backend(name: str, backend: Backend, points: list[Point], headline: Poi
     result = {"status": "ok", "label": backend.label, "device": backend.device, "profile": headline.profile,
               **measured[headline.key]}
     if references:
-        result["accuracy"] = _accuracy(backend, references, profiles, cfg.model.task == "classification")
+        result["accuracy"] = _accuracy(backend, references, profiles, cfg.model.task)
     if name == "tensorrt" and bc.layer_profile_top:
         result["layers"] = backend.runner.layer_times(feeds[headline.key], headline.profile_index,
                                                       int(bc.layer_profile_iterations), int(bc.layer_profile_top))

@@ -68,10 +68,11 @@ def cache_key(inputs: dict) -> str:
     return hashing.sha256_json(inputs)
 
 
-def cache_store(calibration_cfg: Any):
+def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)):
+    """The calibration cache: Q/DQ graphs, and fallback searches (which also hold search.json)."""
     from pipeline.core.verified_store import VerifiedStore
 
-    return VerifiedStore(cache_root(calibration_cfg), required=("model.onnx",), what="calibration cache")
+    return VerifiedStore(cache_root(calibration_cfg), required=required, what="calibration cache")
 
 
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:

@@ -1,0 +1,249 @@
+"""FallbackSearch: accuracy-driven mixed precision for a Q/DQ graph that misses its
+gate (precision.fallback=auto), on the CPU before any build, so it serves every
+TensorRT flavour alike (Polygraphy's `debug precision` needs a GPU and an engine).
+
+ModelOpt quantizes once. A quantized node is a MatMul/Gemm/Conv that reads at least
+one DequantizeLinear; "keeping it in fp32" rewires those inputs to the tensors before
+their Q/DQ pair (weights included) and drops Q/DQ nodes nobody reads any more, so the
+rest of the graph keeps ModelOpt's scales exactly. Then, on the held-out reference
+batches with ONNX Runtime:
+
+1. the all-high-precision graph (every quantized node kept) must pass, else no subset
+   can and the search stops with that graph's failing metrics;
+2. sensitivity of a node = how much the gate score worsens when only that node is
+   quantized, every other one kept in fp32 (one graph per node): its own error, free
+   of the cancellations between nodes that make "leave one out" unreliable;
+3. most sensitive first, nodes are kept one by one until the gate passes.
+
+The gate score is one number per graph: the worst of every gated metric's distance
+to its threshold, scaled so that 1.0 is the threshold (<= 1 passes). The search is
+cached by content (the Q/DQ graph, the reference data, the gate, the task, ONNX
+Runtime's version) in the calibration cache: a rerun copies the result."""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.core import fileio, gate as gate_lib, hashing
+from pipeline.core.config import to_dict
+from pipeline.core.errors import PipelineError
+from pipeline.export import export, onnx_model
+from pipeline.precision import accuracy
+from pipeline.precision.calibration_data import data_sha256
+
+SEARCH_VERSION = 2
+QUANTIZABLE = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+MATMULS = ("MatMul", "Gemm")
+
+
+def quantized_nodes(model) -> list[Any]:
+    producer = {o: n for n in model.graph.node for o in n.output}
+    return [n for n in model.graph.node if n.op_type in QUANTIZABLE
+            and any(producer.get(i) is not None and producer[i].op_type == "DequantizeLinear" for i in n.input)]
+
+
+def without_qdq(model, keep: set[str]):
+    """A copy of `model` with the nodes named in `keep` reading unquantized inputs."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    producer = {o: n for n in m.graph.node for o in n.output}
+    inits = {i.name: i for i in m.graph.initializer}
+    for node in m.graph.node:
+        if node.name not in keep:
+            continue
+        for idx, name in enumerate(node.input):
+            dq = producer.get(name)
+            if dq is None or dq.op_type != "DequantizeLinear":
+                continue
+            q = producer.get(dq.input[0])
+            if q is not None and q.op_type == "QuantizeLinear":
+                node.input[idx] = q.input[0]
+            elif dq.input[0] in inits:  # a weight stored quantized: its dequantized values, in fp32
+                fp32 = f"{dq.output[0]}_fp32"
+                if fp32 not in inits:
+                    inits[fp32] = numpy_helper.from_array(_dequantize(dq, inits, numpy_helper), fp32)
+                    m.graph.initializer.append(inits[fp32])
+                node.input[idx] = fp32
+    _prune(m)
+    return m
+
+
+def _dequantize(dq, inits: dict, numpy_helper) -> np.ndarray:
+    x = numpy_helper.to_array(inits[dq.input[0]]).astype(np.float32)
+    scale = numpy_helper.to_array(inits[dq.input[1]]).astype(np.float32)
+    zero = (numpy_helper.to_array(inits[dq.input[2]]).astype(np.float32)
+            if len(dq.input) > 2 and dq.input[2] else np.zeros_like(scale))
+    if scale.ndim == 1 and scale.size > 1:
+        axis = next((a.i for a in dq.attribute if a.name == "axis"), 1)
+        shape = [1] * x.ndim
+        shape[axis] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (x - zero) * scale
+
+
+def _prune(m) -> None:
+    """Drop Q/DQ nodes whose outputs nobody reads, then initializers nobody reads."""
+    outputs = {o.name for o in m.graph.output}
+    while True:
+        used = {i for n in m.graph.node for i in n.input} | outputs
+        dead = [n for n in m.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")
+                and not any(o in used for o in n.output)]
+        if not dead:
+            break
+        for n in dead:
+            m.graph.node.remove(n)
+    used = {i for n in m.graph.node for i in n.input}
+    for init in [i for i in m.graph.initializer if i.name not in used]:
+        m.graph.initializer.remove(init)
+
+
+def score(results: list[dict]) -> float:
+    """1.0 at the threshold, below passes: max over gated metrics of value/threshold
+    (upper bounds) or (1 - value)/(1 - threshold) (lower bounds such as cosine)."""
+    worst = 0.0
+    for r in results:
+        if not r["enabled"]:
+            continue
+        value, threshold = r["value"], r["threshold"]
+        if r["direction"] == "max":
+            s = value / threshold if threshold > 0 else (0.0 if value <= threshold else math.inf)
+        elif r["direction"] == "min":
+            s = (1 - value) / (1 - threshold) if threshold < 1 else (0.0 if value >= threshold else math.inf)
+        else:
+            s = 0.0 if r["passed"] else math.inf
+        worst = max(worst, s)
+    return worst
+
+
+class Evaluator:
+    """Runs graphs on the held-out batches and judges them against the gate."""
+
+    def __init__(self, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> None:
+        self.pairs, self.gate_cfg, self.task = pairs, gate_cfg, task
+        self.runs = 0
+        self._tmp = tempfile.TemporaryDirectory(prefix="fallback.")
+
+    def __call__(self, model) -> dict:
+        path = Path(self._tmp.name) / "candidate.onnx"
+        fileio.write_bytes(path, model.SerializeToString())
+        got = export.run_batches(path, [p[0] for p in self.pairs], basic_optimizations=True)
+        self.runs += 1
+        figures = accuracy.compare([p[1] for p in self.pairs], got, self.task)
+        return judged(accuracy.check_gate(figures, self.gate_cfg))
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+
+def _gated(results: list[dict]) -> dict:
+    out: dict[str, dict] = {}
+    for r in results:
+        out.setdefault(r["subject"], {})[r["metric"]] = r["value"]
+    return out
+
+
+def search(model, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str, plain: dict) -> tuple[Any, dict]:
+    """The graph with the fewest most-sensitive quantized nodes kept in fp32 that
+    passes, and the record of how it was found. `plain`: the Q/DQ graph's result."""
+    nodes = quantized_nodes(model)
+    if not nodes:
+        raise PipelineError("precision.fallback=auto: the Q/DQ graph has no quantized MatMul, Gemm or Conv node "
+                            "to keep in higher precision")
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names) or not all(names):
+        raise PipelineError("precision.fallback=auto needs unique, non-empty node names for the quantized nodes")
+    evaluate = Evaluator(pairs, gate_cfg, task)
+    try:
+        everything = evaluate(without_qdq(model, set(names)))
+        if not everything["passed"]:
+            raise PipelineError(f"precision.fallback=auto: even with all {len(names)} quantized nodes kept in fp32 "
+                                f"the graph misses the gate ({'; '.join(everything['failing'])}); the layers "
+                                f"ModelOpt quantizes besides them (or the gate) are the problem, not these nodes")
+        ranked = []
+        for node in nodes:
+            alone = evaluate(without_qdq(model, set(names) - {node.name}))
+            ranked.append({"node": node.name, "op_type": node.op_type,
+                           "sensitivity": round(alone["score"] - everything["score"], 6),
+                           "score_quantized_alone": alone["score"], "metrics_quantized_alone": alone["metrics"]})
+        ranked.sort(key=lambda r: -r["sensitivity"])
+        kept: list[str] = []
+        steps = []
+        for r in ranked:
+            kept.append(r["node"])
+            step = evaluate(without_qdq(model, set(kept)))
+            steps.append({"kept": len(kept), "added": r["node"], "sensitivity": r["sensitivity"], **step})
+            if step["passed"]:
+                break
+        runs = evaluate.runs
+    finally:
+        evaluate.close()
+    matmuls = [n for n in nodes if n.op_type in MATMULS]
+    record = {
+        "mode": "auto", "needed": True, "quantized_nodes": len(nodes),
+        "quantized_matmuls": len(matmuls),
+        "kept_fp32": kept,
+        "kept_sensitivity": {r["node"]: r["sensitivity"] for r in ranked if r["node"] in kept},
+        "matmuls_still_quantized": sum(1 for n in matmuls if n.name not in kept),
+        "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
+        "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
+        "sensitivity": ranked, "steps": steps, "graphs_evaluated": runs,
+    }
+    return without_qdq(model, set(kept)), record
+
+
+def cache_inputs(qdq_bytes: bytes, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> dict:
+    from pipeline.machine.fingerprint import package_version
+
+    return {"search_version": SEARCH_VERSION, "qdq_sha256": hashing.sha256_bytes(qdq_bytes),
+            "reference_inputs_sha256": data_sha256([p[0] for p in pairs]),
+            "reference_outputs_sha256": data_sha256([p[1] for p in pairs]),
+            "gate": to_dict(gate_cfg), "task": task, "onnxruntime": package_version("onnxruntime")}
+
+
+def judged(results: list[dict]) -> dict:
+    """A graph's gate results in the search's terms: score, gated metrics, failures."""
+    return {"score": round(score(results), 6), "passed": accuracy.passed(results), "metrics": _gated(results),
+            "failing": [gate_lib.describe(r) for r in gate_lib.failures(results)]}
+
+
+def run(dest: Path, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibration_cfg: Any, task: str,
+        gate_results: list[dict]) -> dict:
+    """Replace dest (the plain Q/DQ graph, whose gate results are given) by the
+    search's result; cached by content."""
+    from pipeline.precision.quantize import cache_store
+
+    plain = judged(gate_results)
+    qdq = dest.read_bytes()
+    inputs = cache_inputs(qdq, pairs, precision_cfg.gate, task)
+    key = hashing.sha256_json(inputs)
+    store = cache_store(calibration_cfg, required=("model.onnx", "search.json"))
+    started = time.perf_counter()
+    with store.lock(key):
+        entry, corrupt = store.fetch(key)
+        if entry is None:
+            print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
+                  f"node's sensitivity", file=sys.stderr)
+            graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task, plain)
+            data = graph.SerializeToString()
+            store.put(key, {"model.onnx": data, "search.json": fileio.to_json(record).encode()},
+                      labels={"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}})
+            hit = False
+        else:
+            data = entry.file("model.onnx").read_bytes()
+            record = fileio.read_json(entry.file("search.json"), "fallback search cache entry")
+            hit = True
+    fileio.write_bytes(dest, data)
+    record["cache"] = {"key": key, "hit": hit, "seconds": round(time.perf_counter() - started, 3)}
+    if corrupt:
+        record["cache"]["replaced_corrupt_entry"] = "; ".join(corrupt)
+    return record
