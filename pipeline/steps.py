@@ -209,6 +209,7 @@ def inspect(cfg: Any, layout: Layout) -> dict:
                                     engine_dir, cfg.inspect, inspection)
     report["precision_transform"] = report_lib.precision_transform(
         fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary"))
+    report_lib.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
         fileio.write_json(tmp / "report.json", report)

@@ -19,7 +19,7 @@ from pipeline.bench import cuda_timing, timing
 from pipeline.export import export, onnx_model
 from pipeline.core import fileio, hashing
 from pipeline.machine import gpu_conditions
-from pipeline.bench.bench_shapes import Point, locate, plan
+from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.machine.fingerprint import package_version
 
@@ -185,8 +185,11 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
     headline, sweep = plan(bc, specs, profiles)
     points = list({p.key: p for p in [headline, *sweep]}.values())
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
-    feeds = {p.key: bench_inputs(cfg.model, specs, p.shapes, seed) for p in points}
-    references = export.split_reference(fileio.read_npz(paths["reference"], "reference data")) if bc.accuracy else []
+    reference, pairs = export.reference_info(paths["reference"].parent), export.split_reference(
+        fileio.read_npz(paths["reference"], "reference data"))
+    references = pairs if bc.accuracy else []
+    feeds, from_reference = choose_feeds(points, pairs, reference.get("source") == "folder",
+                                         lambda shapes: bench_inputs(cfg.model, specs, shapes, seed))
     device = _device(bc.device, fingerprint)
     pci = _pci_bus_id() if device == "cuda" else None
     gpu_before = gpu_conditions.snapshot(pci)
@@ -213,6 +216,7 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         "profile": headline.profile,
         "shapes": headline.shapes,
         "headline": headline.key,
+        "inputs": {"reference": reference, "from_reference_data": from_reference},
         "baseline": bc.baseline,
         "results": results,
         "by_shape": {p.key: by_point.get(p.key, {}) for p in sweep},

@@ -5,8 +5,9 @@ they route between boxes, not through them), barycentre sweeps to cut crossings,
 x positions pulled towards neighbours while keeping a minimum gap. Good for the few
 hundred boxes a collapsed network has; no JavaScript, no external assets.
 
-A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?}
-where mix is {precision: count} for a collapsed group (drawn as a stacked bar)."""
+A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?, marked?}
+where mix is {precision: count} for a collapsed group (drawn as a stacked bar) and
+marked outlines the box in red (a node precision.fallback kept in fp32)."""
 
 from __future__ import annotations
 
@@ -180,8 +181,8 @@ def _node_svg(n: dict, cx: float, cy: float) -> str:
     dash = ' stroke-dasharray="4 2"' if kind == "io" else ""
     parts = [f'<g class="node {kind}"><title>{e(n.get("tooltip") or n["label"])}</title>',
              f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{w}" height="{h}" rx="{14 if kind == "io" else 5}" '
-             f'fill="{fill}" stroke="{"#333" if kind != "group" else "#111"}" '
-             f'stroke-width="{2.2 if kind == "group" else 1}"{dash}/>']
+             f'fill="{fill}" stroke="{"#d00" if n.get("marked") else "#333" if kind != "group" else "#111"}" '
+             f'stroke-width="{3 if n.get("marked") else 2.2 if kind == "group" else 1}"{dash}/>']
     label_y = cy - (4 if n.get("sublabel") else -4) - (6 if kind == "group" else 0)
     parts.append(f'<text x="{cx:.1f}" y="{label_y:.1f}" text-anchor="middle" font-size="12" font-weight="600" '
                  f'fill="{fg}">{e(_clip(n["label"], w, 7.4))}</text>')

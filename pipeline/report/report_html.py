@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from pipeline.report import graph_svg
+from pipeline.report.report import SENSITIVITY_HEADERS, STEP_HEADERS, reference_line
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.analysis.report_layers import PRECISION_COLOURS
 
@@ -147,6 +148,18 @@ def _transform_section(r: dict) -> str:
                f"run by {e(t.get('evaluated_with') or 'onnxruntime')}; "
                f"gate {'passed' if t['gate_passed'] else 'FAILED'}.</p>")
     out.append(table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows))
+    ref = t.get("reference") or {}
+    warn = ' class="warn"' if ref.get("random") else ""
+    out.append(f"<p{warn}>{e(reference_line(t)[2:])}</p>")
+    fb = t.get("fallback")
+    if fb and fb.get("needed"):
+        out.append(f"<h3>precision.fallback=auto: {len(fb['kept_fp32'])} nodes kept in fp32 (outlined in the graph), "
+                   f"{e(fb['matmuls_still_quantized'])} of {e(fb['quantized_matmuls'])} matrix multiplies still "
+                   f"quantized</h3><p class=\"sub\">The plain graph missed the gate: "
+                   f"{e('; '.join(fb['plain']['failing']))}.</p>")
+        out.append(table(SENSITIVITY_HEADERS, fb["sensitivity"]) + table(STEP_HEADERS, fb["steps"]))
+    elif fb:
+        out.append("<p>precision.fallback=auto: not needed, the plain graph passed.</p>")
     return "".join(out)
 
 
