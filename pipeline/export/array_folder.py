@@ -23,7 +23,7 @@ def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) 
     want = {s.name: s for s in specs}
     got = set(arrays)
     if not got & set(want):
-        raise PipelineError(f"{where} looks like calibration data for another model: it has inputs "
+        raise PipelineError(f"{where} looks like data for another model: it has inputs "
                             f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}")
     if got != set(want):
         extra, missing = sorted(got - set(want)), sorted(set(want) - got)
