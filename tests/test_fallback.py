@@ -160,3 +160,14 @@ def test_embedding_compares_cosine_per_row():
     assert m["cosine"] == pytest.approx(2 ** -0.5) and m["cosine_mean"] == pytest.approx((1 + 2 ** -0.5) / 2)
     assert "top1_agreement" not in m and m["rows"] == 2
     assert "top1_agreement" in accuracy.compare(ref, got, "classification")["e"]
+
+
+def test_fallback_not_needed_leaves_the_plain_graph(exported, tmp_path):
+    layout = fresh(exported, tmp_path)
+    loose = ("precision.gate.min_cosine=0.9", "precision.gate.max_abs_error=1.0")
+    plain = steps.calibrate(compose(*MODEL, *loose, f"calibration.cache_dir={tmp_path / 'cache'}"), layout)
+    plain_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
+    auto = steps.calibrate(compose(*MODEL, *loose, "precision.fallback=auto",
+                                   f"calibration.cache_dir={tmp_path / 'cache'}"), layout)
+    assert auto["fallback"]["needed"] is False and auto["accuracy"] == plain["accuracy"]
+    assert (layout.calibrate_dir / "model.onnx").read_bytes() == plain_bytes

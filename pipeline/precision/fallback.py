@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from pipeline.export import export, onnx_model
 from pipeline.precision import accuracy
 from pipeline.precision.calibration_data import data_sha256
 
-SEARCH_VERSION = 2
+SEARCH_VERSION = 3
 QUANTIZABLE = ("MatMul", "Gemm", "Conv", "ConvTranspose")
 MATMULS = ("MatMul", "Gemm")
 
@@ -217,33 +217,40 @@ def judged(results: list[dict]) -> dict:
 
 
 def run(dest: Path, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibration_cfg: Any, task: str,
-        gate_results: list[dict]) -> dict:
-    """Replace dest (the plain Q/DQ graph, whose gate results are given) by the
-    search's result; cached by content."""
+        judge: Callable[[], dict]) -> tuple[dict, dict]:
+    """dest holds the plain Q/DQ graph; judge() runs whatever dest holds against the gate
+    (transform.judge). If the plain graph fails, dest becomes the search's result. Returns
+    the search record and the final judgement. Cached by content, the judgement too: the
+    key covers every input of it (graph, reference data, gate, task, ONNX Runtime), so a
+    rerun copies the graph and runs no ONNX Runtime at all."""
     from pipeline.precision.quantize import cache_store
 
-    plain = judged(gate_results)
-    qdq = dest.read_bytes()
-    inputs = cache_inputs(qdq, pairs, precision_cfg.gate, task)
+    inputs = cache_inputs(dest.read_bytes(), pairs, precision_cfg.gate, task)
     key = hashing.sha256_json(inputs)
     store = cache_store(calibration_cfg, required=("model.onnx", "search.json"))
     started = time.perf_counter()
     with store.lock(key):
         entry, corrupt = store.fetch(key)
         if entry is None:
-            print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
-                  f"node's sensitivity", file=sys.stderr)
-            graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task, plain)
-            data = graph.SerializeToString()
-            store.put(key, {"model.onnx": data, "search.json": fileio.to_json(record).encode()},
-                      labels={"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}})
+            final = judge()
+            record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
+            if record["needed"]:
+                print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
+                      f"node's sensitivity", file=sys.stderr)
+                graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task,
+                                       judged(final["gate"]))
+                fileio.write_bytes(dest, graph.SerializeToString())
+                final = judge()
+            store.put(key, {"model.onnx": dest.read_bytes(), "search.json": fileio.to_json(
+                {"record": record, "final": final}).encode()},
+                labels={"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}})
             hit = False
         else:
-            data = entry.file("model.onnx").read_bytes()
-            record = fileio.read_json(entry.file("search.json"), "fallback search cache entry")
+            fileio.write_bytes(dest, entry.file("model.onnx").read_bytes())
+            cached = fileio.read_json(entry.file("search.json"), "fallback search cache entry")
+            record, final = cached["record"], cached["final"]
             hit = True
-    fileio.write_bytes(dest, data)
     record["cache"] = {"key": key, "hit": hit, "seconds": round(time.perf_counter() - started, 3)}
     if corrupt:
         record["cache"]["replaced_corrupt_entry"] = "; ".join(corrupt)
-    return record
+    return record, final

@@ -108,16 +108,14 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             if not held_out:
                 raise PipelineError("every reference sample is also a calibration sample, so the accuracy gate "
                                     "has no held-out data; calibrate on other data than the reference inputs")
-        summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
-        if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq":
-            if summary["gate_passed"]:
-                summary["fallback"] = {"mode": "auto", "needed": False}
-            else:
-                from pipeline.precision import fallback
+        if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
+            from pipeline.precision import fallback
 
-                summary["fallback"] = fallback.run(dest, held_out, precision_cfg, calibration_cfg, model_cfg.task,
-                                                   summary["gate"])
-                summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
+            summary["fallback"], judged = fallback.run(dest, held_out, precision_cfg, calibration_cfg, model_cfg.task,
+                                                       lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
+            summary.update(judged)
+        else:
+            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
         summary["onnx_sha256"] = hashing.sha256_file(dest)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
