@@ -12,19 +12,12 @@ per row (model.task=embedding); inputs as models.transformer_encoder."""
 
 from __future__ import annotations
 
-import numpy as np
-
 # Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
-from models.transformer_encoder import VOCAB, calibration_batches, sample_inputs  # noqa: F401 (factory API)
+from models.transformer_encoder import (DYNAMIC_AXES as _AXES, INPUT_NAMES, MAX_LEN, VOCAB,  # noqa: F401
+                                        calibration_batches, embed, mean_pool, sample_inputs, self_attention)
 
-INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["embedding"]
-DYNAMIC_AXES = {
-    "input_ids": {0: "batch", 1: "seq"},
-    "attention_mask": {0: "batch", 1: "seq"},
-    "embedding": {0: "batch"},
-}
-MAX_LEN = 256
+DYNAMIC_AXES = {**{name: _AXES[name] for name in INPUT_NAMES}, "embedding": {0: "batch"}}
 D_MODEL, HEADS, D_FF, LAYERS = 64, 4, 128, 2
 OUTLIER_CHANNELS = 2
 OUTLIER_SCALE = 60.0
@@ -58,11 +51,7 @@ def build(seed: int = 0):
             outliers(self.ff1, self.ff2, slice(0, D_FF), gen)
 
         def forward(self, x, bias):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(x).reshape(b, s, 3, HEADS, D_MODEL // HEADS).permute(2, 0, 3, 1, 4)
-            scores = q @ k.transpose(-1, -2) * (D_MODEL // HEADS) ** -0.5 + bias
-            attn = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, D_MODEL)
-            x = self.norm1(x + self.proj(attn))
+            x = self.norm1(x + self.proj(self_attention(x, self.qkv, bias, HEADS, D_MODEL)))
             return self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
 
     class OutlierEncoder(nn.Module):
@@ -74,14 +63,10 @@ def build(seed: int = 0):
             self.pooler = nn.Linear(D_MODEL, D_MODEL)
 
         def forward(self, input_ids, attention_mask):
-            pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-            x = self.tokens(input_ids) + self.positions(pos)
-            mask = attention_mask.to(x.dtype)
-            bias = (1.0 - mask)[:, None, None, :] * -1e4
+            x, mask, bias = embed(self.tokens, self.positions, input_ids, attention_mask)
             for layer in self.layers:
                 x = layer(x, bias)
-            pooled = (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
-            out = self.pooler(pooled)
+            out = self.pooler(mean_pool(x, mask))
             return out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
 
     torch.manual_seed(seed)
