@@ -176,3 +176,22 @@ def test_sample_dims_take_new_names_without_plus_through_the_cli(tmp_path):
     cfg = config.load(out)
     assert dict(cfg.model.sample_dims) == {"batch": 4, "seq": 32}
     assert dict(cfg.model.input_ranges) == {"images": [0, 1]}
+
+
+def test_bad_reference_data_through_the_stage_cli(in_tmp_repo_copy):
+    """One line on stderr, exit 1, no artifacts/export."""
+    repo = in_tmp_repo_copy
+    fileio.write_npz(repo / "data/reference/wrong" / "a.npz", {"features": np.zeros((4, 16), np.float64)})
+    for path, needle in (("data/reference/nope", "reference data not found"),
+                         ("data/reference/wrong", "input 'features' is float64, the model wants float32")):
+        subprocess.run([sys.executable, "-m", "pipeline", "params", "model=onnx_file", f"model.reference_data={path}"],
+                       cwd=repo, check=True, capture_output=True)
+        r = subprocess.run([sys.executable, "-m", "stages.export"], cwd=repo, capture_output=True, text=True)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], r.stderr
+        assert not (repo / "artifacts/export").exists()
+
+
+def test_fallback_needs_strong_typing():
+    with pytest.raises(PipelineError, match="precision.fallback=auto needs precision.mode=strong"):
+        compose("precision=int8", "precision.mode=weak", "precision.fallback=auto")

@@ -242,6 +242,9 @@ def _check_values(cfg: DictConfig) -> None:
             raise PipelineError(f"invalid config: model.sample_dims.{dim}={size}; must be at least 1")
     _one_of(p.name, PRECISIONS, "precision.name")
     _one_of(p.fallback, FALLBACKS, "precision.fallback")
+    if p.fallback == "auto" and p.mode == "weak":
+        raise PipelineError("invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
+                            "weak typing leaves the precision to TensorRT 10's builder flags")
     if p.fallback == "auto" and p.transform != "qdq":
         raise PipelineError(f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
                             f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)")
