@@ -68,10 +68,12 @@ def test_benchmark_feeds_are_the_users_rows():
     pairs = [(tokens(3, seed=1), {}), (tokens(2, seed=2), {})]
     rows = {k: np.concatenate([p[0][k] for p in pairs]) for k in pairs[0][0]}
     point = type("P", (), {"key": "b8", "shapes": {"input_ids": [8, 32], "attention_mask": [8, 32]}})
-    other = type("P", (), {"key": "s16", "shapes": {"input_ids": [2, 16], "attention_mask": [2, 16]}})
-    feeds, used = choose_feeds([point, other], pairs, True, lambda shapes: "sampled")
-    assert used == ["b8"] and feeds["s16"] == "sampled"
+    short = type("P", (), {"key": "s16", "shapes": {"input_ids": [2, 16], "attention_mask": [2, 16]}})
+    long = type("P", (), {"key": "s64", "shapes": {"input_ids": [2, 64], "attention_mask": [2, 64]}})
+    feeds, used = choose_feeds([point, short, long], pairs, True, lambda shapes: "sampled")
+    assert used == ["b8", "s16"] and feeds["s64"] == "sampled"
     np.testing.assert_array_equal(feeds["b8"]["input_ids"], rows["input_ids"][np.arange(8) % 5])
+    np.testing.assert_array_equal(feeds["s16"]["attention_mask"], rows["attention_mask"][:2, :16])
 
 
 def test_benchmark_stage_runs_on_reference_data(tmp_path):

@@ -87,7 +87,8 @@ def plan(bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict
 
 def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict | None:
     """Inputs of the given shapes taken from the reference inputs (model.reference_data):
-    their rows, repeated as needed to fill the batch; None when any other axis differs."""
+    their rows, repeated as needed to fill the batch, cut to the point's size on every
+    other axis (a prefix of each sequence); None where the data is smaller than the point."""
     import numpy as np
 
     if not references:
@@ -96,9 +97,9 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
     out = {}
     for name, shape in shapes.items():
         a = pool.get(name)
-        if a is None or list(a.shape[1:]) != list(shape[1:]):
+        if a is None or a.ndim != len(shape) or any(have < want for have, want in zip(a.shape[1:], shape[1:])):
             return None
-        out[name] = a[np.arange(shape[0]) % len(a)]
+        out[name] = a[(np.arange(shape[0]) % len(a),) + tuple(slice(0, int(n)) for n in shape[1:])]
     return out
 
 
