@@ -171,3 +171,14 @@ def test_fallback_not_needed_leaves_the_plain_graph(exported, tmp_path):
                                    f"calibration.cache_dir={tmp_path / 'cache'}"), layout)
     assert auto["fallback"]["needed"] is False and auto["accuracy"] == plain["accuracy"]
     assert (layout.calibrate_dir / "model.onnx").read_bytes() == plain_bytes
+
+
+def test_fp8_search_keeps_what_its_gate_needs(exported, tmp_path):
+    """fp8 Q/DQ (ModelOpt, float8 e4m3): a gate between the plain graph and the all-fp32 one."""
+    layout = fresh(exported, tmp_path)
+    cfg = compose("model=outlier_transformer", "precision=fp8", "precision.fallback=auto",
+                  "precision.gate.min_cosine=0.9985", f"calibration.cache_dir={tmp_path / 'cache'}")
+    summary = steps.calibrate(cfg, layout)
+    fb = summary["fallback"]
+    assert fb["needed"] and summary["gate_passed"] and fb["plain"]["metrics"]["embedding"]["cosine"] < 0.9985
+    assert 1 <= len(fb["kept_fp32"]) < fb["quantized_matmuls"] // 2

@@ -130,11 +130,12 @@ def infer_shapes(model, path: Path):
     return inferred
 
 
-def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
+def ort_session(path: Path | bytes, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
                 basic_optimizations: bool = False):
-    """The one way this tool opens an ONNX Runtime session. basic_optimizations keeps
-    Q/DQ simulated in float: the extended optimizations fuse Q/DQ into integer kernels
-    that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
+    """The one way this tool opens an ONNX Runtime session, from a file or a serialized
+    graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
+    optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
+    (QLinearConv rejects float8)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -144,12 +145,16 @@ def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPU
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     try:
-        return ort.InferenceSession(str(path), opts, providers=list(providers))
+        return ort.InferenceSession(path if isinstance(path, bytes) else str(path), opts, providers=list(providers))
     except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {path}: {first_line(e)}") from None
+        raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
 
 
-def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
+def _name(path: Path | bytes) -> str:
+    return "an in-memory graph" if isinstance(path, bytes) else str(path)
+
+
+def run_batches(path: Path | bytes, batches: list[dict[str, np.ndarray]],
                 basic_optimizations: bool = False) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds, from one session."""
     session = ort_session(path, basic_optimizations=basic_optimizations)
@@ -159,7 +164,7 @@ def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
         try:
             outs.append(dict(zip(names, session.run(names, feeds))))
         except Exception as e:
-            raise PipelineError(f"ONNX Runtime failed to run {Path(path).name}: {first_line(e)}") from None
+            raise PipelineError(f"ONNX Runtime failed to run {Path(_name(path)).name}: {first_line(e)}") from None
     return outs
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -131,18 +130,12 @@ class Evaluator:
     def __init__(self, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> None:
         self.pairs, self.gate_cfg, self.task = pairs, gate_cfg, task
         self.runs = 0
-        self._tmp = tempfile.TemporaryDirectory(prefix="fallback.")
 
     def __call__(self, model) -> dict:
-        path = Path(self._tmp.name) / "candidate.onnx"
-        fileio.write_bytes(path, model.SerializeToString())
-        got = export.run_batches(path, [p[0] for p in self.pairs], basic_optimizations=True)
+        got = export.run_batches(model.SerializeToString(), [p[0] for p in self.pairs], basic_optimizations=True)
         self.runs += 1
         figures = accuracy.compare([p[1] for p in self.pairs], got, self.task)
         return judged(accuracy.check_gate(figures, self.gate_cfg))
-
-    def close(self) -> None:
-        self._tmp.cleanup()
 
 
 def _gated(results: list[dict]) -> dict:
@@ -163,30 +156,27 @@ def search(model, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str, plai
     if len(set(names)) != len(names) or not all(names):
         raise PipelineError("precision.fallback=auto needs unique, non-empty node names for the quantized nodes")
     evaluate = Evaluator(pairs, gate_cfg, task)
-    try:
-        everything = evaluate(without_qdq(model, set(names)))
-        if not everything["passed"]:
-            raise PipelineError(f"precision.fallback=auto: even with all {len(names)} quantized nodes kept in fp32 "
-                                f"the graph misses the gate ({'; '.join(everything['failing'])}); the layers "
-                                f"ModelOpt quantizes besides them (or the gate) are the problem, not these nodes")
-        ranked = []
-        for node in nodes:
-            alone = evaluate(without_qdq(model, set(names) - {node.name}))
-            ranked.append({"node": node.name, "op_type": node.op_type,
-                           "sensitivity": round(alone["score"] - everything["score"], 6),
-                           "score_quantized_alone": alone["score"], "metrics_quantized_alone": alone["metrics"]})
-        ranked.sort(key=lambda r: -r["sensitivity"])
-        kept: list[str] = []
-        steps = []
-        for r in ranked:
-            kept.append(r["node"])
-            step = evaluate(without_qdq(model, set(kept)))
-            steps.append({"kept": len(kept), "added": r["node"], "sensitivity": r["sensitivity"], **step})
-            if step["passed"]:
-                break
-        runs = evaluate.runs
-    finally:
-        evaluate.close()
+    everything = evaluate(without_qdq(model, set(names)))
+    if not everything["passed"]:
+        raise PipelineError(f"precision.fallback=auto: even with all {len(names)} quantized nodes kept in fp32 "
+                            f"the graph misses the gate ({'; '.join(everything['failing'])}); the layers "
+                            f"ModelOpt quantizes besides them (or the gate) are the problem, not these nodes")
+    ranked = []
+    for node in nodes:
+        alone = evaluate(without_qdq(model, set(names) - {node.name}))
+        ranked.append({"node": node.name, "op_type": node.op_type,
+                       "sensitivity": round(alone["score"] - everything["score"], 6),
+                       "score_quantized_alone": alone["score"], "metrics_quantized_alone": alone["metrics"]})
+    ranked.sort(key=lambda r: -r["sensitivity"])
+    kept: list[str] = []
+    steps = []
+    for r in ranked:
+        kept.append(r["node"])
+        step = evaluate(without_qdq(model, set(kept)))
+        steps.append({"kept": len(kept), "added": r["node"], "sensitivity": r["sensitivity"], **step})
+        if step["passed"]:
+            break
+    runs = evaluate.runs
     matmuls = [n for n in nodes if n.op_type in MATMULS]
     record = {
         "mode": "auto", "needed": True, "quantized_nodes": len(nodes),
