@@ -77,12 +77,16 @@ def test_fallback_passes_keeping_at_least_half_the_matmuls_in_int8(searched):
     ranked = [r["node"] for r in fb["sensitivity"]]
     assert [r["sensitivity"] for r in fb["sensitivity"]] == sorted((r["sensitivity"] for r in fb["sensitivity"]),
                                                                  reverse=True)
-    assert fb["kept_fp32"] == ranked[:len(fb["kept_fp32"])]
+    greedy = [s["added"] for s in fb["steps"]]
+    assert greedy == ranked[:len(greedy)]
     assert set(fb["kept_sensitivity"]) == set(fb["kept_fp32"])
-    # one step per kept node, each with its metrics; only the last passes
-    assert [s["kept"] for s in fb["steps"]] == list(range(1, len(fb["kept_fp32"]) + 1))
-    assert [s["passed"] for s in fb["steps"]] == [False] * (len(fb["steps"]) - 1) + [True]
+    # one step per node kept in turn, each with its metrics; only the last passes
+    assert [s["kept"] for s in fb["steps"]] == list(range(1, len(greedy) + 1))
+    assert [s["passed"] for s in fb["steps"]] == [False] * (len(greedy) - 1) + [True]
     assert all("cosine" in s["metrics"]["embedding"] for s in fb["steps"])
+    # then each but the last is tried quantized again; those that pass leave the kept set
+    assert [p["node"] for p in fb["prune"]] == greedy[-2::-1]
+    assert fb["kept_fp32"] == [n for n in greedy if n not in {p["node"] for p in fb["prune"] if p["requantized"]}]
     # the outlier projections are among the kept ones
     assert any("ff2" in n for n in fb["kept_fp32"])
     # the written graph: kept nodes read no DequantizeLinear, the others still do

@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.core import fileio
 from pipeline.export import onnx_model
-from pipeline.export.array_folder import check, data_sha256, read_folder  # noqa: F401 (data_sha256: this module's API too)
+from pipeline.export.array_folder import check, data_sha256, read_folder
 from pipeline.core.errors import PipelineError
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches

@@ -167,7 +167,9 @@ def _fallback(fb: dict | None) -> dict | None:
             "cache_hit": (fb.get("cache") or {}).get("hit"),
             "sensitivity": [[r["node"], r["op_type"], r["sensitivity"], "kept fp32" if r["node"] in fb["kept_fp32"]
                              else "quantized"] for r in fb["sensitivity"]],
-            "steps": [[s["kept"], s["added"], s["score"], "pass" if s["passed"] else "fail"] for s in fb["steps"]]}
+            "steps": [[s["kept"], s["added"], s["score"], "pass" if s["passed"] else "fail"] for s in fb["steps"]]
+            + [["", f"{p['node']} quantized again?", p["score"],
+                "pass: quantized again" if p["passed"] else "fail: stays fp32"] for p in fb.get("prune", [])]}
 
 
 SENSITIVITY_HEADERS = ["node", "op", "sensitivity (gate score added when quantized alone)", "result"]
