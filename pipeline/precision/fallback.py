@@ -201,10 +201,10 @@ def search(model, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str, plai
     return without_qdq(model, set(kept)), record
 
 
-def cache_inputs(qdq_bytes: bytes, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> dict:
+def cache_inputs(qdq_sha256: str, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> dict:
     from pipeline.machine.fingerprint import package_version
 
-    return {"search_version": SEARCH_VERSION, "qdq_sha256": hashing.sha256_bytes(qdq_bytes),
+    return {"search_version": SEARCH_VERSION, "qdq_sha256": qdq_sha256,
             "reference_inputs_sha256": data_sha256([p[0] for p in pairs]),
             "reference_outputs_sha256": data_sha256([p[1] for p in pairs]),
             "gate": to_dict(gate_cfg), "task": task, "onnxruntime": package_version("onnxruntime")}
@@ -216,16 +216,17 @@ def judged(results: list[dict]) -> dict:
             "failing": [gate_lib.describe(r) for r in gate_lib.failures(results)]}
 
 
-def run(dest: Path, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibration_cfg: Any, task: str,
-        judge: Callable[[], dict]) -> tuple[dict, dict]:
-    """dest holds the plain Q/DQ graph; judge() runs whatever dest holds against the gate
-    (transform.judge). If the plain graph fails, dest becomes the search's result. Returns
-    the search record and the final judgement. Cached by content, the judgement too: the
-    key covers every input of it (graph, reference data, gate, task, ONNX Runtime), so a
-    rerun copies the graph and runs no ONNX Runtime at all."""
+def run(dest: Path, qdq_sha256: str, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibration_cfg: Any,
+        task: str, judge: Callable[[], dict]) -> tuple[dict, dict]:
+    """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
+    against the gate (transform.judge). If the plain graph fails, dest becomes the
+    search's result. Returns the search record and the final judgement (with the final
+    graph's onnx_sha256). Cached by content, the judgement too: the key covers every
+    input of it (graph, reference data, gate, task, ONNX Runtime), so a rerun copies the
+    graph and runs no ONNX Runtime at all."""
     from pipeline.precision.quantize import cache_store
 
-    inputs = cache_inputs(dest.read_bytes(), pairs, precision_cfg.gate, task)
+    inputs = cache_inputs(qdq_sha256, pairs, precision_cfg.gate, task)
     key = hashing.sha256_json(inputs)
     store = cache_store(calibration_cfg, required=("model.onnx", "search.json"))
     started = time.perf_counter()
@@ -241,7 +242,7 @@ def run(dest: Path, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibrat
                                        judged(final["gate"]))
                 fileio.write_bytes(dest, graph.SerializeToString())
                 final = judge()
-            store.put(key, {"model.onnx": dest.read_bytes(), "search.json": fileio.to_json(
+            entry = store.put(key, {"model.onnx": dest.read_bytes(), "search.json": fileio.to_json(
                 {"record": record, "final": final}).encode()},
                 labels={"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}})
             hit = False
@@ -250,6 +251,7 @@ def run(dest: Path, pairs: list[tuple[dict, dict]], precision_cfg: Any, calibrat
             cached = fileio.read_json(entry.file("search.json"), "fallback search cache entry")
             record, final = cached["record"], cached["final"]
             hit = True
+    final["onnx_sha256"] = entry.meta["files"]["model.onnx"]["sha256"]
     record["cache"] = {"key": key, "hit": hit, "seconds": round(time.perf_counter() - started, 3)}
     if corrupt:
         record["cache"]["replaced_corrupt_entry"] = "; ".join(corrupt)

@@ -76,6 +76,8 @@ def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",
 
 
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
+    if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
+        return  # nothing to check: spare a large model's parse
     nodes = onnx_model.load(src, check=False).graph.node
     op_types = {n.op_type for n in nodes}
     for op in calibration_cfg.exclude_op_types:
@@ -107,13 +109,15 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
         if corrupt:
             cache["replaced_corrupt_entry"] = "; ".join(corrupt)
         if entry is None:
-            graph = run_modelopt(src, mode, method, calibration_cfg, data)
-            store.put(key, {"model.onnx": graph}, labels=inputs)
+            graph, ops = run_modelopt(src, mode, method, calibration_cfg, data)
+            # ops.json spares a hit parsing the graph again (large models: a second or more)
+            entry = store.put(key, {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, labels=inputs)
         else:
             graph = entry.file("model.onnx").read_bytes()
+            ops = (fileio.read_json(entry.file("ops.json")) if "ops.json" in entry.files
+                   else onnx_model.op_histogram(onnx_model.load(entry.file("model.onnx"), check=False)))
             cache["hit"] = True
     fileio.write_bytes(dest, graph)
-    ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
     summary = {
         "quantize_mode": mode, "method": calibration_cfg.method, "modelopt_method": method,
         "high_precision_dtype": HIGH_PRECISION, "data": data.info,
@@ -122,7 +126,7 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
         "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["modelopt"], "onnxruntime_version": inputs["onnxruntime"],
-        "result_sha256": hashing.sha256_bytes(graph), "cache": cache,
+        "result_sha256": entry.meta["files"]["model.onnx"]["sha256"], "cache": cache,
     }
     return QuantizeResult(summary, data)
 
@@ -151,7 +155,9 @@ def _reader(batches: list[dict], progress):
     return Reader()
 
 
-def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet) -> bytes:
+def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any,
+                 data: CalibrationSet) -> tuple[bytes, dict[str, int]]:
+    """The Q/DQ graph's bytes and its op histogram."""
     from tqdm import tqdm
 
     from pipeline.precision.modelopt_log import quiet_modelopt
@@ -187,4 +193,4 @@ def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: 
     if not ops.get("QuantizeLinear"):
         raise PipelineError(f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
                             f", op types {list(calibration_cfg.exclude_op_types)})")
-    return graph
+    return graph, ops

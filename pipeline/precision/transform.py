@@ -111,12 +111,12 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
             from pipeline.precision import fallback
 
-            summary["fallback"], judged = fallback.run(dest, held_out, precision_cfg, calibration_cfg, model_cfg.task,
-                                                       lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
-            summary.update(judged)
+            summary["fallback"], judged = fallback.run(
+                dest, summary["calibration"]["result_sha256"], held_out, precision_cfg, calibration_cfg,
+                model_cfg.task, lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
+            summary.update(judged)  # onnx_sha256 included: the cache entry verified it
         else:
-            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
-        summary["onnx_sha256"] = hashing.sha256_file(dest)
+            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task), onnx_sha256=hashing.sha256_file(dest))
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
