@@ -66,7 +66,7 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
     if "fallback" in summary:
         fb = summary["fallback"]
         metrics["fallback"] = {k: fb[k] for k in ("needed", "kept_fp32", "quantized_matmuls", "matmuls_still_quantized",
-                                                  "cache") if k in fb}
+                                                  "error", "all_high_precision", "cache") if k in fb}
     return metrics
 
 

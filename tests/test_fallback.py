@@ -139,6 +139,10 @@ def test_even_all_high_precision_failing_is_one_clear_error(exported, tmp_path):
                                             r"gate \(max_abs_error of output 'embedding' is"):
         steps.calibrate(cfg, layout)
     assert not layout.calibrate_dir.exists()
+    # the plain graph's metrics are written all the same, with what the search found
+    metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
+    assert metrics["gate_passed"] is False and metrics["gate"]["embedding"]["max_abs_error"]["passed"] is False
+    assert metrics["fallback"]["needed"] is True and "even with all 13" in metrics["fallback"]["error"]
 
 
 def test_fallback_is_refused_where_nothing_is_quantized():

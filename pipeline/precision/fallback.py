@@ -45,6 +45,15 @@ QUANTIZABLE = ("MatMul", "Gemm", "Conv", "ConvTranspose")
 MATMULS = ("MatMul", "Gemm")
 
 
+class SearchFailed(PipelineError):
+    """No graph the search may build passes; `record` says what was measured, `plain`
+    (set by run) is the plain Q/DQ graph's judgement for the metrics file."""
+
+    def __init__(self, line: str, record: dict) -> None:
+        super().__init__(line)
+        self.record, self.plain = record, {}
+
+
 def quantized_nodes(model) -> list[Any]:
     producer = {o: n for n in model.graph.node for o in n.output}
     return [n for n in model.graph.node if n.op_type in QUANTIZABLE
@@ -153,17 +162,18 @@ def search(model, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str, plai
     passes, and the record of how it was found. `plain`: the Q/DQ graph's result."""
     nodes = quantized_nodes(model)
     if not nodes:
-        raise PipelineError("precision.fallback=auto: the Q/DQ graph has no quantized MatMul, Gemm or Conv node "
-                            "to keep in higher precision")
+        raise SearchFailed("precision.fallback=auto: the Q/DQ graph has no quantized MatMul, Gemm or Conv node "
+                           "to keep in higher precision", {"quantized_nodes": 0})
     names = [n.name for n in nodes]
     if len(set(names)) != len(names) or not all(names):
         raise PipelineError("precision.fallback=auto needs unique, non-empty node names for the quantized nodes")
     evaluate = Evaluator(pairs, gate_cfg, task)
     everything = evaluate(without_qdq(model, set(names)))
     if not everything["passed"]:
-        raise PipelineError(f"precision.fallback=auto: even with all {len(names)} quantized nodes kept in fp32 "
-                            f"the graph misses the gate ({'; '.join(everything['failing'])}); the layers "
-                            f"ModelOpt quantizes besides them (or the gate) are the problem, not these nodes")
+        raise SearchFailed(f"precision.fallback=auto: even with all {len(names)} quantized nodes kept in fp32 "
+                           f"the graph misses the gate ({'; '.join(everything['failing'])}); the layers "
+                           f"ModelOpt quantizes besides them (or the gate) are the problem, not these nodes",
+                           {"quantized_nodes": len(names), "all_high_precision": everything})
     ranked = []
     for node in nodes:
         alone = evaluate(without_qdq(model, set(names) - {node.name}))
@@ -238,8 +248,12 @@ def run(dest: Path, qdq_sha256: str, pairs: list[tuple[dict, dict]], precision_c
             if record["needed"]:
                 print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
                       f"node's sensitivity", file=sys.stderr)
-                graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task,
-                                       judged(final["gate"]))
+                try:
+                    graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task,
+                                           judged(final["gate"]))
+                except SearchFailed as e:
+                    e.plain = final
+                    raise
                 fileio.write_bytes(dest, graph.SerializeToString())
                 final = judge()
             entry = store.put(key, {"model.onnx": dest.read_bytes(), "search.json": fileio.to_json(

@@ -111,9 +111,13 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
             from pipeline.precision import fallback
 
-            summary["fallback"], judged = fallback.run(
-                dest, summary["calibration"]["result_sha256"], held_out, precision_cfg, calibration_cfg,
-                model_cfg.task, lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
+            try:
+                summary["fallback"], judged = fallback.run(
+                    dest, summary["calibration"]["result_sha256"], held_out, precision_cfg, calibration_cfg,
+                    model_cfg.task, lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
+            except fallback.SearchFailed as e:  # the plain graph's metrics still go to the metrics file
+                summary.update(e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record})
+                raise accuracy.GateFailed(str(e), summary) from None
             summary.update(judged)  # onnx_sha256 included: the cache entry verified it
         else:
             summary.update(judge(dest, held_out, precision_cfg, model_cfg.task), onnx_sha256=hashing.sha256_file(dest))
