@@ -50,8 +50,9 @@ class ModelConfig:
     # an input named like a mask (*mask*) defaults to 0/1.
     input_ranges: Dict[str, List[Any]] = field(default_factory=dict)
     # A folder of .npz/.npy arrays keyed by input name (the calibration folder format):
-    # the reference inputs of the accuracy gate and the benchmark. null: the factory's
-    # sampler, or random inputs for a model file (and every output says so).
+    # the reference inputs of the accuracy gate and the benchmark, every sample of it in
+    # batches of sample_dims' batch (num_reference_batches is then unused). null: the
+    # factory's sampler, or random inputs for a model file (and every output says so).
     reference_data: Optional[str] = None
 
 

@@ -7,7 +7,8 @@ import html
 from typing import Any
 
 from pipeline.report import graph_svg
-from pipeline.report.report import SENSITIVITY_HEADERS, STEP_HEADERS, reference_line
+from pipeline.report.report import (ACCURACY_HEADERS, SENSITIVITY_HEADERS, STEP_HEADERS, accuracy_rows,
+                                    reference_line)
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.analysis.report_layers import PRECISION_COLOURS
 
@@ -142,12 +143,11 @@ def _transform_section(r: dict) -> str:
                    + (" — <b>random data, not representative of real inputs</b>" if data.get("random") else "")
                    + (f" ({e(data['fallback'])})" if data.get("fallback") else "")
                    + f"; cache {'hit' if t.get('calibration_cache_hit') else 'miss'}</p>")
-    rows = [[o, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
-             m.get("top1_agreement", "")] for o, m in t["accuracy"].items()]
+    rows = accuracy_rows(t["accuracy"])
     out.append(f"<p class=\"sub\">Against the fp32 reference on {e(t['held_out_batches'])} held-out batches, "
                f"run by {e(t.get('evaluated_with') or 'onnxruntime')}; "
                f"gate {'passed' if t['gate_passed'] else 'FAILED'}.</p>")
-    out.append(table(["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"], rows))
+    out.append(table(ACCURACY_HEADERS, rows))
     ref = t.get("reference") or {}
     warn = ' class="warn"' if ref.get("random") else ""
     out.append(f"<p{warn}>{e(reference_line(t)[2:])}</p>")
