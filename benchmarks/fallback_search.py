@@ -26,18 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from calibrate_cache import REPO, compose  # a sibling script: benchmarks/ is sys.path[0]
+
 SIZES = {"small": {}, "minilm": {"D_MODEL": 384, "HEADS": 6, "D_FF": 1536, "LAYERS": 6, "VOCAB": 30522}}
 OVERRIDES = ("model=outlier_transformer", "precision=int8", "precision.fallback=auto")
-
-
-def compose(*overrides: str):
-    from hydra import compose as hydra_compose, initialize_config_dir
-
-    from pipeline.core import config
-
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
-        return config.validate(hydra_compose("config", overrides=list(overrides)))
 
 
 def resize(size: str) -> None:
