@@ -90,6 +90,7 @@ def test_benchmark_stage_runs_on_reference_data(tmp_path):
     assert metrics["inputs"]["reference"]["source"] == "folder"
     assert metrics["headline"] in metrics["inputs"]["from_reference_data"]
     assert metrics["results"]["onnxruntime"]["accuracy"]["scores"]["max_abs_error"] == 0.0
+    assert "Reference inputs: folder" in (layout.metrics_dir / "benchmark.md").read_text()
 
 
 def test_random_inputs_are_flagged_masks_are_0_1_and_ranges_apply(outlier_onnx, tmp_path):
