@@ -98,6 +98,7 @@ def test_random_inputs_are_flagged_masks_are_0_1_and_ranges_apply(outlier_onnx, 
     layout = Layout(tmp_path / "run")
     summary = steps.export(cfg, layout)
     assert summary["reference"]["random"] is True and "RANDOM" in summary["reference"]["note"]
+    assert summary["reference"]["ranges"] == {"input_ids": [5, 9], "attention_mask": [0, 2]}
     got = pairs_inputs(layout.export_dir)
     assert set(np.unique(got["attention_mask"])) <= {0, 1}
     assert got["input_ids"].min() >= 5 and got["input_ids"].max() < 9

@@ -202,7 +202,17 @@ def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tupl
     return batches, {"source": "random", "random": True,
                      "note": "RANDOM reference inputs (no model.reference_data): the accuracy gate and the benchmark "
                              "say little about real inputs; set model.reference_data to a folder of real ones",
-                     "ranges": {s.name: list(input_range(model_cfg, s.name)) for s in specs}}
+                     "ranges": {s.name: _drawn_from(model_cfg, s) for s in specs}}
+
+
+def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
+    low, high = input_range(model_cfg, spec.name)
+    kind = np.dtype(spec.dtype).kind
+    if kind == "b":
+        return [0, 2]
+    if low is None:
+        return [int(model_cfg.int_low), int(model_cfg.int_high)] if kind in "iu" else "standard normal"
+    return [low, high]
 
 
 def reference_info(export_dir: Path) -> dict:
