@@ -18,6 +18,30 @@ MAX_LEN = 256
 D_MODEL, HEADS, D_FF, LAYERS, NUM_CLASSES = 64, 4, 128, 2, 4
 
 
+def embed(tokens, positions, input_ids, attention_mask):
+    """Token plus position embeddings, the float mask and the additive attention bias."""
+    import torch
+
+    pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+    x = tokens(input_ids) + positions(pos)
+    mask = attention_mask.to(x.dtype)
+    # -1e4 rather than -inf keeps fp16 free of NaN on fully padded rows.
+    return x, mask, (1.0 - mask)[:, None, None, :] * -1e4
+
+
+def self_attention(x, qkv, bias, heads: int, d: int):
+    """Multi-head attention from one fused qkv projection, written out as MatMul/Softmax;
+    d (the model width) is a Python int, so the export holds constants, not shape arithmetic."""
+    b, s, _ = x.shape
+    q, k, v = qkv(x).reshape(b, s, 3, heads, d // heads).permute(2, 0, 3, 1, 4)
+    scores = q @ k.transpose(-1, -2) * (d // heads) ** -0.5 + bias
+    return (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, d)
+
+
+def mean_pool(x, mask):
+    return (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
+
+
 def build(seed: int = 0):
     import torch
     from torch import nn
@@ -32,11 +56,7 @@ def build(seed: int = 0):
             self.norm2 = nn.LayerNorm(D_MODEL)
 
         def forward(self, x, bias):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(x).reshape(b, s, 3, HEADS, D_MODEL // HEADS).permute(2, 0, 3, 1, 4)
-            scores = q @ k.transpose(-1, -2) * (D_MODEL // HEADS) ** -0.5 + bias
-            attn = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, D_MODEL)
-            x = self.norm1(x + self.proj(attn))
+            x = self.norm1(x + self.proj(self_attention(x, self.qkv, bias, HEADS, D_MODEL)))
             return self.norm2(x + self.ff(x))
 
     class TransformerClassifier(nn.Module):
@@ -48,15 +68,10 @@ def build(seed: int = 0):
             self.head = nn.Linear(D_MODEL, NUM_CLASSES)
 
         def forward(self, input_ids, attention_mask):
-            pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-            x = self.tokens(input_ids) + self.positions(pos)
-            mask = attention_mask.to(x.dtype)
-            # -1e4 rather than -inf keeps fp16 free of NaN on fully padded rows.
-            bias = (1.0 - mask)[:, None, None, :] * -1e4
+            x, mask, bias = embed(self.tokens, self.positions, input_ids, attention_mask)
             for layer in self.layers:
                 x = layer(x, bias)
-            pooled = (x * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True).clamp(min=1.0)
-            return self.head(pooled)
+            return self.head(mean_pool(x, mask))
 
     torch.manual_seed(seed)
     return TransformerClassifier().eval()

@@ -67,7 +67,7 @@ def check(overrides: list[str], conf_dir: str | Path = "conf") -> Any:
         prefix, key, value = _parse(text)
         if re.split(r"[./]", key)[0] == "hydra":  # Hydra's own settings and launchers
             continue
-        if key in options and "." not in key:
+        if key in options and "." not in key and not (value or "").startswith(("{", "[")):
             for choice in (value or "").split(","):
                 if choice and "(" not in choice and choice not in options[key]:
                     raise PipelineError(f"no option '{choice}' in config group '{key}' "
@@ -84,7 +84,7 @@ def check(overrides: list[str], conf_dir: str | Path = "conf") -> Any:
             if parent:
                 _check_key(tree, parent, text)
     # One composition of the first value of each sweep, through the schema: wrong types.
-    single = [t if "," not in t.split("=", 1)[-1] or "[" in t else t.split(",")[0] for t in overrides
+    single = [t if "," not in t.split("=", 1)[-1] or "[" in t or "{" in t else t.split(",")[0] for t in overrides
               if not _parse(t)[1].startswith("hydra")]
     from hydra.errors import HydraException
 

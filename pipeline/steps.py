@@ -42,30 +42,51 @@ def export(cfg: Any, layout: Layout) -> dict:
 
 
 def calibrate(cfg: Any, layout: Layout) -> dict:
-    """The precision-transformed graph, and its accuracy as a DVC metrics file."""
-    from pipeline.precision import transform as precision
+    """The precision-transformed graph, and its accuracy as a DVC metrics file, written
+    pass or fail: every output, every metric, each gate result."""
+    from pipeline.precision import accuracy, transform as precision
 
     provenance.require(layout.export_dir, cfg, "export")
     with _no_stale_output(layout.calibrate_dir):
-        summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration,
-                                      cfg.model)
+        try:
+            summary = precision.transform(layout.export_dir, layout.calibrate_dir, cfg.precision,
+                                          cfg.calibration, cfg.model)
+        except accuracy.GateFailed as e:
+            # the gate writes every metric, pass or fail, before the stage stops
+            fileio.write_json(layout.metrics_dir / "accuracy.json", accuracy_metrics(cfg, e.summary))
+            raise
         provenance.write(layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"])
+    metrics = accuracy_metrics(cfg, summary)
+    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
+    console.table(f"calibrate: {cfg.model.name} {cfg.precision.name}", [
+        ("accuracy gate", "passed" if metrics["gate_passed"] else "FAILED"),
+        *[(f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']})")
+          for subject, by in metrics["gate"].items() for metric, r in by.items()
+          if isinstance(r.get("value"), (int, float))],
+        *([("fallback", f"kept {len(summary['fallback'].get('kept_fp32') or [])} node(s) in fp32")]
+          if summary.get("fallback", {}).get("needed") else []),
+        ("graph", str(layout.calibrate_dir / "model.onnx"))])
+    return summary
+
+
+def accuracy_metrics(cfg: Any, summary: dict) -> dict:
     gate = {}
     for r in summary["gate"]:
         gate.setdefault(r["subject"], {})[r["metric"]] = {k: r[k] for k in ("value", "threshold", "passed")}
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics = {"model": cfg.model.name, "precision": cfg.precision.name, "held_out_batches": summary["held_out_batches"],
                "accuracy": summary["accuracy"], "gate": gate, "gate_passed": all(r["passed"] for r in summary["gate"]),
-               "evaluated_with": summary.get("evaluated_with")}
+               "failing": [r for r in summary["gate"] if not r["passed"]],
+               "evaluated_with": summary.get("evaluated_with"), "reference_inputs": summary.get("reference")}
     if data:
         metrics["calibration_data"] = {k: data[k] for k in ("source", "random", "num_samples") if k in data}
-    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
-    console.table(f"calibrate: {cfg.model.name} {cfg.precision.name}", [
-        ("accuracy gate", "passed" if metrics["gate_passed"] else "FAILED"),
-        *[(f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']})")
-          for subject, by in gate.items() for metric, r in by.items() if isinstance(r.get("value"), (int, float))],
-        ("graph", str(layout.calibrate_dir / "model.onnx"))])
-    return summary
+    if "reference_overlap" in summary:
+        metrics["reference_overlap"] = summary["reference_overlap"]
+    if "fallback" in summary:
+        fb = summary["fallback"]
+        metrics["fallback"] = {k: fb[k] for k in ("needed", "kept_fp32", "quantized_matmuls", "matmuls_still_quantized",
+                                                  "error", "all_high_precision", "cache") if k in fb}
+    return metrics
 
 
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
@@ -190,6 +211,7 @@ def inspect(cfg: Any, layout: Layout) -> dict:
                                     engine_dir, cfg.inspect, inspection)
     report["precision_transform"] = report_lib.precision_transform(
         fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary"))
+    report_lib.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
         fileio.write_json(tmp / "report.json", report)

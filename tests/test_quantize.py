@@ -113,9 +113,15 @@ def test_bad_calibration_set_fails_the_gate_naming_the_metric(request, tmp_path)
     cfg = compose("model=cnn", "precision=int8", "calibration=cnn_samples", f"calibration.path={tmp_path / 'zeros'}",
                   f"calibration.cache_dir={tmp_path / 'cache'}")
     needle = r"gate failed for int8 ONNX: (cosine|max_abs_error|top1_agreement) of output 'logits' is [0-9.e-]+, needs"
-    with pytest.raises(PipelineError, match=needle):
+    with pytest.raises(PipelineError, match=needle) as failed:
         steps.calibrate(cfg, layout)
-    assert not layout.calibrate_dir.exists() and not (layout.metrics_dir / "accuracy.json").exists()
+    # no graph is left behind, but every metric is, pass or fail, and the line names each failure
+    assert not layout.calibrate_dir.exists()
+    metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
+    assert metrics["gate_passed"] is False and set(metrics["gate"]["logits"]) == {"max_abs_error", "cosine",
+                                                                                 "top1_agreement"}
+    failing = [f"{r['metric']} of output 'logits' is" for r in metrics["failing"]]
+    assert failing and all(f in str(failed.value) for f in failing) and "more)" not in str(failed.value)
 
 
 def test_reference_batches_used_for_calibration_are_not_held_out(request, tmp_path):

@@ -83,3 +83,35 @@ def plan(bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict
     headline = point(head_shapes)
     sweep = [point(_with(_with(head_shapes, batch_axes, b), seq_axes, s)) for s in seqs for b in batches or [None]]
     return headline, sweep
+
+
+def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict | None:
+    """Inputs of the given shapes taken from the reference inputs (model.reference_data):
+    their rows, repeated as needed to fill the batch, cut to the point's size on every
+    other axis (a prefix of each sequence); None where the data is smaller than the point."""
+    import numpy as np
+
+    if not references:
+        return None
+    pool = {k: np.concatenate([inputs[k] for inputs, _ in references]) for k in references[0][0]}
+    out = {}
+    for name, shape in shapes.items():
+        a = pool.get(name)
+        if a is None or a.ndim != len(shape) or any(have < want for have, want in zip(a.shape[1:], shape[1:])):
+            return None
+        out[name] = a[(np.arange(shape[0]) % len(a),) + tuple(slice(0, int(n)) for n in shape[1:])]
+    return out
+
+
+def choose_feeds(points: list[Point], pairs: list[tuple[dict, dict]], use_reference: bool,
+                 sample) -> tuple[dict, list[str]]:
+    """Per point: the user's reference inputs (model.reference_data) where they fit
+    (use_reference), else sample(shapes);
+    and the keys of the points that got reference inputs."""
+    feeds, used = {}, []
+    for p in points:
+        got = reference_feeds(pairs, p.shapes) if use_reference else None
+        if got is not None:
+            used.append(p.key)
+        feeds[p.key] = got if got is not None else sample(p.shapes)
+    return feeds, used

@@ -19,7 +19,7 @@ from pipeline.bench import cuda_timing, timing
 from pipeline.export import export, onnx_model
 from pipeline.core import console, fileio, hashing
 from pipeline.machine import gpu_conditions
-from pipeline.bench.bench_shapes import Point, locate, plan
+from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
 from pipeline.core.errors import PipelineError, first_line
@@ -96,13 +96,13 @@ def brief(result: dict) -> dict:
     return out
 
 
-def _accuracy(runner: Runner, references: list, profiles: list[dict], classifier: bool) -> dict:
+def _accuracy(runner: Runner, references: list, profiles: list[dict], task: str) -> dict:
     try:
         index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
     except PipelineError as e:
         return {"status": "skipped", "reason": f"reference inputs do not fit the engine: {e}"}
     got = [runner.infer(inputs, index) for inputs, _ in references]
-    return accuracy.compare([outputs for _, outputs in references], got, classifier)
+    return accuracy.compare([outputs for _, outputs in references], got, task)
 
 
 def measure_backend(name: str, runner: Runner, points: list[Point], feeds: dict, bench_cfg: Any) -> dict[str, dict]:
@@ -126,7 +126,7 @@ def _run_backend(name: str, runner: Runner, points: list[Point], headline: Point
     result = {"status": "ok", "label": runner.label, "device": runner.device, "profile": headline.profile,
               **measured[headline.key]}
     if references:
-        result["accuracy"] = _accuracy(runner, references, profiles, cfg.model.task == "classification")
+        result["accuracy"] = _accuracy(runner, references, profiles, cfg.model.task)
     if bc.layer_profile_top:
         layers = runner.layer_times(feeds[headline.key], headline.profile_index, int(bc.layer_profile_iterations),
                                     int(bc.layer_profile_top))
@@ -142,8 +142,11 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
     headline, sweep = plan(bc, specs, profiles)
     points = list({p.key: p for p in [headline, *sweep]}.values())
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
-    feeds = {p.key: bench_inputs(cfg.model, specs, p.shapes, seed) for p in points}
-    references = export.split_reference(fileio.read_npz(paths["reference"], "reference data")) if bc.accuracy else []
+    reference, pairs = export.reference_info(paths["reference"].parent), export.split_reference(
+        fileio.read_npz(paths["reference"], "reference data"))
+    references = pairs if bc.accuracy else []
+    feeds, from_reference = choose_feeds(points, pairs, reference.get("source") == "folder",
+                                         lambda shapes: bench_inputs(cfg.model, specs, shapes, seed))
     device = _device(bc.device, fingerprint)
     pci = _pci_bus_id() if device == "cuda" else None
     gpu_before = gpu_conditions.snapshot(pci)
@@ -170,6 +173,7 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         "profile": headline.profile,
         "shapes": headline.shapes,
         "headline": headline.key,
+        "inputs": {"reference": reference, "from_reference_data": from_reference},
         "baseline": bc.baseline,
         "results": results,
         "by_shape": {p.key: by_point.get(p.key, {}) for p in sweep},

@@ -3,6 +3,7 @@
 DVC composes conf/ into params.yaml without importing this package, so the YAML
 files are complete on their own; these dataclasses are the types and the rules,
 applied by `validate` before any work starts, so a typo costs a second, not a build.
+Kept whole: every key's type, default and rule are read together in one file.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ TRANSFORMS = ("none", "autocast", "qdq")
 BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
 HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
 TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
+TASKS = ("classification", "regression", "embedding")
+FALLBACKS = ("none", "auto")
 CALIB_SOURCES = ("none", "directory", "factory", "random")
 CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
 BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
@@ -38,12 +41,22 @@ class ModelConfig:
     opset: int = 17
     seed: int = 0
     task: str = "classification"  # classification | regression | embedding
-    # Values for the ONNX inputs' symbolic dims when making reference inputs.
+    # Values for the ONNX inputs' symbolic dims when making reference inputs. Any dim
+    # name: the mapping is open in Hydra (hydra_plugins/trt_pipeline) and a given
+    # mapping replaces this default instead of merging into it.
     sample_dims: Dict[str, int] = field(default_factory=lambda: {"batch": 2})
     num_reference_batches: int = 4
     # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
     int_low: int = 0
     int_high: int = 100
+    # Per input, [low, high) for random inputs (integers drawn in it, floats uniform);
+    # an input named like a mask (*mask*) defaults to 0/1.
+    input_ranges: Dict[str, List[Any]] = field(default_factory=dict)
+    # A folder of .npz/.npy arrays keyed by input name (the calibration folder format):
+    # the reference inputs of the accuracy gate and the benchmark, every sample of it in
+    # batches of sample_dims' batch (num_reference_batches is then unused). null: the
+    # factory's sampler, or random inputs for a model file (and every output says so).
+    reference_data: Optional[str] = None
 
 
 @dataclass
@@ -67,6 +80,9 @@ class PrecisionConfig:
     data_max: float = 512.0
     init_max: float = 65504.0
     keep_io_types: bool = True
+    # int8/fp8: with auto, a graph that misses the gate keeps its most sensitive
+    # quantized nodes in fp32, the fewest that pass (pipeline/precision/fallback.py).
+    fallback: str = "none"  # none | auto
     gate: AccuracyGate = field(default_factory=AccuracyGate)
 
 
@@ -198,6 +214,11 @@ def validate(raw: Any) -> DictConfig:
     """Merge onto the schema (unknown keys and wrong types fail) and check values."""
     try:
         cfg = OmegaConf.merge(OmegaConf.structured(PipelineConfig), raw)
+        # A given sample_dims replaces the default; merged, {seq: 32} would gain batch: 2.
+        given = OmegaConf.select(raw if OmegaConf.is_config(raw) else OmegaConf.create(raw), "model.sample_dims",
+                                 default=None)
+        if given is not None:
+            cfg.model.sample_dims = given
         OmegaConf.to_container(cfg, throw_on_missing=True)
     except OmegaConfBaseException as e:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
@@ -217,7 +238,23 @@ def _check_values(cfg: DictConfig) -> None:
         raise PipelineError("invalid config: model needs exactly one of model.factory or model.onnx_path")
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
+    _one_of(m.task, TASKS, "model.task")
+    for name, bounds in m.input_ranges.items():
+        if (len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+                or not bounds[0] < bounds[1]):
+            raise PipelineError(f"invalid config: model.input_ranges.{name}={list(bounds)}; needs [low, high] "
+                                f"with low < high")
+    for dim, size in m.sample_dims.items():
+        if size < 1:
+            raise PipelineError(f"invalid config: model.sample_dims.{dim}={size}; must be at least 1")
     _one_of(p.name, PRECISIONS, "precision.name")
+    _one_of(p.fallback, FALLBACKS, "precision.fallback")
+    if p.fallback == "auto" and p.mode == "weak":
+        raise PipelineError("invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
+                            "weak typing leaves the precision to TensorRT 10's builder flags")
+    if p.fallback == "auto" and p.transform != "qdq":
+        raise PipelineError(f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
+                            f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)")
     _one_of(p.transform, TRANSFORMS, "precision.transform")
     _one_of(p.mode, ("strong", "weak"), "precision.mode")
     if p.transform == "autocast":

@@ -41,6 +41,7 @@ def sample_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], dims: dict
             return module.sample_inputs(dict(dims), rng)
     out = {}
     for spec in specs:
+        low, high = input_range(model_cfg, spec.name)
         shape = []
         for axis, d in enumerate(spec.dims):
             if isinstance(d, int):
@@ -50,17 +51,40 @@ def sample_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], dims: dict
             else:
                 raise PipelineError(f"input '{spec.name}' axis {axis} ('{d}') has no size: "
                                     f"set model.sample_dims.{d or '<name>'}")
-        out[spec.name] = random_array(spec.dtype, shape, rng, model_cfg.int_low, model_cfg.int_high)
+        out[spec.name] = random_array(spec.dtype, shape, rng, low, high, model_cfg.int_low, model_cfg.int_high)
     return out
 
 
-def random_array(dtype: str, shape: list[int], rng: np.random.Generator, low: int, high: int) -> np.ndarray:
+def input_range(model_cfg: Any, name: str) -> tuple[float | None, float | None]:
+    """[low, high) for a random input: model.input_ranges, else 0/1 for a mask, else
+    int_low/int_high for integers and a standard normal (None, None) for floats."""
+    ranges = dict(getattr(model_cfg, "input_ranges", None) or {})
+    if name in ranges:
+        return tuple(ranges[name])
+    if "mask" in name.lower():
+        return 0, 2
+    return None, None
+
+
+def check_input_ranges(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> None:
+    names = [s.name for s in specs]
+    for name in getattr(model_cfg, "input_ranges", None) or {}:
+        if name not in names:
+            raise PipelineError(f"invalid config: model.input_ranges names '{name}', which is not an input of the "
+                                f"model (its inputs: {', '.join(names)})")
+
+
+def random_array(dtype: str, shape: list[int], rng: np.random.Generator, low: float | None,
+                 high: float | None, int_low: int = 0, int_high: int = 100) -> np.ndarray:
     dt = np.dtype(dtype)
     if dt.kind in "iu":
-        return rng.integers(low, high, size=shape).astype(dt)
+        lo, hi = (int_low, int_high) if low is None else (int(np.ceil(low)), int(np.ceil(high)))
+        return rng.integers(lo, hi, size=shape).astype(dt)
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.standard_normal(shape).astype(dt)
+    if low is None:
+        return rng.standard_normal(shape).astype(dt)
+    return rng.uniform(low, high, size=shape).astype(dt)
 
 
 def export_torch(model_cfg: Any, dest: Path) -> None:
@@ -107,11 +131,12 @@ def infer_shapes(model, path: Path):
     return inferred
 
 
-def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
+def ort_session(path: Path | bytes, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
                 basic_optimizations: bool = False):
-    """The one way this tool opens an ONNX Runtime session. basic_optimizations keeps
-    Q/DQ simulated in float: the extended optimizations fuse Q/DQ into integer kernels
-    that have no fp8 variant on the CPU (QLinearConv rejects float8)."""
+    """The one way this tool opens an ONNX Runtime session, from a file or a serialized
+    graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
+    optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
+    (QLinearConv rejects float8)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -121,12 +146,16 @@ def ort_session(path: Path, threads: int = 0, providers: tuple[str, ...] = ("CPU
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     try:
-        return ort.InferenceSession(str(path), opts, providers=list(providers))
+        return ort.InferenceSession(path if isinstance(path, bytes) else str(path), opts, providers=list(providers))
     except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {path}: {first_line(e)}") from None
+        raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
 
 
-def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
+def _name(path: Path | bytes) -> str:
+    return "an in-memory graph" if isinstance(path, bytes) else str(path)
+
+
+def run_batches(path: Path | bytes, batches: list[dict[str, np.ndarray]],
                 basic_optimizations: bool = False) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds, from one session."""
     session = ort_session(path, basic_optimizations=basic_optimizations)
@@ -136,7 +165,7 @@ def run_batches(path: Path, batches: list[dict[str, np.ndarray]],
         try:
             outs.append(dict(zip(names, session.run(names, feeds))))
         except Exception as e:
-            raise PipelineError(f"ONNX Runtime failed to run {Path(path).name}: {first_line(e)}") from None
+            raise PipelineError(f"ONNX Runtime failed to run {Path(_name(path)).name}: {first_line(e)}") from None
     return outs
 
 
@@ -154,6 +183,47 @@ def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[dict, dict]]:
     return [batches[i] for i in sorted(batches)]
 
 
+def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tuple[list[dict], dict]:
+    """The inputs the gate and the benchmark judge by, and where they came from:
+    model.reference_data (the user's arrays), the factory's sampler, or random."""
+    if model_cfg.reference_data:
+        from pipeline.export.array_folder import data_sha256, read_folder
+
+        first = specs[0].dims[0] if specs[0].dims else None
+        bs = first if isinstance(first, int) else int(model_cfg.sample_dims.get(first, 8))
+        batches = read_folder(model_cfg.reference_data, specs, "reference data", "model.reference_data", 0, bs)
+        return batches, {"source": "folder", "random": False, "path": str(model_cfg.reference_data),
+                         "samples": sum(len(next(iter(b.values()))) for b in batches),
+                         "sha256": data_sha256(batches)}
+    rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
+    batches = [sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
+               for _ in range(int(model_cfg.num_reference_batches))]
+    if model_cfg.factory and hasattr(load_factory(model_cfg.factory), "sample_inputs"):
+        return batches, {"source": "factory", "random": False, "sampler": f"{model_cfg.factory}.sample_inputs"}
+    return batches, {"source": "random", "random": True,
+                     "note": "RANDOM reference inputs (no model.reference_data): the accuracy gate and the benchmark "
+                             "say little about real inputs; set model.reference_data to a folder of real ones",
+                     "ranges": {s.name: _drawn_from(model_cfg, s) for s in specs}}
+
+
+def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
+    low, high = input_range(model_cfg, spec.name)
+    kind = np.dtype(spec.dtype).kind
+    if kind == "b":
+        return [0, 2]
+    if low is None:
+        return [int(model_cfg.int_low), int(model_cfg.int_high)] if kind in "iu" else "standard normal"
+    return [low, high]
+
+
+def reference_info(export_dir: Path) -> dict:
+    """Where the export's reference inputs came from (its export.json)."""
+    path = Path(export_dir) / "export.json"
+    if not path.exists():
+        return {"source": "unknown", "random": None}
+    return fileio.read_json(path, "export summary").get("reference", {"source": "unknown", "random": None})
+
+
 def export_model(model_cfg: Any, out_dir: Path) -> dict:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary."""
     with fileio.staged_dir(out_dir) as tmp:
@@ -169,9 +239,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         specs = onnx_model.inputs(model)
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
-        rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
-        batches = [sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
-                   for _ in range(int(model_cfg.num_reference_batches))]
+        check_input_ranges(model_cfg, specs)
+        batches, reference = reference_inputs(model_cfg, specs)
         missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
         if missing:
             raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
@@ -187,7 +256,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
             "outputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in onnx_model.outputs(model)],
             "parameters": onnx_model.parameter_count(model),
             "nodes": len(model.graph.node),
-            "reference_batches": int(model_cfg.num_reference_batches),
+            "reference_batches": len(batches),
+            "reference": reference,
             "onnx_sha256": hashing.sha256_file(onnx_path),
         }
         fileio.write_json(tmp / "export.json", summary)

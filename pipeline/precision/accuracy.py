@@ -10,10 +10,21 @@ from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 
 
+class GateFailed(PipelineError):
+    """The accuracy gate's one line, with the whole summary behind it, so the caller
+    can write every metric before the error stops the run."""
+
+    def __init__(self, line: str, summary: dict) -> None:
+        super().__init__(line)
+        self.summary = summary
+
+
 def compare(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]],
-            classifier: bool) -> dict:
+            task: str) -> dict:
     """Per output: max absolute error, mean relative error, cosine similarity, and
-    top-1 agreement for classifiers; each over all batches together."""
+    top-1 agreement for classifiers; each over all batches together. For embeddings
+    (task=embedding) cosine is taken per row: `cosine` is the worst row (what the
+    gate judges), `cosine_mean` the mean, and there is no top-1."""
     result = {}
     for name in reference[0]:
         ref = np.concatenate([b[name].astype(np.float64).reshape(len(b[name]), -1) for b in reference])
@@ -28,10 +39,21 @@ def compare(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np
             "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
             "finite": bool(np.isfinite(got).all()),
         }
-        if classifier and ref.ndim == 2 and ref.shape[1] > 1:
+        if task == "embedding":
+            rows = row_cosines(ref, got)
+            metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
+        if task == "classification" and ref.ndim == 2 and ref.shape[1] > 1:
             metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
         result[name] = metrics
     return result
+
+
+def row_cosines(ref: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row; two all-zero rows agree (1.0)."""
+    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
+    dots = (ref * got).sum(1)
+    same = np.all(np.isclose(ref, got), axis=1).astype(np.float64)
+    return np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
 
 
 GATE_CHECKS = (
@@ -60,6 +82,13 @@ def check_gate(figures: dict, gate: Any) -> list[dict]:
     return results
 
 
-def raise_on_failure(results: list[dict], label: str) -> None:
-    """One line naming every failing metric, its value and its threshold."""
-    gate_lib.enforce(f"accuracy gate failed for {label}", results)
+def passed(results: list[dict]) -> bool:
+    return not gate_lib.failures(results)
+
+
+def raise_on_failure(results: list[dict], label: str, summary: dict) -> None:
+    """One line naming every failing metric, its value and its threshold; the
+    exception carries `summary` for the metrics file."""
+    line = gate_lib.failure_line(f"accuracy gate failed for {label}", results)
+    if line:
+        raise GateFailed(line, summary)

@@ -4,7 +4,8 @@ the model's inputs before any calibration runs, with a content hash for the cach
 Sources: `directory` (a folder of .npz files keyed by input name, or <input>.npy files;
 the first axis counts samples), `factory` (a module's calibration_batches(num_samples,
 batch_size, seed)), `random` (only when asked for by name; it is flagged everywhere).
-Files are read without unpickling."""
+Folders are read by pipeline.export.array_folder, the one loader that reference data
+(model.reference_data) uses too; files are read without unpickling."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from pipeline.core import fileio
 from pipeline.export import onnx_model
+from pipeline.export.array_folder import check, data_sha256, read_folder
 from pipeline.core.errors import PipelineError
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
@@ -37,28 +39,39 @@ class CalibrationSet:
         return bool(sample_digests(feeds) & self.digests)
 
 
-def sample_digests(batch: dict[str, np.ndarray]) -> set[str]:
+def row_digests(batch: dict[str, np.ndarray]) -> list[str]:
+    """One sha256 per sample (axis 0) over every input's row: names, dtypes, shapes, bytes."""
     names = sorted(batch)
-    out = set()
+    out = []
     for i in range(len(batch[names[0]])):
         h = hashlib.sha256()
         for name in names:
             row = np.ascontiguousarray(batch[name][i])
             h.update(f"{name}|{row.dtype.str}|{row.shape}|".encode())
             h.update(row.tobytes())
-        out.add(h.hexdigest())
+        out.append(h.hexdigest())
     return out
 
 
-def data_sha256(batches: list[dict[str, np.ndarray]]) -> str:
-    """Content hash: names, dtypes, shapes and bytes, batch by batch in order."""
-    h = hashlib.sha256()
-    for b in batches:
-        for name in sorted(b):
-            a = np.ascontiguousarray(b[name])
-            h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
-            h.update(a.tobytes())
-    return h.hexdigest()
+def sample_digests(batch: dict[str, np.ndarray]) -> set[str]:
+    return set(row_digests(batch))
+
+
+def held_out(pairs: list[tuple[dict, dict]], data: CalibrationSet) -> tuple[list[tuple[dict, dict]], dict]:
+    """Reference (inputs, outputs) batches without any sample that is also a calibration
+    sample, compared by content; and how much overlapped. A batch whose outputs do not
+    share the inputs' sample axis is dropped whole when any of its samples overlaps."""
+    kept, total, overlap = [], 0, 0
+    for inputs, outputs in pairs:
+        fresh = [d not in data.digests for d in row_digests(inputs)]
+        total, overlap = total + len(fresh), overlap + fresh.count(False)
+        if all(fresh):
+            kept.append((inputs, outputs))
+        elif any(fresh) and all(len(v) == len(fresh) for v in outputs.values()):
+            idx = np.flatnonzero(fresh)
+            kept.append(({k: v[idx] for k, v in inputs.items()}, {k: v[idx] for k, v in outputs.items()}))
+    return kept, {"reference_samples": total, "overlapping_samples": overlap,
+                  "held_out_samples": sum(len(next(iter(p[0].values()))) for p in kept)}
 
 
 def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSet:
@@ -79,7 +92,9 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
     if n < 0 or (n == 0 and source != "directory"):
         raise PipelineError(f"invalid config: calibration.num_samples={n}; must be positive for source {source}")
     if source == "directory":
-        batches = _from_directory(calibration_cfg.path, specs, n, bs)
+        if not calibration_cfg.path:
+            raise PipelineError("calibration.source=directory needs calibration.path")
+        batches = read_folder(calibration_cfg.path, specs, "calibration data", "calibration.num_samples", n, bs)
         info.update(path=str(calibration_cfg.path))
     elif source == "factory":
         name = calibration_cfg.factory or model_cfg.factory
@@ -137,81 +152,6 @@ def _take(batches: Iterable[dict], n: int, where: str) -> list[dict]:
         if total >= n:
             return out
     raise PipelineError(f"calibration.num_samples={n} but {where} gave only {total} samples")
-
-
-def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) -> None:
-    """Names, dtypes and shapes against the ONNX inputs. Axis 0 counts samples: for one
-    batch it must also fit a fixed batch dim; for a whole set (batch=False) it is free."""
-    want = {s.name: s for s in specs}
-    got = set(arrays)
-    if not got & set(want):
-        raise PipelineError(f"{where} looks like calibration data for another model: it has inputs "
-                            f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}")
-    if got != set(want):
-        extra, missing = sorted(got - set(want)), sorted(set(want) - got)
-        what = f"unknown input '{extra[0]}'" if extra else f"no array for input '{missing[0]}'"
-        raise PipelineError(f"{where} has {what}; the model's inputs are {', '.join(want)}")
-    counts, sizes = set(), {}
-    for name, spec in want.items():
-        a = arrays[name]
-        if not isinstance(a, np.ndarray):
-            raise PipelineError(f"{where}: input '{name}' is a {type(a).__name__}, not a numpy array")
-        if a.dtype != np.dtype(spec.dtype):
-            raise PipelineError(f"{where}: input '{name}' is {a.dtype}, the model wants {spec.dtype}")
-        if a.ndim != len(spec.dims):
-            raise PipelineError(f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
-                                f"{len(spec.dims)} {list(spec.dims)}")
-        counts.add(a.shape[0])
-        for axis, (d, size) in enumerate(zip(spec.dims, a.shape)):
-            if axis == 0 and (not batch or not isinstance(d, int)):
-                continue
-            if isinstance(d, int) and d != size or isinstance(d, str) and sizes.setdefault(d, size) != size:
-                raise PipelineError(f"{where}: input '{name}' has shape {list(a.shape)}, which does not fit "
-                                    f"the model's {list(spec.dims)} (axis {axis})")
-    if len(counts) > 1 or 0 in counts:
-        raise PipelineError(f"{where}: inputs hold different or zero sample counts {sorted(counts)}")
-
-
-def _from_directory(path: str | None, specs, n: int, bs: int) -> list[dict]:
-    if not path:
-        raise PipelineError("calibration.source=directory needs calibration.path")
-    root = Path(path)
-    if not root.exists():
-        raise PipelineError(f"calibration data not found: {root}")
-    files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.suffix in (".npz", ".npy"))
-    if not files:
-        raise PipelineError(f"calibration directory {root} has no .npz or .npy files")
-    parts: dict[str, list[np.ndarray]] = {}
-    for f in files:
-        if f.suffix == ".npz":
-            arrays = fileio.read_npz(f, "calibration file")
-        elif f.suffix == ".npy":
-            arrays = {f.stem: _read_npy(f)}
-        else:
-            raise PipelineError(f"calibration file {f} is neither .npz nor .npy")
-        for k, v in arrays.items():
-            parts.setdefault(k, []).append(v)
-    try:
-        arrays = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in parts.items()}
-    except ValueError as e:
-        raise PipelineError(f"calibration files in {root} do not stack along the sample axis: {e}") from None
-    check(arrays, specs, f"calibration data {root}", batch=False)
-    total = len(next(iter(arrays.values())))
-    if n > total:
-        raise PipelineError(f"calibration.num_samples={n} but {root} holds only {total} samples")
-    n = n or total
-    fixed = {s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], int)}
-    if fixed and (fixed != {bs} or n % bs):
-        raise PipelineError(f"the model has a fixed batch of {min(fixed)}: calibration.batch_size must equal it and "
-                            f"divide calibration.num_samples={n}")
-    return [{k: v[s: min(s + bs, n)] for k, v in arrays.items()} for s in range(0, n, bs)]
-
-
-def _read_npy(path: Path) -> np.ndarray:
-    try:
-        return np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise PipelineError(f"calibration file is unreadable: {path} ({e})") from None
 
 
 def write_set(dest: Path, batches: list[dict[str, np.ndarray]]) -> Path:

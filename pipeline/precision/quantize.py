@@ -7,6 +7,7 @@ Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt.""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -69,11 +70,14 @@ def cache_key(inputs: dict) -> str:
     return hashing.sha256_json(inputs)
 
 
-def cache_store(calibration_cfg: Any) -> VerifiedStore:
-    return VerifiedStore(cache_root(calibration_cfg), required=("model.onnx",), what="calibration cache")
+def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)) -> VerifiedStore:
+    """The calibration cache: Q/DQ graphs, and fallback searches (which also hold search.json)."""
+    return VerifiedStore(cache_root(calibration_cfg), required=required, what="calibration cache")
 
 
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
+    if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
+        return  # nothing to check: spare a large model's parse
     nodes = onnx_model.load(src, check=False).graph.node
     op_types = {n.op_type for n in nodes}
     for op in calibration_cfg.exclude_op_types:
@@ -100,16 +104,25 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
     store = cache_store(calibration_cfg)
     cache: dict[str, Any] = {"key": key, "hit": False}
     # One calibration per key at a time: a concurrent run waits and then hits.
-    got = store.get_or_make(
-        key, lambda: ({"model.onnx": run_modelopt(src, mode, method, calibration_cfg, data)}, inputs, "miss"))
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        graph, ops = run_modelopt(src, mode, method, calibration_cfg, data)
+        # ops.json spares a hit parsing the graph again (large models: a second or more)
+        return {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+
+    got = store.get_or_make(key, make)
     if got.not_stored:
         print(f"warning: {got.not_stored}; the calibration result is not cached", file=sys.stderr)
     if got.damage:
         cache["replaced_corrupt_entry"] = "; ".join(got.damage)
     cache["hit"] = got.hit
     graph = got.read("model.onnx")
+    if "ops.json" in got.names:
+        ops = json.loads(got.read("ops.json"))
+    else:  # an entry made before ops.json was stored
+        import onnx
+
+        ops = onnx_model.op_histogram(onnx.load_from_string(graph))
     fileio.write_bytes(dest, graph)
-    ops = onnx_model.op_histogram(onnx_model.load(dest, check=False))
     summary = {
         "quantize_mode": mode, "method": calibration_cfg.method, "modelopt_method": method,
         "high_precision_dtype": HIGH_PRECISION, "data": data.info,
@@ -147,7 +160,9 @@ def _reader(batches: list[dict], progress):
     return Reader()
 
 
-def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet) -> bytes:
+def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any,
+                 data: CalibrationSet) -> tuple[bytes, dict[str, int]]:
+    """The Q/DQ graph's bytes and its op histogram."""
     from tqdm import tqdm
 
     from pipeline.precision.modelopt_log import quiet_modelopt
@@ -183,4 +198,4 @@ def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any, data: 
     if not ops.get("QuantizeLinear"):
         raise PipelineError(f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
                             f", op types {list(calibration_cfg.exclude_op_types)})")
-    return graph
+    return graph, ops

@@ -78,7 +78,8 @@ def evaluate(onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], 
 
 
 def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:
-    """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json."""
+    """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
+    A graph that misses the gate raises accuracy.GateFailed, carrying every metric."""
     src = export_dir / "model.onnx"
     pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz", "reference data"))
     if not pairs:
@@ -86,7 +87,8 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
     with fileio.staged_dir(out_dir) as tmp:
         dest = tmp / "model.onnx"
         summary: dict[str, Any] = {"precision": precision_cfg.name, "transform": precision_cfg.transform,
-                                   "source_sha256": hashing.sha256_file(src)}
+                                   "source_sha256": hashing.sha256_file(src),
+                                   "reference": export.reference_info(export_dir)}
         held_out = pairs
         if precision_cfg.mode == "weak":
             # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
@@ -102,26 +104,41 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             autocast(src, dest, precision_cfg, pairs[0][0])
             held_out = pairs[1:] if len(pairs) > 1 else pairs
         else:
-            from pipeline.precision import quantize
+            from pipeline.precision import calibration_data, quantize
 
             result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
             summary["calibration"] = result.summary
-            # Judge the scales on data they were not fitted to.
-            held_out = [p for p in pairs if not result.data.uses(p[0])]
+            # Judge the scales on data they were not fitted to: every sample that is also a
+            # calibration sample (by content) leaves the held-out set, and the count is kept.
+            held_out, summary["reference_overlap"] = calibration_data.held_out(pairs, result.data)
             if not held_out:
-                raise PipelineError("every reference batch is also a calibration sample, so the accuracy gate "
-                                    "has no held-out data; calibrate on other data than export's reference.npz")
-        model = onnx_model.load(dest, check=False)
-        got, evaluated = evaluate(dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
-        summary["evaluated_with"] = evaluated
-        figures = accuracy.compare([p[1] for p in held_out], got, classifier=model_cfg.task == "classification")
-        gate = accuracy.check_gate(figures, precision_cfg.gate)
-        summary.update({"accuracy": figures, "gate": gate, "held_out_batches": len(held_out),
-                        "onnx_sha256": hashing.sha256_file(dest),
-                        "ops": onnx_model.op_histogram(model),
-                        # the build resolves its profiles from these, without parsing every weight again
-                        "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)}
-                                   for i in onnx_model.inputs(model)]})
-        accuracy.raise_on_failure(gate, f"{precision_cfg.name} ONNX")
+                raise PipelineError("every reference sample is also a calibration sample, so the accuracy gate "
+                                    "has no held-out data; calibrate on other data than the reference inputs")
+        if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
+            from pipeline.precision import fallback
+
+            try:
+                summary["fallback"], judged = fallback.run(
+                    dest, summary["calibration"]["result_sha256"], held_out, precision_cfg, calibration_cfg,
+                    model_cfg.task, lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
+            except fallback.SearchFailed as e:  # the plain graph's metrics still go to the metrics file
+                summary.update(e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record})
+                raise accuracy.GateFailed(str(e), summary) from None
+            summary.update(judged)  # onnx_sha256 included: the cache entry verified it
+        else:
+            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task), onnx_sha256=hashing.sha256_file(dest))
+        accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
+
+
+def judge(dest: Path, held_out: list[tuple[dict, dict]], precision_cfg: Any, task: str) -> dict:
+    """The transformed graph's outputs against the fp32 reference, and the gate."""
+    model = onnx_model.load(dest, check=False)
+    got, evaluated = evaluate(dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+    figures = accuracy.compare([p[1] for p in held_out], got, task)
+    gate = accuracy.check_gate(figures, precision_cfg.gate)
+    return {"evaluated_with": evaluated, "accuracy": figures, "gate": gate, "gate_passed": accuracy.passed(gate),
+            "held_out_batches": len(held_out), "ops": onnx_model.op_histogram(model),
+            # the build resolves its profiles from these, without parsing every weight again
+            "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)} for i in onnx_model.inputs(model)]}

@@ -23,6 +23,19 @@ def _accuracy_cells(result: dict) -> list[Any]:
     return [f"{worst['max_abs_error']:.3g}", f"{worst['mean_rel_error']:.3g}", f"{worst['cosine']:.6f}"]
 
 
+def _inputs_lines(inputs: dict | None) -> list[str]:
+    """Where the inputs came from: the user's reference data, the factory's sampler, or RANDOM."""
+    if not inputs:
+        return []
+    ref = inputs.get("reference") or {}
+    line = f"Reference inputs: {ref.get('source', 'unknown')}" + (f" ({ref['path']})" if ref.get("path") else "")
+    if ref.get("random"):
+        line += " — RANDOM inputs, not representative of real ones (set model.reference_data)"
+    if ref.get("source") == "folder":
+        line += f"; timed on them at {', '.join(inputs.get('from_reference_data') or []) or 'no shape'}"
+    return [line + ".", ""]
+
+
 def to_markdown(metrics: dict) -> str:
     results, baseline = metrics["results"], metrics["baseline"]
     speed = f"speedup_vs_{baseline}"
@@ -30,7 +43,7 @@ def to_markdown(metrics: dict) -> str:
     out = [f"# Benchmark: {metrics.get('model', '?')}, {metrics.get('precision', '?')}", "",
            f"Headline shape {shapes} (profile `{metrics['profile']}`). Latency is host wall-clock per iteration; "
            f"speed-up is {baseline}'s median over the backend's median (above 1 is faster). Accuracy is against the "
-           "fp32 ONNX Runtime reference outputs (worst output).", ""]
+           "fp32 ONNX Runtime reference outputs (worst output).", "", *_inputs_lines(metrics.get("inputs"))]
     ok = {k: r for k, r in results.items() if r["status"] == "ok"}
     out += _table(
         ["backend", "runs as", "median ms", "p90", "p95", "p99", "mean ± std", "min", "max", "throughput/s",

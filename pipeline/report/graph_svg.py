@@ -7,8 +7,9 @@ x positions pulled towards neighbours while keeping a minimum gap. Good for the 
 hundred boxes a collapsed network has; no JavaScript, no external assets. The SVG
 itself comes from templates/graph.svg.j2.
 
-A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?}
-where mix is {precision: count} for a collapsed group (drawn as a stacked bar)."""
+A node is {id, label, sublabel?, tooltip?, precision?, kind: op | group | io, mix?, marked?}
+where mix is {precision: count} for a collapsed group (drawn as a stacked bar) and
+marked outlines the box in red (a node precision.fallback kept in fp32)."""
 
 from __future__ import annotations
 
@@ -181,6 +182,7 @@ def _box(n: dict, cx: float, cy: float) -> dict:
         bx += seg
     return {"kind": kind, "tooltip": n.get("tooltip") or n["label"], "x0": round(x0, 1), "y0": round(y0, 1),
             "w": w, "h": h, "cx": round(cx, 1), "fill": fill, "fg": templating.text_colour(fill),
+            "marked": bool(n.get("marked")),
             "label": _clip(n["label"], w, 7.4), "label_y": round(label_y, 1),
             "sublabel": _clip(n["sublabel"], w, 6.2, kind != "group") if n.get("sublabel") else "",
             "sublabel_y": round(label_y + 14, 1), "mix": segments}

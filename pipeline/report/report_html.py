@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.report import graph_picture, templating
+from pipeline.report import graph_picture, report as report_lib, templating
 
 
 def _cards(r: dict) -> list[tuple[object, str]]:
@@ -61,6 +61,9 @@ def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
         "detail_pictures": [{"title": d["title"], **graph_picture.draw(d, f"detail-{i}", use_dot)}
                             for i, d in enumerate(g["details"])],
         "engine_picture": graph_picture.draw(eg, "engine-graph", use_dot) if eg and eg["nodes"] else None,
+        "reference_line": report_lib.reference_line(transform)[2:] if transform else "",
+        "fallback": (transform or {}).get("fallback"),
+        "sensitivity_headers": report_lib.SENSITIVITY_HEADERS, "step_headers": report_lib.STEP_HEADERS,
         "accuracy_rows": [[o, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
                            m.get("top1_agreement", "")] for o, m in transform["accuracy"].items()]
                          if transform else [],

@@ -1,0 +1,22 @@
+"""Hydra finds this package (namespace `hydra_plugins`) on sys.path and imports it
+before composing: in `python -m pipeline.run`, `python -m pipeline params`, the tests,
+and DVC's `exp run -S` (DVC adds the repository root, its default `hydra.plugins_path`).
+
+It registers `schema/open_dims`, which every model option lists first in its defaults:
+a `sample_dims` mapping whose struct flag is off, so an override may name any dim
+(`model.sample_dims={batch: 4, seq: 32}`, `model.sample_dims.seq=64`) without `+`.
+Hydra closes every other mapping; this is the one a user must be able to extend, and
+YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry."""
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+
+def _open_dims():
+    node = OmegaConf.create({"sample_dims": {}, "input_ranges": {}})
+    for key in ("sample_dims", "input_ranges"):
+        OmegaConf.set_struct(node[key], False)
+    return node
+
+
+ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
