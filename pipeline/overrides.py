@@ -27,9 +27,13 @@ def groups(conf_dir: Path) -> dict[str, list[str]]:
 
 def _compose(conf_dir: Path, overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
 
-    with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base=None):
-        return compose("config", overrides=overrides)
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base=None):
+            return compose("config", overrides=overrides)
+    except HydraException as e:  # a missing config or plugin: one line, no traceback
+        raise PipelineError(f"cannot compose {conf_dir}: {str(e).strip().splitlines()[0]}") from None
 
 
 def _parse(text: str) -> tuple[str, str, str | None]:

@@ -74,6 +74,9 @@ def test_hydra_multirun_leaves_one_result_per_job(in_tmp_repo_copy):
                         "benchmark.min_duration_s=0.2", "benchmark.min_iterations=10", "hydra.sweep.dir=sweep"],
                        cwd=repo, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    results = [json.loads((repo / "sweep" / str(i) / "result.json").read_text()) for i in (0, 1)]
+    # job folders are named by their overrides (issue 13), not 0, 1, ...
+    jobs = sorted((repo / "sweep").glob("*/result.json"))
+    assert [p.parent.name for p in jobs] == ["precision=fp16", "precision=fp32"]
+    results = [json.loads(p.read_text()) for p in reversed(jobs)]
     assert [x["precision"] for x in results] == ["fp32", "fp16"]
     assert results[0]["engine_sha256"] != results[1]["engine_sha256"]
