@@ -89,7 +89,9 @@ def test_diff_takes_an_engine_store_key(built_cnn, capsys):
     key = fileio.read_json(folder / "manifest.json")["cache_key"]
     assert main(["diff", key[:12], str(folder), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["metrics"]["engine_bytes"]["change"] == 0 and result["precision_changes"] == []
+    # Same key, same inputs: no layer changes precision. The bytes may differ by a few if another
+    # test rebuilt this key into the shared session store (TensorRT-RTX's internal tensor names).
+    assert result["precision_changes"] == [] and abs(result["metrics"]["engine_bytes"]["change"]) < 1024
     assert "entries" in result["a"]["path"] and key in result["a"]["path"]  # read from the store itself
 
 
