@@ -62,18 +62,7 @@ def _cache(args: argparse.Namespace) -> int:
     if args.action == "ls":
         return cache_cli.cache_ls(st, args.json)
     if args.action == "info":
-        from pipeline.core.verified_store import VerifiedStore
-        from pipeline.precision import calibration_cache
-
-        calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
-        if calib_source == "setting":
-            calib_source = f"calibration.cache_dir in {args.params}"
-        old = [f"{p} (the per-repository default before the user cache folder; {len(VerifiedStore(p).keys())} "
-               f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
-               for p in (Path(".cache/engines"),) if source == "user cache folder" and (p / "entries").is_dir()]
-        return cache_cli.cache_info([("engine store", st, source),
-                                     ("calibration cache", VerifiedStore(calib, what="calibration cache"),
-                                      calib_source)], args.json, notes=old)
+        return cache_cli.cache_info_here(st, source, cfg, args.params, args.json)
     if args.action == "verify":
         return cache_cli.cache_verify(st, args.repair)
     if args.action == "prune":

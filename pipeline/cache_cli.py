@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pipeline.engine import store as store_lib
 from pipeline.core import tables
@@ -88,6 +89,22 @@ def folder_usage(root: Path) -> int:
             if p.is_file() and not p.is_symlink():
                 total += p.stat().st_size
     return total
+
+
+def cache_info_here(st: store_lib.EngineStore, source: str, cfg: Any, params: str, as_json: bool) -> int:
+    """`cache info`: the engine store and the calibration cache this config uses, and a
+    note on a store left at the old per-repository default."""
+    from pipeline.precision import calibration_cache
+
+    calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
+    if calib_source == "setting":
+        calib_source = f"calibration.cache_dir in {params}"
+    old = [f"{p} (the per-repository default before the user cache folder; {len(store_lib.VerifiedStore(p).keys())} "
+           f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
+           for p in (Path(".cache/engines"),) if source == "user cache folder" and (p / "entries").is_dir()]
+    return cache_info([("engine store", st, source),
+                       ("calibration cache", store_lib.VerifiedStore(calib, what="calibration cache"), calib_source)],
+                      as_json, notes=old)
 
 
 def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool,

@@ -11,10 +11,6 @@ from typing import Any, Iterable
 
 from pipeline.core.errors import PipelineError
 
-# An override: optional +/++/~, a dotted key (list indices allowed), '=' and a value.
-_OVERRIDE = re.compile(r"^(?P<prefix>\+\+|\+|~)?(?P<key>[A-Za-z_][\w.\-/@]*)(?P<eq>=)?(?P<value>.*)$", re.S)
-
-
 def nearest(word: str, choices: Iterable[str], n: int = 3) -> str:
     choices = sorted(set(choices))
     close = difflib.get_close_matches(word, choices, n=n, cutoff=0.5)
@@ -36,11 +32,26 @@ def _compose(conf_dir: Path, overrides: list[str]) -> Any:
         raise PipelineError(f"cannot compose {conf_dir}: {str(e).strip().splitlines()[0]}") from None
 
 
-def _parse(text: str) -> tuple[str, str, str | None]:
-    m = _OVERRIDE.match(text.strip())
-    if not m or (not m["eq"] and m["prefix"] != "~"):
-        raise PipelineError(f"cannot read override '{text}': expected key=value, e.g. precision=fp16")
-    return m["prefix"] or "", m["key"], m["value"] if m["eq"] else None
+def _parse(overrides: list[str]) -> list[Any]:
+    """Hydra's own parser: the same grammar `compose` and `dvc exp run -S` apply."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    try:
+        return OverridesParser.create().parse_overrides(list(overrides))
+    except HydraException as e:
+        raise PipelineError(f"cannot read override: {str(e).strip().splitlines()[0]} "
+                            f"(expected key=value, e.g. precision=fp16)") from None
+
+
+def _values(o: Any) -> list[str]:
+    """The values an override sets, one per sweep job."""
+    if o.is_sweep_override():
+        try:
+            return list(o.sweep_string_iterator())
+        except Exception:  # an interval sweep has no finite list: the schema judges it later
+            return []
+    return [] if o.value() is None else [o.get_value_element_as_str()]
 
 
 def _check_key(tree: Any, key: str, original: str) -> None:
@@ -60,41 +71,34 @@ def _check_key(tree: Any, key: str, original: str) -> None:
 def check(overrides: list[str], conf_dir: str | Path = "conf") -> Any:
     """The composition (checked by the schema) the overrides give; PipelineError naming the key
     and the nearest valid ones otherwise. Sweep values (a,b) are checked one by one."""
-    from omegaconf import OmegaConf
-
     from pipeline.core import config
 
     conf_dir = Path(conf_dir)
     options = groups(conf_dir)
-    picks, keyed = [], []
-    for text in overrides:
-        prefix, key, value = _parse(text)
+    picks, keyed, single = [], [], []
+    for text, o in zip(overrides, _parse(overrides)):
+        key, values = o.key_or_group, _values(o)
         if re.split(r"[./]", key)[0] == "hydra":  # Hydra's own settings and launchers
             continue
-        if key in options and "." not in key and not (value or "").startswith(("{", "[")):
-            for choice in (value or "").split(","):
-                if choice and "(" not in choice and choice not in options[key]:
+        first = f"{o.get_key_element()}={values[0]}" if values else text
+        single.append(first)
+        if key in options and not o.is_delete():
+            for choice in values:
+                if choice not in options[key]:
                     raise PipelineError(f"no option '{choice}' in config group '{key}' "
                                         f"(nearest: {nearest(choice, options[key])}; all: {', '.join(options[key])})")
-            picks.append(f"{key}={(value or '').split(',')[0]}")
+            picks.append(first)
         else:
-            keyed.append((prefix, key, text))
+            keyed.append((o.get_key_element()[: -len(key)], key, text))
+    from omegaconf import OmegaConf
+
     tree = OmegaConf.to_container(_compose(conf_dir, picks), resolve=False)
     for prefix, key, text in keyed:
         if prefix in ("", "~"):
             _check_key(tree, key, text)
-        else:  # +key adds a key: its parent must exist and the schema must allow it
-            parent = key.rsplit(".", 1)[0] if "." in key else ""
-            if parent:
-                _check_key(tree, parent, text)
+        elif "." in key:  # +key adds a key: its parent must exist and the schema must allow it
+            _check_key(tree, key.rsplit(".", 1)[0], text)
     # One composition of the first value of each sweep, through the schema: wrong types.
-    single = [t if "," not in t.split("=", 1)[-1] or "[" in t or "{" in t else t.split(",")[0] for t in overrides
-              if not _parse(t)[1].startswith("hydra")]
-    from hydra.errors import HydraException
-
-    try:
-        raw = _compose(conf_dir, single)
-    except HydraException as e:
-        raise PipelineError(" ".join(str(e).split("\n")[0].split())) from None
+    raw = _compose(conf_dir, single)
     config.validate(raw)
     return raw

@@ -1,20 +1,13 @@
 """What `diff` accepts: a build or inspect folder, an engine-store key (a prefix from
-`cache ls`), or a DVC experiment name / git revision.
-
-An experiment's artifacts are DVC-cached outputs, not in git: its dvc.lock (in git)
-names the inspect folder's .dir hash, whose listing in the local DVC cache names
-report.json's hash. Reading those two cache files is cheap and changes nothing, where
-`dvc exp apply` would rewrite the workspace."""
+`cache ls`), or a DVC experiment name / git revision (whose report.json DVC's API reads
+from the local cache; `dvc exp apply` would rewrite the workspace)."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import tempfile
 from pathlib import Path
-
-import yaml
 
 from pipeline.core.errors import PipelineError
 
@@ -34,31 +27,23 @@ def _exp_commit(name: str) -> str | None:
     return hits[0] if hits else _git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
 
 
-def _cache_file(md5: str) -> Path:
-    root = Path(_git("rev-parse", "--show-toplevel") or ".") / ".dvc" / "cache" / "files" / "md5"
-    return root / md5[:2] / md5[2:]
-
-
 def from_revision(name: str, dest: Path) -> Path | None:
+    """report.json of an experiment or revision, read through DVC's own API from the
+    revision's dvc.lock and the local cache (the workspace is not touched)."""
     commit = _exp_commit(name)
     if commit is None:
         return None
-    lock_text = _git("show", f"{commit}:dvc.lock")
-    if lock_text is None:
-        raise PipelineError(f"diff: revision '{name}' has no dvc.lock (was the pipeline run there?)")
-    outs = yaml.safe_load(lock_text).get("stages", {}).get("inspect", {}).get("outs", [])
-    md5 = next((o.get("md5") for o in outs if o.get("path") == "artifacts/inspect"), None)
-    if not md5:
-        raise PipelineError(f"diff: revision '{name}' has no inspect output in its dvc.lock")
-    listing = _cache_file(md5)
-    if not listing.exists():
-        raise PipelineError(f"diff: the inspect output of '{name}' is not in the local DVC cache "
-                            f"(dvc pull or dvc exp pull first)")
-    entry = next((e for e in json.loads(listing.read_text()) if e.get("relpath") == "report.json"), None)
-    if entry is None or not _cache_file(entry["md5"]).exists():
-        raise PipelineError(f"diff: report.json of '{name}' is not in the local DVC cache")
+    import dvc.api
+    from dvc.exceptions import DvcException
+
+    try:
+        data = dvc.api.read("artifacts/inspect/report.json", repo=_git("rev-parse", "--show-toplevel") or ".",
+                            rev=commit, mode="rb")
+    except (DvcException, FileNotFoundError) as e:
+        raise PipelineError(f"diff: cannot read the inspect report of '{name}' ({str(e).splitlines()[0]}; "
+                            f"was the pipeline run there, and is its output in the local DVC cache?)") from None
     dest.mkdir(parents=True, exist_ok=True)
-    (dest / "report.json").write_bytes(_cache_file(entry["md5"]).read_bytes())
+    (dest / "report.json").write_bytes(data)
     return dest
 
 

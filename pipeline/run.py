@@ -29,10 +29,11 @@ from pipeline.core.layout import Layout
 
 log = logging.getLogger("pipeline.run")
 
-def job_result(results: dict, layout: Layout, cfg: DictConfig, overrides: list[str] | None = None) -> dict:
+
+def job_result(results: dict, cfg: DictConfig, overrides: list[str] | None = None) -> dict:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
-    accuracy_gate = fileio.read_json(layout.metrics_dir / "accuracy.json", "accuracy metrics")
+    accuracy_gate = steps.accuracy_metrics(cfg, results["calibrate"])  # what metrics/accuracy.json holds
     return {
         "model": results["benchmark"]["model"],
         "precision": results["benchmark"]["precision"],
@@ -81,13 +82,12 @@ def main(cfg: DictConfig) -> None:
     out = Path(hc.runtime.output_dir)
     try:
         validated = config.validate(cfg)
-        layout = Layout(out)
-        results = steps.run_all(validated, layout, on_step=lambda n, r: log.info(stage_line(n, r)))
+        results = steps.run_all(validated, Layout(out), on_step=lambda n, r: log.info(stage_line(n, r)))
     except PipelineError as e:
         log.error(one_line(e))
         print(f"error: {one_line(e)}", file=sys.stderr)
         raise SystemExit(1) from None
-    fileio.write_json(out / "result.json", job_result(results, layout, validated, list(hc.overrides.task)))
+    fileio.write_json(out / "result.json", job_result(results, validated, list(hc.overrides.task)))
     log.info(f"{validated.model.name} {validated.precision.name} done")
     print(f"{out}: {validated.model.name} {validated.precision.name} done")
 

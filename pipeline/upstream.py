@@ -47,8 +47,8 @@ def current(cfg: Any, layout: Layout, fp: dict) -> dict:
     provenance.require(layout.export_dir, cfg, "export")
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     engine_dir = layout.engine_dir(fp["id"])
-    manifest = verify.assert_loadable(engine_dir, fp)
-    reasons = verify.reasons_not_current(engine_dir, cfg, layout, fp)
+    manifest = verify.assert_loadable(engine_dir, fp)  # this machine's, and its bytes intact
+    reasons = verify.input_differences(manifest, cfg, layout, fp)
     if reasons:
         raise PipelineError(f"{engine_dir} is not the engine of the present params ({reasons[0]}); "
                             f"rerun the build stage (dvc repro)")

@@ -3,31 +3,20 @@
 DVC composes conf/ into params.yaml without importing this package, so the YAML
 files are complete on their own; these dataclasses are the types and the rules,
 applied by `validate` before any work starts, so a typo costs a second, not a build.
-Kept whole: every key's type, default and rule are read together in one file.
+The value rules (allowed names, ranges, combinations) are in config_rules.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from pipeline.core.config_rules import BENCH_BACKENDS, check_values
 from pipeline.core.errors import PipelineError, first_line
-
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
-TRANSFORMS = ("none", "autocast", "qdq")
-BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
-HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
-TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
-TASKS = ("classification", "regression", "embedding")
-FALLBACKS = ("none", "auto")
-CALIB_SOURCES = ("none", "directory", "factory", "random")
-CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
-BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
-
 
 @dataclass
 class ModelConfig:
@@ -193,6 +182,13 @@ class InspectConfig:
 
 
 @dataclass
+class SweepConfig:
+    # Ray launcher (hydra/launcher=trt_ray): run on a node advertising this GPU model;
+    # a sweep over several (A100,L4) builds one engine per GPU model of the fleet.
+    accelerator_type: Optional[str] = None
+
+
+@dataclass
 class PipelineConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
@@ -201,7 +197,7 @@ class PipelineConfig:
     build: BuildConfig = field(default_factory=BuildConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
-    sweep: Any = field(default_factory=make_dataclass("Sweep", [("accelerator_type", Optional[str], None)]))  # Ray
+    sweep: SweepConfig = field(default_factory=SweepConfig)
 
 
 def _omegaconf_message(e: OmegaConfBaseException) -> str:
@@ -222,103 +218,9 @@ def validate(raw: Any) -> DictConfig:
         OmegaConf.to_container(cfg, throw_on_missing=True)
     except OmegaConfBaseException as e:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
-    _check_values(cfg)
+    check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
     return cfg
-
-
-def _one_of(value: Any, allowed: tuple, key: str) -> None:
-    if value not in allowed:
-        raise PipelineError(f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}")
-
-
-def _check_values(cfg: DictConfig) -> None:
-    m, p, b = cfg.model, cfg.precision, cfg.build
-    if (m.factory is None) == (m.onnx_path is None):
-        raise PipelineError("invalid config: model needs exactly one of model.factory or model.onnx_path")
-    if not 7 <= m.opset <= 23:
-        raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
-    _one_of(m.task, TASKS, "model.task")
-    for name, bounds in m.input_ranges.items():
-        if (len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-                or not bounds[0] < bounds[1]):
-            raise PipelineError(f"invalid config: model.input_ranges.{name}={list(bounds)}; needs [low, high] "
-                                f"with low < high")
-    for dim, size in m.sample_dims.items():
-        if size < 1:
-            raise PipelineError(f"invalid config: model.sample_dims.{dim}={size}; must be at least 1")
-    _one_of(p.name, PRECISIONS, "precision.name")
-    _one_of(p.fallback, FALLBACKS, "precision.fallback")
-    if p.fallback == "auto" and p.mode == "weak":
-        raise PipelineError("invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
-                            "weak typing leaves the precision to TensorRT 10's builder flags")
-    if p.fallback == "auto" and p.transform != "qdq":
-        raise PipelineError(f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
-                            f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)")
-    _one_of(p.transform, TRANSFORMS, "precision.transform")
-    _one_of(p.mode, ("strong", "weak"), "precision.mode")
-    if p.transform == "autocast":
-        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
-    if p.transform == "qdq":
-        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
-    _one_of(b.backend, BACKENDS, "build.backend")
-    _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
-    _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
-    if b.workspace_mib <= 0:
-        raise PipelineError(f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive")
-    if not 0 <= b.optimization_level <= 5:
-        raise PipelineError(f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5")
-    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
-    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
-    _check_benchmark(cfg.benchmark)
-    if not cfg.profile.profiles:
-        raise PipelineError("invalid config: profile.profiles is empty; give at least one optimization profile")
-    for spec in cfg.profile.profiles:
-        for dim, triple in spec.dims.items():
-            _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
-        for name, rng in spec.shapes.items():
-            _check_shape_range(rng, f"profile '{spec.name}' input '{name}'")
-
-
-def _check_benchmark(bc: DictConfig) -> None:
-    _one_of(bc.shape, ("min", "opt", "max"), "benchmark.shape")
-    _one_of(bc.device, ("auto", "cpu", "cuda"), "benchmark.device")
-    for backend in bc.backends:
-        _one_of(backend, BENCH_BACKENDS, "benchmark.backends")
-    if not bc.backends or len(set(bc.backends)) != len(bc.backends):
-        raise PipelineError(f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once")
-    if bc.baseline not in bc.backends:
-        raise PipelineError(f"invalid config: benchmark.baseline={bc.baseline!r} is not in benchmark.backends")
-    for key in ("warmup_s", "min_duration_s", "layer_profile_top"):
-        if bc[key] < 0:
-            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must not be negative")
-    for key in ("min_iterations", "min_tail_samples", "layer_profile_iterations"):
-        if bc[key] < 1:
-            raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must be at least 1")
-    for key in ("batch_sizes", "seq_lens"):
-        if any(v < 1 for v in bc[key]):
-            raise PipelineError(f"invalid config: benchmark.{key}={list(bc[key])}; sizes must be at least 1")
-
-
-def _check_triple(triple: list[int], where: str) -> None:
-    if len(triple) != 3:
-        raise PipelineError(f"invalid config: {where} needs [min, opt, max], got {triple}")
-    lo, opt, hi = triple
-    if lo < 1:
-        raise PipelineError(f"invalid config: {where} has min={lo}; dims must be at least 1")
-    if not lo <= opt <= hi:
-        raise PipelineError(f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}")
-
-
-def _check_shape_range(rng: Any, where: str) -> None:
-    lo, opt, hi = list(rng.min), list(rng.opt), list(rng.max)
-    if not (len(lo) == len(opt) == len(hi)) or not lo:
-        raise PipelineError(f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}")
-    for axis, (a, b, c) in enumerate(zip(lo, opt, hi)):
-        if a < 0 or not a <= b <= c:
-            raise PipelineError(
-                f"invalid config: {where} axis {axis} needs 0 <= min <= opt <= max, got {a}, {b}, {c}"
-            )
 
 
 def load(path: str | Path = "params.yaml") -> DictConfig:

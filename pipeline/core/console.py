@@ -36,7 +36,9 @@ def set_verbosity(level: int) -> None:
 def _stderr_console():
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    # Bound to the stderr of the moment: ModelOpt's output is redirected while it
+    # calibrates, and the calibration bar must still reach the terminal.
+    return Console(file=sys.stderr, highlight=False)
 
 
 def columns(unit: str = "", percent: bool = False) -> list:

@@ -11,13 +11,11 @@ from typing import Any, Iterable
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import exact, plain
 
-DIRECTIONS = ("max", "min", "none")  # value must be <= threshold, >= threshold, or is judged by `passed`
-
-
 def result(gate: str, value: Any, threshold: Any, *, passed: bool | None = None, direction: str = "none",
            subject: str | None = None, detail: str = "", **extra: Any) -> dict:
-    """A gate with no threshold (None or []) is switched off: it passes and still
-    reports its value, so the trend is visible before anyone sets a limit."""
+    """direction "max": value must be <= threshold; "min": >= threshold; "none": judged
+    by `passed`. A gate with no threshold (None or []) is switched off: it passes and
+    still reports its value, so the trend is visible before anyone sets a limit."""
     enabled = threshold not in (None, [])
     if passed is None:
         if not enabled:

@@ -4,7 +4,12 @@ The holder writes its pid into the lock file (for people, and for tests that kil
 it) and unlinks the file before it lets go. A waiter that then gets the lock on the
 unlinked file sees that the path no longer names the file it locked and tries again,
 so unlinking never lets two processes hold one lock. flock dies with its process:
-a SIGKILLed holder leaves a file that the next holder reuses and removes."""
+a SIGKILLed holder leaves a file that the next holder reuses and removes.
+
+Written here rather than taken from `filelock`: filelock leaves its lock files behind
+on Unix (removing them safely needs the same-file check above), and a shared store
+must not fill with them; it also opens a lock file for writing, so it cannot lock one
+that another member of the group created without group write."""
 
 from __future__ import annotations
 

@@ -124,13 +124,16 @@ class Outcome:
 
     def copy_to(self, name: str, dest: Path) -> None:
         """A hit is hard-linked (free for a large engine), copied where a link cannot be
-        made (another filesystem, a store file another user may not link). Editing the
-        artifact in place would change the stored bytes too; the store's sha256 check on
-        every read then quarantines that entry, never serves it."""
+        made (another filesystem, a store file another user may not link). What was just
+        made is written out from memory: its own inode, so damage that later befalls
+        the store entry does not reach the workspace copy. Editing a linked artifact in
+        place would change the stored bytes too; the store's sha256 check on every read
+        then quarantines that entry, never serves it."""
         if self.made is not None:
             fileio.write_bytes(dest, self.made[name])
             return
+        src = self.entry.file(name)
         try:
-            os.link(self.entry.file(name), dest)
+            os.link(src, dest)
         except OSError:
-            shutil.copyfile(self.entry.file(name), dest)
+            shutil.copyfile(src, dest)  # a src removed meanwhile fails here too: the caller looks again

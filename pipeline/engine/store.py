@@ -4,6 +4,7 @@ experiment workspace of a user, plus the size policy `cache prune` applies."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -28,6 +29,13 @@ def default_root(store_dir: str | None = None) -> Path:
 class EngineStore(VerifiedStore):
     def __init__(self, root: str | Path) -> None:
         super().__init__(root, required=("engine.plan", "manifest.json"), what="engine store")
+
+    def known_sha256(self, files: dict[str, bytes]) -> dict[str, str]:
+        try:
+            engine = json.loads(files["manifest.json"])["engine"]
+            return {engine["file"]: engine["sha256"]} if len(files[engine["file"]]) == engine["bytes"] else {}
+        except (KeyError, TypeError, ValueError):
+            return {}
 
     def content_problems(self, path: Path, meta: dict) -> list[str]:
         manifest, bad = manifest_lib.read(path / "manifest.json")

@@ -75,20 +75,24 @@ def assert_loadable(folder: Path, fingerprint: dict) -> dict:
 def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
-    reasons = []
     if (bad := regular_file_problem(folder, engine.name)) is not None:
         return [bad]
+    reasons = []
     if not engine_intact(folder, manifest):
         reasons.append(f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)")
+    return reasons + input_differences(manifest, cfg, layout, fingerprint)
+
+
+def input_differences(manifest: dict, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
+    """Where the inputs the engine was built from differ from the present ones."""
     built = manifest.get("key_inputs")
     if built is None:
-        return reasons + ["manifest predates cache keys; rebuild"]
+        return ["manifest predates cache keys; rebuild"]
     if not (layout.calibrate_dir / "model.onnx").exists():
-        return reasons + [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
+        return [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
     now = key_lib.engine_key_inputs(cfg, layout, fingerprint)
-    for path in key_lib.differences(built, now):
-        reasons.append(f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}")
-    return reasons
+    return [f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}"
+            for path in key_lib.differences(built, now)]
 
 
 def _at(d: Any, dotted: str) -> Any:

@@ -273,24 +273,18 @@ def source_sha256(model_cfg: Any) -> str:
         if spec is None or not spec.origin:
             raise PipelineError(f"model factory '{model_cfg.factory}' not found")
         files = [Path(spec.origin)]
+        digest = hashing.sha256_file(files[0])
     else:
         path = Path(model_cfg.onnx_path)
         if path.is_dir():
             raise PipelineError(f"model.onnx_path={path} is a folder; give the .onnx file")
         if not path.is_file():
             raise PipelineError(f"model.onnx_path={path} not found")
-        files = [path]
-        if b"location" in path.read_bytes():
-            import onnx
-
-            files += onnx_model.external_data_files(onnx.load(str(path), load_external_data=False), path.parent)
-        for f in files[1:]:
-            if not f.is_file():
-                raise PipelineError(f"external-data file {f} named by {path.name} not found")
+        files, digest = onnx_model.files_and_sha256(path)
     source = Path(model_cfg.source).resolve()
     for f in files:
         r = f.resolve()
         if r != source and source not in r.parents:
             raise PipelineError(f"{f} is not under model.source={model_cfg.source}, so DVC would not see it "
                                 f"change; set model.source to the folder holding the model and its data")
-    return onnx_model.sha256(files[0]) if not model_cfg.factory else hashing.sha256_file(files[0])
+    return digest

@@ -103,20 +103,28 @@ def external_data_files(model, base: Path) -> list[Path]:
     return sorted(files)
 
 
-def sha256(path: str | Path) -> str:
-    """Hash of the model file and every external-data file it names, so a change to
-    weights kept outside the .onnx still changes the hash."""
+def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:
+    """The model file and every external-data file it names, and one hash over all of
+    them (a change to weights kept outside the .onnx changes it), each read once."""
     path = Path(path)
     data = path.read_bytes()
     h = hashlib.sha256(data)
     # Every external-data entry carries the key "location"; without those bytes
     # there is none, and the hit path of the engine store need not import onnx.
     if b"location" not in data:
-        return h.hexdigest()
+        return [path], h.hexdigest()
     import onnx
 
-    model = onnx.load(str(path), load_external_data=False)
-    for ext in external_data_files(model, path.parent):
+    externals = external_data_files(onnx.load_model_from_string(data), path.parent)
+    for ext in externals:
+        try:
+            payload = ext.read_bytes()
+        except FileNotFoundError:
+            raise PipelineError(f"external-data file {ext} named by {path.name} not found") from None
         h.update(ext.name.encode())
-        h.update(ext.read_bytes())
-    return h.hexdigest()
+        h.update(payload)
+    return [path, *externals], h.hexdigest()
+
+
+def sha256(path: str | Path) -> str:
+    return files_and_sha256(path)[1]

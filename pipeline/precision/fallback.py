@@ -25,6 +25,7 @@ copies both and runs no ONNX Runtime."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -240,33 +241,35 @@ def run(dest: Path, qdq_sha256: str, pairs: list[tuple[dict, dict]], precision_c
     key = hashing.sha256_json(inputs)
     store = cache_store(calibration_cfg, required=("model.onnx", "search.json"))
     started = time.perf_counter()
-    with store.lock(key):
-        entry, corrupt = store.fetch(key)
-        if entry is None:
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        final = judge()
+        record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
+        if record["needed"]:
+            print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
+                  f"node's sensitivity", file=sys.stderr)
+            try:
+                graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task,
+                                       judged(final["gate"]))
+            except SearchFailed as e:
+                e.plain = final
+                raise
+            fileio.write_bytes(dest, graph.SerializeToString())
             final = judge()
-            record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
-            if record["needed"]:
-                print(f"precision.fallback=auto: {precision_cfg.name} misses the gate; measuring each quantized "
-                      f"node's sensitivity", file=sys.stderr)
-                try:
-                    graph, record = search(onnx_model.load(dest, check=False), pairs, precision_cfg.gate, task,
-                                           judged(final["gate"]))
-                except SearchFailed as e:
-                    e.plain = final
-                    raise
-                fileio.write_bytes(dest, graph.SerializeToString())
-                final = judge()
-            entry = store.put(key, {"model.onnx": dest.read_bytes(), "search.json": fileio.to_json(
-                {"record": record, "final": final}).encode()},
-                labels={"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}})
-            hit = False
-        else:
-            fileio.write_bytes(dest, entry.file("model.onnx").read_bytes())
-            cached = fileio.read_json(entry.file("search.json"), "fallback search cache entry")
-            record, final = cached["record"], cached["final"]
-            hit = True
-    final["onnx_sha256"] = entry.meta["files"]["model.onnx"]["sha256"]
-    record["cache"] = {"key": key, "hit": hit, "seconds": round(time.perf_counter() - started, 3)}
-    if corrupt:
-        record["cache"]["replaced_corrupt_entry"] = "; ".join(corrupt)
+        files = {"model.onnx": dest.read_bytes(),
+                 "search.json": fileio.to_json({"record": record, "final": final}).encode()}
+        return files, {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}, "miss"
+
+    got = store.get_or_make(key, make)
+    if got.not_stored:
+        print(f"warning: {got.not_stored}; the fallback search is not cached", file=sys.stderr)
+    if got.hit:
+        fileio.write_bytes(dest, got.read("model.onnx"))
+    cached = json.loads(got.read("search.json"))
+    record, final = cached["record"], cached["final"]
+    final["onnx_sha256"] = (got.entry.meta["files"]["model.onnx"]["sha256"] if got.entry is not None
+                            else hashing.sha256_bytes(got.read("model.onnx")))
+    record["cache"] = {"key": key, "hit": got.hit, "seconds": round(time.perf_counter() - started, 3)}
+    if got.damage:
+        record["cache"]["replaced_corrupt_entry"] = "; ".join(got.damage)
     return record, final

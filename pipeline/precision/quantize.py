@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.precision import calibration_data
-from pipeline.core import fileio, hashing
+from pipeline.core import console, fileio, hashing
 from pipeline.export import onnx_model
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.core.errors import PipelineError, first_line
@@ -163,18 +163,14 @@ def _reader(batches: list[dict], progress):
 def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any,
                  data: CalibrationSet) -> tuple[bytes, dict[str, int]]:
     """The Q/DQ graph's bytes and its op histogram."""
-    from tqdm import tqdm
-
     from pipeline.precision.modelopt_log import quiet_modelopt
 
     try:
         from modelopt.onnx.quantization import quantize as mo_quantize
     except ImportError as e:
         raise PipelineError(f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}") from None
-    console = sys.stderr
     with tempfile.TemporaryDirectory(prefix="qdq.") as tmp, \
-            tqdm(total=len(data.batches), desc=f"calibrating {mode}", unit="batch", disable=None,
-                 file=console, leave=False) as bar:
+            console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         # ModelOpt writes intermediate graphs beside its input: keep them out of export/.
         work = Path(tmp) / "model.onnx"
         shutil.copyfile(src, work)
