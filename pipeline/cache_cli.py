@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipeline import job_cache
 from pipeline.engine import store as store_lib
 from pipeline.core import tables
 from pipeline.core.numbers import size
@@ -82,9 +83,11 @@ def who_can_read(path: Path) -> dict:
             "access": "; ".join(rights) + setgid or "nobody but root"}
 
 
-def folder_usage(root: Path) -> int:
+def folder_usage(root: Path, leave_out: Path | None = None) -> int:
     total = 0
     for p in root.rglob("*"):
+        if leave_out is not None and p.is_relative_to(leave_out):
+            continue
         with contextlib.suppress(OSError):
             if p.is_file() and not p.is_symlink():
                 total += p.stat().st_size
@@ -103,6 +106,7 @@ def cache_info_here(st: store_lib.EngineStore, source: str, cfg: Any, params: st
            f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
            for p in (Path(".cache/engines"),) if source == "user cache folder" and (p / "entries").is_dir()]
     return cache_info([("engine store", st, source),
+                       ("saved sweep jobs", job_cache.store_beside(st.root), "the engine store's location"),
                        ("calibration cache", store_lib.VerifiedStore(calib, what="calibration cache"), calib_source)],
                       as_json, notes=old)
 
@@ -114,7 +118,9 @@ def cache_info(stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: 
     for label, st, source in stores:
         item = {"cache": label, "path": str(st.root.resolve()), "chosen_by": source, "exists": st.root.is_dir()}
         if item["exists"]:
-            item.update(entries=len(st.keys()), bytes=folder_usage(st.root), **who_can_read(st.root))
+            # the saved jobs live inside the engine store's folder and are counted on their own line
+            nested = st.root / job_cache.JOBS if label == "engine store" else None
+            item.update(entries=len(st.keys()), bytes=folder_usage(st.root, nested), **who_can_read(st.root))
         out.append(item)
     if as_json:
         print(json.dumps(out, indent=2))

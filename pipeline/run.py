@@ -21,16 +21,17 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from pipeline import steps
+from pipeline import job_cache, steps
 from pipeline.core import config, fileio
 from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
 log = logging.getLogger("pipeline.run")
+REPO = Path(__file__).resolve().parents[1]
 
 
-def job_result(results: dict, cfg: DictConfig, overrides: list[str] | None = None) -> dict:
+def job_result(results: dict, cfg: DictConfig) -> dict:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
     accuracy_gate = steps.accuracy_metrics(cfg, results["calibrate"])  # what metrics/accuracy.json holds
@@ -52,7 +53,6 @@ def job_result(results: dict, cfg: DictConfig, overrides: list[str] | None = Non
         "benchmark": {k: {m: v.get(m) for m in ("status", "median_ms", "p99_ms", "throughput_per_s", "reason")
                           if m in v}
                       for k, v in bench.items()},
-        "overrides": list(overrides or []),
         "host": socket.gethostname(),
         "node": os.environ.get("TRT_PIPELINE_NODE"),
     }
@@ -82,12 +82,23 @@ def main(cfg: DictConfig) -> None:
     out = Path(hc.runtime.output_dir)
     try:
         validated = config.validate(cfg)
-        results = steps.run_all(validated, Layout(out), on_step=lambda n, r: log.info(stage_line(n, r)))
+        layout = Layout(out)
+        logged = lambda n, r: log.info(stage_line(n, r))  # noqa: E731
+        fp = steps.fingerprint(validated, layout)
+        logged("fingerprint", fp)
+        result = job_cache.reuse_or_run(
+            REPO, validated, layout, fp,
+            lambda: job_result(steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated))
     except PipelineError as e:
         log.error(one_line(e))
         print(f"error: {one_line(e)}", file=sys.stderr)
         raise SystemExit(1) from None
-    fileio.write_json(out / "result.json", job_result(results, validated, list(hc.overrides.task)))
+    if "reused" in result:
+        log.info(f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
+                 f"ran on {result['reused']['host']}); its outputs are restored and nothing ran again "
+                 f"(sweep.reuse=false measures again)")
+    result.update(overrides=list(hc.overrides.task), host=socket.gethostname(), node=os.environ.get("TRT_PIPELINE_NODE"))
+    fileio.write_json(out / "result.json", result)
     log.info(f"{validated.model.name} {validated.precision.name} done")
     print(f"{out}: {validated.model.name} {validated.precision.name} done")
 

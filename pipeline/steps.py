@@ -260,10 +260,14 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
 ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
 
 
-def run_all(cfg: Any, layout: Layout, on_step: Callable[[str, dict], None] | None = None) -> dict:
-    """Every stage in order; `on_step(name, result)` after each (a Hydra job logs it)."""
-    results = {}
+def run_all(cfg: Any, layout: Layout, on_step: Callable[[str, dict], None] | None = None,
+            done: dict | None = None) -> dict:
+    """Every stage in order but those `done` holds results of; `on_step(name, result)`
+    after each (a Hydra job logs it)."""
+    results = dict(done or {})
     for name in ORDER:
+        if name in results:
+            continue
         results[name] = globals()[name](cfg, layout)
         if on_step is not None:
             on_step(name, results[name])

@@ -40,6 +40,8 @@ FIXED = ("job", "model", "precision", "profile", "fingerprint", "engine_mib", "b
 def _store_word(event: str | None) -> str | None:
     if not event:
         return None
+    if event == "job reused":  # pipeline/job_cache.py: restored, nothing ran
+        return "reused"
     return "built" if "built" in event and "meanwhile" not in event else "hit"
 
 

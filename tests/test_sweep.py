@@ -47,7 +47,20 @@ def test_joblib_sweep_names_folders_logs_and_summarises_and_a_rerun_builds_nothi
     again = multirun(tmp_path / "b", "model=cnn", "precision=fp32,fp16", store=store)
     assert again.returncode == 0, again.stderr[-3000:]
     rows = list(csv.DictReader((tmp_path / "b" / "sweep_summary.csv").open()))
-    assert {r["store"] for r in rows} == {"hit"}, rows
+    assert {r["store"] for r in rows} == {"reused"}, rows  # pipeline/job_cache.py: nothing ran again
+    for job in jobs:
+        a, b = tmp_path / "a" / job, tmp_path / "b" / job
+        assert "job reused: every input matches a finished job" in (b / "run.log").read_text()
+        assert "build:" not in (b / "run.log").read_text()
+        for rel in ("artifacts/export/model.onnx", "metrics/benchmark.json", "artifacts/inspect/report.md"):
+            assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
+        [engine_a] = a.glob("artifacts/build/*/engine.plan")
+        assert engine_a.read_bytes() == (b / engine_a.relative_to(a)).read_bytes()
+
+    measured = multirun(tmp_path / "c", "model=cnn", "precision=fp32,fp16", "sweep.reuse=false", store=store)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    rows = list(csv.DictReader((tmp_path / "c" / "sweep_summary.csv").open()))
+    assert {r["store"] for r in rows} == {"hit"}, rows  # measured again, the engines from the store
 
     cli = subprocess.run([sys.executable, "-m", "pipeline", "sweep-report", str(tmp_path / "b"), "--out",
                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)

@@ -186,6 +186,10 @@ class SweepConfig:
     # Ray launcher (hydra/launcher=trt_ray): run on a node advertising this GPU model;
     # a sweep over several (A100,L4) builds one engine per GPU model of the fleet.
     accelerator_type: Optional[str] = None
+    # A job whose every input matches a finished job's (same config, code, data, library
+    # versions and machine fingerprint) restores that job's outputs instead of running
+    # (pipeline/job_cache.py); false measures again (builds still come from the store).
+    reuse: bool = True
 
 
 @dataclass
