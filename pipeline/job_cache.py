@@ -43,6 +43,8 @@ LIBRARIES = ("onnx", "onnxruntime", "torch", "nvidia-modelopt", "polygraphy", "n
 # Saved per job; the engine folder comes from the engine store and the fingerprint
 # is this machine's own, freshly probed.
 KEPT = ("artifacts", "metrics")
+# The sweep's own code, beside what the DVC stages run: it shapes result.json.
+SWEEP_CODE = ("pipeline/run.py", "pipeline/job_cache.py")
 _TEMPLATE = re.compile(r"^\$\{([\w.]+)\}$")
 
 
@@ -102,7 +104,8 @@ def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
             versions[lib] = importlib.metadata.version(lib)
         except importlib.metadata.PackageNotFoundError:
             versions[lib] = None
-    deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d) for d in dvc_deps(repo, cfg)}
+    deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d)
+            for d in [*dvc_deps(repo, cfg), *SWEEP_CODE]}
     return {"config": config, "deps": deps, "libraries": versions, "fingerprint": fingerprint_id}
 
 
