@@ -4,6 +4,7 @@ step (pipeline/steps.py) stores them under the engine's cache key."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,15 @@ def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: b
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
     result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
                                     timing_cache=tcache)
-    # The parser logs the file it read; keep machine paths out of a shared artifact.
-    folder = f"{onnx_path.parent.resolve()}/"
-    records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
-                                cfg.build.log_redactions)
-    summary = buildlog.summarize(records)
+    # hashlib lets go of the GIL: the engine's hash runs beside the log's parsing.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        engine_sha256 = pool.submit(hashing.sha256_bytes, result.engine)
+        # The parser logs the file it read; keep machine paths out of a shared artifact.
+        folder = f"{onnx_path.parent.resolve()}/"
+        records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
+                                    cfg.build.log_redactions)
+        summary = buildlog.summarize(records)
+        log_text = buildlog.format_log(records)
     inputs = {
         "onnx_sha256": key_in["onnx_sha256"],
         "calibration_sha256": key_in["calibration_sha256"],
@@ -47,15 +52,15 @@ def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: b
     manifest = manifest_lib.make(
         fingerprint=fp, inputs=inputs, build_cfg=config_lib.to_dict(cfg.build),
         precision_cfg=config_lib.to_dict(cfg.precision), profiles=resolved, result=result, summary=summary,
-        engine_sha256=hashing.sha256_bytes(result.engine), cache_key=key)
+        engine_sha256=engine_sha256.result(), cache_key=key)
     manifest["key_inputs"] = key_in
     manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
     return {
         "engine.plan": result.engine,
         "manifest.json": fileio.to_json(manifest).encode(),
-        "build.log": buildlog.format_log(records).encode(),
-        "network.json": fileio.to_json(result.network).encode(),
-        "build_summary.json": fileio.to_json(summary).encode(),
+        "build.log": log_text.encode(),
+        "network.json": fileio.to_json(result.network, compact=True).encode(),
+        "build_summary.json": fileio.to_json(summary, compact=True).encode(),
     }
 
 

@@ -60,8 +60,10 @@ def mkdtemp(prefix: str, dir: str | os.PathLike, suffix: str = ".tmp") -> Path:
     return path
 
 
-def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write to a temp file in the same folder, fsync, rename over the target."""
+def write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> Path:
+    """Write to a temp file in the same folder, fsync, rename over the target.
+    `fsync=False` only where every reader verifies the bytes (a verified store's
+    entries): a power cut then costs a rebuild, never a wrong file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -69,8 +71,9 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), file_mode())
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
@@ -86,7 +89,11 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_bytes(path, text.encode())
 
 
-def to_json(obj: Any) -> str:
+def to_json(obj: Any, compact: bool = False) -> str:
+    """Indented for people; `compact` for large machine-read files (json's C encoder
+    only serves dumps without an indent, several times faster)."""
+    if compact:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default) + "\n"
     return json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n"
 
 

@@ -18,6 +18,9 @@ from pipeline.core import fileio
 ENTRY_FILE = "entry.json"
 LAST_USED = ".last_used"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Large entry files (engines): linked from the store when just made, and not flushed
+# to disk file by file (every read re-hashes them).
+LARGE_BYTES = 1 << 20
 
 
 def plain_name_problem(name: object, what: str) -> str | None:
@@ -125,11 +128,18 @@ class Outcome:
     def copy_to(self, name: str, dest: Path) -> None:
         """A hit is hard-linked (free for a large engine), copied where a link cannot be
         made (another filesystem, a store file another user may not link). What was just
-        made is written out from memory: its own inode, so damage that later befalls
-        the store entry does not reach the workspace copy. Editing a linked artifact in
-        place would change the stored bytes too; the store's sha256 check on every read
-        then quarantines that entry, never serves it."""
+        made and stored is linked too when it is large (the engine is written once, into
+        the store); small files are written from memory, their own inodes, so damage that
+        later befalls the entry's manifest leaves the workspace copy adoptable. Editing a
+        linked artifact in place would change the stored bytes too; the store's sha256
+        check on every read then quarantines that entry, never serves it."""
         if self.made is not None:
+            if self.entry is not None and len(self.made[name]) >= LARGE_BYTES:
+                try:
+                    os.link(self.entry.file(name), dest)
+                    return
+                except OSError:
+                    pass
             fileio.write_bytes(dest, self.made[name])
             return
         src = self.entry.file(name)

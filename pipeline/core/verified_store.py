@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from pipeline.core import fileio, hashing, locking
-from pipeline.core.store_entry import (ENTRY_FILE, LAST_USED, SHA256, Entry, Outcome,  # noqa: F401 (re-exported)
+from pipeline.core.store_entry import (ENTRY_FILE, LARGE_BYTES, LAST_USED, SHA256, Entry, Outcome,  # noqa: F401 (re-exported)
                                        entry_meta_problems, plain_name_problem, regular_file_problem)
 from pipeline.core.errors import PipelineError
 
@@ -207,7 +207,9 @@ class VerifiedStore:
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
             known = self.known_sha256(files)
             for name, data in files.items():
-                fileio.write_bytes(tmp / name, data)
+                # Flushing a large engine to disk costs a tenth of its build; every read
+                # re-hashes it, so bytes a power cut lost are caught and rebuilt, not served.
+                fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)
                 meta["files"][name] = {"bytes": len(data), "sha256": known.get(name) or hashing.sha256_bytes(data)}
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)

@@ -62,13 +62,21 @@ def calibration_result_sha256(layout: Any) -> str | None:
     return hashing.sha256_bytes(f"{hashing.sha256_file(inputs)}|{calibrator}".encode())
 
 
-def engine_key_inputs(cfg: Any, layout: Any, fp: dict) -> dict:
-    """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`."""
+def engine_key_inputs(cfg: Any, layout: Any, fp: dict, rehash: bool = False) -> dict:
+    """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
+    The graph's hash is the one calibrate recorded while the file is unchanged since;
+    `rehash` reads it again (verify trusts no record)."""
     from pipeline.core import config as config_lib
     from pipeline.export import onnx_model
 
+    graph = layout.calibrate_dir / "model.onnx"
+    if rehash:
+        graph_sha256 = onnx_model.sha256(graph)
+    else:
+        summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+        graph_sha256 = onnx_model.recorded_sha256(graph, summary.get("onnx_files") if isinstance(summary, dict) else None)
     return key_inputs(
-        onnx_sha256=onnx_model.sha256(layout.calibrate_dir / "model.onnx"),
+        onnx_sha256=graph_sha256,
         build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),
         profile_cfg=config_lib.to_dict(cfg.profile), calibration_sha256=calibration_result_sha256(layout),
         plugin_sha256=plugin_sha256(cfg.build.plugins), fingerprint=fp)

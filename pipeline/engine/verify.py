@@ -90,7 +90,7 @@ def input_differences(manifest: dict, cfg: Any, layout: Layout, fingerprint: dic
         return ["manifest predates cache keys; rebuild"]
     if not (layout.calibrate_dir / "model.onnx").exists():
         return [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
-    now = key_lib.engine_key_inputs(cfg, layout, fingerprint)
+    now = key_lib.engine_key_inputs(cfg, layout, fingerprint, rehash=True)
     return [f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}"
             for path in key_lib.differences(built, now)]
 

@@ -7,7 +7,7 @@ import collections
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Any, Union
 
 from pipeline.core.errors import PipelineError, first_line
 
@@ -128,3 +128,38 @@ def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:
 
 def sha256(path: str | Path) -> str:
     return files_and_sha256(path)[1]
+
+
+def stat_record(files: list[Path], digest: str) -> dict:
+    """What a stage that just wrote a graph records, so the next stage can take its
+    hash without reading every weight again: the hash, and each file's size and mtime."""
+    out = {}
+    for f in files:
+        st = f.stat()
+        out[f.name] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return {"sha256": digest, "files": out}
+
+
+def recorded_sha256(path: str | Path, record: Any) -> str:
+    """The graph's hash as `stat_record` recorded it while every file it lists still has
+    its recorded size and mtime (the rule git and DVC apply to unchanged files), else
+    read and hashed again. A graph written over in place changes its mtime."""
+    path = Path(path)
+    try:
+        files = record["files"]
+        if (isinstance(record["sha256"], str) and len(record["sha256"]) == 64 and isinstance(files, dict)
+                and path.name in files and all(_unchanged(path.parent, n, f) for n, f in files.items())):
+            return record["sha256"]
+    except (KeyError, TypeError):
+        pass
+    return sha256(path)
+
+
+def _unchanged(folder: Path, name: Any, rec: Any) -> bool:
+    if not isinstance(name, str) or "/" in name or name in (".", "..") or not isinstance(rec, dict):
+        return False
+    try:
+        st = (folder / name).stat()
+    except OSError:
+        return False
+    return rec.get("bytes") == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns

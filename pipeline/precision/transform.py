@@ -124,9 +124,12 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             except fallback.SearchFailed as e:  # the plain graph's metrics still go to the metrics file
                 summary.update(e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record})
                 raise accuracy.GateFailed(str(e), summary) from None
-            summary.update(judged)  # onnx_sha256 included: the cache entry verified it
+            summary.update(judged)
         else:
-            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task), onnx_sha256=hashing.sha256_file(dest))
+            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
+        files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
+        # the build takes the graph's hash from here while the file is unchanged (one read)
+        summary["onnx_files"] = onnx_model.stat_record(files, summary["onnx_sha256"])
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
