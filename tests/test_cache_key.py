@@ -94,3 +94,29 @@ def test_key_from_the_real_pipeline_ignores_benchmark_settings(built_cnn):
 
 def test_differences_names_dotted_paths():
     assert cache_key.differences({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}}) == ["a.c"]
+
+
+def test_the_build_takes_calibrates_recorded_graph_hash_only_while_the_file_is_unchanged(built_cnn, tmp_path):
+    """One read of the graph per build: calibrate's record stands in for hashing it again,
+    until the file is written over in place (its mtime moves), even at the same size."""
+    import json
+    import shutil
+
+    from pipeline.core.layout import Layout
+    from pipeline.export import onnx_model
+
+    cfg, built = built_cnn
+    shutil.copytree(built.root / "artifacts", tmp_path / "artifacts", copy_function=shutil.copy2)
+    layout = Layout(tmp_path)
+    graph = layout.calibrate_dir / "model.onnx"
+    record = json.loads((layout.calibrate_dir / "calibration.json").read_text())["onnx_files"]
+    assert record["sha256"] == onnx_model.sha256(graph)
+    fp = steps.read_fingerprint(layout)
+    assert cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"] == record["sha256"]
+
+    data = bytearray(graph.read_bytes())
+    data[-1] ^= 1  # one byte of the last initializer, same size
+    graph.write_bytes(bytes(data))
+    now = cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"]
+    assert now != record["sha256"] and now == onnx_model.sha256(graph)
+    assert cache_key.engine_key_inputs(cfg, layout, fp, rehash=True)["onnx_sha256"] == now
