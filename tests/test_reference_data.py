@@ -3,6 +3,7 @@ become the reference the gate and the benchmark judge by; without them, inputs a
 random (masks 0/1, model.input_ranges) and every output says so; bad folders and
 ranges are one line each. Real export (ONNX Runtime), ModelOpt, TensorRT-RTX."""
 
+import json
 import subprocess
 import sys
 
@@ -199,3 +200,25 @@ def test_bad_reference_data_through_the_stage_cli(in_tmp_repo_copy):
 def test_fallback_needs_strong_typing():
     with pytest.raises(PipelineError, match="precision.fallback=auto needs precision.mode=strong"):
         compose("precision=int8", "precision.mode=weak", "precision.fallback=auto")
+
+
+def test_a_reference_folder_outside_the_repository_is_a_dvc_dependency(in_tmp_repo_copy, tmp_path):
+    """DVC hashes the folder model.reference_data names wherever it lives (dvc.yaml templates
+    model.reference_source from it), so changing one of its arrays makes export stale; a
+    reference_data outside a reference_source set by hand is refused with one line."""
+    repo, outside = in_tmp_repo_copy, tmp_path / "outside_refs"
+    fileio.write_npz(outside / "rows.npz", {"features": np.ones((8, 16), np.float32)})
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "model=onnx_file",
+                    f"model.reference_data={outside}"], cwd=repo, check=True, capture_output=True)
+    status = subprocess.run([sys.executable, "-m", "dvc", "status", "export", "--json"], cwd=repo,
+                            capture_output=True, text=True)
+    assert status.returncode == 0, status.stderr
+    deps = {p for change in json.loads(status.stdout)["export"] for p in change.get("changed deps", {})}
+    assert str(outside) in deps, status.stdout
+
+    subprocess.run([sys.executable, "-m", "pipeline", "params", "model=onnx_file", f"model.reference_data={outside}",
+                    "model.reference_source=data/reference"], cwd=repo, check=True, capture_output=True)
+    r = subprocess.run([sys.executable, "-m", "stages.export"], cwd=repo, capture_output=True, text=True)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and "not under model.reference_source" in lines[0], r.stderr
+    assert not (repo / "artifacts/export").exists()

@@ -6,7 +6,11 @@ It registers `schema/open_dims`, which every model option lists first in its def
 a `sample_dims` mapping whose struct flag is off, so an override may name any dim
 (`model.sample_dims={batch: 4, seq: 32}`, `model.sample_dims.seq=64`) without `+`.
 Hydra closes every other mapping; this is the one a user must be able to extend, and
-YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry."""
+YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry.
+
+It also registers `trt_or` (`${trt_or:${a},b}`: a, or b where a is null): a path that
+dvc.yaml templates as a dependency can never be null, yet the setting it follows may be
+(`model.reference_source` follows `model.reference_data`)."""
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -20,3 +24,4 @@ def _open_dims():
 
 
 ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
+OmegaConf.register_new_resolver("trt_or", lambda value, default: default if value is None else value, replace=True)

@@ -46,6 +46,8 @@ class ModelConfig:
     # batches of sample_dims' batch (num_reference_batches is then unused). null: the
     # factory's sampler, or random inputs for a model file (and every output says so).
     reference_data: Optional[str] = None
+    # The path dvc.yaml tracks for reference_data: reference_data itself unless set (conf/model).
+    reference_source: str = "data/reference"
 
 
 @dataclass

@@ -207,9 +207,7 @@ class VerifiedStore:
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
             known = self.known_sha256(files)
             for name, data in files.items():
-                # Flushing a large engine to disk costs a tenth of its build; every read
-                # re-hashes it, so bytes a power cut lost are caught and rebuilt, not served.
-                fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)
+                fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)  # see LARGE_BYTES
                 meta["files"][name] = {"bytes": len(data), "sha256": known.get(name) or hashing.sha256_bytes(data)}
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)

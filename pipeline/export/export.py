@@ -189,6 +189,13 @@ def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tupl
     if model_cfg.reference_data:
         from pipeline.export.array_folder import data_sha256, read_folder
 
+        tracked = Path(model_cfg.reference_source).resolve()
+        folder = Path(model_cfg.reference_data).resolve()
+        if folder != tracked and tracked not in folder.parents:
+            raise PipelineError(f"model.reference_data={model_cfg.reference_data} is not under model.reference_source="
+                                f"{model_cfg.reference_source}, so DVC would not see it change; leave "
+                                f"model.reference_source unset or point it at a folder holding the data")
+
         first = specs[0].dims[0] if specs[0].dims else None
         bs = first if isinstance(first, int) else int(model_cfg.sample_dims.get(first, 8))
         batches = read_folder(model_cfg.reference_data, specs, "reference data", "model.reference_data", 0, bs)
