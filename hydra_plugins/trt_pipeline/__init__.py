@@ -6,10 +6,14 @@ It registers `schema/open_dims`, which every model option lists first in its def
 a `sample_dims` mapping whose struct flag is off, so an override may name any dim
 (`model.sample_dims={batch: 4, seq: 32}`, `model.sample_dims.seq=64`) without `+`.
 Hydra closes every other mapping; this is the one a user must be able to extend, and
-YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry."""
+YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry.
+
+It also registers `trt_jobdir`, the resolver that names multirun job folders (jobdir.py)."""
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
+
+from hydra_plugins.trt_pipeline import jobdir
 
 
 def _open_dims():
@@ -20,3 +24,5 @@ def _open_dims():
 
 
 ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
+
+jobdir.register()
