@@ -72,6 +72,41 @@ def test_a_job_folder_without_result_is_a_failed_row(tmp_path):
         sweep.collect(tmp_path / "missing")
 
 
+def _dvc_rev(name, summary=None, precision="fp16", error=None):
+    """One revision as DVC 3.67's `dvc exp show --json` gives it (trimmed)."""
+    metrics = {"metrics/summary.json": {"data": summary} if summary else
+               {"error": {"type": "FileNotFoundError", "msg": "No such file"}}}
+    return {"rev": "0123456789abcdef", "name": name, "error": error, "experiments": None,
+            "data": {"rev": "0123456789abcdef", "timestamp": "2026-11-22T11:10:33", "metrics": metrics,
+                     "params": {"params.yaml": {"data": {"model": {"name": "cnn"}, "precision": {"name": precision},
+                                                          "profile": {"name": "dynamic"}}}}}}
+
+
+def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monkeypatch):
+    summary = {"accuracy_gate_pass": 1, "build_gates_pass": 0, "build_s": 0.1, "engine_mib": 0.5,
+               "onnxruntime_median_ms": 0.4, "onnxruntime_p99_ms": 3.3, "onnxruntime_throughput_per_s": 9.0,
+               "torch_median_ms": 0.9, "worst_cosine": 0.99, "worst_max_abs_error": 0.01}
+    log = tmp_path / "task.out"
+    log.write_text("build stage\nengine store hit: 9c3e33529ac19ecd (cnn fp16, nogpu-rtx)\n")
+    exps = [{"name": "again", "executor": {"state": "success", "local": {"log": str(log)}},
+             "revs": [_dvc_rev("again", summary)]},
+            {"name": "broken", "executor": {"state": "failed", "local": {"log": str(tmp_path / "gone.out")}},
+             "revs": [_dvc_rev("broken", error={"msg": "Experiment run failed", "type": ""})]},
+            {"name": "waiting", "executor": {"state": "queued", "local": None}, "revs": [_dvc_rev("waiting")]}]
+    shown = [_dvc_rev(None), {**_dvc_rev("master", summary, precision="fp32"), "experiments": exps}]
+    shown[0]["rev"] = "workspace"
+    monkeypatch.setattr(sweep.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, stdout=json.dumps(shown), stderr=""))
+    rows = {r["job"]: r for r in sweep.collect_dvc(tmp_path)}
+    assert sorted(rows) == ["again", "broken", "master"], rows
+    assert rows["again"] == {"job": "again", "model": "cnn", "precision": "fp16", "profile": "dynamic",
+                             "fingerprint": None, "engine_mib": 0.5, "build_s": 0.1, "latency_backend": "onnxruntime",
+                             "median_ms": 0.4, "p99_ms": 3.3, "throughput_per_s": 9.0, "gates": "FAILED",
+                             "store": "hit", "acc:cosine": 0.99, "acc:max_abs_error": 0.01}
+    assert rows["master"]["precision"] == "fp32" and rows["master"]["store"] is None
+    assert rows["broken"]["gates"] == "experiment failed (dvc queue logs broken)"
+
+
 def _row(job, median, cosine, mib=1.0):
     return {"job": job, "median_ms": median, "acc:cosine": cosine, "engine_mib": mib, "precision": job,
             "latency_backend": "onnxruntime"}
