@@ -171,6 +171,7 @@ def test_a_bad_sweep_is_refused(given, needle):
     (["--multirun", "hydra/launcher=joblib", "benchmark.intra_op_threads=choice(1,x)"], "intra_op_threads=x"),
     (["precision=fp16,fp32"], "is a sweep: add --multirun"),
     (["--multirun", "--cfg", "job", "precision=fp16"], "only one of --cfg, --multirun"),
+    (["hydra.mode=MULTIRUN", "precision=fp16,fp99"], "'fp99'"),
 ])
 def test_a_bad_sweep_on_the_command_line_is_one_line_and_writes_nothing(tmp_path, args, needle):
     r = subprocess.run([sys.executable, "-m", "pipeline.run", f"hydra.sweep.dir={tmp_path / 's'}",
