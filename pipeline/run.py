@@ -106,7 +106,7 @@ def main(cfg: DictConfig) -> None:
 def _overrides(argv: list[str]) -> list[str]:
     """The overrides among Hydra's arguments: not flags, not a flag's value."""
     takes_value = {"--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun",
-                   "--info", "-i", "--shell-completion", "-sc"}
+                   "--info", "-i", "--shell-completion", "-sc", "--cfg", "-c", "--package", "-p"}
     out, skip = [], False
     for a in argv:
         if skip:
@@ -125,9 +125,17 @@ def main_checked(argv: list[str]) -> int:
     from pipeline.core import console
 
     args = argv[1:]
-    if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i", "--cfg", "-c")
-               for a in args):
-        overrides.check(_overrides(args), Path(__file__).resolve().parents[1] / "conf")
+    # Hydra answers two modes at once with a traceback.
+    modes = {m for a in args for m in (("--multirun", "-m"), ("--cfg", "-c"), ("--info", "-i"),
+                                       ("--shell-completion", "-sc")) if a in m}
+    if len(modes) > 1:
+        hint = (" (--cfg shows one job's config: drop --multirun and give each sweep one value)"
+                if {m[0] for m in modes} == {"--cfg", "--multirun"} else "")
+        raise PipelineError(f"only one of {', '.join(sorted(m[0] for m in modes))} at a time{hint}")
+    if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i") for a in args):
+        given = _overrides(args)
+        multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
+        overrides.check(given, Path(__file__).resolve().parents[1] / "conf", multirun=multirun)
     console.capture_third_party_logs()
     sys.argv = argv
     main()

@@ -3,7 +3,8 @@
 Written when a Hydra multirun ends (`SummaryCallback`, named in conf/config.yaml's
 `hydra.callbacks`) and by `python -m pipeline sweep-report DIR` over a multirun folder
 (every `result.json` below it; a job folder with `.hydra/` but no result is a failed
-job), or `--dvc` over `dvc exp show --json` (the experiments' metrics files).
+job), or `--dvc` over `dvc exp show --json` (each experiment's metrics/summary.json and
+params; hit or built from a queued experiment's log, no fingerprint).
 
     sweep_summary.md / .csv    model, precision, profile, fingerprint, engine MiB, build s,
                                each accuracy gate metric, median / p99 latency, throughput,
@@ -18,6 +19,7 @@ import csv
 import io
 import json
 import logging
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,8 @@ log = logging.getLogger("pipeline.sweep")
 LATENCY_BACKENDS = ("tensorrt", "onnxruntime_calibrated", "onnxruntime")
 # The accuracy a picture plots, first present wins: (metric, higher is better).
 PLOT_METRICS = (("cosine", True), ("top1_agreement", True), ("max_abs_error", False), ("mean_rel_error", False))
+# pipeline/steps.py's line for the build's engine store event, e.g. "engine store hit: 9c3e33529ac19ecd (".
+STORE_LINE = re.compile(r"^engine store (.+?): [0-9a-f]{16} \(", re.MULTILINE)
 FIXED = ("job", "model", "precision", "profile", "fingerprint", "engine_mib", "build_s", "latency_backend",
          "median_ms", "p99_ms", "throughput_per_s", "gates", "store")
 
@@ -74,8 +78,8 @@ def _accuracy_columns(gate: dict) -> dict:
     return cols
 
 
-def failed_row(job: str) -> dict:
-    return {"job": job, "gates": "job failed (no result.json)"}
+def failed_row(job: str, why: str = "job failed (no result.json)") -> dict:
+    return {"job": job, "gates": why}
 
 
 def collect(folder: str | Path) -> list[dict]:
@@ -106,38 +110,61 @@ def collect_dvc(repo: str | Path = ".") -> list[dict]:
     if proc.returncode != 0:
         lines = (proc.stderr or proc.stdout).strip().splitlines()
         raise PipelineError(f"sweep-report --dvc: dvc exp show failed: {lines[-1] if lines else proc.returncode}")
-    rows = [row for rev in _dvc_revs(json.loads(proc.stdout or "[]")) if (row := _dvc_row(rev)) is not None]
+    rows = [row for rev, executor in _dvc_revs(json.loads(proc.stdout or "[]"))
+            if (row := _dvc_row(rev, executor)) is not None]
     if not rows:
         raise PipelineError(f"sweep-report --dvc: no experiments with metrics in {Path(repo).resolve()}")
     return rows
 
 
-def _dvc_revs(entries: list) -> list[dict]:
-    """Flatten dvc exp show --json (3.x): baseline commits and their experiments."""
+def _dvc_revs(entries: list) -> list[tuple[dict, dict]]:
+    """Flatten dvc exp show --json (3.x): each experiment with its executor (a queued
+    run's state and log), then its baseline commit; the workspace comes first."""
     out = []
     for entry in entries:
         for exp in entry.get("experiments") or []:
-            out.extend(exp.get("revs") or [])
-        out.append(entry)
+            out.extend((rev, exp.get("executor") or {}) for rev in exp.get("revs") or [])
+        out.append((entry, {}))
     return out
 
 
-def _dvc_row(rev: dict) -> dict | None:
+def _dvc_row(rev: dict, executor: dict) -> dict | None:
+    """A row from metrics/summary.json (pipeline/report/summary.py: flat, the worst accuracy
+    over outputs, each backend's headline latency) and params.yaml; a failed experiment is
+    a row saying so; one with no metrics yet (queued, or a workspace not run) is none."""
+    name = rev.get("name") or str(rev.get("rev", "?"))[:7]
     data = rev.get("data") or {}
-    metrics = {Path(k).name: (v or {}).get("data") or {} for k, v in (data.get("metrics") or {}).items()}
-    acc, bench, gates = metrics.get("accuracy.json"), metrics.get("benchmark.json"), metrics.get("gates.json", {})
-    if not acc or not bench:
-        return None
+    metrics = {Path(k).name: (v or {}).get("data") for k, v in (data.get("metrics") or {}).items()}
+    summary = metrics.get("summary.json")
+    if not summary:
+        failed = executor.get("state") == "failed"
+        return failed_row(name, f"experiment failed (dvc queue logs {name})") if failed else None
     params = ((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}
-    engine_mib = ((gates.get("gates") or {}).get("max_engine_mib") or {}).get("value")
-    result = {"model": acc.get("model"), "precision": acc.get("precision"),
-              "profile": bench.get("profile") or (params.get("profile") or {}).get("name"),
-              "fingerprint": (bench.get("conditions") or {}).get("fingerprint"),
-              "engine_bytes": engine_mib * 2**20 if engine_mib is not None else None,
-              "accuracy_gate": acc.get("gate", {}), "benchmark": bench.get("results", {}),
-              "accuracy_gate_passed": bool(acc.get("gate_passed")) and gates.get("passed", True)}
-    name = rev.get("name") or rev.get("rev", "?")[:7]
-    return row_from_result(name, result)
+    backend = next((b for b in LATENCY_BACKENDS if f"{b}_median_ms" in summary), None)
+    passes = [summary.get("accuracy_gate_pass"), summary.get("build_gates_pass")]
+    row = {"job": name, "model": (params.get("model") or {}).get("name"),
+           "precision": (params.get("precision") or {}).get("name"),
+           "profile": (params.get("profile") or {}).get("name"), "fingerprint": None,
+           "engine_mib": summary.get("engine_mib"), "build_s": summary.get("build_s"), "latency_backend": backend,
+           **{f: summary.get(f"{backend}_{f}") for f in ("median_ms", "p99_ms", "throughput_per_s")},
+           "gates": _gate_word(None if None in passes else all(passes)),
+           "store": _store_word(_queue_store_event(executor))}
+    row.update({f"acc:{k[len('worst_'):]}": v for k, v in summary.items() if k.startswith("worst_")})
+    return row
+
+
+def _queue_store_event(executor: dict) -> str | None:
+    """What the build stage did with the engine store (the line pipeline/steps.py prints),
+    from a queued experiment's log; None without one (a workspace run, a removed queue
+    entry) or where the build stage did not run. DVC keeps no such record in the
+    experiment: it is this run's doing, not a property of the engine."""
+    log = (executor.get("local") or {}).get("log")
+    try:
+        text = Path(log).read_text(errors="replace") if log else ""
+    except OSError:
+        return None
+    found = STORE_LINE.findall(text)
+    return found[-1] if found else None
 
 
 def columns(rows: list[dict]) -> list[str]:

@@ -1,7 +1,9 @@
 """Queued DVC experiments run in throw-away workspaces; with the store in the user's
 cache folder (the default) their engines land where `cache ls` in the repository
-finds them, and a third queued run of the same config is a store hit."""
+finds them, and a third queued run of the same config is a store hit. `sweep-report
+--dvc` over the real `dvc exp show --json` then has a row per experiment."""
 
+import csv
 import json
 import os
 import subprocess
@@ -40,7 +42,8 @@ def test_queued_experiments_share_the_user_store(in_tmp_repo_copy, tmp_path):
     env["XDG_CACHE_HOME"] = str(tmp_path / "user-cache")  # this test's user cache folder
     try:
         for precision in ("fp32", "fp16"):
-            run(repo, env, "dvc", "exp", "run", "--queue", "-S", f"precision={precision}", *FAST)
+            run(repo, env, "dvc", "exp", "run", "--queue", "-S", f"precision={precision}", *FAST,
+                "-n", f"q-{precision}")
         status = run_queue(repo, env, 2)
         assert status.count("Success") == 2, status
         ls = json.loads(run(repo, env, "pipeline", "cache", "ls", "--json").stdout)
@@ -55,5 +58,18 @@ def test_queued_experiments_share_the_user_store(in_tmp_repo_copy, tmp_path):
         assert "engine store hit" in logs, logs
         assert len(json.loads(run(repo, env, "pipeline", "cache", "ls", "--json").stdout)) == 2
         assert run(repo, env, "pipeline", "cache", "verify").returncode == 0
+
+        report = run(repo, env, "pipeline", "sweep-report", "--dvc", "--out", str(tmp_path / "report"))
+        rows = {r["job"]: r for r in csv.DictReader((tmp_path / "report" / "sweep_summary.csv").open())}
+        # The copy's workspace and baseline commit were never run: no metrics, no rows.
+        assert sorted(rows) == ["again", "q-fp16", "q-fp32"], rows
+        assert {k: (r["precision"], r["store"], r["gates"]) for k, r in rows.items()} == {
+            "q-fp32": ("fp32", "built", "passed"), "q-fp16": ("fp16", "built", "passed"),
+            "again": ("fp16", "hit", "passed")}, rows
+        assert all(float(r["median_ms"]) > 0 and r["latency_backend"] and r["acc:cosine"] for r in rows.values())
+        md = (tmp_path / "report" / "sweep_summary.md").read_text()
+        assert "3 job(s)" in md and all(f"| {name} |" in md for name in rows) and md in report.stdout
+        assert (tmp_path / "report" / "sweep_pareto.svg").read_text().lstrip().startswith("<?xml")
+        assert (tmp_path / "report" / "sweep_pareto.png").stat().st_size > 1000
     finally:
         run(repo, env, "dvc", "queue", "stop", check=False)

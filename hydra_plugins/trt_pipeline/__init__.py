@@ -8,12 +8,15 @@ a `sample_dims` mapping whose struct flag is off, so an override may name any di
 Hydra closes every other mapping; this is the one a user must be able to extend, and
 YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry.
 
-It also registers `trt_or` (`${trt_or:${a},b}`: a, or b where a is null): a path that
+It also registers two resolvers: `trt_jobdir`, which names multirun job folders
+(jobdir.py), and `trt_or` (`${trt_or:${a},b}`: a, or b where a is null): a path that
 dvc.yaml templates as a dependency can never be null, yet the setting it follows may be
 (`model.reference_source` follows `model.reference_data`)."""
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
+
+from hydra_plugins.trt_pipeline import jobdir
 
 
 def _open_dims():
@@ -25,3 +28,4 @@ def _open_dims():
 
 ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
 OmegaConf.register_new_resolver("trt_or", lambda value, default: default if value is None else value, replace=True)
+jobdir.register()
