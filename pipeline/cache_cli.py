@@ -171,7 +171,14 @@ def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> i
     for key in removed:
         print(f"{verb} {key[:16]}")
     print(f"{len(removed)} entries {'would be removed' if dry_run else 'removed'} to fit in {size(limit)}")
+    _drop_orphan_jobs(store, set(store.keys()) - (set(removed) if dry_run else set()), dry_run)
     return 0
+
+
+def _drop_orphan_jobs(store: store_lib.EngineStore, kept: set[str], dry_run: bool) -> None:
+    gone = job_cache.drop_orphans(store.root, kept, dry_run)
+    if gone:
+        print(f"{'would remove' if dry_run else 'removed'} {len(gone)} saved sweep job(s) whose engine is gone")
 
 
 def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
@@ -179,6 +186,7 @@ def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
     if not dry_run:
         store.remove(full)
     print(f"{'would remove' if dry_run else 'removed'} {full}")
+    _drop_orphan_jobs(store, set(store.keys()) - {full}, dry_run)
     return 0
 
 

@@ -57,6 +57,23 @@ def store_beside(engine_root: Path) -> VerifiedStore:
     return VerifiedStore(Path(engine_root) / JOBS, required=(RESULT,), what="job store")
 
 
+def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False) -> list[str]:
+    """Saved jobs whose engine left the engine store (`cache prune`, `cache rm`): they can
+    never be restored, so they go with it (their ONNX files may outweigh the engine)."""
+    jobs, gone = store_beside(engine_root), []
+    for key in jobs.keys():
+        entry, _ = jobs.entry_unverified(key)
+        try:
+            engine_key = fileio.read_json(entry.file(RESULT)).get("cache_key") if entry else None
+        except (PipelineError, OSError, AttributeError):
+            engine_key = None  # unreadable: left for the next job with this key to repair
+        if engine_key is not None and engine_key not in engine_keys:
+            if not dry_run:
+                jobs.remove(key)
+            gone.append(key)
+    return gone
+
+
 def dvc_deps(repo: Path, cfg: Any) -> list[str]:
     """Every dependency dvc.yaml lists that no stage makes, templated paths filled in."""
     import yaml

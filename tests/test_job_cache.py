@@ -87,6 +87,8 @@ def test_an_outside_model_changed_in_place_runs_again_and_a_pruned_or_damaged_jo
                         cwd=REPO, capture_output=True, text=True)
     assert rm.returncode == 0, rm.stderr
     assert not (engines / changed["cache_key"]).exists()
+    assert "removed 1 saved sweep job(s) whose engine is gone" in rm.stdout, rm.stdout  # it could never be restored
+    assert len(list((store / "jobs" / "entries").iterdir())) == 1
     rebuilt, _ = job(tmp_path / "4", store, *model)
     assert rebuilt["store_event"] == "miss, built"
 
