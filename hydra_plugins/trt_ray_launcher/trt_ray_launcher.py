@@ -9,7 +9,10 @@ has no per-job resources and waits forever for a resource no node has.
   `ray.init`), and every asked-for accelerator type must exist in
   `ray.cluster_resources()`; otherwise one line on stderr and exit 1.
 - A job whose node dies is reported failed (`max_retries: 0` by default; Ray raises
-  for the lost task), never waited on; the other jobs go on.
+  for the lost task), never waited on; so is a job still queued for an accelerator type
+  no live node has any more. The other jobs go on. Each failure is one line on stderr;
+  when every job has ended, the multirun ends as usual (the sweep summary lists the
+  failed jobs), then exit 1.
 - Engines land in one store: the submitter's (`build.store_dir`, `$TRT_PIPELINE_STORE` or
   `store_dir` here) is passed to every task as `$TRT_PIPELINE_STORE`, so it must be a
   folder every node mounts (NFS, Lustre, ...). The job folders are written under the
@@ -30,7 +33,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,9 @@ class TrtRayLauncherConf:
     connect_timeout_s: float = 10.0
     num_cpus: float = 1.0  # per job
     max_retries: int = 0  # a job on a dead node fails; set >0 to rerun it elsewhere
+    # How often to look for jobs queued on an accelerator type no live node has any more
+    # (their node died): they fail rather than wait for ever.
+    check_nodes_s: float = 5.0
     # The engine store every task writes (a folder all nodes mount); null: the submitter's.
     store_dir: Optional[str] = None
     # Extra environment for every task; PYTHONPATH defaults to the submitter's checkout.
@@ -67,6 +73,21 @@ def _check_reachable(address: str, timeout: float) -> None:
             pass
     except (OSError, ValueError) as e:
         fail(f"Ray cluster at {address} does not answer ({e.__class__.__name__}: {e})")
+
+
+def _accelerator_types() -> set[str]:
+    import ray
+
+    return {k.split(":", 1)[1] for k in ray.cluster_resources() if k.startswith("accelerator_type:")}
+
+
+def _ensure_job_folder(cfg: DictConfig) -> None:
+    """A job that never ran has no folder; give it one, as Hydra would have, so the sweep
+    summary lists it as failed."""
+    hydra_dir = Path(str(cfg.hydra.sweep.dir), str(cfg.hydra.sweep.subdir), ".hydra")
+    if not hydra_dir.is_dir():
+        hydra_dir.mkdir(parents=True)
+        OmegaConf.save(cfg.hydra.overrides.task, hydra_dir / "overrides.yaml")
 
 
 def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict) -> dict:
@@ -125,6 +146,38 @@ class TrtRayLauncher(Launcher):
             env["TRT_PIPELINE_CALIB_CACHE"] = os.environ["TRT_PIPELINE_CALIB_CACHE"]
         return {**env, **dict(self.params.env)}
 
+    def _outcomes(self, configs: list[DictConfig], wanted: list[str | None], refs: list) -> list[dict]:
+        """Every job's outcome in job order; a failure is one line on stderr when it happens."""
+        import ray
+
+        outcomes: dict[int, dict] = {}
+
+        def finish(i: int, info: dict) -> None:
+            outcomes[i] = info
+            if info["status"] != JobStatus.COMPLETED.name:
+                overrides = " ".join(filter_overrides(configs[i].hydra.overrides.task))
+                print(f"error: job #{configs[i].hydra.job.num} ({overrides}) failed: {info['error']}", file=sys.stderr)
+
+        pending = {ref: i for i, ref in enumerate(refs)}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=self.params.check_nodes_s)
+            for ref in done:
+                try:
+                    info = ray.get(ref)
+                except Exception as e:  # a dead node or worker: this job failed, the others go on
+                    info = {"status": "FAILED", "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}"}
+                finish(pending.pop(ref), info)
+            # Ray keeps a task that no live node can take queued for ever (an autoscaler might
+            # add a node), so a job queued behind another on a node that died would hang.
+            have = _accelerator_types()
+            for ref, i in list(pending.items()):
+                if wanted[i] and wanted[i] not in have:
+                    ray.cancel(ref)
+                    del pending[ref]
+                    finish(i, {"status": "FAILED",
+                               "error": f"no live node of the Ray cluster has accelerator type {wanted[i]} any more"})
+        return [outcomes[i] for i in range(len(refs))]
+
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         import ray
 
@@ -140,7 +193,7 @@ class TrtRayLauncher(Launcher):
                 ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, TimeoutError) as e:
                 fail(f"Ray cluster at {address or 'local'} does not answer: {str(e).splitlines()[0]}")
-        have = {k.split(":", 1)[1] for k in ray.cluster_resources() if k.startswith("accelerator_type:")}
+        have = _accelerator_types()
         wanted = [c.get("sweep", {}).get("accelerator_type") for c in configs]
         missing = sorted({w for w in wanted if w and w not in have})
         if missing:
@@ -159,17 +212,18 @@ class TrtRayLauncher(Launcher):
                                        max_retries=self.params.max_retries,
                                        runtime_env={"env_vars": env}).remote(cfg, self.task_function, state))
         returns = []
-        for cfg, ref in zip(configs, refs):
+        for cfg, info in zip(configs, self._outcomes(configs, wanted, refs)):
             ret = JobReturn(overrides=list(cfg.hydra.overrides.task), cfg=cfg, hydra_cfg=None)
-            try:
-                info = ray.get(ref)
-            except Exception as e:  # a dead node or worker: this job failed, the others go on
-                info = {"status": "FAILED", "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}"}
             ret.status = JobStatus[info["status"]]
             ret.return_value = info if ret.status == JobStatus.COMPLETED else RuntimeError(info["error"])
             ret.working_dir = info.get("output_dir", "")
             if ret.status != JobStatus.COMPLETED:
-                print(f"error: job #{cfg.hydra.job.num} ({' '.join(filter_overrides(cfg.hydra.overrides.task))}) "
-                      f"failed: {info['error']}", file=sys.stderr)
+                _ensure_job_folder(cfg)
             returns.append(ret)
+        if any(r.status != JobStatus.COMPLETED for r in returns):
+            # Hydra would raise the first failure: a traceback, and no on_multirun_end, so no
+            # sweep summary. Every job has ended by now, so end the multirun here, exit 1.
+            self.hydra_context.callbacks.on_multirun_end(config=self.config,
+                                                         config_name=self.config.hydra.job.config_name)
+            raise SystemExit(1)
         return returns
