@@ -26,6 +26,7 @@ from pipeline.core import config, fileio
 from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.sweep import ERROR_FILE, RESULT_FILE
 
 log = logging.getLogger("pipeline.run")
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +81,8 @@ def stage_line(name: str, result: dict) -> str:
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
+    for stale in (RESULT_FILE, ERROR_FILE):  # a rerun into the same folder: no old verdict survives
+        (out / stale).unlink(missing_ok=True)
     try:
         validated = config.validate(cfg)
         layout = Layout(out)
@@ -92,13 +95,14 @@ def main(cfg: DictConfig) -> None:
     except PipelineError as e:
         log.error(one_line(e))
         print(f"error: {one_line(e)}", file=sys.stderr)
+        fileio.write_text(out / ERROR_FILE, one_line(e) + "\n")  # why, for the sweep summary and the launcher
         raise SystemExit(1) from None
     if "reused" in result:
         log.info(f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
                  f"ran on {result['reused']['host']}); its outputs are restored and nothing ran again "
                  f"(sweep.reuse=false measures again)")
     result.update(overrides=list(hc.overrides.task), host=socket.gethostname(), node=os.environ.get("TRT_PIPELINE_NODE"))
-    fileio.write_json(out / "result.json", result)
+    fileio.write_json(out / RESULT_FILE, result)
     log.info(f"{validated.model.name} {validated.precision.name} done")
     print(f"{out}: {validated.model.name} {validated.precision.name} done")
 

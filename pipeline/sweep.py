@@ -78,6 +78,11 @@ def _accuracy_columns(gate: dict) -> dict:
     return cols
 
 
+# What pipeline/run.py leaves in a job folder: the result, or the one line it failed with.
+RESULT_FILE = "result.json"
+ERROR_FILE = "error.txt"
+
+
 def failed_row(job: str, why: str = "job failed (no result.json)") -> dict:
     return {"job": job, "gates": why}
 
@@ -93,9 +98,13 @@ def collect(folder: str | Path) -> list[dict]:
         if job_dir == root and (root / "multirun.yaml").exists():
             continue
         name = str(job_dir.relative_to(root)) if job_dir != root else job_dir.name
-        result = job_dir / "result.json"
-        rows.append(row_from_result(name, fileio.read_json(result, "job result")) if result.exists()
-                    else failed_row(name))
+        result, error = job_dir / RESULT_FILE, job_dir / ERROR_FILE
+        if result.exists():
+            rows.append(row_from_result(name, fileio.read_json(result, "job result")))
+        elif error.is_file():
+            rows.append(failed_row(name, f"job failed: {error.read_text(errors='replace').strip()[:300]}"))
+        else:
+            rows.append(failed_row(name))
     if not rows:
         raise PipelineError(f"sweep-report: no jobs under {root} (no job folder with .hydra/ or result.json)")
     return rows

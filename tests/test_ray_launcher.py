@@ -87,7 +87,20 @@ def test_each_gpu_model_builds_its_own_engine_on_its_own_node_and_a_rerun_builds
     again = sweep(tmp_path / "b", c.address, "sweep.accelerator_type=A100,L4", store=store)
     assert again.returncode == 0, again.stderr[-4000:]
     summary = (tmp_path / "b" / "sweep_summary.csv").read_text()
-    assert summary.count(",hit") == 2 and "built" not in summary, summary
+    # every job identical to one that ran on a node of its GPU model: restored, none ran
+    assert summary.count(",reused") == 2 and "built" not in summary, summary
+
+
+@pytest.mark.slow
+def test_a_job_that_fails_its_gate_is_a_failed_job_with_its_reason_not_a_crashed_worker(cluster, tmp_path):
+    c, _ = cluster
+    r = sweep(tmp_path / "a", c.address, "sweep.accelerator_type=A100", "build.gates.max_engine_mib=0.001",
+              store=tmp_path / "store")
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: job")]
+    assert r.returncode == 1 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "max_engine_mib" in errors[0] and "WorkerCrashedError" not in errors[0], errors
+    rows = (tmp_path / "a" / "sweep_summary.csv").read_text()
+    assert "job failed: " in rows and "max_engine_mib" in rows, rows
 
 
 @pytest.mark.slow

@@ -96,14 +96,22 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
 
     Singleton.set_state(singleton_state)
     setup_globals()
-    ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
-                  task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    try:
+        ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
+                      task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    except SystemExit:
+        # pipeline.run stops a failed job with exit 1 after writing its one-line reason:
+        # a failed job, not a crashed worker (which Ray would retry, and report as a crash)
+        out = Path(OmegaConf.select(sweep_config, "hydra.runtime.output_dir", default=None) or ".")
+        why = out / "error.txt"
+        return {"status": "FAILED", "error": why.read_text().strip() if why.is_file() else "the job exited",
+                "output_dir": str(out)}
+    out = Path(sweep_config.hydra.runtime.output_dir)
     ctx = ray.get_runtime_context()
     node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
     where = {"node_id": ctx.get_node_id(),
              "accelerator_types": sorted(k.split(":", 1)[1] for k in node.get("Resources", {})
                                          if k.startswith("accelerator_type:"))}
-    out = Path(sweep_config.hydra.runtime.output_dir)
     (out / "ray_node.json").write_text(__import__("json").dumps(where, indent=2) + "\n")
     return {"status": ret.status.name, "error": None if ret.status == JobStatus.COMPLETED else repr(ret._return_value),
             "output_dir": str(out), **where}
