@@ -19,6 +19,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from pipeline import job_cache, steps
@@ -94,9 +95,14 @@ def main(cfg: DictConfig) -> None:
             lambda: job_result(steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated))
     except PipelineError as e:
         log.error(one_line(e))
-        print(f"error: {one_line(e)}", file=sys.stderr)
         fileio.write_text(out / ERROR_FILE, one_line(e) + "\n")  # why, for the sweep summary and the launcher
-        raise SystemExit(1) from None
+        if hc.mode != RunMode.MULTIRUN:
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            raise SystemExit(1) from None
+        # One failed job does not stop the sweep: the others run, the summary lists this one
+        # as failed, and the multirun exits 1 (pipeline.sweep.SummaryCallback).
+        print(f"error: job {out.name}: {one_line(e)}", file=sys.stderr)
+        return
     if "reused" in result:
         log.info(f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
                  f"ran on {result['reused']['host']}); its outputs are restored and nothing ran again "

@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -275,8 +276,13 @@ class SummaryCallback(Callback):
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         folder = Path(config.hydra.sweep.dir)
         try:
-            paths = report(folder)
+            rows = collect(folder)
+            paths = write(rows, folder, folder.name)
         except PipelineError as e:
             log.warning(f"no sweep summary: {e}")
             return
         log.info(f"sweep summary: {paths[0]}")
+        failed = [r for r in rows if str(r.get("gates", "")).startswith("job failed")]
+        if failed:  # each failed job has said why; the sweep as a whole did not succeed
+            print(f"error: {len(failed)} of {len(rows)} jobs failed (see {paths[0]})", file=sys.stderr)
+            raise SystemExit(1)

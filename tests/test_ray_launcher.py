@@ -170,7 +170,7 @@ def test_a_node_killed_mid_build_fails_its_jobs_only_and_leaves_the_store_valid(
         if node is not None:
             c.remove_node(node, allow_graceful=False)
     stderr = err.read_text()
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    errors = [line for line in stderr.splitlines() if line.startswith("error: job")]
     assert rc == 1 and len(errors) == 2 and "Traceback" not in stderr, stderr[-4000:]
     for precision, line in zip(("fp32", "fp16"), sorted(errors, key=lambda line: "precision=fp16" in line)):
         assert f"sweep.accelerator_type=T4 precision={precision}" in line and " failed: " in line, errors

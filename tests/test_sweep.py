@@ -204,3 +204,23 @@ def test_glob_range_and_delete_sweep_runs_one_job_per_value(tmp_path):
     assert jobs == [f"benchmark.intra_op_threads={n},{common}" for n in (1, 2)], jobs
     rows = list(csv.DictReader((tmp_path / "s" / "sweep_summary.csv").open()))
     assert sorted(r["job"] for r in rows) == jobs and all(r["gates"] == "passed" for r in rows), rows
+
+
+@pytest.mark.e2e
+def test_a_failed_job_does_not_stop_the_sweep_and_the_summary_says_why(tmp_path):
+    """fp32's engine (0.64 MiB) misses a 0.6 MiB gate, fp16's (0.53) passes: both jobs run,
+    each failure is one line naming its job, the summary lists the reason, exit 1."""
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(tmp_path / "store")}
+    r = subprocess.run([sys.executable, "-m", "pipeline.run", "--multirun", f"hydra.sweep.dir={tmp_path / 's'}",
+                        "model=cnn", "build.backend=tensorrt_rtx", "precision=fp32,fp16",
+                        "build.gates.max_engine_mib=0.6", *FAST], cwd=REPO, env=env, capture_output=True, text=True,
+                       timeout=600)
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert len(errors) == 2 and "precision=fp32: build gate max_engine_mib failed" in errors[0], errors
+    assert errors[1].startswith("error: 1 of 2 jobs failed"), errors
+    rows = {row["job"].rsplit("=", 1)[-1]: row for row in csv.DictReader((tmp_path / "s" / "sweep_summary.csv").open())}
+    assert rows["fp32"]["gates"].startswith("job failed: build gate max_engine_mib failed"), rows
+    assert rows["fp16"]["gates"] == "passed" and float(rows["fp16"]["median_ms"]) > 0, rows
+    [fp32] = (tmp_path / "s").glob("*precision=fp32")
+    assert not (fp32 / "result.json").exists() and (fp32 / "error.txt").read_text().startswith("build gate")

@@ -107,6 +107,8 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
         return {"status": "FAILED", "error": why.read_text().strip() if why.is_file() else "the job exited",
                 "output_dir": str(out)}
     out = Path(sweep_config.hydra.runtime.output_dir)
+    if (out / "error.txt").is_file():  # in a multirun, pipeline.run returns from a failed job with its reason there
+        return {"status": "FAILED", "error": (out / "error.txt").read_text().strip(), "output_dir": str(out)}
     ctx = ray.get_runtime_context()
     node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
     where = {"node_id": ctx.get_node_id(),
