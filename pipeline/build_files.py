@@ -65,7 +65,10 @@ def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: b
 
 
 def tool_versions() -> dict:
+    """The libraries whose version can change an export, a calibration, an engine or a
+    measurement (a manifest records them; a sweep job's reuse key includes them)."""
     from pipeline.machine.fingerprint import package_version
 
-    dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "tensorrt-rtx-cu13", "tensorrt-cu13")
+    dists = ("onnx", "onnxruntime", "nvidia-modelopt", "torch", "polygraphy", "numpy", "tensorrt-rtx-cu13",
+             "tensorrt-cu13")
     return {d: v for d in dists if (v := package_version(d)) is not None}

@@ -16,8 +16,6 @@ and the engine comes from there, so a pruned engine makes the job run again. Set
 
 from __future__ import annotations
 
-import contextlib
-import importlib.metadata
 import os
 import re
 import shutil
@@ -28,18 +26,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 from urllib.parse import quote, unquote
 
+from pipeline import build_files
 from pipeline.core import config as config_lib, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.verified_store import StoreNotWritable, VerifiedStore
+from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import store as engine_store
 
 RESULT = "result.json"
 JOBS = "jobs"
 REUSED = "job reused"
-# Libraries whose version can change an export, a calibration or a measurement
-# (TensorRT's own version is in the fingerprint id).
-LIBRARIES = ("onnx", "onnxruntime", "torch", "nvidia-modelopt", "polygraphy", "numpy", "onnxconverter-common")
 # Saved per job; the engine folder comes from the engine store and the fingerprint
 # is this machine's own, freshly probed.
 KEPT = ("artifacts", "metrics")
@@ -115,15 +111,9 @@ def _path_digest(path: Path) -> str | None:
 def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
     config = config_lib.to_dict(cfg)
     config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
-    versions = {}
-    for lib in LIBRARIES:
-        try:
-            versions[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            versions[lib] = None
     deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d)
             for d in [*dvc_deps(repo, cfg), *SWEEP_CODE]}
-    return {"config": config, "deps": deps, "libraries": versions, "fingerprint": fingerprint_id}
+    return {"config": config, "deps": deps, "libraries": build_files.tool_versions(), "fingerprint": fingerprint_id}
 
 
 def _entry_name(rel: str) -> str:
@@ -155,34 +145,39 @@ def _files(layout: Layout, result: dict) -> dict[str, bytes]:
     return files
 
 
-def _restore(entry: Any, cfg: Any, layout: Layout, fp: dict) -> dict | None:
-    """The saved result, with every file back in the job folder; None (nothing left
-    behind) when the engine it names is no longer in the engine store."""
-    result = fileio.read_json(entry.file(RESULT), "saved job result")
-    engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
-    engine = engines.get(str(result.get("cache_key")))
-    if engine is None:
+def _saved_job(entry: Any, engines: engine_store.EngineStore) -> tuple[dict, Any] | None:
+    """A saved job's result and the verified engine store entry it names; None when
+    that engine is gone (or the result names none)."""
+    try:
+        result = fileio.read_json(entry.file(RESULT), "saved job result")
+    except PipelineError:
         return None
+    key = result.get("cache_key") if isinstance(result, dict) else None
+    engine = engines.get(key) if isinstance(key, str) else None
+    return (result, engine) if engine is not None else None
+
+
+def _restore(entry: Any, engine: Any, layout: Layout, fp: dict) -> bool:
+    """Every file of the saved job back in the job folder, the engine beside them;
+    False (nothing left behind) when a file went missing meanwhile (`cache rm`)."""
     try:
         for name in entry.files:
             rel = _job_path(name)
             if rel is None:
                 raise PipelineError(f"job store entry {entry.key[:16]} holds {name!r}, not a job file")
-            if rel.name == RESULT:
-                continue
-            dest = layout.root / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            _link_or_copy(entry.file(name), dest)
+            if rel.name != RESULT:
+                (layout.root / rel).parent.mkdir(parents=True, exist_ok=True)
+                entry.link_to(name, layout.root / rel)
         with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
             for name in engine.files:
-                _link_or_copy(engine.file(name), out / name)
-    except FileNotFoundError:  # `cache rm` or `prune` took a file meanwhile: run the job
+                engine.link_to(name, out / name)
+        return True
+    except FileNotFoundError:
         _clear(layout)
-        return None
+        return False
     except BaseException:
         _clear(layout)
         raise
-    return result
 
 
 def _clear(layout: Layout) -> None:
@@ -193,46 +188,36 @@ def _clear(layout: Layout) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
-def _link_or_copy(src: Path, dest: Path) -> None:
-    """Hard links share the verified bytes; where a link cannot be made, a copy."""
-    dest.unlink(missing_ok=True)
-    try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copyfile(src, dest)
-
-
 def reuse_or_run(repo: Path, cfg: Any, layout: Layout, fp: dict, run_job: Callable[[], dict]) -> dict:
-    """The job's result: reused when a finished job had the same inputs, else
-    `run_job()`'s, saved for the next identical job (one at a time per key)."""
+    """The job's result: reused when a finished job had the same inputs and its engine
+    is still in the engine store, else `run_job()`'s, saved for the next identical job
+    (the store's lock: identical jobs run once)."""
     if not cfg.sweep.reuse:
         return run_job()
-    inputs = key_inputs(repo, cfg, fp["id"])
-    key = hashing.sha256_json(inputs)
-    store = job_store(cfg)
-    entry = store.get(key)
-    if entry is not None and (result := _restore(entry, cfg, layout, fp)) is not None:
-        return _reused(result, key)
-    with contextlib.ExitStack() as held:
-        try:
-            held.enter_context(store.lock(key))
-        except StoreNotWritable as e:
-            print(f"warning: {e}; this job's outputs are not saved for reuse", file=sys.stderr)
-            return run_job()
-        entry = store.get(key)  # again, under the lock: an identical job may have just finished
-        if entry is not None:
-            if (result := _restore(entry, cfg, layout, fp)) is not None:
-                return _reused(result, key)
-            store.remove(key)  # its engine was pruned: run the job again
-        result = run_job()
+    key = hashing.sha256_json(key_inputs(repo, cfg, fp["id"]))
+    engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
+    ran: dict = {}
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        ran["result"] = run_job()
         labels = {"model": cfg.model.name, "precision": cfg.precision.name, "profile": cfg.profile.name,
                   "fingerprint": fp["id"], "job": str(layout.root), "host": socket.gethostname(),
                   "finished": time.time()}
-        try:
-            store.put(key, _files(layout, result), labels)
-        except StoreNotWritable as e:
-            print(f"warning: {e}; this job's outputs are not saved for reuse", file=sys.stderr)
-        return result
+        return _files(layout, ran["result"]), labels, "ran"
+
+    def usable(entry: Any) -> bool:  # keeps what it found: the engine is verified (hashed) once
+        ran["saved"] = _saved_job(entry, engines)
+        return ran["saved"] is not None
+
+    got = job_store(cfg).get_or_make(key, make, usable=usable)
+    if not got.hit:
+        if got.not_stored:
+            print(f"warning: {got.not_stored}; this job's outputs are not saved for reuse", file=sys.stderr)
+        return ran["result"]
+    saved = ran["saved"]  # the served entry was the last one looked at
+    if not _restore(got.entry, saved[1], layout, fp):
+        return run_job()  # its engine or a file left between the look and the restore
+    return _reused(saved[0], key)
 
 
 def _reused(result: dict, key: str) -> dict:

@@ -145,7 +145,7 @@ def main_checked(argv: list[str]) -> int:
     if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i") for a in args):
         given = _overrides(args)
         multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
-        overrides.check(given, Path(__file__).resolve().parents[1] / "conf", multirun=multirun)
+        overrides.check(given, REPO / "conf", multirun=multirun)
     console.capture_third_party_logs()
     sys.argv = argv
     main()

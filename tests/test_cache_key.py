@@ -109,14 +109,14 @@ def test_the_build_takes_calibrates_recorded_graph_hash_only_while_the_file_is_u
     shutil.copytree(built.root / "artifacts", tmp_path / "artifacts", copy_function=shutil.copy2)
     layout = Layout(tmp_path)
     graph = layout.calibrate_dir / "model.onnx"
-    record = json.loads((layout.calibrate_dir / "calibration.json").read_text())["onnx_files"]
-    assert record["sha256"] == onnx_model.sha256(graph)
+    summary = json.loads((layout.calibrate_dir / "calibration.json").read_text())
+    assert summary["onnx_sha256"] == onnx_model.sha256(graph) and "model.onnx" in summary["onnx_files"]
     fp = steps.read_fingerprint(layout)
-    assert cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"] == record["sha256"]
+    assert cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"] == summary["onnx_sha256"]
 
     data = bytearray(graph.read_bytes())
     data[-1] ^= 1  # one byte of the last initializer, same size
     graph.write_bytes(bytes(data))
     now = cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"]
-    assert now != record["sha256"] and now == onnx_model.sha256(graph)
+    assert now != summary["onnx_sha256"] and now == onnx_model.sha256(graph)
     assert cache_key.engine_key_inputs(cfg, layout, fp, rehash=True)["onnx_sha256"] == now

@@ -27,5 +27,6 @@ def _open_dims():
 
 
 ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
-OmegaConf.register_new_resolver("trt_or", lambda value, default: default if value is None else value, replace=True)
+if not OmegaConf.has_resolver("trt_or"):
+    OmegaConf.register_new_resolver("trt_or", lambda value, default: default if value is None else value)
 jobdir.register()

@@ -94,21 +94,17 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
     """In the Ray worker: run the job as Hydra would, say where it ran."""
     import ray
 
+    from pipeline.sweep import ERROR_FILE
+
     Singleton.set_state(singleton_state)
     setup_globals()
-    try:
-        ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
-                      task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-    except SystemExit:
-        # pipeline.run stops a failed job with exit 1 after writing its one-line reason:
-        # a failed job, not a crashed worker (which Ray would retry, and report as a crash)
-        out = Path(OmegaConf.select(sweep_config, "hydra.runtime.output_dir", default=None) or ".")
-        why = out / "error.txt"
-        return {"status": "FAILED", "error": why.read_text().strip() if why.is_file() else "the job exited",
-                "output_dir": str(out)}
+    ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
+                  task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     out = Path(sweep_config.hydra.runtime.output_dir)
-    if (out / "error.txt").is_file():  # in a multirun, pipeline.run returns from a failed job with its reason there
-        return {"status": "FAILED", "error": (out / "error.txt").read_text().strip(), "output_dir": str(out)}
+    # In a multirun, pipeline.run returns from a failed job (no SystemExit, which would
+    # kill this worker and read as a crash Ray may retry) and leaves its reason here.
+    if (out / ERROR_FILE).is_file():
+        return {"status": "FAILED", "error": (out / ERROR_FILE).read_text().strip(), "output_dir": str(out)}
     ctx = ray.get_runtime_context()
     node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
     where = {"node_id": ctx.get_node_id(),

@@ -96,6 +96,21 @@ class Entry:
     def labels(self) -> dict:
         return self.meta["labels"]
 
+    def link_to(self, name: str, dest: Path) -> None:
+        """Hard-link the entry's file to `dest` (free for a large engine), copied where a
+        link cannot be made (another filesystem, a store file another user may not link).
+        A file already at `dest` is unlinked first: writing through it could change the
+        bytes of another entry it is linked to. Editing a linked file in place changes
+        the stored bytes too; the sha256 check on every read then quarantines that
+        entry, never serves it. A file removed meanwhile raises FileNotFoundError."""
+        dest.unlink(missing_ok=True)
+        try:
+            os.link(self.file(name), dest)
+        except FileNotFoundError:
+            raise
+        except OSError:
+            shutil.copyfile(self.file(name), dest)
+
     @property
     def last_used(self) -> float:
         for name in (LAST_USED, ENTRY_FILE):
@@ -126,24 +141,17 @@ class Outcome:
         return self.made[name] if self.made is not None else self.entry.file(name).read_bytes()
 
     def copy_to(self, name: str, dest: Path) -> None:
-        """A hit is hard-linked (free for a large engine), copied where a link cannot be
-        made (another filesystem, a store file another user may not link). What was just
-        made and stored is linked too when it is large (the engine is written once, into
-        the store); small files are written from memory, their own inodes, so damage that
-        later befalls the entry's manifest leaves the workspace copy adoptable. Editing a
-        linked artifact in place would change the stored bytes too; the store's sha256
-        check on every read then quarantines that entry, never serves it."""
-        if self.made is not None:
-            if self.entry is not None and len(self.made[name]) >= LARGE_BYTES:
-                try:
-                    os.link(self.entry.file(name), dest)
-                    return
-                except OSError:
-                    pass
-            fileio.write_bytes(dest, self.made[name])
+        """A hit is hard-linked (Entry.link_to). What was just made is linked from the
+        store too when it is large (the engine is written once, into the store); small
+        files are written from memory, their own inodes, so damage that later befalls the
+        entry's manifest leaves the workspace copy adoptable."""
+        if self.made is None:
+            self.entry.link_to(name, dest)
             return
-        src = self.entry.file(name)
-        try:
-            os.link(src, dest)
-        except OSError:
-            shutil.copyfile(src, dest)  # a src removed meanwhile fails here too: the caller looks again
+        if self.entry is not None and len(self.made[name]) >= LARGE_BYTES:
+            try:
+                self.entry.link_to(name, dest)
+                return
+            except FileNotFoundError:
+                pass  # `cache rm` took the new entry already; its bytes are still here
+        fileio.write_bytes(dest, self.made[name])

@@ -137,22 +137,24 @@ class VerifiedStore:
         meta, bad = self._read_meta(key)
         return (Entry(key, self.entries / key, meta) if meta is not None else None), bad
 
-    def get_or_make(self, key: str, make: Callable[[], tuple[dict[str, bytes], dict, str]]) -> "Outcome":
-        """A whole entry is served without a lock. Otherwise, under the key's lock:
-        look again (another process may have made it meanwhile; damage is moved aside
-        there), else `make()` gives (files, labels, event) and they are put. A store
-        that cannot be written still serves hits; a miss is then made and handed
-        back unstored, with the reason."""
+    def get_or_make(self, key: str, make: Callable[[], tuple[dict[str, bytes], dict, str]],
+                    usable: Callable[[Entry], bool] = lambda entry: True) -> "Outcome":
+        """Serve a whole entry without a lock; else, under the key's lock, look again (made
+        meanwhile? damage is moved aside there), else put what `make()` gives (files, labels,
+        event). An intact entry that is not `usable` (it names something gone) is made again.
+        A read-only store still serves hits; a miss is then made and returned unstored, saying why."""
         entry, damage = self.fetch(key)
-        if entry is not None:
+        if entry is not None and usable(entry):
             return Outcome("hit", entry)
         made: tuple[dict[str, bytes], dict, str] | None = None
         making = False
         try:
             with self.lock(key):
                 entry, damage_now = self.fetch(key)
-                if entry is not None:
+                if entry is not None and usable(entry):
                     return Outcome("hit (built meanwhile by another process)", entry, damage=damage)
+                if entry is not None:
+                    self.remove(key)
                 making = True
                 made = make()
                 files, labels, event = made
@@ -257,11 +259,8 @@ class VerifiedStore:
     def clean_tmp(self) -> list[Path]:
         """Remove tmp folders left by builders that no longer run: on this host, by
         pid; a store shared by several hosts keeps another host's for a day."""
-        removed = []
-        tmp_root = self.root / "tmp"
-        if not tmp_root.is_dir():
-            return removed
-        for p in tmp_root.iterdir():
+        tmp_root, removed = self.root / "tmp", []
+        for p in tmp_root.iterdir() if tmp_root.is_dir() else ():
             parts = p.name.split(".")  # key.pid.ns.host
             pid = int(parts[1]) if len(parts) >= 3 and parts[1].isdigit() else None
             if len(parts) >= 4 and parts[3] != locking.host():

@@ -74,7 +74,8 @@ def engine_key_inputs(cfg: Any, layout: Any, fp: dict, rehash: bool = False) -> 
         graph_sha256 = onnx_model.sha256(graph)
     else:
         summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
-        graph_sha256 = onnx_model.recorded_sha256(graph, summary.get("onnx_files") if isinstance(summary, dict) else None)
+        graph_sha256 = (onnx_model.recorded_sha256(graph, summary.get("onnx_sha256"), summary.get("onnx_files"))
+                        if isinstance(summary, dict) else onnx_model.sha256(graph))
     return key_inputs(
         onnx_sha256=graph_sha256,
         build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),

@@ -189,9 +189,7 @@ def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tupl
     if model_cfg.reference_data:
         from pipeline.export.array_folder import data_sha256, read_folder
 
-        tracked = Path(model_cfg.reference_source).resolve()
-        folder = Path(model_cfg.reference_data).resolve()
-        if folder != tracked and tracked not in folder.parents:
+        if not tracked_by(model_cfg.reference_data, model_cfg.reference_source):
             raise PipelineError(f"model.reference_data={model_cfg.reference_data} is not under model.reference_source="
                                 f"{model_cfg.reference_source}, so DVC would not see it change; leave "
                                 f"model.reference_source unset or point it at a folder holding the data")
@@ -271,6 +269,12 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
     return summary
 
 
+def tracked_by(path: str | Path, dep: str | Path) -> bool:
+    """Whether `path` is the DVC dependency `dep` or lies inside it (links resolved)."""
+    path, dep = Path(path).resolve(), Path(dep).resolve()
+    return path == dep or dep in path.parents
+
+
 def source_sha256(model_cfg: Any) -> str:
     """The bytes the export read, hashed: the factory's module file, or the ONNX file
     with every external-data file it names. Each must lie under model.source, the
@@ -288,10 +292,8 @@ def source_sha256(model_cfg: Any) -> str:
         if not path.is_file():
             raise PipelineError(f"model.onnx_path={path} not found")
         files, digest = onnx_model.files_and_sha256(path)
-    source = Path(model_cfg.source).resolve()
     for f in files:
-        r = f.resolve()
-        if r != source and source not in r.parents:
+        if not tracked_by(f, model_cfg.source):
             raise PipelineError(f"{f} is not under model.source={model_cfg.source}, so DVC would not see it "
                                 f"change; set model.source to the folder holding the model and its data")
     return digest

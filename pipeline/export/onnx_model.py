@@ -130,28 +130,20 @@ def sha256(path: str | Path) -> str:
     return files_and_sha256(path)[1]
 
 
-def stat_record(files: list[Path], digest: str) -> dict:
-    """What a stage that just wrote a graph records, so the next stage can take its
-    hash without reading every weight again: the hash, and each file's size and mtime."""
-    out = {}
-    for f in files:
-        st = f.stat()
-        out[f.name] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
-    return {"sha256": digest, "files": out}
+def file_stats(files: list[Path]) -> dict:
+    """Size and mtime of each file of a graph a stage just wrote and hashed, recorded
+    beside that hash so the next stage can take it without reading every weight again."""
+    return {f.name: {"bytes": (st := f.stat()).st_size, "mtime_ns": st.st_mtime_ns} for f in files}
 
 
-def recorded_sha256(path: str | Path, record: Any) -> str:
-    """The graph's hash as `stat_record` recorded it while every file it lists still has
-    its recorded size and mtime (the rule git and DVC apply to unchanged files), else
-    read and hashed again. A graph written over in place changes its mtime."""
+def recorded_sha256(path: str | Path, digest: Any, stats: Any) -> str:
+    """`digest`, the graph's recorded hash, while every file `file_stats` recorded still
+    has its size and mtime (the rule git and DVC apply to unchanged files), else the
+    graph read and hashed again. A graph written over in place changes its mtime."""
     path = Path(path)
-    try:
-        files = record["files"]
-        if (isinstance(record["sha256"], str) and len(record["sha256"]) == 64 and isinstance(files, dict)
-                and path.name in files and all(_unchanged(path.parent, n, f) for n, f in files.items())):
-            return record["sha256"]
-    except (KeyError, TypeError):
-        pass
+    if (isinstance(digest, str) and len(digest) == 64 and isinstance(stats, dict) and path.name in stats
+            and all(_unchanged(path.parent, n, f) for n, f in stats.items())):
+        return digest
     return sha256(path)
 
 

@@ -128,8 +128,8 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         else:
             summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
-        # the build takes the graph's hash from here while the file is unchanged (one read)
-        summary["onnx_files"] = onnx_model.stat_record(files, summary["onnx_sha256"])
+        # the build takes the graph's hash from here while the files are unchanged (one read)
+        summary["onnx_files"] = onnx_model.file_stats(files)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
