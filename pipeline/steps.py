@@ -3,7 +3,8 @@
 
 Each step imports the layers it uses inside its own body: a stage process then loads
 only those (dvc.yaml lists exactly those folders as the stage's code deps, and a
-store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared."""
+store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared, and
+of it not the config schema (OmegaConf), which the always-run fingerprint stage skips."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pipeline.core import console, fileio, provenance
+from pipeline.core import console, fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
@@ -22,7 +23,8 @@ def fingerprint(cfg: Any, layout: Layout) -> dict:
     from pipeline.machine import fingerprint as fp_lib
 
     fp = fp_lib.collect(cfg.build)
-    fileio.write_json(layout.fingerprint, fp)
+    # Unchanged (the usual no-op `dvc repro`): the file is left as it is, see fileio.
+    fileio.write_bytes_if_changed(layout.fingerprint, fileio.to_json(fp).encode())
     return fp
 
 
@@ -31,6 +33,7 @@ def read_fingerprint(layout: Layout) -> dict:
 
 
 def export(cfg: Any, layout: Layout) -> dict:
+    from pipeline.core import provenance
     from pipeline.export import export as export_lib
 
     with _no_stale_output(layout.export_dir):
@@ -44,6 +47,7 @@ def export(cfg: Any, layout: Layout) -> dict:
 def calibrate(cfg: Any, layout: Layout) -> dict:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
+    from pipeline.core import provenance
     from pipeline.precision import accuracy, transform as precision
 
     provenance.require(layout.export_dir, cfg, "export")
@@ -92,6 +96,8 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
+    from pipeline.core import provenance
+
     fp = read_fingerprint(layout)
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     with _no_stale_output(layout.engine_dir(fp["id"])):

@@ -1,12 +1,16 @@
-"""DVC stage `fingerprint`: see dvc.yaml for its params, deps and outs."""
+"""DVC stage `fingerprint`: see dvc.yaml for its params, deps and outs.
+
+It runs on every `dvc repro`, so it reads only the build settings it needs
+(pipeline/machine/build_settings.py), not the whole validated config."""
 
 from pipeline import steps
-from pipeline.core import cli, config
+from pipeline.core import cli
 from pipeline.core.layout import Layout
+from pipeline.machine import build_settings
 
 
 def main() -> None:
-    steps.fingerprint(config.load("params.yaml"), Layout())
+    steps.fingerprint(build_settings.load("params.yaml"), Layout())
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ config.validate before any work starts."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 from pipeline.core.errors import PipelineError
 

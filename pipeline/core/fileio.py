@@ -85,6 +85,20 @@ def write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> Pat
     return path
 
 
+def write_bytes_if_changed(path: str | os.PathLike, data: bytes) -> bool:
+    """write_bytes unless the path is a plain file holding exactly these bytes; True if
+    it wrote. A file remade on every run (the always-run fingerprint) then keeps its
+    inode and mtime, and DVC has no changed output to re-hash and record."""
+    path = Path(path)
+    try:
+        if not path.is_symlink() and path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
+            return False
+    except OSError:
+        pass  # unreadable: write it
+    write_bytes(path, data)
+    return True
+
+
 def write_text(path: str | os.PathLike, text: str) -> Path:
     return write_bytes(path, text.encode())
 
