@@ -19,7 +19,7 @@ HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMP
 
 @dataclass
 class BuildResult:
-    engine: bytes
+    engine: bytes | memoryview  # TensorRT's own buffer, see build_engine
     records: list[Record]
     network: list[dict]
     network_io: dict
@@ -175,7 +175,9 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
         raise PipelineError(f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}")
     if timing_cache is not None:
         timing_cache.save(trt, config)
-    return BuildResult(engine=bytes(serialized), records=logger.records, network=layers, network_io=io,
+    # A view of TensorRT's buffer, not bytes(): no second copy of an engine that can be
+    # gigabytes (hashing and writing take any buffer; the view keeps TensorRT's alive).
+    return BuildResult(engine=memoryview(serialized).cast("B"), records=logger.records, network=layers, network_io=io,
                        seconds=seconds, trt_version=trt.__version__, flavour=flavour,
                        settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})})
 
