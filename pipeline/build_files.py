@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core.pending_files import PendingFiles
 from pipeline.core.layout import Layout
 
 
@@ -25,16 +26,32 @@ def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: st
     return profiles.resolve(cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs])
 
 
-def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> dict[str, bytes]:
-    from pipeline.analysis import buildlog
-    from pipeline.engine import build as build_lib, cache_key, manifest as manifest_lib, timing_cache
+def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> PendingFiles:
+    """The entry's files: the engine at once, the files describing it made in a thread
+    while the store writes the engine (PendingFiles)."""
+    from pipeline.engine import build as build_lib, timing_cache
 
     onnx_path = layout.calibrate_dir / "model.onnx"
     resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
     result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
                                     timing_cache=tcache)
-    # hashlib lets go of the GIL: the engine's hash runs beside the log's parsing.
+    pool = ThreadPoolExecutor(max_workers=1)
+    later = pool.submit(_describe, cfg, onnx_path, fp, key, key_in, resolved, result, tcache)
+    pool.shutdown(wait=False)
+    return PendingFiles({"engine.plan": result.engine}, later, DESCRIBING)
+
+
+DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json")
+
+
+def _describe(cfg: Any, onnx_path: Path, fp: dict, key: str, key_in: dict, resolved: list[dict], result: Any,
+              tcache: Any) -> dict[str, bytes]:
+    from pipeline.analysis import buildlog
+    from pipeline.engine import cache_key, manifest as manifest_lib
+
+    # hashlib lets go of the GIL for large buffers: the hash and the store's write of
+    # the engine run beside the log's parsing.
     with ThreadPoolExecutor(max_workers=1) as pool:
         engine_sha256 = pool.submit(hashing.sha256_bytes, result.engine)
         # The parser logs the file it read; keep machine paths out of a shared artifact.
@@ -56,7 +73,6 @@ def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: b
     manifest["key_inputs"] = key_in
     manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
     return {
-        "engine.plan": result.engine,
         "manifest.json": fileio.to_json(manifest).encode(),
         "build.log": log_text.encode(),
         "network.json": fileio.to_json(result.network, compact=True).encode(),

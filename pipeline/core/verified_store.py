@@ -26,7 +26,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from pipeline.core import fileio, hashing, locking
 from pipeline.core.store_entry import (ENTRY_FILE, LARGE_BYTES, LAST_USED, SHA256, Entry, Outcome,  # noqa: F401 (re-exported)
@@ -194,7 +194,7 @@ class VerifiedStore:
             self._held.discard(key)
             locking.release(path, fd)
 
-    def put(self, key: str, files: dict[str, bytes], labels: dict) -> Entry:
+    def put(self, key: str, files: Mapping[str, bytes], labels: dict) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.
         Call under `lock(key)`."""
         if not _KEY.match(key):
@@ -207,9 +207,12 @@ class VerifiedStore:
         try:
             tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
-            known = self.known_sha256(files)
+            # Written in the mapping's order, digests read after: `files` may still be
+            # making its later files while the first (a large engine) is written (PendingFiles).
             for name, data in files.items():
                 fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)  # see LARGE_BYTES
+            known = self.known_sha256(files)
+            for name, data in files.items():
                 meta["files"][name] = {"bytes": len(data), "sha256": known.get(name) or hashing.sha256_bytes(data)}
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)
