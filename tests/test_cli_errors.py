@@ -39,8 +39,12 @@ def test_bad_onnx_file(in_tmp_repo_copy, content, needle):
 def test_unknown_precision(in_tmp_repo_copy):
     repo = in_tmp_repo_copy
     (repo / "params.yaml").write_text((repo / "params.yaml").read_text().replace("name: fp32", "name: fp12"))
-    r = run_stage(repo, "fingerprint")
+    # The always-run fingerprint stage reads only its build settings; the first stage that
+    # reads precision refuses the whole config before any work.
+    assert run_stage(repo, "fingerprint").returncode == 0
+    r = run_stage(repo, "calibrate")
     assert_one_line_error(r, "precision.name='fp12'")
+    assert not (repo / "artifacts/calibrate").exists()
 
 
 def test_profile_with_unknown_input_and_min_over_opt(in_tmp_repo_copy):
