@@ -207,11 +207,9 @@ class VerifiedStore:
         try:
             tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
-            # Written in the mapping's order, digests read after: `files` may still be
-            # making its later files while the first (a large engine) is written (PendingFiles).
-            for name, data in files.items():
+            for name, data in files.items():  # in order: a PendingFiles makes its later files meanwhile
                 fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)  # see LARGE_BYTES
-            known = self.known_sha256(files)
+            known = self.known_sha256(files)  # only after the writes, for the same reason
             for name, data in files.items():
                 meta["files"][name] = {"bytes": len(data), "sha256": known.get(name) or hashing.sha256_bytes(data)}
             fileio.write_json(tmp / ENTRY_FILE, meta)
