@@ -4,7 +4,7 @@ step (pipeline/steps.py) stores them under the engine's cache key."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,11 @@ def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: b
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)
     result = build_lib.build_engine(onnx_path, cfg.precision, cfg.build, resolved, fp["trt_flavour"], progress,
                                     timing_cache=tcache)
-    pool = ThreadPoolExecutor(max_workers=1)
-    later = pool.submit(_describe, cfg, onnx_path, fp, key, key_in, resolved, result, tcache)
+    # hashlib lets go of the GIL for large buffers: the engine's hash, the store's write of
+    # it and the log's parsing run side by side.
+    pool = ThreadPoolExecutor(max_workers=2)
+    engine_sha256 = pool.submit(hashing.sha256_bytes, result.engine)
+    later = pool.submit(_describe, cfg, onnx_path, fp, key, key_in, resolved, result, tcache, engine_sha256)
     pool.shutdown(wait=False)
     return PendingFiles({"engine.plan": result.engine}, later, DESCRIBING)
 
@@ -46,20 +49,16 @@ DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json"
 
 
 def _describe(cfg: Any, onnx_path: Path, fp: dict, key: str, key_in: dict, resolved: list[dict], result: Any,
-              tcache: Any) -> dict[str, bytes]:
+              tcache: Any, engine_sha256: Future) -> dict[str, bytes]:
     from pipeline.analysis import buildlog
     from pipeline.engine import cache_key, manifest as manifest_lib
 
-    # hashlib lets go of the GIL for large buffers: the hash and the store's write of
-    # the engine run beside the log's parsing.
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        engine_sha256 = pool.submit(hashing.sha256_bytes, result.engine)
-        # The parser logs the file it read; keep machine paths out of a shared artifact.
-        folder = f"{onnx_path.parent.resolve()}/"
-        records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
-                                    cfg.build.log_redactions)
-        summary = buildlog.summarize(records)
-        log_text = buildlog.format_log(records)
+    # The parser logs the file it read; keep machine paths out of a shared artifact.
+    folder = f"{onnx_path.parent.resolve()}/"
+    records = buildlog.redacted([r._replace(message=r.message.replace(folder, "")) for r in result.records],
+                                cfg.build.log_redactions)
+    summary = buildlog.summarize(records)
+    log_text = buildlog.format_log(records)
     inputs = {
         "onnx_sha256": key_in["onnx_sha256"],
         "calibration_sha256": key_in["calibration_sha256"],

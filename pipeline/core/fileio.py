@@ -91,10 +91,11 @@ def write_bytes_if_changed(path: str | os.PathLike, data: bytes) -> bool:
     inode and mtime, and DVC has no changed output to re-hash and record."""
     path = Path(path)
     try:
-        if not path.is_symlink() and path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode) and st.st_size == len(data) and path.read_bytes() == data:
             return False
     except OSError:
-        pass  # unreadable: write it
+        pass  # missing or unreadable: write it
     write_bytes(path, data)
     return True
 
