@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pipeline.core import console, fileio
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import Interrupted, PipelineError
 from pipeline.core.layout import Layout
 
 
@@ -137,18 +137,15 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         return build_files.make(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
 
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
-    for attempt in (1, 2):
-        got = store.get_or_make(key, make)
-        try:
-            # Only this machine's folder is replaced: artifacts/build keeps one folder per
-            # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
-            with fileio.staged_dir(folder) as out:
-                for name in got.names:
-                    got.copy_to(name, out / name)
-            break
-        except FileNotFoundError:
-            if not got.hit or attempt == 2:
-                raise  # a hit's entry can vanish under `cache rm`/`prune`: look again, once
+    try:
+        got = _serve_into(folder, store, key, make)
+    except (KeyboardInterrupt, Interrupted):
+        # A signal after the store's commit interrupts this stage, not the build: the
+        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
+        if store.entry_unverified(key)[0] is not None:
+            print(f"engine store: the signal came after engine {key[:16]} was stored whole; "
+                  "the next run serves it", file=sys.stderr)
+        raise
     if got.not_stored:  # a read-only store still serves hits; a miss is built here only
         print(f"warning: {got.not_stored}; the engine is in {folder} only, not in the store", file=sys.stderr)
     print(f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
@@ -168,6 +165,26 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     # What this run did with the store (a sweep summary's "hit or built"); not in the file.
     manifest["store_event"] = got.event
     return manifest
+
+
+def _serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
+    got = store.get_or_make(key, make)
+    try:
+        _copy_entry(got, folder)
+    except FileNotFoundError:
+        if not got.hit:
+            raise
+        got = store.get_or_make(key, make)  # a hit's entry can vanish under `cache rm`/`prune`: look again, once
+        _copy_entry(got, folder)
+    return got
+
+
+def _copy_entry(got: Any, folder: Path) -> None:
+    # Only this machine's folder is replaced: artifacts/build keeps one folder per
+    # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+    with fileio.staged_dir(folder) as out:
+        for name in got.names:
+            got.copy_to(name, out / name)
 
 
 def _adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | None:

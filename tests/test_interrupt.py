@@ -56,14 +56,38 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
         time.sleep(delay)
         p.send_signal(sig)
         _, err = p.communicate(timeout=120)
+        assert p.returncode in (0, 130 if sig == signal.SIGINT else 143), (p.returncode, err)
         if p.returncode == 0 or "miss, built" in err:  # the build had finished before the signal landed
             _reset(repo, store, env)
             continue
+        if "stored whole" in err:  # the signal came after the store's commit: the entry must be whole
+            verify = subprocess.run([sys.executable, "-m", "pipeline", "cache", "verify"], cwd=repo, env=env,
+                                    capture_output=True, text=True)
+            assert verify.returncode == 0 and len(_entries(store)) == 1, verify.stdout + verify.stderr
+            _reset(repo, store, env)
+            continue
         interrupted += 1
-        assert p.returncode == (130 if sig == signal.SIGINT else 143), err
         assert "Exception caught" not in err and "Traceback" not in err
         assert _entries(store) == [], "an interrupted build stored an entry"
         assert not list((store / "tmp").glob("*")) if (store / "tmp").exists() else True
         assert not list((store / "locks").glob("*.lock")) if (store / "locks").exists() else True
         assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))
     assert interrupted >= 2, "the signals all came too late to test anything"
+
+    # A signal right after the store's commit, made certain: the stage stops (130), says the
+    # entry is whole, the entry verifies, and no engine folder is left looking current.
+    _reset(repo, store, env)
+    after_commit = ("import os, runpy, signal\n"
+                    "from pipeline.core import verified_store as vs\n"
+                    "put = vs.VerifiedStore.put\n"
+                    "def put_then_signal(self, *a, **k):\n"
+                    "    entry = put(self, *a, **k)\n"
+                    "    os.kill(os.getpid(), signal.SIGINT)\n"
+                    "    return entry\n"
+                    "vs.VerifiedStore.put = put_then_signal\n"
+                    "runpy.run_module('stages.build', run_name='__main__')\n")
+    r = subprocess.run([sys.executable, "-c", after_commit], cwd=repo, env=env, capture_output=True, text=True)
+    assert r.returncode == 130 and "stored whole" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(_entries(store)) == 1
+    assert subprocess.run([sys.executable, "-m", "pipeline", "cache", "verify"], cwd=repo, env=env).returncode == 0
+    assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))
