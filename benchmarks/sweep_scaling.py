@@ -3,9 +3,12 @@ serially (Hydra's basic launcher), with joblib on 2 workers, and on a local Ray 
 then a rerun of each against the now-full store (it builds nothing). Ratios against the
 serial cold run, measured in one run. Targets here (2 cores): joblib <= 0.65x, rerun <= 0.2x.
 
-    python benchmarks/sweep_scaling.py
+    python benchmarks/sweep_scaling.py [--repeat N]
 
-Each mode gets its own fresh engine store and calibration cache for its cold run."""
+Each mode gets its own fresh engine store and calibration cache for each cold run. The
+modes take turns, N rounds (default 2), and each time is the best of its N: a shared
+2-core VM adds noise of +-25% (page cache reclaimed between runs, CPU steal), and noise
+only ever adds time, so the minimum is the estimate of what the code costs."""
 
 from __future__ import annotations
 
@@ -25,9 +28,9 @@ MODES = {"serial": [], "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_
 
 
 def run(tmp: Path, mode: str, launcher: list[str], tag: str) -> tuple[float, list[str]]:
-    env = {**os.environ, "TRT_PIPELINE_STORE": str(tmp / mode / "store"),
-           "TRT_PIPELINE_CALIB_CACHE": str(tmp / mode / "calib"), "RAY_NUM_CPUS": "2"}
-    out = tmp / mode / tag
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(tmp / "store"), "TRT_PIPELINE_CALIB_CACHE": str(tmp / "calib"),
+           "RAY_NUM_CPUS": "2"}
+    out = tmp / tag
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-m", "pipeline.run", "--multirun", f"hydra.sweep.dir={out}", *launcher,
                         *SWEEP], cwd=REPO, env=env, capture_output=True, text=True)
@@ -39,19 +42,25 @@ def run(tmp: Path, mode: str, launcher: list[str], tag: str) -> tuple[float, lis
 
 
 def main() -> None:
+    repeat = int(sys.argv[sys.argv.index("--repeat") + 1]) if "--repeat" in sys.argv else 2
+    times: dict[tuple[str, str], list[float]] = {}
     with tempfile.TemporaryDirectory() as d:
-        tmp, times = Path(d), {}
-        for mode, launcher in MODES.items():
-            for tag in ("cold", "rerun"):
-                wall, events = run(tmp, mode.replace(" ", "_"), launcher, tag)
-                built = sum("built" in e and "meanwhile" not in e for e in events)
-                times[(mode, tag)] = wall
-                print(f"{mode:10s} {tag:5s} {wall:7.1f} s  {len(events)} jobs, {built} built")
-    base = times[("serial", "cold")]
-    print(f"\njoblib x2 cold / serial cold: {times[('joblib x2', 'cold')] / base:.2f}x (target <= 0.65)")
-    print(f"ray local cold / serial cold: {times[('ray local', 'cold')] / base:.2f}x")
+        for round_ in range(repeat):
+            for mode, launcher in MODES.items():
+                tmp = Path(d) / f"{mode.replace(' ', '_')}.{round_}"
+                for tag in ("cold", "rerun"):
+                    wall, events = run(tmp, mode, launcher, tag)
+                    built = sum("built" in e and "meanwhile" not in e for e in events)
+                    times.setdefault((mode, tag), []).append(wall)
+                    print(f"round {round_ + 1}  {mode:10s} {tag:5s} {wall:7.1f} s  {len(events)} jobs, {built} built",
+                          flush=True)
+    best = {k: min(v) for k, v in times.items()}
+    base = best[("serial", "cold")]
+    print(f"\nbest of {repeat}: " + ", ".join(f"{m} {t} {best[(m, t)]:.1f} s" for m, t in best))
+    print(f"joblib x2 cold / serial cold: {best[('joblib x2', 'cold')] / base:.2f}x (target <= 0.65)")
+    print(f"ray local cold / serial cold: {best[('ray local', 'cold')] / base:.2f}x")
     for mode in MODES:
-        print(f"{mode} rerun / serial cold: {times[(mode, 'rerun')] / base:.2f}x (target <= 0.2)")
+        print(f"{mode} rerun / serial cold: {best[(mode, 'rerun')] / base:.2f}x (target <= 0.2)")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ from typing import Any
 
 from pipeline.core.errors import PipelineError
 
+# The job overrides (Hydra's own left out, in order) of the last multirun that check()
+# passed in this process: the sweeper then skips composing each job twice
+# (hydra_plugins/trt_pipeline/checked_sweeper.py).
+checked_sweep: tuple[str, ...] | None = None
+
 
 def nearest(word: str, choices: Iterable[str], n: int = 3) -> str:
     choices = sorted(set(choices))
@@ -185,4 +190,7 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
                     config.validate(_compose(conf_dir, [line if j == i else first[j] for j in job]))
                 except PipelineError as e:
                     raise PipelineError(f"{e} (the job with {line} of '{o.input_line}')") from None
+    if multirun:
+        global checked_sweep
+        checked_sweep = tuple(o.input_line for o, _, _ in items if not o.is_hydra_override())
     return raw

@@ -131,7 +131,7 @@ def _overrides(argv: list[str]) -> list[str]:
 def main_checked(argv: list[str]) -> int:
     """Overrides are checked against conf/ and the schema before Hydra sees them, so a
     misspelt key is one line naming the nearest valid ones, not Hydra's error block."""
-    from pipeline import overrides
+    from pipeline import overrides, warm_workers
     from pipeline.core import console
 
     args = argv[1:]
@@ -145,6 +145,8 @@ def main_checked(argv: list[str]) -> int:
     if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i") for a in args):
         given = _overrides(args)
         multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
+        if multirun and warm_workers.wanted(given):
+            warm_workers.start()  # before the check: the workers' imports overlap Hydra's composing
         overrides.check(given, REPO / "conf", multirun=multirun)
     console.capture_third_party_logs()
     sys.argv = argv

@@ -230,13 +230,13 @@ def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
     pts = [r for r in rows if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None]
     if not pts:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure, not pyplot: no GUI backend is chosen or imported, which is most of
+    # the time this summary takes once a sweep's jobs are done.
+    from matplotlib.figure import Figure
 
     key, higher = chosen
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     sizes = [40 + 60 * (r.get("engine_mib") or 0) for r in pts]
     ax.scatter([r["median_ms"] for r in pts], [r[key] for r in pts], s=sizes, alpha=0.5)
     for r in pts:
@@ -255,7 +255,6 @@ def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
         # No timestamp in the SVG, so an unchanged sweep gives unchanged bytes.
         fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
         paths.append(fileio.write_bytes(out_dir / f"sweep_pareto.{ext}", buf.getvalue()))
-    plt.close(fig)
     return paths
 
 

@@ -16,7 +16,7 @@ dvc.yaml templates as a dependency can never be null, yet the setting it follows
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from hydra_plugins.trt_pipeline import jobdir
+from hydra_plugins.trt_pipeline import checked_sweeper, jobdir  # noqa: F401 (registers trt_checked)
 
 
 def _open_dims():

@@ -1,0 +1,101 @@
+"""Joblib sweep workers forked from a forkserver that has imported the heavy libraries
+(pipeline/warm_workers.py), and the sweeper that skips composing each job twice
+(hydra_plugins/trt_pipeline/checked_sweeper.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import overrides, warm_workers
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_wanted_only_for_the_joblib_launcher_on_the_command_line():
+    assert warm_workers.wanted(["precision=fp32,fp16", "hydra/launcher=joblib"])
+    assert warm_workers.wanted(["+hydra/launcher=joblib"])
+    assert not warm_workers.wanted(["precision=fp32,fp16"])
+    assert not warm_workers.wanted(["hydra/launcher=trt_ray"])
+
+
+# In a fresh interpreter: the start method and the forkserver are process-wide.
+_WORKER_SEES = """
+import json, os, sys
+from joblib import Parallel, delayed
+from pipeline import warm_workers
+
+def where(_):
+    return os.getpid(), os.getppid(), "onnx" in sys.modules
+
+if __name__ == "__main__":
+    started = warm_workers.start(("onnx",))
+    again = warm_workers.start(("onnx",))
+    seen = Parallel(n_jobs=2)(delayed(where)(i) for i in range(4))
+    print(json.dumps({"started": started, "again": again, "main": os.getpid(), "seen": seen,
+                      "main_has_onnx": "onnx" in sys.modules}))
+"""
+
+
+def test_workers_fork_from_a_server_that_preloaded_the_libraries(tmp_path):
+    script = tmp_path / "warm.py"
+    script.write_text(_WORKER_SEES)
+    r = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["started"] and not out["again"]  # a start method already chosen is left alone
+    assert not out["main_has_onnx"]  # imported in the server, not in the sweep's own process
+    for pid, parent, has_onnx in out["seen"]:
+        assert has_onnx, "a worker started without the preloaded module"
+        assert parent != out["main"], "a worker was not forked from the forkserver"
+
+
+def test_the_preload_touches_no_cuda_library():
+    """A forked child cannot use a CUDA context its parent made: what the forkserver
+    imports must not import TensorRT (or another library that calls CUDA as it loads),
+    load the CUDA driver or NVML library, or initialise CUDA in torch. torch itself imports
+    cuda-python's and NVML's Python bindings: they load no library until called, and
+    PyTorch supports fork after import while CUDA is uninitialised (DataLoader workers).
+    Without a GPU only the module check can fail here."""
+    probe = ("import json, sys\n"
+             f"for m in {list(warm_workers.PRELOAD)!r}: __import__(m)\n"
+             "import torch\n"
+             "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorrt', 'tensorrt_rtx', 'pycuda', 'cupy'))\n"
+             "maps = open('/proc/self/maps').read()\n"
+             "libs = sorted({n for n in ('libcuda.so', 'libnvidia-ml.so') if n in maps})\n"
+             "print(json.dumps({'bad': bad, 'libs': libs, 'cuda_initialized': torch.cuda.is_initialized()}))\n")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out == {"bad": [], "libs": [], "cuda_initialized": False}
+
+
+def test_the_sweeper_skips_its_composition_only_for_the_overrides_that_were_checked(monkeypatch):
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    from hydra_plugins.trt_pipeline.checked_sweeper import CheckedSweeper
+
+    composed = []
+    monkeypatch.setattr(BasicSweeper, "validate_batch_is_legal", lambda self, batch: composed.extend(batch))
+    sweeper = CheckedSweeper(max_batch_size=None, params=None)
+    sweeper._arguments = ("precision=fp32,fp16",)
+    batch = [["precision=fp32"], ["precision=fp16"]]
+    monkeypatch.setattr(overrides, "checked_sweep", ("precision=fp32,fp16",))
+    sweeper.validate_batch_is_legal(batch)
+    assert composed == []
+    for checked, params in ((("precision=fp32,int8",), None), (None, None), (("precision=fp32,fp16",), {"a": "1,2"})):
+        monkeypatch.setattr(overrides, "checked_sweep", checked)
+        sweeper.params = params or {}
+        sweeper.validate_batch_is_legal(batch)
+        assert composed == batch, (checked, params)
+        composed.clear()
+
+
+def test_check_records_the_job_overrides_of_a_multirun(monkeypatch):
+    monkeypatch.setattr(overrides, "checked_sweep", None)
+    overrides.check(["precision=fp32,fp16", "hydra.launcher.n_jobs=2", "hydra/launcher=joblib"], REPO / "conf",
+                    multirun=True)
+    assert overrides.checked_sweep == ("precision=fp32,fp16",)
