@@ -148,6 +148,8 @@ def main_checked(argv: list[str]) -> int:
         if multirun and warm_workers.wanted(given):
             warm_workers.start()  # before the check: the workers' imports overlap Hydra's composing
         overrides.check(given, REPO / "conf", multirun=multirun)
+        if any(a in ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd") for a in args):
+            overrides.checked_sweep = None  # checked against conf/config.yaml, not what Hydra will compose
     console.capture_third_party_logs()
     sys.argv = argv
     main()

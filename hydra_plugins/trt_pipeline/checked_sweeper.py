@@ -16,6 +16,7 @@ from typing import Any, Optional
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 
+
 @dataclass
 class CheckedSweeperConf:
     _target_: str = "hydra_plugins.trt_pipeline.checked_sweeper.CheckedSweeper"
