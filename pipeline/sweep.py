@@ -271,16 +271,24 @@ def report(folder: str | Path) -> list[Path]:
     return write(collect(folder), folder, Path(folder).name)
 
 
+_summary_imports: threading.Thread | None = None
+
+
 class SummaryCallback(Callback):
     """Writes the summary into the sweep folder when a Hydra multirun ends."""
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         # matplotlib takes about half a second to import, most of the summary's time once
         # the jobs are done; imported meanwhile, while this process mostly waits on them.
-        threading.Thread(target=importlib.import_module, args=("matplotlib.figure",), daemon=True,
-                         name="summary-imports").start()
+        # (Not kept on self: Hydra's launchers pickle the callbacks along with each job.)
+        global _summary_imports
+        _summary_imports = threading.Thread(target=importlib.import_module, args=("matplotlib.figure",),
+                                            daemon=True, name="summary-imports")
+        _summary_imports.start()
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        if _summary_imports is not None:
+            _summary_imports.join()  # a sweep shorter than the import: never two threads importing it
         folder = Path(config.hydra.sweep.dir)
         try:
             rows = collect(folder)
