@@ -232,8 +232,7 @@ def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
     pts = [r for r in rows if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None]
     if not pts:
         return []
-    # A bare Figure, not pyplot: no GUI backend is chosen or imported, which is most of
-    # the time this summary takes once a sweep's jobs are done.
+    # A bare Figure, not pyplot: no GUI backend is chosen or imported (most of pyplot's cost).
     from matplotlib.figure import Figure
 
     key, higher = chosen
@@ -271,24 +270,21 @@ def report(folder: str | Path) -> list[Path]:
     return write(collect(folder), folder, Path(folder).name)
 
 
-_summary_imports: threading.Thread | None = None
+# The summary's matplotlib import (not on the callback: launchers pickle it with each job).
+_IMPORTS: list[threading.Thread] = []
 
 
 class SummaryCallback(Callback):
     """Writes the summary into the sweep folder when a Hydra multirun ends."""
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
-        # matplotlib takes about half a second to import, most of the summary's time once
-        # the jobs are done; imported meanwhile, while this process mostly waits on them.
-        # (Not kept on self: Hydra's launchers pickle the callbacks along with each job.)
-        global _summary_imports
-        _summary_imports = threading.Thread(target=importlib.import_module, args=("matplotlib.figure",),
-                                            daemon=True, name="summary-imports")
-        _summary_imports.start()
+        # matplotlib's ~0.5 s import, most of the summary's time, done while the jobs run.
+        _IMPORTS.append(threading.Thread(target=importlib.import_module, args=("matplotlib.figure",), daemon=True))
+        _IMPORTS[-1].start()
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        if _summary_imports is not None:
-            _summary_imports.join()  # a sweep shorter than the import: never two threads importing it
+        for thread in _IMPORTS:  # a sweep shorter than the import: never two threads importing it
+            thread.join()
         folder = Path(config.hydra.sweep.dir)
         try:
             rows = collect(folder)
