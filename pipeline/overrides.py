@@ -166,6 +166,8 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
 
     from pipeline.core import config
 
+    global checked_sweep
+    checked_sweep = None  # until this check has passed
     conf_dir = Path(conf_dir)
     with _hydra(conf_dir) as loader:
         items = _expand(loader, overrides, sweeps=multirun is not False)
@@ -191,6 +193,5 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
                 except PipelineError as e:
                     raise PipelineError(f"{e} (the job with {line} of '{o.input_line}')") from None
     if multirun:
-        global checked_sweep
         checked_sweep = tuple(o.input_line for o, _, _ in items if not o.is_hydra_override())
     return raw

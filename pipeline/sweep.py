@@ -283,8 +283,8 @@ class SummaryCallback(Callback):
         _IMPORTS[-1].start()
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        for thread in _IMPORTS:  # a sweep shorter than the import: never two threads importing it
-            thread.join()
+        while _IMPORTS:  # a sweep shorter than the import: never two threads importing it
+            _IMPORTS.pop().join()
         folder = Path(config.hydra.sweep.dir)
         try:
             rows = collect(folder)

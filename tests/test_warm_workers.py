@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from pipeline import overrides, warm_workers
+from pipeline.core.errors import PipelineError
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -99,3 +100,6 @@ def test_check_records_the_job_overrides_of_a_multirun(monkeypatch):
     overrides.check(["precision=fp32,fp16", "hydra.launcher.n_jobs=2", "hydra/launcher=joblib"], REPO / "conf",
                     multirun=True)
     assert overrides.checked_sweep == ("precision=fp32,fp16",)
+    with pytest.raises(PipelineError):  # a check that fails leaves nothing to stand in for Hydra's
+        overrides.check(["precision=fp32,fp17"], REPO / "conf", multirun=True)
+    assert overrides.checked_sweep is None

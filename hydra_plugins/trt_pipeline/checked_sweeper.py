@@ -29,6 +29,8 @@ ConfigStore.instance().store(group="hydra/sweeper", name="trt_checked", node=Che
 
 
 class CheckedSweeper(BasicSweeper):
+    _arguments: tuple[str, ...] | None = None  # what sweep() was given
+
     def sweep(self, arguments: list[str]) -> Any:
         self._arguments = tuple(arguments)
         return super().sweep(arguments)
@@ -36,6 +38,6 @@ class CheckedSweeper(BasicSweeper):
     def validate_batch_is_legal(self, batch: Any) -> None:
         from pipeline import overrides
 
-        if not self.params and overrides.checked_sweep == getattr(self, "_arguments", None):
+        if not self.params and overrides.checked_sweep == self._arguments:
             return
         super().validate_batch_is_legal(batch)
