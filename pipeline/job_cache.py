@@ -42,6 +42,7 @@ KEPT = ("artifacts", "metrics")
 # The sweep's own code, beside what the DVC stages run: it shapes result.json.
 SWEEP_CODE = ("pipeline/run.py", "pipeline/job_cache.py")
 _TEMPLATE = re.compile(r"^\$\{([\w.]+)\}$")
+_KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def job_store(cfg: Any) -> VerifiedStore:
@@ -59,10 +60,8 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
     jobs, gone = store_beside(engine_root), []
     for key in jobs.keys():
         entry, _ = jobs.entry_unverified(key)
-        try:
-            engine_key = fileio.read_json(entry.file(RESULT)).get("cache_key") if entry else None
-        except (PipelineError, OSError, AttributeError):
-            engine_key = None  # unreadable: left for the next job with this key to repair
+        found = _saved_result(entry) if entry else None  # unreadable: left for the next job with this key to repair
+        engine_key = found[1] if found else None
         if engine_key is not None and engine_key not in engine_keys:
             if not dry_run:
                 jobs.remove(key)
@@ -116,6 +115,35 @@ def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
     return {"config": config, "deps": deps, "libraries": build_files.tool_versions(), "fingerprint": fingerprint_id}
 
 
+def job_key(repo: Path, cfg: Any, fingerprint_id: str) -> str:
+    return hashing.sha256_json(key_inputs(repo, cfg, fingerprint_id))
+
+
+def restorable(repo: Path, cfg: Any) -> bool:
+    """Whether a job with this config would be restored here, not run: a saved job has its
+    key and the engine it names is in the engine store. A scheduling hint for the sweeper
+    (neither is verified here); reuse_or_run verifies both when it restores."""
+    from pipeline.machine import fingerprint as fp_lib
+
+    if not cfg.sweep.reuse:
+        return False
+    entry, _ = job_store(cfg).entry_unverified(job_key(repo, cfg, fp_lib.collect(cfg.build)["id"]))
+    found = _saved_result(entry) if entry else None
+    engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
+    return found is not None and engines.entry_unverified(found[1])[0] is not None
+
+
+def _saved_result(entry: Any) -> tuple[dict, str] | None:
+    """A saved job's result and the engine store key it names, if that is a well-formed
+    key (it is read from a file: a key is a sha256, never a path)."""
+    try:
+        result = fileio.read_json(entry.file(RESULT), "saved job result")
+    except (PipelineError, OSError):
+        return None
+    key = result.get("cache_key") if isinstance(result, dict) else None
+    return (result, key) if isinstance(key, str) and _KEY.fullmatch(key) else None
+
+
 def _entry_name(rel: str) -> str:
     return quote(rel, safe="")
 
@@ -148,13 +176,9 @@ def _files(layout: Layout, result: dict) -> dict[str, bytes]:
 def _saved_job(entry: Any, engines: engine_store.EngineStore) -> tuple[dict, Any] | None:
     """A saved job's result and the verified engine store entry it names; None when
     that engine is gone (or the result names none)."""
-    try:
-        result = fileio.read_json(entry.file(RESULT), "saved job result")
-    except PipelineError:
-        return None
-    key = result.get("cache_key") if isinstance(result, dict) else None
-    engine = engines.get(key) if isinstance(key, str) else None
-    return (result, engine) if engine is not None else None
+    found = _saved_result(entry)
+    engine = engines.get(found[1]) if found else None
+    return (found[0], engine) if engine is not None else None
 
 
 def _restore(entry: Any, engine: Any, layout: Layout, fp: dict) -> bool:
@@ -194,7 +218,7 @@ def reuse_or_run(repo: Path, cfg: Any, layout: Layout, fp: dict, run_job: Callab
     (the store's lock: identical jobs run once)."""
     if not cfg.sweep.reuse:
         return run_job()
-    key = hashing.sha256_json(key_inputs(repo, cfg, fp["id"]))
+    key = job_key(repo, cfg, fp["id"])
     engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
     ran: dict = {}
 

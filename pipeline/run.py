@@ -145,8 +145,8 @@ def main_checked(argv: list[str]) -> int:
     if not any(a in ("--help", "-h", "--hydra-help", "--shell-completion", "-sc", "--info", "-i") for a in args):
         given = _overrides(args)
         multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
-        if multirun and warm_workers.wanted(given):
-            warm_workers.start()  # before the check: the workers' imports overlap Hydra's composing
+        if multirun and warm_workers.wanted(given) and (jobs := warm_workers.n_jobs(given)) is not None:
+            warm_workers.start(jobs=jobs)  # before the check: the workers' imports overlap Hydra's composing
         overrides.check(given, REPO / "conf", multirun=multirun)
         if any(a in ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd") for a in args):
             overrides.checked_sweep = None  # checked against conf/config.yaml, not what Hydra will compose

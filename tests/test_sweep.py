@@ -36,20 +36,29 @@ def test_joblib_sweep_names_folders_logs_and_summarises_and_a_rerun_builds_nothi
     jobs = sorted(p.name for p in (tmp_path / "a").iterdir() if p.is_dir())
     assert jobs == ["build.backend=tensorrt_rtx,model=cnn,precision=fp16",
                     "build.backend=tensorrt_rtx,model=cnn,precision=fp32"], jobs
+    assert "is launching 2 jobs" in first.stdout  # the first job must run: all go to the workers
+    share = str(max(len(os.sched_getaffinity(0)) // 2, 1))  # loky's limit for 2 jobs (pipeline/warm_workers.py)
     for job in jobs:
         log = (tmp_path / "a" / job / "run.log").read_text()
         assert "build: engine store miss, built" in log and "benchmark: median" in log, log
         assert json.loads((tmp_path / "a" / job / "result.json").read_text())["store_event"] == "miss, built"
+        conditions = json.loads((tmp_path / "a" / job / "metrics" / "benchmark.json").read_text())["conditions"]
+        assert (conditions["omp_num_threads"], str(conditions["torch_threads"])) == (share, share), conditions
+        assert (str(conditions["intra_op_threads"]), conditions["threads_from"]) == (share, "OMP_NUM_THREADS")
     rows = list(csv.DictReader((tmp_path / "a" / "sweep_summary.csv").open()))
     assert {r["precision"] for r in rows} == {"fp32", "fp16"} and {r["store"] for r in rows} == {"built"}
     assert all(r["gates"] == "passed" and float(r["median_ms"]) > 0 and r["acc:cosine"] for r in rows)
     assert (tmp_path / "a" / "sweep_pareto.svg").read_text().lstrip().startswith("<?xml")
     assert (tmp_path / "a" / "sweep_pareto.png").stat().st_size > 1000
 
-    again = multirun(tmp_path / "b", "model=cnn", "precision=fp32,fp16", store=store)
+    # The two finished jobs are restored in the sweep's own process before any worker
+    # starts (hydra_plugins/trt_pipeline/reuse_first.py); only the new one is launched.
+    again = multirun(tmp_path / "b", "model=cnn", "precision=fp32,fp16,tf32", store=store)
     assert again.returncode == 0, again.stderr[-3000:]
-    rows = list(csv.DictReader((tmp_path / "b" / "sweep_summary.csv").open()))
-    assert {r["store"] for r in rows} == {"reused"}, rows  # pipeline/job_cache.py: nothing ran again
+    launched = [line for line in again.stdout.splitlines() if "\t#" in line]
+    assert "is launching 1 jobs" in again.stdout and len(launched) == 1 and "precision=tf32" in launched[0], launched
+    rows = {r["precision"]: r for r in csv.DictReader((tmp_path / "b" / "sweep_summary.csv").open())}
+    assert {p: r["store"] for p, r in rows.items()} == {"fp32": "reused", "fp16": "reused", "tf32": "built"}
     for job in jobs:
         a, b = tmp_path / "a" / job, tmp_path / "b" / job
         assert "job reused: every input matches a finished job" in (b / "run.log").read_text()
@@ -63,6 +72,7 @@ def test_joblib_sweep_names_folders_logs_and_summarises_and_a_rerun_builds_nothi
     assert measured.returncode == 0, measured.stderr[-3000:]
     rows = list(csv.DictReader((tmp_path / "c" / "sweep_summary.csv").open()))
     assert {r["store"] for r in rows} == {"hit"}, rows  # measured again, the engines from the store
+    assert "is launching 2 jobs" in measured.stdout
 
     cli = subprocess.run([sys.executable, "-m", "pipeline", "sweep-report", str(tmp_path / "b"), "--out",
                           str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)

@@ -23,6 +23,45 @@ def test_wanted_only_for_the_joblib_launcher_on_the_command_line():
     assert not warm_workers.wanted(["hydra/launcher=trt_ray"])
 
 
+def test_n_jobs_is_read_from_the_command_line_as_hydra_would():
+    assert warm_workers.n_jobs(["precision=fp32,fp16"]) == -1  # the joblib launcher's default
+    assert warm_workers.n_jobs(["hydra.launcher.n_jobs=3", "++hydra.launcher.n_jobs=2"]) == 2  # the last one wins
+    assert warm_workers.n_jobs(["hydra.launcher.n_jobs=${oc.env:N}"]) is None  # left to Hydra
+
+
+# The server preloads torch, whose OpenMP pool reads OMP_NUM_THREADS when it loads: the
+# worker must see loky's limit both in its environment and in torch itself.
+_WORKER_THREADS = """
+import json, os
+from joblib import Parallel, delayed
+from pipeline import warm_workers
+
+def threads(_):
+    import torch
+    return os.environ.get("OMP_NUM_THREADS"), torch.get_num_threads()
+
+if __name__ == "__main__":
+    assert warm_workers.start(("torch",), jobs=2)
+    print(json.dumps({"want": warm_workers.thread_limits(2)["OMP_NUM_THREADS"],
+                      "main": os.environ.get("OMP_NUM_THREADS"),
+                      "seen": Parallel(n_jobs=2)(delayed(threads)(i) for i in range(2))}))
+"""
+
+
+def test_workers_of_the_preloading_server_keep_lokys_thread_limits(tmp_path):
+    """loky gives its own workers OMP_NUM_THREADS = cores // n_jobs; a forkserver's
+    workers would get the server's environment instead, and two jobs on two cores would
+    each run a full-size spinning pool (a benchmark 500x slower than alone)."""
+    script = tmp_path / "threads.py"
+    script.write_text(_WORKER_THREADS)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "OMP_NUM_THREADS"}
+    r = subprocess.run([sys.executable, str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["main"] is None  # the sweep's own process is left as it was
+    assert out["seen"] == [[out["want"], int(out["want"])]] * 2, out
+
+
 # In a fresh interpreter: the start method and the forkserver are process-wide.
 _WORKER_SEES = """
 import json, os, sys

@@ -6,7 +6,10 @@ and the launcher then composes each again to run it: two compositions per job, a
 pipeline.run` has already checked every value the sweep names against conf/ and the
 schema (pipeline/overrides.py, with clearer errors); where it has checked exactly these
 overrides, and no `hydra.sweeper.params` adds others, the sweeper's own pass is skipped.
-Anything else (a sweep started another way) is validated as Hydra always does."""
+Anything else (a sweep started another way) is validated as Hydra always does.
+
+In front of a launcher whose workers run on this machine (joblib), it also restores the
+jobs that would be reused right away, before any worker starts (reuse_first.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from typing import Any, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+
+from hydra_plugins.trt_pipeline import reuse_first
 
 
 @dataclass
@@ -30,6 +35,11 @@ ConfigStore.instance().store(group="hydra/sweeper", name="trt_checked", node=Che
 
 class CheckedSweeper(BasicSweeper):
     _arguments: tuple[str, ...] | None = None  # what sweep() was given
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        if type(self.launcher).__name__ in reuse_first.LOCAL_WORKERS:
+            self.launcher = reuse_first.ReuseFirst(self.launcher, hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> Any:
         self._arguments = tuple(arguments)

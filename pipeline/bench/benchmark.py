@@ -17,7 +17,7 @@ import numpy as np
 from pipeline.precision import accuracy
 from pipeline.bench import cuda_timing, timing
 from pipeline.export import export, onnx_model
-from pipeline.core import console, fileio, hashing
+from pipeline.core import console, fileio, hashing, threads
 from pipeline.machine import gpu_conditions
 from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
 from pipeline.bench.ort_runner import OrtRunner
@@ -234,6 +234,7 @@ def _cpu_model() -> str:
 def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: dict) -> dict:
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     torch = sys.modules.get("torch")
+    intra_op, threads_from = threads.intra_op(int(bench_cfg.intra_op_threads))
     return {
         "fingerprint": fingerprint["id"],
         "target": fingerprint.get("target"),
@@ -241,7 +242,8 @@ def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: d
         "cpu_count": os.cpu_count(),
         "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "cpu_governor": governor.read_text().strip() if governor.exists() else None,
-        "intra_op_threads": int(bench_cfg.intra_op_threads) or "library default",
+        "intra_op_threads": intra_op or "library default",
+        "threads_from": threads_from,
         "torch_threads": torch.get_num_threads() if torch is not None else None,
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "versions": {

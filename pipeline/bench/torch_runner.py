@@ -17,6 +17,7 @@ from pipeline.bench.runner import Feeds, Progress, Runner
 from pipeline.export import export
 from pipeline.machine.cudart import D2H, H2D, Cuda
 from pipeline.core.errors import PipelineError
+from pipeline.core.threads import intra_op
 
 
 def why_not(model_cfg: Any) -> str | None:
@@ -49,8 +50,9 @@ class TorchRunner(Runner):
         self.input_names, self.output_names = list(module.INPUT_NAMES), list(module.OUTPUT_NAMES)
         self.torch_device = torch.device(device)
         self.device = self.torch_device.type
+        threads = intra_op(threads)[0]
         if threads:
-            torch.set_num_threads(int(threads))
+            torch.set_num_threads(threads)
         if self.device == "cuda":
             # cuDNN convolutions default to TF32; fp32 must mean fp32 unless the precision says tf32.
             torch.backends.cuda.matmul.allow_tf32 = bool(tf32)

@@ -16,6 +16,7 @@ import numpy as np
 from pipeline.core import fileio, hashing
 from pipeline.export import onnx_model
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.threads import intra_op
 
 REFERENCE_SEED_OFFSET = 1_000
 
@@ -141,7 +142,7 @@ def ort_session(path: Path | bytes, threads: int = 0, providers: tuple[str, ...]
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    if threads:
+    if threads := threads or intra_op()[0]:  # a job's share of the cores (pipeline/core/threads.py)
         opts.intra_op_num_threads = threads
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC

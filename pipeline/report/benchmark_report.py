@@ -95,8 +95,8 @@ def _conditions(c: dict) -> list[str]:
     return [
         f"- fingerprint `{c['fingerprint']}` ({c.get('target')})",
         f"- CPU {c['cpu']}, {c['usable_cpus']} of {c['cpu_count']} CPUs usable, governor {c['cpu_governor']}",
-        f"- threads: ONNX Runtime intra-op {c['intra_op_threads']}, torch {c['torch_threads']}, "
-        f"OMP_NUM_THREADS {c['omp_num_threads']}",
+        f"- threads: ONNX Runtime intra-op {c['intra_op_threads']} ({c.get('threads_from', 'config')}), "
+        f"torch {c['torch_threads']}, OMP_NUM_THREADS {c['omp_num_threads']}",
         "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items() if val),
         f"- GPU: {gpu_conditions.summary(c['gpu_before'], c['gpu_after'])}",
     ]
