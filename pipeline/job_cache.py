@@ -40,7 +40,7 @@ REUSED = "job reused"
 # is this machine's own, freshly probed.
 KEPT = ("artifacts", "metrics")
 # The sweep's own code, beside what the DVC stages run: it shapes result.json.
-SWEEP_CODE = ("pipeline/run.py", "pipeline/job_cache.py")
+SWEEP_CODE = ("pipeline/job.py", "pipeline/job_cache.py")
 _TEMPLATE = re.compile(r"^\$\{([\w.]+)\}$")
 _KEY = re.compile(r"[0-9a-f]{64}")
 

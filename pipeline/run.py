@@ -4,113 +4,15 @@
     python -m pipeline.run --multirun precision=fp32,fp16 model=cnn,transformer
     python -m pipeline.run --multirun hydra/launcher=joblib hydra.launcher.n_jobs=2 precision=fp32,fp16
 
-Each job calls the same functions as the DVC stages (pipeline/steps.py), logs a line per
-stage to `<job>/run.log` (Hydra's job logging) and leaves artifacts/, metrics/ and
-result.json in its folder, which conf/config.yaml names after the job's overrides. The
-sweep summary (pipeline/sweep.py) reads result.json when the multirun ends."""
+The command line is checked here (overrides against conf/ and the schema, before Hydra
+sees them); the job itself is pipeline/job.py. This module imports nothing heavy at its
+top, so a joblib sweep starts its workers' forkserver (pipeline/warm_workers.py) before
+Hydra and the pipeline are imported: its imports, the longest part of a sweep's start,
+then begin at once on the second core."""
 
 from __future__ import annotations
 
-import logging
-import os
-import socket
 import sys
-from pathlib import Path
-
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
-
-from pipeline import job_cache, steps
-from pipeline.core import config, fileio
-from pipeline.core.cli import one_line
-from pipeline.core.errors import PipelineError
-from pipeline.core.layout import Layout
-from pipeline.sweep import ERROR_FILE, RESULT_FILE
-
-log = logging.getLogger("pipeline.run")
-REPO = Path(__file__).resolve().parents[1]
-
-
-def job_result(results: dict, cfg: DictConfig) -> dict:
-    bench = results["benchmark"]["results"]
-    manifest = results["build"]
-    accuracy_gate = steps.accuracy_metrics(cfg, results["calibrate"])  # what metrics/accuracy.json holds
-    return {
-        "model": results["benchmark"]["model"],
-        "precision": results["benchmark"]["precision"],
-        "profile": cfg.profile.name,
-        "engine_sha256": manifest["engine"]["sha256"],
-        "engine_bytes": manifest["engine"]["bytes"],
-        "build_seconds": manifest.get("build_seconds"),
-        "store_event": manifest.get("store_event"),
-        "cache_key": manifest.get("cache_key"),
-        "backend": manifest["backend"],
-        "fingerprint": manifest["fingerprint"]["id"],
-        "gpu": (manifest["fingerprint"].get("gpu") or {}).get("name", "no GPU"),
-        "accuracy": results["calibrate"]["accuracy"],
-        "accuracy_gate": accuracy_gate.get("gate", {}),
-        "accuracy_gate_passed": accuracy_gate.get("gate_passed"),
-        "benchmark": {k: {m: v.get(m) for m in ("status", "median_ms", "p99_ms", "throughput_per_s", "reason")
-                          if m in v}
-                      for k, v in bench.items()},
-        "host": socket.gethostname(),
-        "node": os.environ.get("TRT_PIPELINE_NODE"),
-    }
-
-
-def stage_line(name: str, result: dict) -> str:
-    """One line per finished stage for run.log."""
-    if name == "fingerprint":
-        gpu = (result.get("gpu") or {}).get("name", "no GPU")
-        return f"fingerprint: {result['id']} ({gpu}, {result.get('trt_flavour')} {result.get('trt_version')})"
-    if name == "calibrate":
-        passed = all(r["passed"] for r in result.get("gate", []))
-        return f"calibrate: accuracy gate {'passed' if passed else 'failed'}"
-    if name == "build":
-        return (f"build: engine store {result.get('store_event')}, {result['engine']['bytes'] / 2**20:.2f} MiB, "
-                f"built in {result.get('build_seconds')} s, key {str(result.get('cache_key'))[:16]}")
-    if name == "benchmark":
-        parts = [f"{k} {v['median_ms']:.3f} ms" if v.get("status") == "ok" else f"{k} {v.get('status')}"
-                 for k, v in result["results"].items()]
-        return "benchmark: median " + ", ".join(parts)
-    return f"{name}: done"
-
-
-@hydra.main(config_path="../conf", config_name="config", version_base=None)
-def main(cfg: DictConfig) -> None:
-    hc = HydraConfig.get()
-    out = Path(hc.runtime.output_dir)
-    for stale in (RESULT_FILE, ERROR_FILE):  # a rerun into the same folder: no old verdict survives
-        (out / stale).unlink(missing_ok=True)
-    try:
-        validated = config.validate(cfg)
-        layout = Layout(out)
-        logged = lambda n, r: log.info(stage_line(n, r))  # noqa: E731
-        fp = steps.fingerprint(validated, layout)
-        logged("fingerprint", fp)
-        result = job_cache.reuse_or_run(
-            REPO, validated, layout, fp,
-            lambda: job_result(steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated))
-    except PipelineError as e:
-        log.error(one_line(e))
-        fileio.write_text(out / ERROR_FILE, one_line(e) + "\n")  # why, for the sweep summary and the launcher
-        if hc.mode != RunMode.MULTIRUN:
-            print(f"error: {one_line(e)}", file=sys.stderr)
-            raise SystemExit(1) from None
-        # One failed job does not stop the sweep: the others run, the summary lists this one
-        # as failed, and the multirun exits 1 (pipeline.sweep.SummaryCallback).
-        print(f"error: job {out.name}: {one_line(e)}", file=sys.stderr)
-        return
-    if "reused" in result:
-        log.info(f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
-                 f"ran on {result['reused']['host']}); its outputs are restored and nothing ran again "
-                 f"(sweep.reuse=false measures again)")
-    result.update(overrides=list(hc.overrides.task), host=socket.gethostname(), node=os.environ.get("TRT_PIPELINE_NODE"))
-    fileio.write_json(out / RESULT_FILE, result)
-    log.info(f"{validated.model.name} {validated.precision.name} done")
-    print(f"{out}: {validated.model.name} {validated.precision.name} done")
 
 
 def _overrides(argv: list[str]) -> list[str]:
@@ -131,8 +33,8 @@ def _overrides(argv: list[str]) -> list[str]:
 def main_checked(argv: list[str]) -> int:
     """Overrides are checked against conf/ and the schema before Hydra sees them, so a
     misspelt key is one line naming the nearest valid ones, not Hydra's error block."""
-    from pipeline import overrides, warm_workers
-    from pipeline.core import console
+    from pipeline import warm_workers
+    from pipeline.core.errors import PipelineError
 
     args = argv[1:]
     # Hydra answers two modes at once with a traceback.
@@ -146,13 +48,19 @@ def main_checked(argv: list[str]) -> int:
         given = _overrides(args)
         multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
         if multirun and warm_workers.wanted(given) and (jobs := warm_workers.n_jobs(given)) is not None:
-            warm_workers.start(jobs=jobs)  # before the check: the workers' imports overlap Hydra's composing
+            warm_workers.start(jobs=jobs)  # first: the workers' imports overlap ours and Hydra's composing
+        from pipeline import overrides
+        from pipeline.job import REPO
+
         overrides.check(given, REPO / "conf", multirun=multirun)
         if any(a in ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd") for a in args):
             overrides.checked_sweep = None  # checked against conf/config.yaml, not what Hydra will compose
+    from pipeline import job
+    from pipeline.core import console
+
     console.capture_third_party_logs()
     sys.argv = argv
-    main()
+    job.main()
     return 0
 
 
@@ -168,8 +76,10 @@ def complete(argv: list[str]) -> int:
         if not re.match(r"^\s*\S+\s+run(\s|$)", line):
             return 0
         os.environ["COMP_LINE"] = re.sub(r"^(\s*\S+)\s+run", r"\1", line, count=1)
+    from pipeline import job
+
     sys.argv = ["trt-pipeline", *argv]
-    main()
+    job.main()
     return 0
 
 

@@ -1,5 +1,5 @@
 """One function per pipeline stage. DVC stages (stages/*.py) and the Hydra sweep
-(pipeline/run.py) both call these, so they share one code path and one store.
+(pipeline/job.py) both call these, so they share one code path and one store.
 
 Each step imports the layers it uses inside its own body: a stage process then loads
 only those (dvc.yaml lists exactly those folders as the stage's code deps, and a

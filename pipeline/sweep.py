@@ -53,7 +53,7 @@ def _store_word(event: str | None) -> str | None:
 
 
 def row_from_result(job: str, r: dict) -> dict:
-    """A summary row from a job's result.json (pipeline/run.py)."""
+    """A summary row from a job's result.json (pipeline/job.py)."""
     bench = r.get("benchmark", {})
     backend = next((b for b in LATENCY_BACKENDS if bench.get(b, {}).get("status") == "ok"), None)
     measured = bench.get(backend, {}) if backend else {}
@@ -81,7 +81,7 @@ def _accuracy_columns(gate: dict) -> dict:
     return cols
 
 
-# What pipeline/run.py leaves in a job folder: the result, or the one line it failed with.
+# What pipeline/job.py leaves in a job folder: the result, or the one line it failed with.
 RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
 

@@ -34,7 +34,7 @@ from multiprocessing import forkserver
 # before any worker starts: hydra_plugins/trt_pipeline/reuse_first.py). ModelOpt (0.8 s
 # more, fp16/int8 only) and matplotlib (0.5 s, at the benchmark) are left to the jobs:
 # preloaded, they would delay both workers by what each importing them costs one.
-PRELOAD = ("pipeline.run", "numpy", "onnx", "onnxruntime", "torch")
+PRELOAD = ("pipeline.job", "numpy", "onnx", "onnxruntime", "torch")
 JOBLIB = "hydra/launcher=joblib"
 _N_JOBS = re.compile(r"^\+{0,2}hydra\.launcher\.n_jobs=(.*)$")
 

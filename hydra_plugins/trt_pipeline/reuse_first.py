@@ -45,7 +45,7 @@ class ReuseFirst:
         from pipeline import job_cache
         from pipeline.core import config
         from pipeline.core.errors import PipelineError
-        from pipeline.run import REPO
+        from pipeline.job import REPO
 
         HydraConfig.instance().set_config(cfg)  # the job's own ${hydra:...} resolve as in its worker
         task = cfg.copy()

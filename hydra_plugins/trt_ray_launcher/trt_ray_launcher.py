@@ -101,7 +101,7 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
     ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
                   task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     out = Path(sweep_config.hydra.runtime.output_dir)
-    # In a multirun, pipeline.run returns from a failed job (no SystemExit, which would
+    # In a multirun, pipeline.job returns from a failed job (no SystemExit, which would
     # kill this worker and read as a crash Ray may retry) and leaves its reason here.
     if (out / ERROR_FILE).is_file():
         return {"status": "FAILED", "error": (out / ERROR_FILE).read_text().strip(), "output_dir": str(out)}
