@@ -13,43 +13,7 @@ import numpy as np
 from pipeline.precision import accuracy
 from pipeline.export import export, onnx_model
 from pipeline.core import fileio, hashing
-from pipeline.core.errors import PipelineError, first_line
-from pipeline.precision.modelopt_log import quiet_modelopt
-
-
-def autocast(src: Path, dest: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> None:
-    try:
-        from modelopt.onnx.autocast import convert_to_mixed_precision
-    except ImportError as e:
-        raise PipelineError(f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}") from None
-    with tempfile.TemporaryDirectory() as tmp:
-        calib = Path(tmp) / "autocast_calibration.npz"
-        np.savez(calib, **calib_inputs)
-        try:
-            with quiet_modelopt():
-                model = convert_to_mixed_precision(
-                    onnx_path=str(src),
-                    low_precision_type=precision_cfg.low_precision_type,
-                    nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
-                    op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
-                    data_max=float(precision_cfg.data_max),
-                    init_max=float(precision_cfg.init_max),
-                    keep_io_types=bool(precision_cfg.keep_io_types),
-                    calibration_data=str(calib),
-                    providers=["cpu"],
-                )
-        except PipelineError:
-            raise
-        except Exception as e:
-            raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
-                                f"{first_line(e)}") from None
-    # AutoCast lists value_info in set order, which changes from process to process
-    # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
-    # sweep's rerun hit the store instead of rebuilding.
-    ordered = sorted(model.graph.value_info, key=lambda vi: vi.name)
-    del model.graph.value_info[:]
-    model.graph.value_info.extend(ordered)
-    fileio.write_bytes(dest, model.SerializeToString())
+from pipeline.core.errors import PipelineError
 
 
 def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
@@ -101,7 +65,9 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             fileio.write_bytes(dest, src.read_bytes())
         elif precision_cfg.transform == "autocast":
             # The first reference batch tells AutoCast real activation ranges; the rest are held out.
-            autocast(src, dest, precision_cfg, pairs[0][0])
+            from pipeline.precision import autocast
+
+            summary["autocast"] = autocast.autocast(src, dest, precision_cfg, calibration_cfg, pairs[0][0])
             held_out = pairs[1:] if len(pairs) > 1 else pairs
         else:
             from pipeline.precision import calibration_data, quantize

@@ -1,0 +1,92 @@
+"""ModelOpt AutoCast (fp16/bf16), behind the calibration cache.
+
+AutoCast is a pure function of the fp32 graph, the activation data it measures ranges on
+and its settings, so its result is cached by content like a Q/DQ graph (quantize.py): a
+sweep over profiles, GPU models or builder settings casts each graph once, and a hit
+imports no ModelOpt. On a real model the cast takes seconds to minutes; on 2 cores the
+import alone (~0.8 s) is paid by every sweep worker that casts."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.export import onnx_model
+from pipeline.machine.fingerprint import package_version
+from pipeline.precision import quantize
+
+KEY_VERSION = 1
+SETTINGS = ("low_precision_type", "keep_fp32_nodes", "keep_fp32_op_types", "data_max", "init_max", "keep_io_types")
+
+
+def key_inputs(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> dict:
+    settings = {k: getattr(precision_cfg, k) for k in SETTINGS}
+    return {
+        "key_version": KEY_VERSION, "transform": "autocast",
+        "onnx_sha256": onnx_model.sha256(src),
+        "data_sha256": hashing.sha256_bytes(fileio.npz_bytes(calib_inputs)),
+        "settings": {k: v if v is None or isinstance(v, (str, int, float, bool)) else list(v)
+                     for k, v in settings.items()},
+        **{dist: package_version(dist) or "not installed" for dist in ("nvidia-modelopt", "onnx", "onnxruntime")},
+    }
+
+
+def autocast(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any,
+             calib_inputs: dict[str, np.ndarray]) -> dict:
+    """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
+    inputs = key_inputs(src, precision_cfg, calib_inputs)
+    key = hashing.sha256_json(inputs)
+    # One cast per key at a time: a concurrent job waits, then hits.
+    got = quantize.cache_store(calibration_cfg).get_or_make(
+        key, lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"))
+    if got.not_stored:
+        print(f"warning: {got.not_stored}; the AutoCast result is not cached", file=sys.stderr)
+    fileio.write_bytes(dest, got.read("model.onnx"))
+    cache = {"key": key, "hit": got.hit}
+    if got.damage:
+        cache["replaced_corrupt_entry"] = "; ".join(got.damage)
+    return {"low_precision_type": precision_cfg.low_precision_type, "modelopt_version": inputs["nvidia-modelopt"],
+            "cache": cache}
+
+
+def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> bytes:
+    try:
+        from modelopt.onnx.autocast import convert_to_mixed_precision
+    except ImportError as e:
+        raise PipelineError(f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+    from pipeline.precision.modelopt_log import quiet_modelopt
+
+    with tempfile.TemporaryDirectory() as tmp:
+        calib = Path(tmp) / "autocast_calibration.npz"
+        np.savez(calib, **calib_inputs)
+        try:
+            with quiet_modelopt():
+                model = convert_to_mixed_precision(
+                    onnx_path=str(src),
+                    low_precision_type=precision_cfg.low_precision_type,
+                    nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
+                    op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
+                    data_max=float(precision_cfg.data_max),
+                    init_max=float(precision_cfg.init_max),
+                    keep_io_types=bool(precision_cfg.keep_io_types),
+                    calibration_data=str(calib),
+                    providers=["cpu"],
+                )
+        except PipelineError:
+            raise
+        except Exception as e:
+            raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
+                                f"{first_line(e)}") from None
+    # AutoCast lists value_info in set order, which changes from process to process
+    # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
+    # sweep's rerun hit the store instead of rebuilding.
+    ordered = sorted(model.graph.value_info, key=lambda vi: vi.name)
+    del model.graph.value_info[:]
+    model.graph.value_info.extend(ordered)
+    return model.SerializeToString()
