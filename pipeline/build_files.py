@@ -29,8 +29,12 @@ def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: st
 def make(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> PendingFiles:
     """The entry's files: the engine at once, the files describing it made in a thread
     while the store writes the engine (PendingFiles)."""
+    from pipeline.core import imports
     from pipeline.engine import build as build_lib, timing_cache
 
+    # What describing the engine and the stage's end need, imported while TensorRT builds.
+    imports.prefetch("importlib.metadata", "pipeline.analysis.buildlog", "pipeline.analysis.gates",
+                     "pipeline.engine.manifest", "rich.console", "rich.table")
     onnx_path = layout.calibrate_dir / "model.onnx"
     resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
     tcache = timing_cache.TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], cfg.build.timing_cache)

@@ -16,7 +16,6 @@ params; hit or built from a queued experiment's log, no fingerprint).
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import json
 import logging
@@ -29,7 +28,7 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
-from pipeline.core import fileio, tables
+from pipeline.core import fileio, imports, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
 
@@ -279,8 +278,7 @@ class SummaryCallback(Callback):
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         # matplotlib's ~0.5 s import, most of the summary's time, done while the jobs run.
-        _IMPORTS.append(threading.Thread(target=importlib.import_module, args=("matplotlib.figure",), daemon=True))
-        _IMPORTS[-1].start()
+        _IMPORTS.append(imports.prefetch("matplotlib.figure"))
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         while _IMPORTS:  # a sweep shorter than the import: never two threads importing it

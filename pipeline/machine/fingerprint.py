@@ -6,7 +6,6 @@ on every `dvc repro`: it is the only way to notice that the machine changed."""
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import importlib.util
 import json
 import os
@@ -118,6 +117,8 @@ def _libcudart_candidates():
 
 def package_version(dist: str) -> str | None:
     """An installed distribution's version from its metadata (no import), or None."""
+    import importlib.metadata as md  # here: the build stage needs only identity() from this module
+
     try:
         return md.version(dist)
     except md.PackageNotFoundError:
