@@ -53,7 +53,7 @@ class ReuseFirst:
             del task["hydra"]
         try:
             return job_cache.restorable(REPO, config.validate(task))
-        except PipelineError:
+        except (PipelineError, OSError):
             return False  # its worker reports it, as for any job
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
