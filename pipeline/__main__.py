@@ -234,7 +234,14 @@ def main(argv: list[str] | None = None) -> int:
         from pipeline import run
 
         return run.complete(argv)
-    args = parser().parse_args(argv)
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is not None and argv[at] == "run":
+        # Hydra's arguments pass as they are: argparse's REMAINDER refuses a leading flag
+        # (`run --multirun a=1,2`: "unrecognized arguments").
+        args = parser().parse_args([*argv[:at], "run"])
+        args.hydra_args = argv[at + 1:]
+    else:
+        args = parser().parse_args(argv)
     if args.quiet or args.verbose:
         term.set_verbosity(1 if args.verbose else -1)
         term.capture_third_party_logs()

@@ -45,6 +45,7 @@ def test_console_script_is_the_same_cli_and_has_a_version():
     (["params", "build.gates.max_warning=3"], "pipeline", ["build.gates.max_warnings"]),
     (["params", "build.workspace_mib=lots"], "pipeline", ["build.workspace_mib"]),
     (["run", "precison=int8"], "pipeline", ["nearest: precision"]),
+    (["-q", "run", "--multirun", "precision=fp32,fp61"], "pipeline", ["'fp61'", "fp16"]),  # a leading Hydra flag
     (["build.workspace_mb=3", "hydra.run.dir=never"], "pipeline.run", ["build.workspace_mib"]),
     (["--multirun", "precision=fp32,fp61"], "pipeline.run", ["'fp61'", "fp16"]),
     (["exp", "run", "-S", "precison=int8"], "pipeline", ["nearest: precision"]),
