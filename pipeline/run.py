@@ -49,10 +49,9 @@ def main_checked(argv: list[str]) -> int:
         multirun = any(a in ("--multirun", "-m") for a in args) or "hydra.mode=MULTIRUN" in given
         if multirun and warm_workers.wanted(given) and (jobs := warm_workers.n_jobs(given)) is not None:
             warm_workers.start(jobs=jobs)  # first: the workers' imports overlap ours and Hydra's composing
-        from pipeline import overrides
-        from pipeline.job import REPO
+        from pipeline import job, overrides
 
-        overrides.check(given, REPO / "conf", multirun=multirun)
+        overrides.check(given, job.REPO / "conf", multirun=multirun)
         if any(a in ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd") for a in args):
             overrides.checked_sweep = None  # checked against conf/config.yaml, not what Hydra will compose
     from pipeline import job

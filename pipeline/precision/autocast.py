@@ -8,7 +8,6 @@ import alone (~0.8 s) is paid by every sweep worker that casts."""
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,15 +41,10 @@ def autocast(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any,
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     key = hashing.sha256_json(inputs)
-    # One cast per key at a time: a concurrent job waits, then hits.
-    got = quantize.cache_store(calibration_cfg).get_or_make(
-        key, lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"))
-    if got.not_stored:
-        print(f"warning: {got.not_stored}; the AutoCast result is not cached", file=sys.stderr)
+    got, cache = quantize.cached(
+        calibration_cfg, key, lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"),
+        "AutoCast result")
     fileio.write_bytes(dest, got.read("model.onnx"))
-    cache = {"key": key, "hit": got.hit}
-    if got.damage:
-        cache["replaced_corrupt_entry"] = "; ".join(got.damage)
     return {"low_precision_type": precision_cfg.low_precision_type, "modelopt_version": inputs["nvidia-modelopt"],
             "cache": cache}
 

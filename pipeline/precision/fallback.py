@@ -235,11 +235,10 @@ def run(dest: Path, qdq_sha256: str, pairs: list[tuple[dict, dict]], precision_c
     graph's onnx_sha256). Cached by content, the judgement too: the key covers every
     input of it (graph, reference data, gate, task, ONNX Runtime), so a rerun copies the
     graph and runs no ONNX Runtime at all."""
-    from pipeline.precision.quantize import cache_store
+    from pipeline.precision.quantize import cached
 
     inputs = cache_inputs(qdq_sha256, pairs, precision_cfg.gate, task)
     key = hashing.sha256_json(inputs)
-    store = cache_store(calibration_cfg, required=("model.onnx", "search.json"))
     started = time.perf_counter()
 
     def make() -> tuple[dict[str, bytes], dict, str]:
@@ -260,16 +259,12 @@ def run(dest: Path, qdq_sha256: str, pairs: list[tuple[dict, dict]], precision_c
                  "search.json": fileio.to_json({"record": record, "final": final}).encode()}
         return files, {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}, "miss"
 
-    got = store.get_or_make(key, make)
-    if got.not_stored:
-        print(f"warning: {got.not_stored}; the fallback search is not cached", file=sys.stderr)
+    got, cache = cached(calibration_cfg, key, make, "fallback search", required=("model.onnx", "search.json"))
     if got.hit:
         fileio.write_bytes(dest, got.read("model.onnx"))
     cached = json.loads(got.read("search.json"))
     record, final = cached["record"], cached["final"]
     final["onnx_sha256"] = (got.entry.meta["files"]["model.onnx"]["sha256"] if got.entry is not None
                             else hashing.sha256_bytes(got.read("model.onnx")))
-    record["cache"] = {"key": key, "hit": got.hit, "seconds": round(time.perf_counter() - started, 3)}
-    if got.damage:
-        record["cache"]["replaced_corrupt_entry"] = "; ".join(got.damage)
+    record["cache"] = {**cache, "seconds": round(time.perf_counter() - started, 3)}
     return record, final

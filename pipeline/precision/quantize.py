@@ -75,6 +75,20 @@ def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",
     return VerifiedStore(cache_root(calibration_cfg), required=required, what="calibration cache")
 
 
+def cached(calibration_cfg: Any, key: str, make: Any, what: str,
+           required: tuple[str, ...] = ("model.onnx",)) -> tuple[Any, dict]:
+    """get_or_make on the calibration cache, and the record a summary keeps of it (key,
+    hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
+    waits, then hits. A read-only cache still serves; a miss is then made and not kept."""
+    got = cache_store(calibration_cfg, required).get_or_make(key, make)
+    if got.not_stored:
+        print(f"warning: {got.not_stored}; the {what} is not cached", file=sys.stderr)
+    record: dict[str, Any] = {"key": key, "hit": got.hit}
+    if got.damage:
+        record["replaced_corrupt_entry"] = "; ".join(got.damage)
+    return got, record
+
+
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
     if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
         return  # nothing to check: spare a large model's parse
@@ -101,20 +115,13 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
     data = calibration_data.load(calibration_cfg, model_cfg, src)
     inputs = key_inputs(src, data, mode, calibration_cfg)
     key = cache_key(inputs)
-    store = cache_store(calibration_cfg)
-    cache: dict[str, Any] = {"key": key, "hit": False}
-    # One calibration per key at a time: a concurrent run waits and then hits.
+
     def make() -> tuple[dict[str, bytes], dict, str]:
         graph, ops = run_modelopt(src, mode, method, calibration_cfg, data)
         # ops.json spares a hit parsing the graph again (large models: a second or more)
         return {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
-    got = store.get_or_make(key, make)
-    if got.not_stored:
-        print(f"warning: {got.not_stored}; the calibration result is not cached", file=sys.stderr)
-    if got.damage:
-        cache["replaced_corrupt_entry"] = "; ".join(got.damage)
-    cache["hit"] = got.hit
+    got, cache = cached(calibration_cfg, key, make, "calibration result")
     graph = got.read("model.onnx")
     if "ops.json" in got.names:
         ops = json.loads(got.read("ops.json"))
