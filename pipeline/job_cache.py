@@ -27,7 +27,7 @@ from typing import Any, Callable
 from urllib.parse import quote, unquote
 
 from pipeline import build_files
-from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core import config as config_lib, dvc_stages, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.verified_store import VerifiedStore
@@ -71,9 +71,7 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
 
 def dvc_deps(repo: Path, cfg: Any) -> list[str]:
     """Every dependency dvc.yaml lists that no stage makes, templated paths filled in."""
-    import yaml
-
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    stages = dvc_stages.stages(repo)
     outs = {next(iter(o)) if isinstance(o, dict) else o
             for s in stages.values() for kind in ("outs", "metrics", "plots") for o in s.get(kind, [])}
     deps = set()

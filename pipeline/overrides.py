@@ -162,7 +162,7 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
     value; PipelineError naming the key and the nearest valid ones otherwise. `multirun`
     None (DVC's -S, params): a sweep is checked value by value; False: a sweep is refused
     (Hydra without --multirun); True: each job must also get a folder of its own."""
-    from omegaconf import OmegaConf
+    from omegaconf import OmegaConf, open_dict
 
     from pipeline.core import config
 
@@ -172,18 +172,32 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
     with _hydra(conf_dir) as loader:
         items = _expand(loader, overrides, sweeps=multirun is not False)
         first = [f"{o.get_key_element()}={values[0]}" if values else o.input_line for o, values, _ in items]
-        # Keys, Hydra's own (hydra.launcher.n_jobs) too, against what the group picks compose.
-        picks = [line for line, (o, _, options) in zip(first, items) if options and not o.is_delete()]
-        tree = OmegaConf.to_container(_compose(conf_dir, picks, with_hydra=True), resolve=False)
-        _check_keys(tree, items)
+        # Keys, Hydra's own (hydra.launcher.n_jobs) too, are checked against what the group
+        # picks compose before any key is set, added or deleted: Hydra names an unknown key
+        # without the valid ones, and an added one (+a.b) creates its parents. With no key
+        # added or deleted, the whole job composed is that tree where it composes at all.
+        edits = any(o.is_add() or o.is_force_add() or o.is_delete() for o, _, _ in items)
+        composed = None
+        if not edits:
+            with contextlib.suppress(PipelineError):  # the key check names the key; else raised below
+                composed = _compose(conf_dir, first, with_hydra=True)
+        if composed is None:
+            picks = [line for line, (o, _, options) in zip(first, items) if options and not o.is_delete()]
+            _check_keys(OmegaConf.to_container(_compose(conf_dir, picks, with_hydra=True), resolve=False), items)
+            composed = _compose(conf_dir, first, with_hydra=True)
+        tree = OmegaConf.to_container(composed, resolve=False)
+        if not edits:
+            _check_keys(tree, items)
         if multirun:
             _check_folders(tree, items)
 
         # Through the schema (wrong types): the first value of each sweep, then each other
-        # value with the rest at their first; Hydra's own settings were checked above.
-        job = [i for i, (o, _, _) in enumerate(items) if not o.is_hydra_override()]
-        raw = _compose(conf_dir, [first[i] for i in job])
+        # value with the rest at their first; Hydra's own settings were composed above.
+        with open_dict(composed):
+            del composed["hydra"]
+        raw = composed
         config.validate(raw)
+        job = [i for i, (o, _, _) in enumerate(items) if not o.is_hydra_override()]
         for i in job:
             o, values, _ = items[i]
             for value in dict.fromkeys(values[1:]):

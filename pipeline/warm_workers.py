@@ -29,12 +29,12 @@ from multiprocessing import forkserver
 
 # What every job's steps import (export: numpy, onnx, torch, ONNX Runtime; the benchmark
 # runs torch and ONNX Runtime too) and the job function's module with Hydra: about 1.5 s
-# here, mostly torch. Workers start once the forkserver has finished it, so what is named
+# here, mostly torch (pipeline.warm_server, first, only makes the server exit quickly). Workers start once the forkserver has finished it, so what is named
 # here is the least start-up time of a sweep with jobs to run (reused jobs are restored
 # before any worker starts: hydra_plugins/trt_pipeline/reuse_first.py). ModelOpt (0.8 s
 # more, fp16/int8 only) and matplotlib (0.5 s, at the benchmark) are left to the jobs:
 # preloaded, they would delay both workers by what each importing them costs one.
-PRELOAD = ("pipeline.job", "numpy", "onnx", "onnxruntime", "torch")
+PRELOAD = ("pipeline.warm_server", "pipeline.job", "numpy", "onnx", "onnxruntime", "torch")
 JOBLIB = "hydra/launcher=joblib"
 _N_JOBS = re.compile(r"^\+{0,2}hydra\.launcher\.n_jobs=(.*)$")
 
@@ -71,7 +71,9 @@ def start(preload: tuple[str, ...] = PRELOAD, jobs: int = -1) -> bool:
     if loky_context.get_start_method() is not None or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
     multiprocessing.set_forkserver_preload(list(preload))
-    limits, saved = thread_limits(jobs), dict(os.environ)
+    from pipeline import warm_server
+
+    limits, saved = {**thread_limits(jobs), warm_server.MARK: "1"}, dict(os.environ)
     os.environ.update(limits)  # the server's environment is copied when it starts, here
     try:
         forkserver.ensure_running()

@@ -142,3 +142,45 @@ def test_check_records_the_job_overrides_of_a_multirun(monkeypatch):
     with pytest.raises(PipelineError):  # a check that fails leaves nothing to stand in for Hydra's
         overrides.check(["precision=fp32,fp17"], REPO / "conf", multirun=True)
     assert overrides.checked_sweep is None
+
+
+# The server's last exit hook ends it at once (pipeline/warm_server.py): no teardown of
+# its modules, whose __del__ would otherwise write the witness file as they are cleared.
+_SERVER_EXIT = """
+import json, os, sys
+from joblib import Parallel, delayed
+from pipeline import warm_workers
+
+def env(_):
+    return os.environ.get("TRT_PIPELINE_WARM_SERVER")
+
+if __name__ == "__main__":
+    assert warm_workers.start(("pipeline.warm_server", "witness"), jobs=2)
+    seen = Parallel(n_jobs=2)(delayed(env)(i) for i in range(2))
+    print(json.dumps({"workers": seen,
+                      "main": os.environ.get("TRT_PIPELINE_WARM_SERVER")}))
+"""
+_WITNESS = """
+import os
+
+class _Witness:
+    def __del__(self, open=open, path=os.environ["WITNESS_FILE"], pid=os.getpid):  # builtins go first
+        with open(path, "a") as f:
+            f.write(f"{pid()} tore down\\n")
+
+witness = _Witness()
+"""
+
+
+def test_the_server_leaves_without_tearing_down_and_its_mark_reaches_no_worker(tmp_path):
+    """Python's teardown of a server holding torch takes ~0.7 s after the sweep has ended,
+    holding open any pipe that reads the sweep's output."""
+    (tmp_path / "server_exit.py").write_text(_SERVER_EXIT)
+    (tmp_path / "witness.py").write_text(_WITNESS)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{REPO}", "WITNESS_FILE": str(tmp_path / "torn")}
+    r = subprocess.run([sys.executable, str(tmp_path / "server_exit.py")], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=120)  # returns once every process holding its pipes is gone
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout.splitlines()[-1])
+    assert out["workers"] == [None, None] and out["main"] is None, out
+    assert not (tmp_path / "torn").exists(), (tmp_path / "torn").read_text()

@@ -8,6 +8,7 @@ The value rules (allowed names, ranges, combinations) are in config_rules.py.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional
@@ -212,10 +213,17 @@ def _omegaconf_message(e: OmegaConfBaseException) -> str:
     return f"{key}: {msg}" if key else msg
 
 
+@functools.lru_cache(maxsize=1)
+def _schema() -> DictConfig:
+    # Made once: building it from the dataclasses is most of a validation (10 ms of 16),
+    # and a sweep validates every job twice. merge() copies it, so it is never changed.
+    return OmegaConf.structured(PipelineConfig)
+
+
 def validate(raw: Any) -> DictConfig:
     """Merge onto the schema (unknown keys and wrong types fail) and check values."""
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(PipelineConfig), raw)
+        cfg = OmegaConf.merge(_schema(), raw)
         # A given sample_dims replaces the default; merged, {seq: 32} would gain batch: 2.
         given = OmegaConf.select(raw if OmegaConf.is_config(raw) else OmegaConf.create(raw), "model.sample_dims",
                                  default=None)
