@@ -8,7 +8,10 @@ serial cold run, measured in one run. Targets here (2 cores): joblib <= 0.65x, r
 Each mode gets its own fresh engine store and calibration cache for each cold run. The
 modes take turns, N rounds (default 2), and each time is the best of its N: a shared
 2-core VM adds noise of +-25% (page cache reclaimed between runs, CPU steal), and noise
-only ever adds time, so the minimum is the estimate of what the code costs."""
+only ever adds time, so the minimum is the estimate of what the code costs. A wall time
+ends when the sweep's output pipes close, so when every process it started has gone (a
+worker or server still tearing down counts, as it would for `| tee` or CI). The local Ray
+is started for the sweep (`hydra.launcher.address=local`), as the README describes."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 SWEEP = ["model=transformer", "precision=fp32,fp16,int8", "profile=dynamic,two_profiles", "build.backend=tensorrt_rtx",
          "benchmark.warmup_s=0.02", "benchmark.min_duration_s=0.05", "benchmark.min_iterations=5", "inspect.html=false"]
 MODES = {"serial": [], "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-         "ray local": ["hydra/launcher=trt_ray", "hydra.launcher.num_cpus=1"]}
+         "ray local": ["hydra/launcher=trt_ray", "hydra.launcher.address=local", "hydra.launcher.num_cpus=1"]}
 
 
 def run(tmp: Path, mode: str, launcher: list[str], tag: str) -> tuple[float, list[str]]:

@@ -77,7 +77,8 @@ def test_every_module_belongs_to_a_layer_or_is_orchestration():
     top = {module_name(p) for p in PACKAGE.glob("*.py")}
     assert top <= {"pipeline", "pipeline.__main__", "pipeline.steps", "pipeline.run", "pipeline.job", "pipeline.cache_cli",
                    "pipeline.sweep", "pipeline.job_cache", "pipeline.status", "pipeline.console", "pipeline.upstream",
-                   "pipeline.overrides", "pipeline.resolve", "pipeline.build_files", "pipeline.warm_workers"}, sorted(top)
+                   "pipeline.overrides", "pipeline.resolve", "pipeline.build_files", "pipeline.warm_workers",
+                   "pipeline.warm_server"}, sorted(top)
     assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(LAYERS)
 
 

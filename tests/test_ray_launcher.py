@@ -112,6 +112,33 @@ def test_an_accelerator_type_no_node_has_fails_fast_with_one_line(cluster, tmp_p
     assert not (tmp_path / "store").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_rerun_on_a_ray_started_for_the_sweep_restores_every_job_without_starting_ray(tmp_path):
+    """address=local: the workers run on this machine, so reused jobs are restored before
+    Ray starts (hydra_plugins/trt_pipeline/reuse_first.py), and a rerun starts no Ray."""
+    store = tmp_path / "store"
+    first = sweep(tmp_path / "a", "local", "precision=fp32,fp16", store=store)
+    assert first.returncode == 0, first.stderr[-3000:]
+    jobs = sorted(p for p in (tmp_path / "a").iterdir() if p.is_dir())
+    assert len(jobs) == 2 and all((j / "ray_node.json").is_file() for j in jobs), jobs  # ran as Ray tasks
+    again = sweep(tmp_path / "b", "local", "precision=fp32,fp16", store=store)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "Ray launcher" not in again.stdout + again.stderr, again.stdout
+    rows = list(csv.DictReader((tmp_path / "b" / "sweep_summary.csv").open()))
+    assert sorted(r["store"] for r in rows) == ["reused", "reused"], rows
+    assert not list((tmp_path / "b").glob("*/ray_node.json"))
+
+
+def test_jobs_are_restored_first_only_where_the_workers_run_on_this_machine():
+    from hydra_plugins.trt_pipeline import reuse_first
+    from hydra_plugins.trt_ray_launcher.trt_ray_launcher import TrtRayLauncher
+
+    assert reuse_first.runs_here(TrtRayLauncher(address="local"))
+    for address in (None, "auto", "10.0.0.1:6379"):  # Ray's choice may be a cluster: nodes of other fingerprints
+        assert not reuse_first.runs_here(TrtRayLauncher(address=address)), address
+
+
 def test_a_cluster_address_that_does_not_answer_is_one_line(tmp_path):
     r = sweep(tmp_path / "a", "127.0.0.1:9", "sweep.accelerator_type=A100", store=tmp_path / "store")
     assert r.returncode == 1 and r.stderr.strip().count("\n") == 0 and "does not answer" in r.stderr, r.stderr

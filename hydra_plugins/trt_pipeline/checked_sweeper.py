@@ -10,7 +10,7 @@ Anything else (a sweep started another way) is validated as Hydra always does.
 
 It orders the jobs so that those sharing an intermediate product are not started side
 by side (job_order.py), and in front of a launcher whose workers run on this machine
-(joblib) it restores the jobs that would be reused right away, before any worker starts
+(joblib, a Ray started for the sweep) it restores the jobs that would be reused right away, before any worker starts
 (reuse_first.py)."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class CheckedSweeper(BasicSweeper):
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
-        if type(self.launcher).__name__ in reuse_first.LOCAL_WORKERS:
+        if reuse_first.runs_here(self.launcher):
             self.launcher = reuse_first.ReuseFirst(self.launcher, hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> Any:

@@ -1,8 +1,9 @@
 """Restore reused jobs in the submitting process, before any worker starts.
 
 A job identical to a finished one is restored, not run (pipeline/job_cache.py). Sent to
-the joblib launcher, even such a job waits for a worker, and the workers for the
-forkserver's imports (pipeline/warm_workers.py: ~1.5 s here, most of a rerun). So the
+a launcher, even such a job waits for a worker: joblib's wait for the forkserver's
+imports (pipeline/warm_workers.py: ~1.5 s here, most of a rerun), a local Ray's for Ray
+to start and each of its workers to import the pipeline (~5 s). So the
 sweeper asks first: where the batch's first job would be restored, every job is looked
 up, the ones that would be restored run right here (Hydra's run_job, as the basic
 launcher does: same folder, .hydra/, run.log and result), and only the rest go to the
@@ -10,8 +11,10 @@ launcher. A batch whose first job must run is launched whole, so a cold sweep co
 one job more, not every job twice. Either way each job still decides reuse for itself,
 with the stores verified: the look-up here only chooses where it runs.
 
-Only for launchers whose workers run on this machine: a Ray or SLURM job runs on a node
-whose fingerprint (hence job key) the submitter does not know."""
+Only for launchers whose workers run on this machine (joblib; Ray started here for the
+sweep, `hydra.launcher.address=local`, which a rerun then never starts): a job on a Ray
+cluster or under SLURM runs on a node whose fingerprint (hence job key) the submitter
+does not know, and so does a job pinned to a GPU model (`sweep.accelerator_type`)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,11 @@ from typing import Any, Sequence
 from hydra.core.utils import JobReturn, configure_log, run_job
 from omegaconf import DictConfig, open_dict, read_write
 
-LOCAL_WORKERS = ("JoblibLauncher",)
+
+def runs_here(launcher: Any) -> bool:
+    """Whether the launcher's workers run on this machine."""
+    name = type(launcher).__name__
+    return name == "JoblibLauncher" or (name == "TrtRayLauncher" and launcher.params.address == "local")
 
 
 class ReuseFirst:
@@ -48,6 +55,8 @@ class ReuseFirst:
         from pipeline.job import REPO
 
         HydraConfig.instance().set_config(cfg)  # the job's own ${hydra:...} resolve as in its worker
+        if cfg.get("sweep", {}).get("accelerator_type"):
+            return False  # it runs where Ray puts it
         task = cfg.copy()
         with read_write(task), open_dict(task):
             del task["hydra"]

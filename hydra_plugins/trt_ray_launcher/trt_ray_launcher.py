@@ -41,7 +41,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class TrtRayLauncherConf:
     _target_: str = "hydra_plugins.trt_ray_launcher.trt_ray_launcher.TrtRayLauncher"
-    # null: start a local Ray; "auto" or "host:port": join that cluster.
+    # null: Ray's choice ($RAY_ADDRESS, else a cluster started on this machine, else a new
+    # local one); "local": a new Ray on this machine for this sweep, which a rerun whose
+    # jobs are all reused never starts; "auto" or "host:port": join that cluster.
     address: Optional[str] = None
     connect_timeout_s: float = 10.0
     num_cpus: float = 1.0  # per job
