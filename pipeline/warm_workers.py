@@ -28,13 +28,15 @@ import re
 from multiprocessing import forkserver
 
 # What every job's steps import (export: numpy, onnx, torch, ONNX Runtime; the benchmark
-# runs torch and ONNX Runtime too) and the job function's module with Hydra: about 1.5 s
-# here, mostly torch (pipeline.warm_server, first, only makes the server exit quickly). Workers start once the forkserver has finished it, so what is named
-# here is the least start-up time of a sweep with jobs to run (reused jobs are restored
-# before any worker starts: hydra_plugins/trt_pipeline/reuse_first.py). ModelOpt (0.8 s
-# more, fp16/int8 only) and matplotlib (0.5 s, at the benchmark) are left to the jobs:
-# preloaded, they would delay both workers by what each importing them costs one.
-PRELOAD = ("pipeline.warm_server", "pipeline.job", "numpy", "onnx", "onnxruntime", "torch")
+# runs torch and ONNX Runtime too) and the job function's module with Hydra: about 1.2 s
+# here, mostly torch, imported by the server's one preload module, pipeline/warm_server.py
+# (which also freezes it for the garbage collector and lets the server exit quickly).
+# Workers start once the server has finished it, so what is named here is the least
+# start-up time of a sweep with jobs to run (reused jobs are restored before any worker
+# starts: hydra_plugins/trt_pipeline/reuse_first.py). ModelOpt (0.8 s more, fp16/int8
+# only) and matplotlib (0.3 s, at the benchmark) are left to the jobs: preloaded, they
+# would delay both workers by what each importing them costs one.
+PRELOAD = ("pipeline.job", "numpy", "onnx", "onnxruntime", "torch")
 JOBLIB = "hydra/launcher=joblib"
 _N_JOBS = re.compile(r"^\+{0,2}hydra\.launcher\.n_jobs=(.*)$")
 
@@ -70,11 +72,11 @@ def start(preload: tuple[str, ...] = PRELOAD, jobs: int = -1) -> bool:
 
     if loky_context.get_start_method() is not None or "forkserver" not in multiprocessing.get_all_start_methods():
         return False
-    multiprocessing.set_forkserver_preload(list(preload))
     from pipeline import warm_server
 
-    limits, saved = {**thread_limits(jobs), warm_server.MARK: "1"}, dict(os.environ)
-    os.environ.update(limits)  # the server's environment is copied when it starts, here
+    multiprocessing.set_forkserver_preload([warm_server.__name__])  # it imports `preload`, named here:
+    server_env, saved = {**thread_limits(jobs), warm_server.MARK: ",".join(preload)}, dict(os.environ)
+    os.environ.update(server_env)  # the server's environment is copied when it starts, here
     try:
         forkserver.ensure_running()
     finally:

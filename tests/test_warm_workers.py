@@ -144,18 +144,20 @@ def test_check_records_the_job_overrides_of_a_multirun(monkeypatch):
     assert overrides.checked_sweep is None
 
 
-# The server's last exit hook ends it at once (pipeline/warm_server.py): no teardown of
-# its modules, whose __del__ would otherwise write the witness file as they are cleared.
+# The server's preload (pipeline/warm_server.py) freezes what it imported for the garbage
+# collector, and its last exit hook ends it at once: no teardown of its modules, whose
+# __del__ would otherwise write the witness file as they are cleared.
 _SERVER_EXIT = """
 import json, os, sys
 from joblib import Parallel, delayed
 from pipeline import warm_workers
 
 def env(_):
-    return os.environ.get("TRT_PIPELINE_WARM_SERVER")
+    import gc
+    return os.environ.get("TRT_PIPELINE_WARM_SERVER"), "witness" in sys.modules, gc.get_freeze_count() > 1000
 
 if __name__ == "__main__":
-    assert warm_workers.start(("pipeline.warm_server", "witness"), jobs=2)
+    assert warm_workers.start(("witness",), jobs=2)
     seen = Parallel(n_jobs=2)(delayed(env)(i) for i in range(2))
     print(json.dumps({"workers": seen,
                       "main": os.environ.get("TRT_PIPELINE_WARM_SERVER")}))
@@ -172,7 +174,7 @@ witness = _Witness()
 """
 
 
-def test_the_server_leaves_without_tearing_down_and_its_mark_reaches_no_worker(tmp_path):
+def test_the_server_freezes_its_imports_leaves_without_tearing_down_and_its_mark_reaches_no_worker(tmp_path):
     """Python's teardown of a server holding torch takes ~0.7 s after the sweep has ended,
     holding open any pipe that reads the sweep's output."""
     (tmp_path / "server_exit.py").write_text(_SERVER_EXIT)
@@ -182,5 +184,6 @@ def test_the_server_leaves_without_tearing_down_and_its_mark_reaches_no_worker(t
                        text=True, timeout=120)  # returns once every process holding its pipes is gone
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.splitlines()[-1])
-    assert out["workers"] == [None, None] and out["main"] is None, out
+    # Each worker has the server's imports, frozen for its garbage collector, and not its mark.
+    assert out["workers"] == [[None, True, True]] * 2 and out["main"] is None, out
     assert not (tmp_path / "torn").exists(), (tmp_path / "torn").read_text()
