@@ -71,21 +71,29 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
 
 def dvc_deps(repo: Path, cfg: Any) -> list[str]:
     """Every dependency dvc.yaml lists that no stage makes, templated paths filled in."""
+    static, from_config = _deps(repo, cfg)
+    return sorted(static | from_config)
+
+
+def _deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
+    """dvc.yaml's dependencies that no stage makes: those it names, and those it takes
+    from the config (templated: ${model.source}, ...), filled in."""
     stages = dvc_stages.stages(repo)
     outs = {next(iter(o)) if isinstance(o, dict) else o
             for s in stages.values() for kind in ("outs", "metrics", "plots") for o in s.get(kind, [])}
-    deps = set()
+    static, from_config = set(), set()
     for stage in stages.values():
         for dep in stage.get("deps", []):
+            found = static
             if m := _TEMPLATE.match(dep):
                 from omegaconf import OmegaConf
 
-                dep = OmegaConf.select(cfg, m.group(1), default=None)
+                dep, found = OmegaConf.select(cfg, m.group(1), default=None), from_config
                 if dep is None:
                     continue
             if not any(dep == o or dep.startswith(f"{o}/") for o in outs):
-                deps.add(str(dep))
-    return sorted(deps)
+                found.add(str(dep))
+    return static, from_config
 
 
 def _path_digest(path: Path) -> str | None:
@@ -108,8 +116,11 @@ def _path_digest(path: Path) -> str | None:
 def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
     config = config_lib.to_dict(cfg)
     config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
-    deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d)
-            for d in [*dvc_deps(repo, cfg), *SWEEP_CODE]}
+    static, from_config = _deps(repo, cfg)
+    deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d) for d in sorted(static | set(SWEEP_CODE))}
+    # A path from the config is read by the job where it runs (hydra.job.chdir is false):
+    # relative to the working directory, which is the repository only when run from there.
+    deps.update({f"config:{d}": _path_digest(Path(d)) for d in sorted(from_config)})
     return {"config": config, "deps": deps, "libraries": build_files.tool_versions(), "fingerprint": fingerprint_id}
 
 

@@ -47,6 +47,23 @@ def test_the_key_covers_model_bytes_code_config_and_machine_but_not_where_a_job_
     assert key(cfg) != before
 
 
+def test_paths_from_the_config_are_hashed_where_the_job_reads_them(tmp_path, monkeypatch):
+    """Run from another folder, a job reads `model.source=models` there (hydra.job.chdir
+    is false), not in the repository: its key must not be that of the run from the
+    repository, whose outputs it would otherwise restore."""
+    cfg = compose("model=transformer")
+    inputs = job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]
+    assert inputs["config:models"] == inputs["models"] is not None  # run from the repository: the same folder
+    at_repo = key(cfg)
+    monkeypatch.chdir(tmp_path)
+    elsewhere = job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]
+    assert elsewhere["config:models"] is None and elsewhere["models"] == inputs["models"]  # code: the repository's
+    assert key(cfg) != at_repo
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "transformer.py").write_text("# another model\n")
+    assert job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]["config:models"] not in (None, inputs["models"])
+
+
 def job(sweep_dir: Path, store: Path, *overrides: str) -> tuple[dict, str]:
     env = {**os.environ, "TRT_PIPELINE_STORE": str(store)}
     r = subprocess.run([sys.executable, "-m", "pipeline.run", "--multirun", f"hydra.sweep.dir={sweep_dir}", *overrides,
