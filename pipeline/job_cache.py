@@ -69,13 +69,7 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
     return gone
 
 
-def dvc_deps(repo: Path, cfg: Any) -> list[str]:
-    """Every dependency dvc.yaml lists that no stage makes, templated paths filled in."""
-    static, from_config = _deps(repo, cfg)
-    return sorted(static | from_config)
-
-
-def _deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
+def dvc_deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
     """dvc.yaml's dependencies that no stage makes: those it names, and those it takes
     from the config (templated: ${model.source}, ...), filled in."""
     stages = dvc_stages.stages(repo)
@@ -116,11 +110,18 @@ def _path_digest(path: Path) -> str | None:
 def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
     config = config_lib.to_dict(cfg)
     config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
-    static, from_config = _deps(repo, cfg)
-    deps = {d: _path_digest(Path(d) if Path(d).is_absolute() else repo / d) for d in sorted(static | set(SWEEP_CODE))}
+    static, from_config = dvc_deps(repo, cfg)
+    where = {d: Path(d) if Path(d).is_absolute() else repo / d for d in static | set(SWEEP_CODE)}
     # A path from the config is read by the job where it runs (hydra.job.chdir is false):
     # relative to the working directory, which is the repository only when run from there.
-    deps.update({f"config:{d}": _path_digest(Path(d)) for d in sorted(from_config)})
+    where.update({f"config:{d}": Path(d) for d in from_config})
+    digests: dict[Path, str | None] = {}  # a folder named both ways (models/) is read once
+    deps = {}
+    for name, path in sorted(where.items()):
+        at = path.resolve()
+        if at not in digests:
+            digests[at] = _path_digest(path)
+        deps[name] = digests[at]
     return {"config": config, "deps": deps, "libraries": build_files.tool_versions(), "fingerprint": fingerprint_id}
 
 

@@ -32,7 +32,8 @@ def test_the_key_covers_model_bytes_code_config_and_machine_but_not_where_a_job_
     onnx_path, weights = write_model_with_external_data(tmp_path)
     model = ["model=onnx_file", f"model.onnx_path={onnx_path}", f"model.source={tmp_path}"]
     cfg = compose(*model)
-    deps = job_cache.dvc_deps(REPO, cfg)
+    static, from_config = job_cache.dvc_deps(REPO, cfg)
+    deps = static | from_config
     assert str(tmp_path) in deps and "data/calibration" in deps and "models" in deps
     assert {"pipeline/core", "pipeline/engine", "pipeline/bench", "pipeline/steps.py"} <= set(deps)
     assert not any(d.startswith(("artifacts", "metrics")) for d in deps)  # made by the job itself

@@ -10,19 +10,17 @@ Anything else (a sweep started another way) is validated as Hydra always does.
 
 It orders the jobs so that those sharing an intermediate product are not started side
 by side (job_order.py), and in front of a launcher whose workers run on this machine
-(joblib, a Ray started for the sweep) it restores the jobs that would be reused right away, before any worker starts
-(reuse_first.py)."""
+(joblib, a Ray started for the sweep) it restores the jobs that would be reused right
+away, before any worker starts (reuse_first.py)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
-from hydra.errors import HydraException
 
 from hydra_plugins.trt_pipeline import job_order, reuse_first
 
@@ -52,14 +50,9 @@ class CheckedSweeper(BasicSweeper):
 
     @staticmethod
     def split_arguments(overrides: List[Override], max_batch_size: Optional[int]) -> List[List[List[str]]]:
-        """Hydra's batches of jobs (a key given twice counts once, at its first place with
-        its last value; a sweep that is not a list of values is refused), in job_order's order."""
-        final: OrderedDict[str, Override] = OrderedDict()
-        for o in overrides:
-            if o.is_sweep_override() and not o.is_discrete_sweep():
-                raise HydraException(f"{BasicSweeper.__name__} does not support sweep type : {o.value_type.name}")
-            final[o.get_key_element()] = o
-        jobs = job_order.jobs(list(final.values()), job_order.shared_stage_params())
+        """Hydra's jobs, by its own rules, in job_order's order."""
+        [jobs] = BasicSweeper.split_arguments(overrides, None)
+        jobs = job_order.ordered(jobs, job_order.shared_stage_params())
         return [jobs] if max_batch_size is None else list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
 
     def validate_batch_is_legal(self, batch: Any) -> None:

@@ -16,18 +16,16 @@ keep the order they were given in (the folder name and .hydra/overrides.yaml).""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
-from typing import Any
-
-REPO = Path(__file__).resolve().parents[2]
 
 
-def shared_stage_params(repo: Path = REPO) -> tuple[tuple[str, ...], ...]:
-    """The params of each stage whose outputs jobs share, in pipeline order."""
+def shared_stage_params(repo: Path | None = None) -> tuple[tuple[str, ...], ...]:
+    """The params of each stage whose outputs jobs share, in pipeline order (the
+    pipeline's own dvc.yaml unless `repo` names another)."""
     from pipeline.core import dvc_stages
+    from pipeline.job import REPO
 
-    return tuple(tuple(str(p) for p in s.get("params", [])) for s in dvc_stages.stages(repo).values()
+    return tuple(tuple(str(p) for p in s.get("params", [])) for s in dvc_stages.stages(repo or REPO).values()
                  if not s.get("always_changed"))
 
 
@@ -40,16 +38,12 @@ def stage_rank(key: str, stages: tuple[tuple[str, ...], ...]) -> int:
     return len(stages)
 
 
-def jobs(overrides: list[Any], stages: tuple[tuple[str, ...], ...]) -> list[list[str]]:
-    """Every job's overrides (Hydra's parsed discrete sweeps and plain values), the keys
-    read earliest varying fastest; ties keep the given order, as Hydra's would."""
-    values = []
-    for o in overrides:
-        key = o.get_key_element()
-        sweep = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
-        values.append([f"{key}={v}" for v in sweep])
-    # itertools.product varies its last list fastest: the latest-read keys go first.
-    order = sorted(range(len(overrides)), key=lambda i: -stage_rank(overrides[i].key_or_group, stages))
-    where = {i: pos for pos, i in enumerate(order)}
-    return [[job[where[i]] for i in range(len(overrides))]
-            for job in itertools.product(*(values[i] for i in order))]
+def ordered(jobs: list[list[str]], stages: tuple[tuple[str, ...], ...]) -> list[list[str]]:
+    """Hydra's jobs (`key=value` lists, the product of the sweep's values, its last key
+    varying fastest), reordered so the keys read earliest vary fastest; ties keep Hydra's order."""
+    if not jobs:
+        return jobs
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in jobs[0]]
+    place = [{v: i for i, v in enumerate(dict.fromkeys(job[k] for job in jobs))} for k in range(len(keys))]
+    slowest_first = sorted(range(len(keys)), key=lambda k: -stage_rank(keys[k], stages))
+    return sorted(jobs, key=lambda job: [place[k][job[k]] for k in slowest_first])
