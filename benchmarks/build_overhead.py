@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # models/ (the big transformer is made from its architecture)
 
-BARE = r'''
+BARE = r"""
 import json, sys
 import tensorrt_rtx as trt
 onnx_path, profiles_json, out, workspace_mib, level = sys.argv[1:6]
@@ -46,7 +46,7 @@ for prof in json.loads(open(profiles_json).read()):
     config.add_optimization_profile(p)
 plan = builder.build_serialized_network(network, config)
 open(out, "wb").write(bytes(plan))
-'''
+"""
 
 
 def big_transformer(path: Path) -> None:
@@ -60,8 +60,16 @@ def big_transformer(path: Path) -> None:
     model = t.build(0)
     feeds = t.sample_inputs({"batch": 2, "seq": 16}, __import__("numpy").random.default_rng(0))
     args = tuple(torch.from_numpy(feeds[k]) for k in t.INPUT_NAMES)
-    torch.onnx.export(model, args, str(path), input_names=t.INPUT_NAMES, output_names=t.OUTPUT_NAMES,
-                      dynamic_axes=t.DYNAMIC_AXES, opset_version=17, dynamo=False)
+    torch.onnx.export(
+        model,
+        args,
+        str(path),
+        input_names=t.INPUT_NAMES,
+        output_names=t.OUTPUT_NAMES,
+        dynamic_axes=t.DYNAMIC_AXES,
+        opset_version=17,
+        dynamo=False,
+    )
 
 
 def run(cmd: list[str], cwd: Path, env: dict) -> float:
@@ -73,7 +81,9 @@ def run(cmd: list[str], cwd: Path, env: dict) -> float:
 
 
 def prepare(repo: Path, overrides: list[str], env: dict) -> None:
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     for f in files:
         if not f.startswith(("artifacts/", "metrics/")) and (REPO / f).is_file():
             (repo / f).parent.mkdir(parents=True, exist_ok=True)
@@ -89,24 +99,45 @@ def measure(name: str, repo: Path, env: dict, rounds: int) -> float:
         store = repo / f".store{i}"
         # cold every round: no store entry, and no engine in artifacts/ to adopt
         shutil.rmtree(repo / "artifacts" / "build", ignore_errors=True)
-        stage.append(run([sys.executable, "-m", "stages.build"], repo, {**env, "TRT_PIPELINE_STORE": str(store)}))
+        stage.append(
+            run(
+                [sys.executable, "-m", "stages.build"],
+                repo,
+                {**env, "TRT_PIPELINE_STORE": str(store)},
+            )
+        )
         fp = json.loads((repo / "artifacts/fingerprint.json").read_text())["id"]
         manifest = json.loads((repo / "artifacts/build" / fp / "manifest.json").read_text())
         profiles = repo / "profiles.json"
         profiles.write_text(json.dumps(manifest["config"]["profiles"]))
         build = manifest["config"]["build"]
-        bare.append(run([sys.executable, "-c", BARE, str(repo / "artifacts/calibrate/model.onnx"), str(profiles),
-                         str(repo / "bare.plan"), str(build["workspace_mib"]), str(build["optimization_level"])],
-                        repo, env))
+        bare.append(
+            run(
+                [
+                    sys.executable,
+                    "-c",
+                    BARE,
+                    str(repo / "artifacts/calibrate/model.onnx"),
+                    str(profiles),
+                    str(repo / "bare.plan"),
+                    str(build["workspace_mib"]),
+                    str(build["optimization_level"]),
+                ],
+                repo,
+                env,
+            )
+        )
         shutil.rmtree(store, ignore_errors=True)
     # Each round's stage and bare run back to back, so the ratio within a round sees the
     # same machine load; the median over rounds is the figure, the spread shows the noise.
     ratios = sorted(st / ba for st, ba in zip(stage, bare))
     ratio = statistics.median(ratios)
     mib = (repo / "artifacts/calibrate/model.onnx").stat().st_size / 2**20
-    print(f"{name:<28} ONNX {mib:6.1f} MiB  stage {statistics.median(stage):5.2f} s (min {min(stage):.2f})  "
-          f"bare {statistics.median(bare):5.2f} s (min {min(bare):.2f})  ratio {ratio:.2f}x, median of {rounds} "
-          f"paired rounds (range {ratios[0]:.2f}-{ratios[-1]:.2f}; of the minima {min(stage) / min(bare):.2f}x)")
+    print(
+        f"{name:<28} ONNX {mib:6.1f} MiB  stage {statistics.median(stage):5.2f} s (min {min(stage):.2f})  "
+        f"bare {statistics.median(bare):5.2f} s (min {min(bare):.2f})  ratio {ratio:.2f}x, median of {rounds} "
+        f"paired rounds (range {ratios[0]:.2f}-{ratios[-1]:.2f}; of the minima {min(stage) / min(bare):.2f}x)"
+    )
     return ratio
 
 
@@ -124,9 +155,19 @@ def main() -> None:
         model.parent.mkdir()
         big_transformer(model)
         large = tmp / "large"
-        prepare(large, ["model=onnx_file", f"model.onnx_path={model}", f"model.source={model}",
-                        "model.sample_dims.batch=2", "+model.sample_dims.seq=16",
-                        "model.int_high=2000", "benchmark.backends=[onnxruntime]"], env)
+        prepare(
+            large,
+            [
+                "model=onnx_file",
+                f"model.onnx_path={model}",
+                f"model.source={model}",
+                "model.sample_dims.batch=2",
+                "+model.sample_dims.seq=16",
+                "model.int_high=2000",
+                "benchmark.backends=[onnxruntime]",
+            ],
+            env,
+        )
         ratio = measure("transformer, ~90 MB weights", large, env, args.rounds)
     print(f"goal: at most 1.2x on the ~90 MB model: {'PASS' if ratio <= 1.2 else 'FAIL'}")
     sys.exit(0 if ratio <= 1.2 else 1)

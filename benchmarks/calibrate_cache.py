@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def compose(*overrides: str):
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from pipeline.core import config
 
@@ -33,19 +34,27 @@ def compose(*overrides: str):
 
 def child(root: str, model: str, cache: str) -> None:
     """One calibrate step; prints its own duration as JSON."""
-    from pipeline import steps
     from pipeline.core.layout import Layout
+    from pipeline.flow import steps
 
     cfg = compose(f"model={model}", "precision=int8", f"calibration.cache_dir={cache}")
     t0 = time.perf_counter()
     summary = steps.calibrate(cfg, Layout(Path(root)))
-    print(json.dumps({"step_s": time.perf_counter() - t0, "hit": summary["calibration"]["cache"]["hit"]}))
+    print(
+        json.dumps(
+            {"step_s": time.perf_counter() - t0, "hit": summary["calibration"]["cache"]["hit"]}
+        )
+    )
 
 
 def run_child(root: Path, model: str, cache: Path) -> dict:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, __file__, "--child", str(root), model, str(cache)], cwd=REPO,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", str(root), model, str(cache)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"calibrate failed for {model}: {r.stderr.strip()}")
@@ -59,8 +68,8 @@ def main() -> int:
     ap.add_argument("--min-ratio", type=float, default=5.0)
     args = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from pipeline.export import export
     from pipeline.core.layout import Layout
+    from pipeline.export import export
 
     ok = True
     with tempfile.TemporaryDirectory(prefix="calib-bench.") as tmp:
@@ -73,15 +82,21 @@ def main() -> int:
                 cold.append(run_child(root, model, cache))
                 warm.append(run_child(root, model, cache))
                 shutil.rmtree(cache)
-            assert not any(c["hit"] for c in cold) and all(w["hit"] for w in warm), "cache did not behave"
-            med = {k: (statistics.median(c[k] for c in cold), statistics.median(w[k] for w in warm))
-                   for k in ("step_s", "process_s")}
+            assert not any(c["hit"] for c in cold) and all(w["hit"] for w in warm), (
+                "cache did not behave"
+            )
+            med = {
+                k: (statistics.median(c[k] for c in cold), statistics.median(w[k] for w in warm))
+                for k in ("step_s", "process_s")
+            }
             ratio = med["step_s"][0] / med["step_s"][1]
             ok &= ratio >= args.min_ratio
-            print(f"{model:12s} calibrate step  cold {med['step_s'][0]:7.3f} s  warm {med['step_s'][1]:7.3f} s  "
-                  f"ratio {ratio:5.1f}x   (whole process: cold {med['process_s'][0]:.2f} s, warm "
-                  f"{med['process_s'][1]:.2f} s, ratio {med['process_s'][0] / med['process_s'][1]:.1f}x; "
-                  f"median of {args.repeats})")
+            print(
+                f"{model:12s} calibrate step  cold {med['step_s'][0]:7.3f} s  warm {med['step_s'][1]:7.3f} s  "
+                f"ratio {ratio:5.1f}x   (whole process: cold {med['process_s'][0]:.2f} s, warm "
+                f"{med['process_s'][1]:.2f} s, ratio {med['process_s'][0] / med['process_s'][1]:.1f}x; "
+                f"median of {args.repeats})"
+            )
     print(f"warm at least {args.min_ratio:g}x faster than cold: {'yes' if ok else 'NO'}")
     return 0 if ok else 1
 

@@ -28,7 +28,10 @@ from pathlib import Path
 
 from calibrate_cache import REPO, compose  # a sibling script: benchmarks/ is sys.path[0]
 
-SIZES = {"small": {}, "minilm": {"D_MODEL": 384, "HEADS": 6, "D_FF": 1536, "LAYERS": 6, "VOCAB": 30522}}
+SIZES = {
+    "small": {},
+    "minilm": {"D_MODEL": 384, "HEADS": 6, "D_FF": 1536, "LAYERS": 6, "VOCAB": 30522},
+}
 OVERRIDES = ("model=outlier_transformer", "precision=int8", "precision.fallback=auto")
 
 
@@ -40,8 +43,8 @@ def resize(size: str) -> None:
 
 
 def child(action: str, root: str, cache: str, size: str) -> None:
-    from pipeline import steps
     from pipeline.core.layout import Layout
+    from pipeline.flow import steps
 
     resize(size)
     cfg = compose(*OVERRIDES, f"calibration.cache_dir={cache}")
@@ -52,13 +55,21 @@ def child(action: str, root: str, cache: str, size: str) -> None:
         return
     summary = steps.calibrate(cfg, Layout(Path(root)))
     fb = summary["fallback"]
-    print(json.dumps({"step_s": time.perf_counter() - t0, "fallback": {k: v for k, v in fb.items()
-                                                                       if k not in ("sensitivity", "steps")}}))
+    print(
+        json.dumps(
+            {
+                "step_s": time.perf_counter() - t0,
+                "fallback": {k: v for k, v in fb.items() if k not in ("sensitivity", "steps")},
+            }
+        )
+    )
 
 
 def run_child(*args: str) -> dict:
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, __file__, "--child", *args], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, __file__, "--child", *args], cwd=REPO, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         raise SystemExit(f"{args[0]} failed: {r.stderr.strip()}")
@@ -75,25 +86,42 @@ def main() -> int:
         run_child("export", str(root), str(cache), args.size)
         onnx_mb = (root / "artifacts/export/model.onnx").stat().st_size / 2**20
         cold = run_child("calibrate", str(root), str(cache), args.size)
-        warm = [run_child("calibrate", str(root), str(cache), args.size) for _ in range(args.repeats)]
+        warm = [
+            run_child("calibrate", str(root), str(cache), args.size) for _ in range(args.repeats)
+        ]
     fb = cold["fallback"]
     if not fb.get("needed"):
         print(f"{args.size}: plain int8 passed the gate, no search ran")
         return 1
-    assert fb["cache"]["hit"] is False and all(w["fallback"]["cache"]["hit"] for w in warm), "cache did not behave"
+    assert fb["cache"]["hit"] is False and all(w["fallback"]["cache"]["hit"] for w in warm), (
+        "cache did not behave"
+    )
     search_s, graphs = fb["cache"]["seconds"], fb["graphs_evaluated"]
     per_graph = search_s / graphs
     warm_step = statistics.median(w["step_s"] for w in warm)
     warm_process = statistics.median(w["process_s"] for w in warm)
     estimate_48 = per_graph * (1 + 48 + len(fb["kept_fp32"]))
-    print(json.dumps({
-        "size": args.size, "onnx_mib": round(onnx_mb, 1), "quantized_matmuls": fb["quantized_matmuls"],
-        "kept_fp32": len(fb["kept_fp32"]), "matmuls_still_quantized": fb["matmuls_still_quantized"],
-        "plain_score": fb["plain"]["score"], "graphs_evaluated": graphs,
-        "cold_step_s": round(cold["step_s"], 2), "cold_search_s": search_s, "s_per_graph": round(per_graph, 3),
-        "warm_step_s": round(warm_step, 3), "warm_process_s": round(warm_process, 2),
-        "cold_over_warm_step": round(cold["step_s"] / warm_step, 1),
-        "search_estimate_48_matmuls_s": round(estimate_48, 1)}, indent=2))
+    print(
+        json.dumps(
+            {
+                "size": args.size,
+                "onnx_mib": round(onnx_mb, 1),
+                "quantized_matmuls": fb["quantized_matmuls"],
+                "kept_fp32": len(fb["kept_fp32"]),
+                "matmuls_still_quantized": fb["matmuls_still_quantized"],
+                "plain_score": fb["plain"]["score"],
+                "graphs_evaluated": graphs,
+                "cold_step_s": round(cold["step_s"], 2),
+                "cold_search_s": search_s,
+                "s_per_graph": round(per_graph, 3),
+                "warm_step_s": round(warm_step, 3),
+                "warm_process_s": round(warm_process, 2),
+                "cold_over_warm_step": round(cold["step_s"] / warm_step, 1),
+                "search_estimate_48_matmuls_s": round(estimate_48, 1),
+            },
+            indent=2,
+        )
+    )
     ok = warm_step < 2.0
     print(f"rerun step under 2 s: {'yes' if ok else 'NO'}")
     return 0 if ok else 1

@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.bench import cuda_timing  # noqa: E402
-from pipeline.machine import gpu_conditions  # noqa: E402
-from pipeline.machine.cudart import D2D, D2H, H2D, Cuda  # noqa: E402
-from pipeline.precision import accuracy  # noqa: E402
+from pipeline.bench import cuda_timing
+from pipeline.machine import gpu_conditions
+from pipeline.machine.cudart import D2D, D2H, H2D, Cuda
+from pipeline.precision import accuracy
 
 MODELS = {
     "cnn": ("models.cnn_classifier", {"batch": 8}),
@@ -54,19 +54,30 @@ def cudart_roundtrip(cuda: Cuda, check: Checks) -> dict:
     try:
         host[:] = data
         cuda.memcpy_async(dev_a, pinned, n, H2D, stream)
-        graph, graph_exec = cuda.capture(stream, lambda: cuda.memcpy_async(dev_b, dev_a, n, D2D, stream))
+        graph, graph_exec = cuda.capture(
+            stream, lambda: cuda.memcpy_async(dev_b, dev_a, n, D2D, stream)
+        )
         host[:] = 0
         cuda.launch(graph_exec, stream)
         cuda.memcpy_async(pinned, dev_b, n, D2H, stream)
         cuda.sync(stream)
         same = bool(np.array_equal(host, data))
     finally:
-        for call, handle in (("cudaGraphExecDestroy", graph_exec), ("cudaGraphDestroy", graph),
-                             ("cudaFreeHost", pinned), ("cudaFree", dev_b), ("cudaFree", dev_a),
-                             ("cudaStreamDestroy", stream)):
+        for call, handle in (
+            ("cudaGraphExecDestroy", graph_exec),
+            ("cudaGraphDestroy", graph),
+            ("cudaFreeHost", pinned),
+            ("cudaFree", dev_b),
+            ("cudaFree", dev_a),
+            ("cudaStreamDestroy", stream),
+        ):
             cuda.release(call, handle)
     check(same, "cudart: H2D -> captured D2D graph -> D2H did not return the data")
-    return {"cuda_bindings": cuda.version, "runtime": cuda.runtime_version(), "roundtrip_through_graph": same}
+    return {
+        "cuda_bindings": cuda.version,
+        "runtime": cuda.runtime_version(),
+        "roundtrip_through_graph": same,
+    }
 
 
 def timing_invariants(name: str, times: dict, min_iterations: int, check: Checks) -> None:
@@ -75,11 +86,15 @@ def timing_invariants(name: str, times: dict, min_iterations: int, check: Checks
     check(n >= min_iterations, f"{name}: {n} iterations < {min_iterations}")
     check(bool(np.all(times["compute"] > 0)), f"{name}: a GPU compute time is not positive")
     # Events are recorded after the host clock starts and waited for before it stops.
-    check(bool(np.all(times["gpu_total"] <= times["host"] + EVENT_SLACK_MS)),
-          f"{name}: GPU time exceeds the host latency of the same iteration")
+    check(
+        bool(np.all(times["gpu_total"] <= times["host"] + EVENT_SLACK_MS)),
+        f"{name}: GPU time exceeds the host latency of the same iteration",
+    )
     stages = sum(v for k, v in times.items() if k not in ("host", "gpu_total"))
-    check(bool(np.allclose(stages, times["gpu_total"], atol=EVENT_SLACK_MS * 4)),
-          f"{name}: stage times do not add up to the GPU total")
+    check(
+        bool(np.allclose(stages, times["gpu_total"], atol=EVENT_SLACK_MS * 4)),
+        f"{name}: stage times do not add up to the GPU total",
+    )
 
 
 def check_model(key: str, seconds: float, check: Checks) -> dict:
@@ -94,22 +109,40 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
     cpu = torch_runner.TorchRunner(model_cfg, "cpu").infer(feeds)
     gpu = runner.infer(feeds)
     figures = accuracy.compare([cpu], [gpu], classifier=True)
-    check(all(f["cosine"] > 0.9999 for f in figures.values()), f"{key}: CUDA outputs differ from the CPU's")
-    out = {"label": runner.label, "inputs": {k: list(v.shape) for k, v in feeds.items()},
-           "accuracy_vs_cpu": figures, "variants": {}}
-    for variant, copies, graph in (("copies", True, False), ("copies+cuda_graph", True, True),
-                                   ("compute_only", False, False)):
-        times, notes = runner.time(feeds, 0, SimpleNamespace(**bench, device_copies=copies, cuda_graph=graph))
-        check(notes == {"device_copies": copies, "cuda_graph": graph}, f"{key}/{variant}: notes {notes}")
+    check(
+        all(f["cosine"] > 0.9999 for f in figures.values()),
+        f"{key}: CUDA outputs differ from the CPU's",
+    )
+    out = {
+        "label": runner.label,
+        "inputs": {k: list(v.shape) for k, v in feeds.items()},
+        "accuracy_vs_cpu": figures,
+        "variants": {},
+    }
+    for variant, copies, graph in (
+        ("copies", True, False),
+        ("copies+cuda_graph", True, True),
+        ("compute_only", False, False),
+    ):
+        times, notes = runner.time(
+            feeds, 0, SimpleNamespace(**bench, device_copies=copies, cuda_graph=graph)
+        )
+        check(
+            notes == {"device_copies": copies, "cuda_graph": graph},
+            f"{key}/{variant}: notes {notes}",
+        )
         timing_invariants(f"{key}/{variant}", times, bench["min_iterations"], check)
         same = all(np.allclose(runner.last_outputs[k], gpu[k], rtol=1e-4, atol=1e-5) for k in gpu)
         check(same, f"{key}/{variant}: outputs copied in the timed loop differ from infer()")
         summary = cuda_timing.summarise(times, dims["batch"], 10)
         out["variants"][variant] = {
-            "iterations": summary["iterations"], "host_median_ms": summary["median_ms"],
-            "host_p99_ms": summary["p99_ms"], "throughput_per_s": summary["throughput_per_s"],
+            "iterations": summary["iterations"],
+            "host_median_ms": summary["median_ms"],
+            "host_p99_ms": summary["p99_ms"],
+            "throughput_per_s": summary["throughput_per_s"],
             "gpu_median_ms": {k: v["median_ms"] for k, v in summary["gpu"].items()},
-            "outputs_match": same}
+            "outputs_match": same,
+        }
     return out
 
 
@@ -126,10 +159,17 @@ def main() -> int:
         return 1
     cuda = Cuda.get()
     pci = cuda.pci_bus_id(0)
-    report = {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
-              "device": torch.cuda.get_device_name(0), "pci_bus_id": pci,
-              "nvml_before": gpu_conditions.snapshot(pci)}
-    check(report["nvml_before"].get("gpu") is not None, f"NVML gave no reading: {report['nvml_before']}")
+    report = {
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0),
+        "pci_bus_id": pci,
+        "nvml_before": gpu_conditions.snapshot(pci),
+    }
+    check(
+        report["nvml_before"].get("gpu") is not None,
+        f"NVML gave no reading: {report['nvml_before']}",
+    )
     report["cudart"] = cudart_roundtrip(cuda, check)
     report["models"] = {m: check_model(m, args.seconds, check) for m in args.models.split(",")}
     report["nvml_after"] = gpu_conditions.snapshot(pci)

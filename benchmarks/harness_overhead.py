@@ -25,15 +25,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.bench import benchmark
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
-from pipeline.export import export, onnx_model as onnx_lib  # noqa: E402
+from pipeline.export import export
+from pipeline.export import onnx_model as onnx_lib
 
 LIMIT = 1.05
 
 
 def onnx_model(name: str, tmp: Path) -> tuple[Path, dict]:
     if name == "tiny_mlp":
-        cfg = config.validate({"model": {"name": "onnx_file", "factory": None,
-                                         "onnx_path": "models/onnx/tiny_mlp.onnx"}})
+        cfg = config.validate(
+            {
+                "model": {
+                    "name": "onnx_file",
+                    "factory": None,
+                    "onnx_path": "models/onnx/tiny_mlp.onnx",
+                }
+            }
+        )
         return Path(__file__).resolve().parents[1] / "models/onnx/tiny_mlp.onnx", cfg
     cfg = config.validate({})  # the default model: the CNN from models/
     export.export_torch(cfg.model, tmp / "model.onnx")
@@ -51,19 +59,34 @@ def bare_loop(run, names, feeds, iterations: int) -> np.ndarray:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description="harness median against a bare loop, same session and inputs")
+    p = argparse.ArgumentParser(
+        description="harness median against a bare loop, same session and inputs"
+    )
     p.add_argument("--model", choices=("cnn", "tiny_mlp"), default="cnn")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--rounds", type=int, default=20)
     p.add_argument("--round-s", type=float, default=0.25, help="harness min_duration_s per round")
-    p.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads (1: steadier on a shared box)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="ONNX Runtime intra-op threads (1: steadier on a shared box)",
+    )
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         path, cfg = onnx_model(args.model, Path(tmp))
-        bench_cfg = config.validate({"model": config.to_dict(cfg.model), "benchmark": {
-            "warmup_s": 0.0, "min_duration_s": args.round_s, "min_iterations": 1,
-            "intra_op_threads": args.threads}}).benchmark
+        bench_cfg = config.validate(
+            {
+                "model": config.to_dict(cfg.model),
+                "benchmark": {
+                    "warmup_s": 0.0,
+                    "min_duration_s": args.round_s,
+                    "min_iterations": 1,
+                    "intra_op_threads": args.threads,
+                },
+            }
+        ).benchmark
         specs = onnx_lib.inputs(onnx_lib.load(path, check=False))
         shapes = {s.name: [args.batch if d == "batch" else d for d in s.dims] for s in specs}
         feeds = benchmark.bench_inputs(cfg.model, specs, shapes, seed=0)
@@ -95,14 +118,29 @@ def main() -> int:
     med = {k: float(np.median(np.concatenate(v))) for k, v in samples.items()}
     n = {k: int(sum(len(x) for x in v)) for k, v in samples.items()}
     ratio = med["harness"] / med["bare"]
-    print(f"model {args.model} batch {args.batch}, {args.rounds} alternating rounds, "
-          f"ONNX Runtime threads {args.threads}")
+    print(
+        f"model {args.model} batch {args.batch}, {args.rounds} alternating rounds, "
+        f"ONNX Runtime threads {args.threads}"
+    )
     print(f"harness median {med['harness'] * 1e3:.2f} us over {n['harness']} iterations")
     print(f"bare    median {med['bare'] * 1e3:.2f} us over {n['bare']} iterations")
-    print(f"ratio harness/bare {ratio:.4f} (per-round ratios: median {np.median(ratios):.4f}, "
-          f"min {min(ratios):.4f}, max {max(ratios):.4f}); limit {LIMIT}")
-    print(json.dumps({"model": args.model, "batch": args.batch, "harness_median_ms": med["harness"],
-                      "bare_median_ms": med["bare"], "ratio": ratio, "iterations": n, "passed": ratio <= LIMIT}))
+    print(
+        f"ratio harness/bare {ratio:.4f} (per-round ratios: median {np.median(ratios):.4f}, "
+        f"min {min(ratios):.4f}, max {max(ratios):.4f}); limit {LIMIT}"
+    )
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "batch": args.batch,
+                "harness_median_ms": med["harness"],
+                "bare_median_ms": med["bare"],
+                "ratio": ratio,
+                "iterations": n,
+                "passed": ratio <= LIMIT,
+            }
+        )
+    )
     return 0 if ratio <= LIMIT else 1
 
 

@@ -42,7 +42,9 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, str]:
 
 
 def copy_repo(dest: Path) -> None:
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
     for f in files:
         if not f.startswith(("artifacts/", "metrics/")) and (REPO / f).is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +58,9 @@ def trivial_repo(dest: Path, stages: int) -> None:
     subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=dest, check=True)
     for i in range(stages - 1):
         (dest / f"src{i}.py").write_text("x = 1\n")
-    (dest / "dvc.yaml").write_text(TRIVIAL % "".join(STAGE % (i, i, i, i) for i in range(stages - 1)))
+    (dest / "dvc.yaml").write_text(
+        TRIVIAL % "".join(STAGE % (i, i, i, i) for i in range(stages - 1))
+    )
 
 
 def main() -> None:
@@ -78,7 +82,9 @@ def main() -> None:
             b.append(timed(dvc, base)[0])
     ma, mb = statistics.median(a), statistics.median(b)
     print(f"dvc repro, cold, this pipeline:         {cold:6.2f} s")
-    print(f"dvc repro, no-op, this pipeline:        {ma:6.2f} s  (median of {args.rounds}; stages run: {', '.join(ran)})")
+    print(
+        f"dvc repro, no-op, this pipeline:        {ma:6.2f} s  (median of {args.rounds}; stages run: {', '.join(ran)})"
+    )
     print(f"dvc repro, no-op, 6 trivial stages:     {mb:6.2f} s")
     print(f"ratio: {ma / mb:.2f}x (goal <= 1.5x)")
     sys.exit(0 if ma / mb <= 1.5 and ran == ["fingerprint"] else 1)

@@ -27,7 +27,7 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from pipeline import steps
+from pipeline.flow import steps
 from pipeline.core import config
 from pipeline.core.layout import Layout
 cfg = config.load(Path(sys.argv[1]) / "params.yaml")
@@ -42,21 +42,28 @@ print(json.dumps({"step_s": t2 - t1, "trt_imported": any(m.split(".")[0] in ("te
 def run_build(root: Path, store: Path) -> dict:
     env = {**os.environ, "TRT_PIPELINE_STORE": str(store), "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-c", CHILD, str(root)], cwd=REPO, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-c", CHILD, str(root)], cwd=REPO, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         sys.exit(r.stderr)
-    return {**json.loads(r.stdout.strip().splitlines()[-1]), "process_s": wall, "log": r.stderr.strip()}
+    return {
+        **json.loads(r.stdout.strip().splitlines()[-1]),
+        "process_s": wall,
+        "log": r.stderr.strip(),
+    }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    from tests.conftest import compose
-    from pipeline import steps
-    from pipeline.core.layout import Layout
     from omegaconf import OmegaConf
+
+    from pipeline.core.layout import Layout
+    from pipeline.flow import steps
+    from tests.conftest import compose
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -69,16 +76,25 @@ def main() -> None:
             store = root / f"store{i}"
             shutil.rmtree(root / "artifacts" / "build", ignore_errors=True)  # nothing to adopt
             cold.append(run_build(root, store))  # empty store: a real build
-            hit.append(run_build(root, store))   # same key: served from the store
+            hit.append(run_build(root, store))  # same key: served from the store
             shutil.rmtree(store)
-            assert "miss, built" in cold[-1]["log"] and "store hit" in hit[-1]["log"], (cold[-1]["log"], hit[-1]["log"])
-    med = lambda rows, k: statistics.median(r[k] for r in rows)  # noqa: E731
+            assert "miss, built" in cold[-1]["log"] and "store hit" in hit[-1]["log"], (
+                cold[-1]["log"],
+                hit[-1]["log"],
+            )
+    med = lambda rows, k: statistics.median(r[k] for r in rows)
     step_ratio = med(hit, "step_s") / med(cold, "step_s")
     proc_ratio = med(hit, "process_s") / med(cold, "process_s")
     print(f"transformer build step, median of {args.repeats}:")
-    print(f"  cold build   {med(cold, 'step_s') * 1e3:8.1f} ms in the step   {med(cold, 'process_s') * 1e3:8.1f} ms whole process")
-    print(f"  store hit    {med(hit, 'step_s') * 1e3:8.1f} ms in the step   {med(hit, 'process_s') * 1e3:8.1f} ms whole process")
-    print(f"  ratio        {step_ratio:8.3f}  (target <= 0.100)      {proc_ratio:8.3f} (process start included)")
+    print(
+        f"  cold build   {med(cold, 'step_s') * 1e3:8.1f} ms in the step   {med(cold, 'process_s') * 1e3:8.1f} ms whole process"
+    )
+    print(
+        f"  store hit    {med(hit, 'step_s') * 1e3:8.1f} ms in the step   {med(hit, 'process_s') * 1e3:8.1f} ms whole process"
+    )
+    print(
+        f"  ratio        {step_ratio:8.3f}  (target <= 0.100)      {proc_ratio:8.3f} (process start included)"
+    )
     imported = any(h["trt_imported"] for h in hit)
     print(f"  hit imported TensorRT: {'yes' if imported else 'no'}")
     ok = step_ratio <= 0.1 and not imported

@@ -24,19 +24,51 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SWEEP = ["model=transformer", "precision=fp32,fp16,int8", "profile=dynamic,two_profiles", "build.backend=tensorrt_rtx",
-         "benchmark.warmup_s=0.02", "benchmark.min_duration_s=0.05", "benchmark.min_iterations=5", "inspect.html=false"]
-MODES = {"serial": [], "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
-         "ray local": ["hydra/launcher=trt_ray", "hydra.launcher.address=local", "hydra.launcher.num_cpus=1"]}
+SWEEP = [
+    "model=transformer",
+    "precision=fp32,fp16,int8",
+    "profile=dynamic,two_profiles",
+    "build.backend=tensorrt_rtx",
+    "benchmark.warmup_s=0.02",
+    "benchmark.min_duration_s=0.05",
+    "benchmark.min_iterations=5",
+    "inspect.html=false",
+]
+MODES = {
+    "serial": [],
+    "joblib x2": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "ray local": [
+        "hydra/launcher=trt_ray",
+        "hydra.launcher.address=local",
+        "hydra.launcher.num_cpus=1",
+    ],
+}
 
 
 def run(tmp: Path, mode: str, launcher: list[str], tag: str) -> tuple[float, list[str]]:
-    env = {**os.environ, "TRT_PIPELINE_STORE": str(tmp / "store"), "TRT_PIPELINE_CALIB_CACHE": str(tmp / "calib"),
-           "RAY_NUM_CPUS": "2"}
+    env = {
+        **os.environ,
+        "TRT_PIPELINE_STORE": str(tmp / "store"),
+        "TRT_PIPELINE_CALIB_CACHE": str(tmp / "calib"),
+        "RAY_NUM_CPUS": "2",
+    }
     out = tmp / tag
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "pipeline.run", "--multirun", f"hydra.sweep.dir={out}", *launcher,
-                        *SWEEP], cwd=REPO, env=env, capture_output=True, text=True)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli.run",
+            "--multirun",
+            f"hydra.sweep.dir={out}",
+            *launcher,
+            *SWEEP,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         sys.exit(f"{mode} {tag} failed: {p.stderr.strip().splitlines()[-1:]}")
@@ -55,12 +87,16 @@ def main() -> None:
                     wall, events = run(tmp, mode, launcher, tag)
                     built = sum("built" in e and "meanwhile" not in e for e in events)
                     times.setdefault((mode, tag), []).append(wall)
-                    print(f"round {round_ + 1}  {mode:10s} {tag:5s} {wall:7.1f} s  {len(events)} jobs, {built} built",
-                          flush=True)
+                    print(
+                        f"round {round_ + 1}  {mode:10s} {tag:5s} {wall:7.1f} s  {len(events)} jobs, {built} built",
+                        flush=True,
+                    )
     best = {k: min(v) for k, v in times.items()}
     base = best[("serial", "cold")]
     print(f"\nbest of {repeat}: " + ", ".join(f"{m} {t} {best[(m, t)]:.1f} s" for m, t in best))
-    print(f"joblib x2 cold / serial cold: {best[('joblib x2', 'cold')] / base:.2f}x (target <= 0.65)")
+    print(
+        f"joblib x2 cold / serial cold: {best[('joblib x2', 'cold')] / base:.2f}x (target <= 0.65)"
+    )
     print(f"ray local cold / serial cold: {best[('ray local', 'cold')] / base:.2f}x")
     for mode in MODES:
         print(f"{mode} rerun / serial cold: {best[(mode, 'rerun')] / base:.2f}x (target <= 0.2)")

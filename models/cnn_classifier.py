@@ -24,7 +24,9 @@ def build(seed: int = 0):
     class CnnClassifier(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.features = nn.Sequential(block(3, 16, 1), block(16, 32, 2), block(32, 64, 2), block(64, 64, 1))
+            self.features = nn.Sequential(
+                block(3, 16, 1), block(16, 32, 2), block(32, 64, 2), block(64, 64, 1)
+            )
             self.head = nn.Linear(64, NUM_CLASSES)
 
         def forward(self, images):

@@ -27,11 +27,15 @@ def make() -> onnx.ModelProto:
         helper.make_node("Add", ["h3", "b2"], ["scores"], name="fc2_bias"),
     ]
     graph = helper.make_graph(
-        nodes, "tiny_mlp",
+        nodes,
+        "tiny_mlp",
         [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 16])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", 5])],
-        initializer=[w1, b1, w2, b2])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="trt-pipeline")
+        initializer=[w1, b1, w2, b2],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="trt-pipeline"
+    )
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
     return model

@@ -13,8 +13,15 @@ per row (model.task=embedding); inputs as models.transformer_encoder."""
 from __future__ import annotations
 
 # Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
-from models.transformer_encoder import (DYNAMIC_AXES as _AXES, INPUT_NAMES, MAX_LEN, VOCAB,  # noqa: F401
-                                        calibration_batches, embed, mean_pool, sample_inputs, self_attention)
+from models.transformer_encoder import DYNAMIC_AXES as _AXES
+from models.transformer_encoder import (
+    INPUT_NAMES,
+    MAX_LEN,
+    VOCAB,
+    embed,
+    mean_pool,
+    self_attention,
+)
 
 OUTPUT_NAMES = ["embedding"]
 DYNAMIC_AXES = {**{name: _AXES[name] for name in INPUT_NAMES}, "embedding": {0: "batch"}}
@@ -27,7 +34,9 @@ def build(seed: int = 0):
     import torch
     from torch import nn
 
-    def outliers(producer: nn.Linear, consumer: nn.Linear, rows: slice, gen: torch.Generator) -> None:
+    def outliers(
+        producer: nn.Linear, consumer: nn.Linear, rows: slice, gen: torch.Generator
+    ) -> None:
         """Scale `rows` of producer's output up and the matching input columns of the
         consumer down (its input i is producer output rows.start + i): the same
         function, with huge activations in between."""

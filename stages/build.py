@@ -1,8 +1,8 @@
 """DVC stage `build`: see dvc.yaml for its params, deps and outs."""
 
-from pipeline import steps
 from pipeline.core import cli, config
 from pipeline.core.layout import Layout
+from pipeline.flow import steps
 
 
 def main() -> None:

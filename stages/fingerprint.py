@@ -3,9 +3,9 @@
 It runs on every `dvc repro`, so it reads only the build settings it needs
 (pipeline/machine/build_settings.py), not the whole validated config."""
 
-from pipeline import steps
 from pipeline.core import cli
 from pipeline.core.layout import Layout
+from pipeline.flow import steps
 from pipeline.machine import build_settings
 
 

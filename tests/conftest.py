@@ -14,7 +14,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def compose(*overrides: str):
     """The validated config exactly as DVC/Hydra would compose it from conf/."""
-    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
 
     from pipeline.core import config
 
@@ -35,7 +36,11 @@ def private_stores(tmp_path_factory):
     mp.undo()
 
 
-FAST_BENCH = ("benchmark.warmup_s=0.05", "benchmark.min_duration_s=0.2", "benchmark.min_iterations=10")
+FAST_BENCH = (
+    "benchmark.warmup_s=0.05",
+    "benchmark.min_duration_s=0.2",
+    "benchmark.min_iterations=10",
+)
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +71,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _pipeline_through(tmp: Path, cfg, last: str):
-    from pipeline import steps
     from pipeline.core.layout import Layout
+    from pipeline.flow import steps
 
     layout = Layout(tmp)
     for name in steps.ORDER:
@@ -103,11 +108,19 @@ def built_cnn_fp16(tmp_path_factory):
 @pytest.fixture(scope="session")
 def built_cnn_int8(tmp_path_factory):
     """Q/DQ int8 CNN (calibrated on the shipped samples) through build, own store."""
-    if not (REPO / "conf/precision/int8.yaml").exists() or not (REPO / "conf/calibration/cnn_samples.yaml").exists():
+    if (
+        not (REPO / "conf/precision/int8.yaml").exists()
+        or not (REPO / "conf/calibration/cnn_samples.yaml").exists()
+    ):
         pytest.skip("no int8 precision config in conf/")
     tmp = tmp_path_factory.mktemp("cnn_int8")
-    cfg = compose("model=cnn", "precision=int8", "calibration=cnn_samples", f"build.store_dir={tmp / 'store'}",
-                  *FAST_BENCH)
+    cfg = compose(
+        "model=cnn",
+        "precision=int8",
+        "calibration=cnn_samples",
+        f"build.store_dir={tmp / 'store'}",
+        *FAST_BENCH,
+    )
     return cfg, _pipeline_through(tmp, cfg, "build")
 
 
@@ -115,22 +128,28 @@ def built_cnn_int8(tmp_path_factory):
 def transformer_result(built_transformer):
     """A fresh real build of the fp32 transformer (records straight from the logger),
     independent of whatever the engine store holds."""
-    from pipeline import steps
     from pipeline.engine import build
+    from pipeline.flow import steps
 
     cfg, layout = built_transformer
     onnx_path = layout.calibrate_dir / "model.onnx"
-    return build.build_engine(onnx_path, cfg.precision, cfg.build, build.resolve_profiles(cfg.profile, onnx_path),
-                              steps.read_fingerprint(layout)["trt_flavour"], progress=False)
+    return build.build_engine(
+        onnx_path,
+        cfg.precision,
+        cfg.build,
+        build.resolve_profiles(cfg.profile, onnx_path),
+        steps.read_fingerprint(layout)["trt_flavour"],
+        progress=False,
+    )
 
 
 @pytest.fixture(scope="session")
 def built_transformer_detailed(built_transformer, tmp_path_factory):
     """The fp32 transformer built with ProfilingVerbosity.DETAILED (what the build log
     then holds: the engine's own layers), through build and inspect, own store."""
-    from pipeline import steps
-    from pipeline.engine import build
     from pipeline.core.layout import Layout
+    from pipeline.engine import build
+    from pipeline.flow import steps
 
     _, src = built_transformer
     tmp = tmp_path_factory.mktemp("transformer_detailed")
@@ -138,7 +157,9 @@ def built_transformer_detailed(built_transformer, tmp_path_factory):
     for part in ("export", "calibrate"):
         shutil.copytree(src.root / "artifacts" / part, layout.root / "artifacts" / part)
     shutil.copy(src.fingerprint, layout.fingerprint)
-    cfg = compose("model=transformer", "precision=fp32", f"build.store_dir={tmp / 'store'}", *FAST_BENCH)
+    cfg = compose(
+        "model=transformer", "precision=fp32", f"build.store_dir={tmp / 'store'}", *FAST_BENCH
+    )
     configure = build.configure
 
     def detailed(trt, *args, **kwargs):
@@ -159,15 +180,25 @@ def in_tmp_repo_copy(tmp_path):
     import subprocess
 
     dest = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                           capture_output=True, text=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     for f in files:
         src = REPO / f
         if src.is_file() and not f.startswith(("artifacts/", "metrics/")):
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / f)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=env)

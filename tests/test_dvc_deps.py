@@ -33,12 +33,16 @@ def step_modules(stage: str) -> set[str]:
     calls), then everything those import, statically and transitively."""
     g = graph()
     known = set(g)
-    steps = ast.parse((PACKAGE / "steps.py").read_text())
+    steps = ast.parse((PACKAGE / "flow" / "steps.py").read_text())
     fns = {n.name: n for n in steps.body if isinstance(n, ast.FunctionDef)}
     entry = ast.parse((REPO / "stages" / f"{stage}.py").read_text())
-    todo = _imports_of(entry, known) | {"pipeline.steps"}
-    todo |= _imports_of(ast.Module(body=[n for n in steps.body if not isinstance(n, ast.FunctionDef)],
-                                   type_ignores=[]), known)
+    todo = _imports_of(entry, known) | {"pipeline.flow.steps"}
+    todo |= _imports_of(
+        ast.Module(
+            body=[n for n in steps.body if not isinstance(n, ast.FunctionDef)], type_ignores=[]
+        ),
+        known,
+    )
     called, queue = set(), [stage]
     while queue:
         name = queue.pop()
@@ -46,10 +50,13 @@ def step_modules(stage: str) -> set[str]:
             continue
         called.add(name)
         todo |= _imports_of(fns[name], known)
-        queue += [c.func.id for c in ast.walk(fns[name])
-                  if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in fns]
+        queue += [
+            c.func.id
+            for c in ast.walk(fns[name])
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in fns
+        ]
     # steps.py itself is walked above, step by step, not as a whole
-    seen, stack = {"pipeline.steps"}, [m for m in todo if m != "pipeline.steps"]
+    seen, stack = {"pipeline.flow.steps"}, [m for m in todo if m != "pipeline.flow.steps"]
     while stack:
         m = stack.pop()
         if m not in seen and m in g:

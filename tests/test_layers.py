@@ -9,9 +9,21 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
 # Lowest first. A module may import its own layer and any layer before it.
-LAYERS = ("core", "machine", "export", "precision", "engine", "analysis", "bench", "report")
-TOP = "orchestration"  # pipeline/*.py: steps, CLI, Hydra entry
-MAX_LINES = 300
+LAYERS = (
+    "core",
+    "machine",
+    "export",
+    "precision",
+    "engine",
+    "analysis",
+    "bench",
+    "report",
+    "flow",
+    "sweeps",
+    "cli",
+)
+TOP = "entry"  # pipeline/__init__.py and pipeline/__main__.py, above every layer
+MAX_CODE_LINES = 320  # about 300
 
 
 def module_name(path: Path) -> str:
@@ -34,7 +46,9 @@ def imports(path: Path, known: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("pipeline")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline"):
+        elif (
+            isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline")
+        ):
             for a in node.names:
                 sub = f"{node.module}.{a.name}"
                 out.add(sub if sub in known else node.module)
@@ -48,8 +62,12 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_no_import_against_the_layer_order():
-    bad = [f"{m} ({layer_of(m)}) imports {d} ({layer_of(d)})"
-           for m, deps in graph().items() for d in deps if rank(layer_of(d)) > rank(layer_of(m))]
+    bad = [
+        f"{m} ({layer_of(m)}) imports {d} ({layer_of(d)})"
+        for m, deps in graph().items()
+        for d in deps
+        if rank(layer_of(d)) > rank(layer_of(m))
+    ]
     assert not bad, "\n".join(sorted(bad))
 
 
@@ -62,9 +80,11 @@ def test_no_import_cycles():
         state[m] = 1
         for d in sorted(g[m]):
             if state.get(d) == 1:
-                cycles.append(" -> ".join(stack[stack.index(d):] + [d]) if d in stack else f"{m} -> {d}")
+                cycles.append(
+                    " -> ".join([*stack[stack.index(d) :], d]) if d in stack else f"{m} -> {d}"
+                )
             elif d not in state:
-                visit(d, stack + [d])
+                visit(d, [*stack, d])
         state[m] = 2
 
     for m in sorted(g):
@@ -73,19 +93,33 @@ def test_no_import_cycles():
     assert not cycles, "\n".join(cycles)
 
 
-def test_every_module_belongs_to_a_layer_or_is_orchestration():
+def test_every_module_belongs_to_a_layer():
+    """Nothing loose at the package root: each module sits in the subpackage named for
+    what it holds."""
     top = {module_name(p) for p in PACKAGE.glob("*.py")}
-    assert top <= {"pipeline", "pipeline.__main__", "pipeline.steps", "pipeline.run", "pipeline.job", "pipeline.cache_cli",
-                   "pipeline.sweep", "pipeline.job_cache", "pipeline.status", "pipeline.console", "pipeline.upstream",
-                   "pipeline.overrides", "pipeline.resolve", "pipeline.build_files", "pipeline.warm_workers",
-                   "pipeline.warm_server"}, sorted(top)
-    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(LAYERS)
+    assert top == {"pipeline", "pipeline.__main__"}, sorted(top)
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(
+        LAYERS
+    )
+
+
+def code_lines(text: str) -> int:
+    """Formatted lines that are code: blank lines and comments are not counted, so a
+    comment saying why never pushes a module over the limit."""
+    return sum(
+        1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    )
 
 
 def test_long_modules_say_why():
-    """No module over ~300 lines unless its docstring says why it stays whole."""
-    long = [f"{p.relative_to(PACKAGE)}: {n} lines" for p in PACKAGE.rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > MAX_LINES and "Kept whole" not in p.read_text()[:2000]]
+    """About 300 lines of code at most (ruff-formatted), unless the docstring says why the
+    module stays whole. Met by splitting along a seam, never by squeezing lines."""
+    long = [
+        f"{p.relative_to(PACKAGE)}: {n} lines of code"
+        for p in PACKAGE.rglob("*.py")
+        if (n := code_lines(p.read_text())) > MAX_CODE_LINES
+        and "Kept whole" not in p.read_text()[:2000]
+    ]
     assert not long, long
 
 

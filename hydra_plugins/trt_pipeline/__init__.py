@@ -1,5 +1,5 @@
 """Hydra finds this package (namespace `hydra_plugins`) on sys.path and imports it
-before composing: in `python -m pipeline.run`, `python -m pipeline params`, the tests,
+before composing: in `python -m pipeline.cli.run`, `python -m pipeline params`, the tests,
 and DVC's `exp run -S` (DVC adds the repository root, its default `hydra.plugins_path`).
 
 It registers `schema/open_dims`, which every model option lists first in its defaults:
@@ -16,7 +16,8 @@ dvc.yaml templates as a dependency can never be null, yet the setting it follows
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from hydra_plugins.trt_pipeline import checked_sweeper, jobdir  # noqa: F401 (registers trt_checked)
+# checked_sweeper registers the sweeper with Hydra's ConfigStore when imported.
+from hydra_plugins.trt_pipeline import checked_sweeper, jobdir  # noqa: F401
 
 
 def _open_dims():
@@ -28,5 +29,7 @@ def _open_dims():
 
 ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
 if not OmegaConf.has_resolver("trt_or"):
-    OmegaConf.register_new_resolver("trt_or", lambda value, default: default if value is None else value)
+    OmegaConf.register_new_resolver(
+        "trt_or", lambda value, default: default if value is None else value
+    )
 jobdir.register()

@@ -3,8 +3,8 @@
 Before launching, the basic sweeper composes each job's config to catch a bad one early,
 and the launcher then composes each again to run it: two compositions per job, about
 0.2 s each, a third of a 6-job sweep's start and 80 s of a 200-job one. `python -m
-pipeline.run` has already checked every value the sweep names against conf/ and the
-schema (pipeline/overrides.py, with clearer errors); where it has checked exactly these
+pipeline.cli.run` has already checked every value the sweep names against conf/ and the
+schema (pipeline/cli/overrides.py, with clearer errors); where it has checked exactly these
 overrides, and no `hydra.sweeper.params` adds others, the sweeper's own pass is skipped.
 Anything else (a sweep started another way) is validated as Hydra always does.
 
@@ -16,7 +16,7 @@ away, before any worker starts (reuse_first.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
@@ -28,12 +28,13 @@ from hydra_plugins.trt_pipeline import job_order, reuse_first
 @dataclass
 class CheckedSweeperConf:
     _target_: str = "hydra_plugins.trt_pipeline.checked_sweeper.CheckedSweeper"
-    max_batch_size: Optional[int] = None
-    params: Optional[dict[str, str]] = None
+    max_batch_size: int | None = None
+    params: dict[str, str] | None = None
 
 
-ConfigStore.instance().store(group="hydra/sweeper", name="trt_checked", node=CheckedSweeperConf,
-                             provider="trt_pipeline")
+ConfigStore.instance().store(
+    group="hydra/sweeper", name="trt_checked", node=CheckedSweeperConf, provider="trt_pipeline"
+)
 
 
 class CheckedSweeper(BasicSweeper):
@@ -42,21 +43,29 @@ class CheckedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         if reuse_first.runs_here(self.launcher):
-            self.launcher = reuse_first.ReuseFirst(self.launcher, hydra_context, task_function, config)
+            self.launcher = reuse_first.ReuseFirst(
+                self.launcher, hydra_context, task_function, config
+            )
 
     def sweep(self, arguments: list[str]) -> Any:
         self._arguments = tuple(arguments)
         return super().sweep(arguments)
 
     @staticmethod
-    def split_arguments(overrides: List[Override], max_batch_size: Optional[int]) -> List[List[List[str]]]:
+    def split_arguments(
+        overrides: list[Override], max_batch_size: int | None
+    ) -> list[list[list[str]]]:
         """Hydra's jobs, by its own rules, in job_order's order."""
         [jobs] = BasicSweeper.split_arguments(overrides, None)
         jobs = job_order.ordered(jobs, job_order.shared_stage_params())
-        return [jobs] if max_batch_size is None else list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
+        return (
+            [jobs]
+            if max_batch_size is None
+            else list(BasicSweeper.split_overrides_to_chunks(jobs, max_batch_size))
+        )
 
     def validate_batch_is_legal(self, batch: Any) -> None:
-        from pipeline import overrides
+        from pipeline.cli import overrides
 
         if not self.params and overrides.checked_sweep == self._arguments:
             return

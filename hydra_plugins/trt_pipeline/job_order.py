@@ -23,10 +23,13 @@ def shared_stage_params(repo: Path | None = None) -> tuple[tuple[str, ...], ...]
     """The params of each stage whose outputs jobs share, in pipeline order (the
     pipeline's own dvc.yaml unless `repo` names another)."""
     from pipeline.core import dvc_stages
-    from pipeline.job import REPO
+    from pipeline.sweeps.job import REPO
 
-    return tuple(tuple(str(p) for p in s.get("params", [])) for s in dvc_stages.stages(repo or REPO).values()
-                 if not s.get("always_changed"))
+    return tuple(
+        tuple(str(p) for p in s.get("params", []))
+        for s in dvc_stages.stages(repo or REPO).values()
+        if not s.get("always_changed")
+    )
 
 
 def stage_rank(key: str, stages: tuple[tuple[str, ...], ...]) -> int:
@@ -44,6 +47,9 @@ def ordered(jobs: list[list[str]], stages: tuple[tuple[str, ...], ...]) -> list[
     if not jobs:
         return jobs
     keys = [o.split("=", 1)[0].lstrip("+~") for o in jobs[0]]
-    place = [{v: i for i, v in enumerate(dict.fromkeys(job[k] for job in jobs))} for k in range(len(keys))]
+    place = [
+        {v: i for i, v in enumerate(dict.fromkeys(job[k] for job in jobs))}
+        for k in range(len(keys))
+    ]
     slowest_first = sorted(range(len(keys)), key=lambda k: -stage_rank(keys[k], stages))
     return sorted(jobs, key=lambda job: [place[k][job[k]] for k in slowest_first])

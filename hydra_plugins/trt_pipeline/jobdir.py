@@ -36,7 +36,7 @@ def _elide(value: str, cap: int) -> str:
     if len(value) <= cap:
         return value
     head = (cap - len(ELLIPSIS)) // 3
-    return value[:head] + ELLIPSIS + value[len(value) - (cap - len(ELLIPSIS) - head):]
+    return value[:head] + ELLIPSIS + value[len(value) - (cap - len(ELLIPSIS) - head) :]
 
 
 def _shorten(safe: str, budget: int) -> str:

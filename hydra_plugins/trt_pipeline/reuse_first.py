@@ -1,8 +1,8 @@
 """Restore reused jobs in the submitting process, before any worker starts.
 
-A job identical to a finished one is restored, not run (pipeline/job_cache.py). Sent to
+A job identical to a finished one is restored, not run (pipeline/sweeps/job_cache.py). Sent to
 a launcher, even such a job waits for a worker: joblib's wait for the forkserver's
-imports (pipeline/warm_workers.py: ~1.5 s here, most of a rerun), a local Ray's for Ray
+imports (pipeline/sweeps/warm_workers.py: ~1.5 s here, most of a rerun), a local Ray's for Ray
 to start and each of its workers to import the pipeline (~5 s). So the
 sweeper asks first: where the batch's first job would be restored, every job is looked
 up, the ones that would be restored run right here (Hydra's run_job, as the basic
@@ -18,7 +18,8 @@ does not know, and so does a job pinned to a GPU model (`sweep.accelerator_type`
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hydra.core.utils import JobReturn, configure_log, run_job
 from omegaconf import DictConfig, open_dict, read_write
@@ -27,14 +28,23 @@ from omegaconf import DictConfig, open_dict, read_write
 def runs_here(launcher: Any) -> bool:
     """Whether the launcher's workers run on this machine."""
     name = type(launcher).__name__
-    return name == "JoblibLauncher" or (name == "TrtRayLauncher" and launcher.params.address == "local")
+    return name == "JoblibLauncher" or (
+        name == "TrtRayLauncher" and launcher.params.address == "local"
+    )
 
 
 class ReuseFirst:
     """A launcher in front of another: restores what it can, launches the rest."""
 
-    def __init__(self, inner: Any, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
-        self.inner, self.hydra_context, self.task_function, self.config = inner, hydra_context, task_function, config
+    def __init__(
+        self, inner: Any, hydra_context: Any, task_function: Any, config: DictConfig
+    ) -> None:
+        self.inner, self.hydra_context, self.task_function, self.config = (
+            inner,
+            hydra_context,
+            task_function,
+            config,
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -49,12 +59,14 @@ class ReuseFirst:
     def _restorable(self, cfg: DictConfig) -> bool:
         from hydra.core.hydra_config import HydraConfig
 
-        from pipeline import job_cache
         from pipeline.core import config
         from pipeline.core.errors import PipelineError
-        from pipeline.job import REPO
+        from pipeline.sweeps import job_cache
+        from pipeline.sweeps.job import REPO
 
-        HydraConfig.instance().set_config(cfg)  # the job's own ${hydra:...} resolve as in its worker
+        HydraConfig.instance().set_config(
+            cfg
+        )  # the job's own ${hydra:...} resolve as in its worker
         if cfg.get("sweep", {}).get("accelerator_type"):
             return False  # it runs where Ray puts it
         task = cfg.copy()
@@ -65,7 +77,9 @@ class ReuseFirst:
         except (PipelineError, OSError):
             return False  # its worker reports it, as for any job
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
         if not job_overrides:
             return []
         first = self._compose(job_overrides[0], initial_job_idx)
@@ -79,8 +93,15 @@ class ReuseFirst:
         rest = [o for i, o in enumerate(job_overrides) if i not in here]
         returns: dict[int, JobReturn] = {}
         for i, cfg in here.items():
-            returns[i] = run_job(hydra_context=self.hydra_context, task_function=self.task_function, config=cfg,
-                                 job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
-            configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)  # out of the job's run.log
+            returns[i] = run_job(
+                hydra_context=self.hydra_context,
+                task_function=self.task_function,
+                config=cfg,
+                job_dir_key="hydra.sweep.dir",
+                job_subdir_key="hydra.sweep.subdir",
+            )
+            configure_log(
+                self.config.hydra.hydra_logging, self.config.hydra.verbose
+            )  # out of the job's run.log
         launched = iter(self.inner.launch(rest, initial_job_idx + len(here)) if rest else [])
         return [returns[i] if i in here else next(launched) for i in range(len(job_overrides))]

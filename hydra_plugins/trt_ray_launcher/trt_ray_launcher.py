@@ -19,18 +19,25 @@ has no per-job resources and waits forever for a resource no node has.
   submitter's sweep folder in the same way.
 """
 
-
 import logging
 import os
 import socket
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, filter_overrides, run_job, setup_globals
+from hydra.core.utils import (
+    JobReturn,
+    JobStatus,
+    configure_log,
+    filter_overrides,
+    run_job,
+    setup_globals,
+)
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -44,7 +51,7 @@ class TrtRayLauncherConf:
     # null: Ray's choice ($RAY_ADDRESS, else a cluster started on this machine, else a new
     # local one); "local": a new Ray on this machine for this sweep, which a rerun whose
     # jobs are all reused never starts; "auto" or "host:port": join that cluster.
-    address: Optional[str] = None
+    address: str | None = None
     connect_timeout_s: float = 10.0
     num_cpus: float = 1.0  # per job
     max_retries: int = 0  # a job on a dead node fails; set >0 to rerun it elsewhere
@@ -52,12 +59,14 @@ class TrtRayLauncherConf:
     # (their node died): they fail rather than wait for ever.
     check_nodes_s: float = 5.0
     # The engine store every task writes (a folder all nodes mount); null: the submitter's.
-    store_dir: Optional[str] = None
+    store_dir: str | None = None
     # Extra environment for every task; PYTHONPATH defaults to the submitter's checkout.
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
 
-ConfigStore.instance().store(group="hydra/launcher", name="trt_ray", node=TrtRayLauncherConf, provider="trt_pipeline")
+ConfigStore.instance().store(
+    group="hydra/launcher", name="trt_ray", node=TrtRayLauncherConf, provider="trt_pipeline"
+)
 
 
 def fail(message: str) -> None:
@@ -80,7 +89,9 @@ def _check_reachable(address: str, timeout: float) -> None:
 def _accelerator_types() -> set[str]:
     import ray
 
-    return {k.split(":", 1)[1] for k in ray.cluster_resources() if k.startswith("accelerator_type:")}
+    return {
+        k.split(":", 1)[1] for k in ray.cluster_resources() if k.startswith("accelerator_type:")
+    }
 
 
 def _ensure_job_folder(cfg: DictConfig) -> None:
@@ -96,25 +107,43 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
     """In the Ray worker: run the job as Hydra would, say where it ran."""
     import ray
 
-    from pipeline.sweep import ERROR_FILE
+    from pipeline.sweeps.summary import ERROR_FILE
 
     Singleton.set_state(singleton_state)
     setup_globals()
-    ret = run_job(hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()), config=sweep_config,
-                  task_function=task_function, job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+    ret = run_job(
+        hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()),
+        config=sweep_config,
+        task_function=task_function,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
     out = Path(sweep_config.hydra.runtime.output_dir)
-    # In a multirun, pipeline.job returns from a failed job (no SystemExit, which would
+    # In a multirun, pipeline.sweeps.job returns from a failed job (no SystemExit, which would
     # kill this worker and read as a crash Ray may retry) and leaves its reason here.
     if (out / ERROR_FILE).is_file():
-        return {"status": "FAILED", "error": (out / ERROR_FILE).read_text().strip(), "output_dir": str(out)}
+        return {
+            "status": "FAILED",
+            "error": (out / ERROR_FILE).read_text().strip(),
+            "output_dir": str(out),
+        }
     ctx = ray.get_runtime_context()
     node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
-    where = {"node_id": ctx.get_node_id(),
-             "accelerator_types": sorted(k.split(":", 1)[1] for k in node.get("Resources", {})
-                                         if k.startswith("accelerator_type:"))}
+    where = {
+        "node_id": ctx.get_node_id(),
+        "accelerator_types": sorted(
+            k.split(":", 1)[1]
+            for k in node.get("Resources", {})
+            if k.startswith("accelerator_type:")
+        ),
+    }
     (out / "ray_node.json").write_text(__import__("json").dumps(where, indent=2) + "\n")
-    return {"status": ret.status.name, "error": None if ret.status == JobStatus.COMPLETED else repr(ret._return_value),
-            "output_dir": str(out), **where}
+    return {
+        "status": ret.status.name,
+        "error": None if ret.status == JobStatus.COMPLETED else repr(ret._return_value),
+        "output_dir": str(out),
+        **where,
+    }
 
 
 class _NoCallbacks:
@@ -126,14 +155,18 @@ class _NoCallbacks:
 class TrtRayLauncher(Launcher):
     def __init__(self, **params: Any) -> None:
         self.params = TrtRayLauncherConf(**{k: v for k, v in params.items() if k != "_target_"})
-        self.config: Optional[DictConfig] = None
-        self.task_function: Optional[TaskFunction] = None
-        self.hydra_context: Optional[HydraContext] = None
+        self.config: DictConfig | None = None
+        self.task_function: TaskFunction | None = None
+        self.hydra_context: HydraContext | None = None
 
-    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+    def setup(
+        self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
+    ) -> None:
         self.config, self.hydra_context, self.task_function = config, hydra_context, task_function
 
-    def _sweep_configs(self, job_overrides: Sequence[Sequence[str]], first: int) -> list[DictConfig]:
+    def _sweep_configs(
+        self, job_overrides: Sequence[Sequence[str]], first: int
+    ) -> list[DictConfig]:
         configs = []
         for idx, overrides in enumerate(job_overrides):
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -147,14 +180,24 @@ class TrtRayLauncher(Launcher):
         from pipeline.engine import store as store_lib
 
         store = self.params.store_dir or configs[0].get("build", {}).get("store_dir")
-        env = {"TRT_PIPELINE_STORE": str(store_lib.default_root(store).resolve()),
-               "PYTHONPATH": os.pathsep.join(p for p in (str(Path(__import__("pipeline").__file__).parents[1]),
-                                                         os.environ.get("PYTHONPATH")) if p)}
+        env = {
+            "TRT_PIPELINE_STORE": str(store_lib.default_root(store).resolve()),
+            "PYTHONPATH": os.pathsep.join(
+                p
+                for p in (
+                    str(Path(__import__("pipeline").__file__).parents[1]),
+                    os.environ.get("PYTHONPATH"),
+                )
+                if p
+            ),
+        }
         if os.environ.get("TRT_PIPELINE_CALIB_CACHE"):
             env["TRT_PIPELINE_CALIB_CACHE"] = os.environ["TRT_PIPELINE_CALIB_CACHE"]
         return {**env, **dict(self.params.env)}
 
-    def _outcomes(self, configs: list[DictConfig], wanted: list[str | None], refs: list) -> list[dict]:
+    def _outcomes(
+        self, configs: list[DictConfig], wanted: list[str | None], refs: list
+    ) -> list[dict]:
         """Every job's outcome in job order; a failure is one line on stderr when it happens."""
         import ray
 
@@ -164,7 +207,10 @@ class TrtRayLauncher(Launcher):
             outcomes[i] = info
             if info["status"] != JobStatus.COMPLETED.name:
                 overrides = " ".join(filter_overrides(configs[i].hydra.overrides.task))
-                print(f"error: job #{configs[i].hydra.job.num} ({overrides}) failed: {info['error']}", file=sys.stderr)
+                print(
+                    f"error: job #{configs[i].hydra.job.num} ({overrides}) failed: {info['error']}",
+                    file=sys.stderr,
+                )
 
         pending = {ref: i for i, ref in enumerate(refs)}
         while pending:
@@ -173,7 +219,10 @@ class TrtRayLauncher(Launcher):
                 try:
                     info = ray.get(ref)
                 except Exception as e:  # a dead node or worker: this job failed, the others go on
-                    info = {"status": "FAILED", "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}"}
+                    info = {
+                        "status": "FAILED",
+                        "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}",
+                    }
                 finish(pending.pop(ref), info)
             # Ray keeps a task that no live node can take queued for ever (an autoscaler might
             # add a node), so a job queued behind another on a node that died would hang.
@@ -182,11 +231,18 @@ class TrtRayLauncher(Launcher):
                 if wanted[i] and wanted[i] not in have:
                     ray.cancel(ref)
                     del pending[ref]
-                    finish(i, {"status": "FAILED",
-                               "error": f"no live node of the Ray cluster has accelerator type {wanted[i]} any more"})
+                    finish(
+                        i,
+                        {
+                            "status": "FAILED",
+                            "error": f"no live node of the Ray cluster has accelerator type {wanted[i]} any more",
+                        },
+                    )
         return [outcomes[i] for i in range(len(refs))]
 
-    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
         import ray
 
         setup_globals()
@@ -200,30 +256,43 @@ class TrtRayLauncher(Launcher):
             try:
                 ray.init(address=address, log_to_driver=True, logging_level=logging.WARNING)
             except (ConnectionError, RuntimeError, TimeoutError) as e:
-                fail(f"Ray cluster at {address or 'local'} does not answer: {str(e).splitlines()[0]}")
+                fail(
+                    f"Ray cluster at {address or 'local'} does not answer: {str(e).splitlines()[0]}"
+                )
         have = _accelerator_types()
         wanted = [c.get("sweep", {}).get("accelerator_type") for c in configs]
         missing = sorted({w for w in wanted if w and w not in have})
         if missing:
-            fail(f"sweep.accelerator_type={','.join(missing)}: no node of the Ray cluster has it "
-                 f"(the cluster has: {', '.join(sorted(have)) or 'no accelerator types'})")
+            fail(
+                f"sweep.accelerator_type={','.join(missing)}: no node of the Ray cluster has it "
+                f"(the cluster has: {', '.join(sorted(have)) or 'no accelerator types'})"
+            )
         env = self._task_env(configs)
         remote = ray.remote(_execute)
         state = Singleton.get_state()
-        log.info(f"Ray launcher: {len(configs)} job(s) into {self.config.hydra.sweep.dir}, store {env['TRT_PIPELINE_STORE']}")
+        log.info(
+            f"Ray launcher: {len(configs)} job(s) into {self.config.hydra.sweep.dir}, store {env['TRT_PIPELINE_STORE']}"
+        )
         refs = []
         for cfg, want in zip(configs, wanted):
             lst = filter_overrides(cfg.hydra.overrides.task)
             log.info(f"\t#{cfg.hydra.job.num} : {' '.join(lst)}" + (f" on {want}" if want else ""))
             resources = {f"accelerator_type:{want}": 0.001} if want else {}
-            refs.append(remote.options(num_cpus=self.params.num_cpus, resources=resources,
-                                       max_retries=self.params.max_retries,
-                                       runtime_env={"env_vars": env}).remote(cfg, self.task_function, state))
+            refs.append(
+                remote.options(
+                    num_cpus=self.params.num_cpus,
+                    resources=resources,
+                    max_retries=self.params.max_retries,
+                    runtime_env={"env_vars": env},
+                ).remote(cfg, self.task_function, state)
+            )
         returns = []
         for cfg, info in zip(configs, self._outcomes(configs, wanted, refs)):
             ret = JobReturn(overrides=list(cfg.hydra.overrides.task), cfg=cfg, hydra_cfg=None)
             ret.status = JobStatus[info["status"]]
-            ret.return_value = info if ret.status == JobStatus.COMPLETED else RuntimeError(info["error"])
+            ret.return_value = (
+                info if ret.status == JobStatus.COMPLETED else RuntimeError(info["error"])
+            )
             ret.working_dir = info.get("output_dir", "")
             if ret.status != JobStatus.COMPLETED:
                 _ensure_job_folder(cfg)
@@ -231,7 +300,8 @@ class TrtRayLauncher(Launcher):
         if any(r.status != JobStatus.COMPLETED for r in returns):
             # Hydra would raise the first failure: a traceback, and no on_multirun_end, so no
             # sweep summary. Every job has ended by now, so end the multirun here, exit 1.
-            self.hydra_context.callbacks.on_multirun_end(config=self.config,
-                                                         config_name=self.config.hydra.job.config_name)
+            self.hydra_context.callbacks.on_multirun_end(
+                config=self.config, config_name=self.config.hydra.job.config_name
+            )
             raise SystemExit(1)
         return returns

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from pipeline.analysis import fusion, report_layers
 from pipeline.core.errors import PipelineError
@@ -40,23 +40,35 @@ _MEMORY = {
     "host_persistent_bytes": re.compile(r"Total Host Persistent Memory: (\d+) bytes"),
     "device_persistent_bytes": re.compile(r"Total Device Persistent Memory: (\d+) bytes"),
 }
-_PEAK = re.compile(r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) MiB, GPU (\d+) MiB")
+_PEAK = re.compile(
+    r"Peak memory usage of TRT CPU/GPU memory allocators: CPU (\d+) MiB, GPU (\d+) MiB"
+)
 _MEM_NOW = re.compile(r"\[MemUsageChange\].*now: CPU (\d+), GPU (\d+) \(MiB\)")
-_LAYER_MEMORY = re.compile(r"^Layer: (.+?) Host Persistent: (\d+) bytes Device Persistent: (\d+) bytes "
-                           r"Scratch Memory: (\d+) bytes")
+_LAYER_MEMORY = re.compile(
+    r"^Layer: (.+?) Host Persistent: (\d+) bytes Device Persistent: (\d+) bytes "
+    r"Scratch Memory: (\d+) bytes"
+)
 _FUSED = re.compile(r"^(?:ForeignNode|Layer) (.+?) metadata: (\[ONNX Layer: .*)$")
 _ENGINE_LAYER = re.compile(r"^Layer\(([^)]*)\): (.+?), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*)$")
 _IO_TENSOR = re.compile(r"\s*(.+?) \((\w+)\[([-\d,]*)\]\)(?:,|$)")
-_PARSED_NODE = re.compile(r"^(.+?) \[([\w.:]+)\] outputs: \[.*?\)\[(\w+)\]")  # the ONNX parser's view of a node
+_PARSED_NODE = re.compile(
+    r"^(.+?) \[([\w.:]+)\] outputs: \[.*?\)\[(\w+)\]"
+)  # the ONNX parser's view of a node
 _TIMING_CACHE = re.compile(r"timing cache", re.IGNORECASE)
 # Classic (non-Myelin) optimizer lines from full TensorRT: "Running: ConvReluFusion on conv1",
 # "ConstShuffleFusion: Fusing w with (Unnamed Layer* 3) [Shuffle]", "Removing /Identity".
-_FUSION_LINE = re.compile(r"^(?:Running: (\w+) on (.+)|(\w+): Fusing (.+)|(Removing|Eliminating) (.+))$")
+_FUSION_LINE = re.compile(
+    r"^(?:Running: (\w+) on (.+)|(\w+): Fusing (.+)|(Removing|Eliminating) (.+))$"
+)
 # ProfilingVerbosity.DETAILED one-line dump (the EngineInspector's ONELINE format).
-_PLAN_LAYER = re.compile(r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*), Inputs: \[(?P<inputs>.*?)\], "
-                         r"(?:Constants: \[.*?\], )?Outputs: \[(?P<outputs>.*?)\], TacticName: (?P<tactic>.*?), "
-                         r"(?:StreamId: \S+, )?Metadata: ?(?P<meta>.*)$")
-_PLAN_TENSOR = re.compile(r"\{ Name: (.*?), Dimensions: \[([^\]]*)\],.*?Datatype: (\w+), Format: ([^}]*?) \}")
+_PLAN_LAYER = re.compile(
+    r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*), Inputs: \[(?P<inputs>.*?)\], "
+    r"(?:Constants: \[.*?\], )?Outputs: \[(?P<outputs>.*?)\], TacticName: (?P<tactic>.*?), "
+    r"(?:StreamId: \S+, )?Metadata: ?(?P<meta>.*)$"
+)
+_PLAN_TENSOR = re.compile(
+    r"\{ Name: (.*?), Dimensions: \[([^\]]*)\],.*?Datatype: (\w+), Format: ([^}]*?) \}"
+)
 _PLAN_IO = re.compile(r"^\s*Name: (.*?), IOMode: (\w+), DataType: (\w+), Dimensions: \[([^\]]*)\]")
 
 
@@ -65,21 +77,37 @@ def _dims(text: str) -> list[int]:
 
 
 def _io_side(text: str) -> list[dict]:
-    return [{"name": m.group(1).strip(), "dtype": report_layers.dtype(m.group(2)), "shape": _dims(m.group(3)),
-             "format": ""} for m in _IO_TENSOR.finditer(text)]
+    return [
+        {
+            "name": m.group(1).strip(),
+            "dtype": report_layers.dtype(m.group(2)),
+            "shape": _dims(m.group(3)),
+            "format": "",
+        }
+        for m in _IO_TENSOR.finditer(text)
+    ]
 
 
 def _engine_layer(m: re.Match) -> dict:
     ins, _, outs = m.group(4).partition(" -> ")
     inputs, outputs = _io_side(ins), _io_side(outs)
     matrix = report_layers.is_matrix_kernel(m.group(1), m.group(2))
-    return {"name": m.group(2), "type": m.group(1), "precision": report_layers.layer_precision(inputs, outputs, matrix),
-            "inputs": inputs, "outputs": outputs, "onnx_nodes": [], "tactic": m.group(3)}
+    return {
+        "name": m.group(2),
+        "type": m.group(1),
+        "precision": report_layers.layer_precision(inputs, outputs, matrix),
+        "inputs": inputs,
+        "outputs": outputs,
+        "onnx_nodes": [],
+        "tactic": m.group(3),
+    }
 
 
 def _plan_tensors(text: str) -> list[dict]:
-    return [{"Name": n, "Dimensions": _dims(d), "Datatype": dt, "Format": f}
-            for n, d, dt, f in _PLAN_TENSOR.findall(text)]
+    return [
+        {"Name": n, "Dimensions": _dims(d), "Datatype": dt, "Format": f}
+        for n, d, dt, f in _PLAN_TENSOR.findall(text)
+    ]
 
 
 def parse_plan_dump(message: str) -> dict | None:
@@ -92,15 +120,31 @@ def parse_plan_dump(message: str) -> dict | None:
         if line.strip() == "I/O Tensors:":
             section = "io"
         elif section == "layers" and (m := _PLAN_LAYER.match(line)):
-            raw_layers.append({"Name": m["name"], "LayerType": m["type"], "Inputs": _plan_tensors(m["inputs"]),
-                               "Outputs": _plan_tensors(m["outputs"]), "TacticName": m["tactic"],
-                               "Metadata": m["meta"]})
+            raw_layers.append(
+                {
+                    "Name": m["name"],
+                    "LayerType": m["type"],
+                    "Inputs": _plan_tensors(m["inputs"]),
+                    "Outputs": _plan_tensors(m["outputs"]),
+                    "TacticName": m["tactic"],
+                    "Metadata": m["meta"],
+                }
+            )
         elif section == "io" and (m := _PLAN_IO.match(line)):
-            io.append({"Name": m.group(1), "IOMode": m.group(2), "DataType": m.group(3),
-                       "Dimensions": _dims(m.group(4))})
+            io.append(
+                {
+                    "Name": m.group(1),
+                    "IOMode": m.group(2),
+                    "DataType": m.group(3),
+                    "Dimensions": _dims(m.group(4)),
+                }
+            )
     parsed = report_layers.from_inspector_json({"Layers": raw_layers, "I/O Tensors": io})
-    return {"source": "build log (ProfilingVerbosity.DETAILED)", "layers": parsed["layers"],
-            "io_tensors": parsed["io_tensors"]}
+    return {
+        "source": "build log (ProfilingVerbosity.DETAILED)",
+        "layers": parsed["layers"],
+        "io_tensors": parsed["io_tensors"],
+    }
 
 
 def _fusion_event(line: str) -> dict | None:
@@ -120,7 +164,10 @@ def _phases(records: list[Record]) -> dict:
         p = out.setdefault(r.phase, {"records": 0, "first_s": r.seconds, "last_s": r.seconds})
         p["records"] += 1
         p["last_s"] = r.seconds
-    return {k: {"records": v["records"], "seconds": round(v["last_s"] - v["first_s"], 3)} for k, v in out.items()}
+    return {
+        k: {"records": v["records"], "seconds": round(v["last_s"] - v["first_s"], 3)}
+        for k, v in out.items()
+    }
 
 
 def summarize(records: Iterable[Record]) -> dict:
@@ -142,7 +189,9 @@ def summarize(records: Iterable[Record]) -> dict:
             else:  # one dump per build; more would be more profiles or subgraphs
                 plan["layers"] += dump["layers"]
             continue
-        for line in r.message.split("\n"):  # splitlines() would also cut at \x1e, the metadata separator
+        for line in r.message.split(
+            "\n"
+        ):  # splitlines() would also cut at \x1e, the metadata separator
             line = line.strip()
             if r.phase == "parse" and (m := _PARSED_NODE.match(line)):
                 parsed[m.group(1)] = {"op": m.group(2), "dtype": report_layers.dtype(m.group(3))}
@@ -151,12 +200,20 @@ def summarize(records: Iterable[Record]) -> dict:
             elif m := _FUSED.match(line):
                 nodes = report_layers.onnx_nodes(m.group(2))
                 fused.append({"layer": m.group(1), "onnx_nodes": nodes})
-                events.append({"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"})
+                events.append(
+                    {"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"}
+                )
             elif m := _ENGINE_LAYER.match(line):
                 engine_layers.append(_engine_layer(m))
             elif m := _LAYER_MEMORY.match(line):
-                layer_memory.append({"layer": m.group(1), "host_persistent_bytes": int(m.group(2)),
-                                     "device_persistent_bytes": int(m.group(3)), "scratch_bytes": int(m.group(4))})
+                layer_memory.append(
+                    {
+                        "layer": m.group(1),
+                        "host_persistent_bytes": int(m.group(2)),
+                        "device_persistent_bytes": int(m.group(3)),
+                        "scratch_bytes": int(m.group(4)),
+                    }
+                )
             elif ev := _fusion_event(line):
                 events.append(ev)
             for key, pattern in _MEMORY.items():
@@ -172,9 +229,13 @@ def summarize(records: Iterable[Record]) -> dict:
     by_name = {f["layer"]: f["onnx_nodes"] for f in fused}
     for layer in engine_layers:
         layer["onnx_nodes"] = by_name.get(layer["name"], [])
-        if layer["onnx_nodes"]:  # a Myelin region: its I/O types say little, its nodes' types say more
+        if layer[
+            "onnx_nodes"
+        ]:  # a Myelin region: its I/O types say little, its nodes' types say more
             layer["precision"] = region_precision(layer["onnx_nodes"], parsed) or layer["precision"]
-    engine_device = sum(memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes"))
+    engine_device = sum(
+        memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes")
+    )
     known = plan["layers"] if plan else engine_layers
     return {
         "summary_version": SUMMARY_VERSION,
@@ -194,7 +255,9 @@ def summarize(records: Iterable[Record]) -> dict:
         "layer_memory": layer_memory,
         # The most device memory the log accounts for: the builder's own peak, or what the
         # engine needs to run (weights + activations + persistent), whichever is larger.
-        "peak_memory_mib": round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3) if memory else None,
+        "peak_memory_mib": round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3)
+        if memory
+        else None,
         "timing_cache": timing_cache,
         "onnx_nodes": parsed,
     }
@@ -202,8 +265,11 @@ def summarize(records: Iterable[Record]) -> dict:
 
 def region_precision(nodes: list[str], parsed: dict[str, dict]) -> str | None:
     """The compute type most of a region's ONNX nodes produce (ties: the narrower)."""
-    counts = Counter(parsed[n]["dtype"] for n in nodes if n in parsed
-                     and parsed[n]["dtype"] in report_layers.COMPUTE_ORDER)
+    counts = Counter(
+        parsed[n]["dtype"]
+        for n in nodes
+        if n in parsed and parsed[n]["dtype"] in report_layers.COMPUTE_ORDER
+    )
     if not counts:
         return None
     return min(counts, key=lambda d: (-counts[d], report_layers.COMPUTE_ORDER.index(d)))
@@ -267,13 +333,17 @@ def parse_log(text: str) -> list[Record]:
         if m is None:
             if records and line:
                 last = records[-1]
-                rest = line[len(_CONTINUATION):] if line.startswith(_CONTINUATION) else line
+                rest = line[len(_CONTINUATION) :] if line.startswith(_CONTINUATION) else line
                 records[-1] = last._replace(message=f"{last.message}\n{rest}")
             elif line.strip():
                 raise PipelineError(f"not a build log line: {line[:80]!r}")
             continue
         phase = m.group(3)
-        records.append(Record(m.group(2).lower(), phase, float(m.group(1)), line[25 + max(6, len(phase)) + 1:]))
+        records.append(
+            Record(
+                m.group(2).lower(), phase, float(m.group(1)), line[25 + max(6, len(phase)) + 1 :]
+            )
+        )
     return records
 
 
@@ -292,7 +362,9 @@ def load_summary(build_dir: Path) -> dict:
     log = build_dir / "build.log"
     if log.exists():
         return summarize(parse_log(log.read_text()))
-    raise PipelineError(f"{build_dir} has neither a current build_summary.json nor a build.log; rebuild")
+    raise PipelineError(
+        f"{build_dir} has neither a current build_summary.json nor a build.log; rebuild"
+    )
 
 
 def log_lines(records: Iterable[Record]) -> list[str]:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from pipeline.analysis import buildlog, report_layers
 from pipeline.core import fileio, tables
-from pipeline.core.numbers import fmt
 from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import fmt
 from pipeline.engine import manifest as manifest_lib
 
 MIB = 1 << 20
@@ -21,24 +21,32 @@ def _build_folder(path: Path) -> Path | None:
         return path
     found = sorted(p.parent for p in path.glob("*/manifest.json"))  # artifacts/build/<fingerprint>/
     if len(found) > 1:
-        raise PipelineError(f"{path} holds builds for several machines ({', '.join(p.name for p in found)}); "
-                            f"name one of them")
+        raise PipelineError(
+            f"{path} holds builds for several machines ({', '.join(p.name for p in found)}); "
+            f"name one of them"
+        )
     return found[0] if found else None
 
 
 def load(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_dir():
-        raise PipelineError(f"diff: {path} is not a folder (give a build folder or an inspect folder)")
+        raise PipelineError(
+            f"diff: {path} is not a folder (give a build folder or an inspect folder)"
+        )
     if (path / "report.json").exists():
         try:
             return _from_report(path, fileio.read_json(path / "report.json", "inspect report"))
         except (KeyError, TypeError, AttributeError) as e:
-            raise PipelineError(f"{path / 'report.json'} is not an inspect report (no {e})") from None
+            raise PipelineError(
+                f"{path / 'report.json'} is not an inspect report (no {e})"
+            ) from None
     folder = _build_folder(path)
     if folder is None:
-        raise PipelineError(f"diff: {path} is neither a build folder (manifest.json) nor an inspect folder "
-                            f"(report.json)")
+        raise PipelineError(
+            f"diff: {path} is neither a build folder (manifest.json) nor an inspect folder "
+            f"(report.json)"
+        )
     return _from_build(folder)
 
 
@@ -46,39 +54,75 @@ def _from_build(folder: Path) -> dict:
     manifest = manifest_lib.load(folder)
     has_log = (folder / "build.log").exists() or (folder / "build_summary.json").exists()
     summary = buildlog.load_summary(folder) if has_log else manifest.get("log", {})
-    network = fileio.read_json(folder / "network.json", "network dump") if (folder / "network.json").exists() else []
-    return _view(str(folder), "build", manifest["config"]["precision"]["name"],
-                 f"{manifest['backend']['flavour']} {manifest['backend']['version']}", manifest["engine"]["bytes"],
-                 manifest.get("build_seconds"), summary, network, summary.get("engine_precisions") or {})
+    network = (
+        fileio.read_json(folder / "network.json", "network dump")
+        if (folder / "network.json").exists()
+        else []
+    )
+    return _view(
+        str(folder),
+        "build",
+        manifest["config"]["precision"]["name"],
+        f"{manifest['backend']['flavour']} {manifest['backend']['version']}",
+        manifest["engine"]["bytes"],
+        manifest.get("build_seconds"),
+        summary,
+        network,
+        summary.get("engine_precisions") or {},
+    )
 
 
 def _from_report(folder: Path, r: dict) -> dict:
     eng = r["engine"]
-    return _view(str(folder), "inspect", r["precision"], f"{eng['backend']['flavour']} {eng['backend']['version']}",
-                 eng["bytes"], r.get("build_seconds"), r["build_log"], r["network"]["layers"],
-                 eng.get("precisions") or {}, r["network"].get("precisions"))
+    return _view(
+        str(folder),
+        "inspect",
+        r["precision"],
+        f"{eng['backend']['flavour']} {eng['backend']['version']}",
+        eng["bytes"],
+        r.get("build_seconds"),
+        r["build_log"],
+        r["network"]["layers"],
+        eng.get("precisions") or {},
+        r["network"].get("precisions"),
+    )
 
 
-def _view(path, kind, precision, trt, engine_bytes, seconds, log, network, engine_prec, network_prec=None) -> dict:
+def _view(
+    path, kind, precision, trt, engine_bytes, seconds, log, network, engine_prec, network_prec=None
+) -> dict:
     layers = {l["name"]: l.get("precision") or report_layers.network_precision(l) for l in network}
     memory = log.get("memory") or {}
     # Older summaries (no fusion_basis) divided by the optimizer's region count: not comparable.
     fused = log if "fusion_basis" in log else {}
     return {
-        "path": path, "kind": kind, "precision": precision, "tensorrt": trt, "engine_bytes": engine_bytes,
-        "build_seconds": seconds, "layers_original": fused.get("layers_original"),
-        "layers_final": fused.get("layers_final"), "fusion_ratio": fused.get("fusion_ratio"),
-        "peak_memory_mib": log.get("peak_memory_mib"), "weights_bytes": memory.get("weights_bytes"),
-        "activation_bytes": memory.get("activation_bytes"), "warnings": list(log.get("warnings") or []),
+        "path": path,
+        "kind": kind,
+        "precision": precision,
+        "tensorrt": trt,
+        "engine_bytes": engine_bytes,
+        "build_seconds": seconds,
+        "layers_original": fused.get("layers_original"),
+        "layers_final": fused.get("layers_final"),
+        "fusion_ratio": fused.get("fusion_ratio"),
+        "peak_memory_mib": log.get("peak_memory_mib"),
+        "weights_bytes": memory.get("weights_bytes"),
+        "activation_bytes": memory.get("activation_bytes"),
+        "warnings": list(log.get("warnings") or []),
         "engine_precisions": engine_prec,
-        "network_precisions": network_prec if network_prec is not None else report_layers.histogram(
-            {"precision": p} for p in layers.values()),
+        "network_precisions": network_prec
+        if network_prec is not None
+        else report_layers.histogram({"precision": p} for p in layers.values()),
         "layer_precisions": layers,
     }
 
 
 def _rank(precision: str | None) -> int | None:
-    return report_layers.COMPUTE_ORDER.index(precision) if precision in report_layers.COMPUTE_ORDER else None
+    return (
+        report_layers.COMPUTE_ORDER.index(precision)
+        if precision in report_layers.COMPUTE_ORDER
+        else None
+    )
 
 
 def _mean_rank(hist: dict[str, int]) -> float | None:
@@ -93,19 +137,43 @@ def compare(a: dict, b: dict) -> dict:
         pb = b["layer_precisions"].get(name)
         if pb is not None and pb != pa:
             ra, rb = _rank(pa), _rank(pb)
-            way = "wider" if ra is not None and rb is not None and rb > ra else \
-                  "narrower" if ra is not None and rb is not None and rb < ra else "other"
+            way = (
+                "wider"
+                if ra is not None and rb is not None and rb > ra
+                else "narrower"
+                if ra is not None and rb is not None and rb < ra
+                else "other"
+            )
             changed.append({"layer": name, "a": pa, "b": pb, "change": way})
 
     def delta(key):
         va, vb = a.get(key), b.get(key)
-        return {"a": va, "b": vb, "change": round(vb - va, 3) if isinstance(va, (int, float)) and
-                isinstance(vb, (int, float)) else None}
+        return {
+            "a": va,
+            "b": vb,
+            "change": round(vb - va, 3)
+            if isinstance(va, (int, float)) and isinstance(vb, (int, float))
+            else None,
+        }
 
-    metrics = {k: delta(k) for k in ("engine_bytes", "build_seconds", "layers_original", "layers_final",
-                                     "fusion_ratio", "peak_memory_mib", "weights_bytes", "activation_bytes")}
-    metrics["warnings"] = {"a": len(a["warnings"]), "b": len(b["warnings"]),
-                           "change": len(b["warnings"]) - len(a["warnings"])}
+    metrics = {
+        k: delta(k)
+        for k in (
+            "engine_bytes",
+            "build_seconds",
+            "layers_original",
+            "layers_final",
+            "fusion_ratio",
+            "peak_memory_mib",
+            "weights_bytes",
+            "activation_bytes",
+        )
+    }
+    metrics["warnings"] = {
+        "a": len(a["warnings"]),
+        "b": len(b["warnings"]),
+        "change": len(b["warnings"]) - len(a["warnings"]),
+    }
     out = {
         "a": {k: a[k] for k in ("path", "kind", "precision", "tensorrt")},
         "b": {k: b[k] for k in ("path", "kind", "precision", "tensorrt")},
@@ -124,12 +192,18 @@ def compare(a: dict, b: dict) -> dict:
 def regressions(d: dict) -> list[str]:
     found = []
     fr = d["metrics"]["fusion_ratio"]
-    if isinstance(fr["a"], (int, float)) and isinstance(fr["b"], (int, float)) and fr["b"] < fr["a"]:
+    if (
+        isinstance(fr["a"], (int, float))
+        and isinstance(fr["b"], (int, float))
+        and fr["b"] < fr["a"]
+    ):
         found.append(f"fusion ratio {fr['a']} → {fr['b']}")
     wider = [c for c in d["precision_changes"] if c["change"] == "wider"]
     if wider:
         c = wider[0]
-        found.append(f"{len(wider)} layer(s) at a wider precision (e.g. {c['layer']} {c['a']}→{c['b']})")
+        found.append(
+            f"{len(wider)} layer(s) at a wider precision (e.g. {c['layer']} {c['a']}→{c['b']})"
+        )
     elif not d["layers_compared"]:  # no common layer names: judge the engine's precision mix
         ma, mb = (_mean_rank(d["engine_precisions"][k]) for k in ("a", "b"))
         if ma is not None and mb is not None and mb > ma:
@@ -139,13 +213,22 @@ def regressions(d: dict) -> list[str]:
 
 
 def format_table(d: dict) -> str:
-    rows = [("", "A", "B", "change"),
-            ("precision", d["a"]["precision"], d["b"]["precision"], ""),
-            ("TensorRT", d["a"]["tensorrt"], d["b"]["tensorrt"], "")]
-    labels = {"engine_bytes": "engine bytes", "build_seconds": "build time (s)", "layers_original": "ONNX compute nodes",
-              "layers_final": "engine layers", "fusion_ratio": "fusion ratio",
-              "peak_memory_mib": "peak memory (MiB)",
-              "weights_bytes": "weights bytes", "activation_bytes": "activation bytes", "warnings": "warnings"}
+    rows = [
+        ("", "A", "B", "change"),
+        ("precision", d["a"]["precision"], d["b"]["precision"], ""),
+        ("TensorRT", d["a"]["tensorrt"], d["b"]["tensorrt"], ""),
+    ]
+    labels = {
+        "engine_bytes": "engine bytes",
+        "build_seconds": "build time (s)",
+        "layers_original": "ONNX compute nodes",
+        "layers_final": "engine layers",
+        "fusion_ratio": "fusion ratio",
+        "peak_memory_mib": "peak memory (MiB)",
+        "weights_bytes": "weights bytes",
+        "activation_bytes": "activation bytes",
+        "warnings": "warnings",
+    }
     for key, label in labels.items():
         m = d["metrics"][key]
         ch = m["change"]
@@ -155,18 +238,37 @@ def format_table(d: dict) -> str:
         ha, hb = d[what]["a"], d[what]["b"]
         for p in dict.fromkeys(list(ha) + list(hb)):
             na, nb = ha.get(p, 0), hb.get(p, 0)
-            rows.append((f"{what.split('_')[0]} layers {p}", fmt(na), fmt(nb), "" if na == nb else f"{nb - na:+d}"))
-    lines = [f"A: {d['a']['path']} ({d['a']['kind']})", f"B: {d['b']['path']} ({d['b']['kind']})", "",
-             tables.text(rows, max_width=60)]
+            rows.append(
+                (
+                    f"{what.split('_')[0]} layers {p}",
+                    fmt(na),
+                    fmt(nb),
+                    "" if na == nb else f"{nb - na:+d}",
+                )
+            )
+    lines = [
+        f"A: {d['a']['path']} ({d['a']['kind']})",
+        f"B: {d['b']['path']} ({d['b']['kind']})",
+        "",
+        tables.text(rows, max_width=60),
+    ]
     changes = d["precision_changes"]
     if changes:
-        kinds = {k: sum(1 for c in changes if c["change"] == k) for k in ("narrower", "wider", "other")}
-        lines += ["", f"precision per layer: {len(changes)} of {d['layers_compared']} layers changed "
-                      f"({kinds['narrower']} narrower, {kinds['wider']} wider, {kinds['other']} other)"]
+        kinds = {
+            k: sum(1 for c in changes if c["change"] == k) for k in ("narrower", "wider", "other")
+        }
+        lines += [
+            "",
+            f"precision per layer: {len(changes)} of {d['layers_compared']} layers changed "
+            f"({kinds['narrower']} narrower, {kinds['wider']} wider, {kinds['other']} other)",
+        ]
         lines += [f"  {c['layer']}: {c['a']} → {c['b']}" for c in changes[:12]]
         if len(changes) > 12:
             lines.append(f"  … {len(changes) - 12} more (--json lists them all)")
-    for title, key in (("warnings added", "warnings_added"), ("warnings removed", "warnings_removed")):
+    for title, key in (
+        ("warnings added", "warnings_added"),
+        ("warnings removed", "warnings_removed"),
+    ):
         if d[key]:
             lines += ["", f"{title}:"] + [f"  {w}" for w in d[key]]
     lines += ["", "regressions: " + ("; ".join(d["regressions"]) if d["regressions"] else "none")]

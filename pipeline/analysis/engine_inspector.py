@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pipeline.engine import backend
 from pipeline.analysis import report_layers
 from pipeline.core.errors import PipelineError
+from pipeline.engine import backend
+
 
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
 def engine_information(engine_path: Path, flavour: str) -> dict:

@@ -15,8 +15,13 @@ from __future__ import annotations
 NON_COMPUTE_OPS = frozenset({"Constant", "Identity", "QuantizeLinear", "DequantizeLinear"})
 
 
-def measure(parsed: dict[str, dict], plan: dict | None, engine_layers: list[dict], regions: set[str],
-            passes: list[dict]) -> dict:
+def measure(
+    parsed: dict[str, dict],
+    plan: dict | None,
+    engine_layers: list[dict],
+    regions: set[str],
+    passes: list[dict],
+) -> dict:
     """The summary keys other code reads (layers_original, layers_final, fusion_ratio),
     with their meaning written down (fusion_basis) and the optimizer's counts apart.
     parsed: ONNX node name -> {op, dtype}; plan: the DETAILED engine-layer dump or None;
@@ -31,20 +36,30 @@ def measure(parsed: dict[str, dict], plan: dict | None, engine_layers: list[dict
     if not nodes:
         basis = "unknown: the build log names no parsed ONNX nodes (a verbose log is needed)"
     elif not layers:
-        basis = ("unknown: the build log lists no engine layers, only Myelin regions "
-                 "(build with ProfilingVerbosity.DETAILED)")
+        basis = (
+            "unknown: the build log lists no engine layers, only Myelin regions "
+            "(build with ProfilingVerbosity.DETAILED)"
+        )
     else:
         inside = sum(1 for l in layers if l["name"] in regions)
-        caveat = (f"; {inside} of them Myelin regions, each counted as one layer though it runs many kernels"
-                  if inside and not plan else "")
-        basis = (f"{nodes} ONNX compute nodes (the parser's, without Constant, Identity and Q/DQ) "
-                 f"per engine layer ({len(layers)}, {source}{caveat})")
+        caveat = (
+            f"; {inside} of them Myelin regions, each counted as one layer though it runs many kernels"
+            if inside and not plan
+            else ""
+        )
+        basis = (
+            f"{nodes} ONNX compute nodes (the parser's, without Constant, Identity and Q/DQ) "
+            f"per engine layer ({len(layers)}, {source}{caveat})"
+        )
     original = next((p["layers"] for p in passes if p["pass"] == "Original"), None)
     return {
         "layers_original": nodes or None,
         "layers_final": len(layers) or None,
         "fusion_ratio": round(nodes / len(layers), 3) if nodes and layers else None,
         "fusion_basis": basis,
-        "optimizer": {"layers_parsed": original, "layers_after": passes[-1]["layers"] if passes else None,
-                      "regions": len(regions)},
+        "optimizer": {
+            "layers_parsed": original,
+            "layers_after": passes[-1]["layers"] if passes else None,
+            "regions": len(regions),
+        },
     }

@@ -5,21 +5,32 @@ failure into one PipelineError line naming the gate, its threshold and what brok
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pipeline.analysis import buildlog
-from pipeline.core import config as config_lib, fileio, gate as gate_lib
+from pipeline.core import config as config_lib
+from pipeline.core import fileio
+from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import plain
 
-GATES = ("max_warnings", "forbid_patterns", "min_fusion_ratio", "max_engine_mib", "max_peak_memory_mib")
+GATES = (
+    "max_warnings",
+    "forbid_patterns",
+    "min_fusion_ratio",
+    "max_engine_mib",
+    "max_peak_memory_mib",
+)
 SHOWN_MATCHES = 2
 
 
 def _result(name: str, threshold: Any, value: Any, passed: bool, detail: str, matches=None) -> dict:
     extra = {"matches": matches} if matches is not None else {}
-    return gate_lib.result(name, value, threshold, passed=passed, subject="build", detail=detail, **extra)
+    return gate_lib.result(
+        name, value, threshold, passed=passed, subject="build", detail=detail, **extra
+    )
 
 
 def _compile(patterns: Iterable[str]) -> list[re.Pattern]:
@@ -33,48 +44,101 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
     lines = buildlog.log_lines(records) if compiled else []
     hits = [(p.pattern, line) for p in compiled for line in lines if p.search(line)]
     first = hits[0][0] if hits else None
-    detail = (f"pattern {first!r} matched {sum(1 for p, _ in hits if p == first)} build-log line(s)"
-              if hits else f"none of {len(compiled)} pattern(s) matched")
-    return _result("forbid_patterns", list(patterns), len(hits), not hits, detail,
-                   [{"pattern": p, "line": line} for p, line in hits[:SHOWN_MATCHES]])
+    detail = (
+        f"pattern {first!r} matched {sum(1 for p, _ in hits if p == first)} build-log line(s)"
+        if hits
+        else f"none of {len(compiled)} pattern(s) matched"
+    )
+    return _result(
+        "forbid_patterns",
+        list(patterns),
+        len(hits),
+        not hits,
+        detail,
+        [{"pattern": p, "line": line} for p, line in hits[:SHOWN_MATCHES]],
+    )
 
 
-def evaluate(gates_cfg: Any, summary: dict, records: Iterable[buildlog.Record] | str,
-             engine: bytes | None = None, manifest: dict | None = None) -> list[dict]:
+def evaluate(
+    gates_cfg: Any,
+    summary: dict,
+    records: Iterable[buildlog.Record] | str,
+    engine: bytes | None = None,
+    manifest: dict | None = None,
+) -> list[dict]:
     """Every gate, switched on or not (a switched-off gate passes and still reports its
     value, so metrics show the trend before anyone sets a threshold). `records` may be
     the build.log text; without `engine`, the manifest's engine size is used."""
-    g = {k: plain(v) for k, v in (config_lib.to_dict(gates_cfg) if gates_cfg is not None else {}).items()}
+    g = {
+        k: plain(v)
+        for k, v in (config_lib.to_dict(gates_cfg) if gates_cfg is not None else {}).items()
+    }
     unknown = sorted(set(g) - set(GATES))
     if unknown:
-        raise PipelineError(f"build.gates: unknown gate {unknown[0]}; expected one of {', '.join(GATES)}")
-    engine_bytes = len(engine) if engine is not None else (manifest or {}).get("engine", {}).get("bytes")
+        raise PipelineError(
+            f"build.gates: unknown gate {unknown[0]}; expected one of {', '.join(GATES)}"
+        )
+    engine_bytes = (
+        len(engine) if engine is not None else (manifest or {}).get("engine", {}).get("bytes")
+    )
     results = []
 
     limit, n = g.get("max_warnings"), len(summary.get("warnings", []))
-    results.append(_result("max_warnings", limit, n, limit is None or n <= limit,
-                           f"{n} warning(s), at most {limit} allowed" if limit is not None else f"{n} warning(s)"))
+    results.append(
+        _result(
+            "max_warnings",
+            limit,
+            n,
+            limit is None or n <= limit,
+            f"{n} warning(s), at most {limit} allowed" if limit is not None else f"{n} warning(s)",
+        )
+    )
 
     results.append(_forbidden(list(g.get("forbid_patterns") or []), records))
 
     limit, ratio = g.get("min_fusion_ratio"), summary.get("fusion_ratio")
     ok = limit is None or (ratio is not None and ratio >= limit)
-    measured = (f"fusion ratio {ratio} ({summary.get('layers_original')} ONNX compute nodes → "
-                f"{summary.get('layers_final')} engine layers)" if ratio is not None
-                else f"fusion ratio {summary.get('fusion_basis') or 'unknown'}")
-    results.append(_result("min_fusion_ratio", limit, ratio, ok,
-                           measured + (f", at least {limit} required" if limit is not None else "")))
+    measured = (
+        f"fusion ratio {ratio} ({summary.get('layers_original')} ONNX compute nodes → "
+        f"{summary.get('layers_final')} engine layers)"
+        if ratio is not None
+        else f"fusion ratio {summary.get('fusion_basis') or 'unknown'}"
+    )
+    results.append(
+        _result(
+            "min_fusion_ratio",
+            limit,
+            ratio,
+            ok,
+            measured + (f", at least {limit} required" if limit is not None else ""),
+        )
+    )
 
     limit = g.get("max_engine_mib")
     mib = round(engine_bytes / buildlog.MIB, 3) if engine_bytes is not None else None
     ok = limit is None or (mib is not None and mib <= limit)
-    results.append(_result("max_engine_mib", limit, mib, ok,
-                           f"engine {mib} MiB" + (f", at most {limit} MiB allowed" if limit is not None else "")))
+    results.append(
+        _result(
+            "max_engine_mib",
+            limit,
+            mib,
+            ok,
+            f"engine {mib} MiB" + (f", at most {limit} MiB allowed" if limit is not None else ""),
+        )
+    )
 
     limit, peak = g.get("max_peak_memory_mib"), summary.get("peak_memory_mib")
     ok = limit is None or (peak is not None and peak <= limit)
-    results.append(_result("max_peak_memory_mib", limit, peak, ok,
-                           f"peak memory {peak} MiB" + (f", at most {limit} MiB allowed" if limit is not None else "")))
+    results.append(
+        _result(
+            "max_peak_memory_mib",
+            limit,
+            peak,
+            ok,
+            f"peak memory {peak} MiB"
+            + (f", at most {limit} MiB allowed" if limit is not None else ""),
+        )
+    )
     return results
 
 
@@ -82,7 +146,9 @@ failures = gate_lib.failures
 
 
 def message(result: dict) -> str:
-    text = f"build gate {result['gate']} failed (threshold {result['threshold']}): {result['detail']}"
+    text = (
+        f"build gate {result['gate']} failed (threshold {result['threshold']}): {result['detail']}"
+    )
     for m in result.get("matches", []):
         text += f"; {m['line']!r}"
     return " ".join(text.split())
@@ -91,22 +157,35 @@ def message(result: dict) -> str:
 def enforce(results: list[dict]) -> None:
     failed = failures(results)
     if failed:
-        more = f" (+{len(failed) - 1} more failed gate(s), see metrics/gates.json)" if len(failed) > 1 else ""
+        more = (
+            f" (+{len(failed) - 1} more failed gate(s), see metrics/gates.json)"
+            if len(failed) > 1
+            else ""
+        )
         raise PipelineError(message(failed[0]) + more)
 
 
 def metrics(results: list[dict]) -> dict:
     """metrics/gates.json: numbers DVC can show and compare, plus what matched."""
-    return {"passed": not failures(results), "failed": len(failures(results)),
-            "gates": {r["gate"]: {k: v for k, v in r.items() if k != "gate"} for r in results}}
+    return {
+        "passed": not failures(results),
+        "failed": len(failures(results)),
+        "gates": {r["gate"]: {k: v for k, v in r.items() if k != "gate"} for r in results},
+    }
 
 
 def write_metrics(path: str | Path, results: list[dict]) -> Path:
     return fileio.write_json(path, metrics(results))
 
 
-def check(gates_cfg: Any, summary: dict, records: Iterable[buildlog.Record] | str, engine: bytes | None = None,
-          manifest: dict | None = None, metrics_path: str | Path | None = None) -> list[dict]:
+def check(
+    gates_cfg: Any,
+    summary: dict,
+    records: Iterable[buildlog.Record] | str,
+    engine: bytes | None = None,
+    manifest: dict | None = None,
+    metrics_path: str | Path | None = None,
+) -> list[dict]:
     """Evaluate, record the results (when metrics_path is given), then fail on the first
     broken gate, so a failed build still leaves the reason in metrics/gates.json."""
     records = records if isinstance(records, str) else list(records)

@@ -14,23 +14,46 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 from pipeline.analysis import report_layers
 
-MATRIX_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "MatMulInteger",
-                        "QLinearMatMul", "Gemm", "Einsum", "Attention"})
+MATRIX_OPS = frozenset(
+    {
+        "Conv",
+        "ConvTranspose",
+        "ConvInteger",
+        "QLinearConv",
+        "MatMul",
+        "MatMulInteger",
+        "QLinearMatMul",
+        "Gemm",
+        "Einsum",
+        "Attention",
+    }
+)
 
 
 def kernel_of(layers: list[dict]) -> dict:
     """The layer that does a matrix node's arithmetic, from those that name it."""
-    kernels = [l for l in layers if report_layers.is_matrix_kernel(l.get("type", ""), l["name"])] or layers
+    kernels = [
+        l for l in layers if report_layers.is_matrix_kernel(l.get("type", ""), l["name"])
+    ] or layers
     order = report_layers.COMPUTE_ORDER
-    return min(kernels, key=lambda l: order.index(l["precision"]) if l["precision"] in order else len(order))
+    return min(
+        kernels,
+        key=lambda l: order.index(l["precision"]) if l["precision"] in order else len(order),
+    )
 
 
-def resolver(ops: dict[str, str], layers: list[dict], detailed: bool, network: dict[str, str],
-             parsed: dict[str, dict], onnx_dtypes: dict[str, str]) -> Callable[[str, str], tuple[str, str]]:
+def resolver(
+    ops: dict[str, str],
+    layers: list[dict],
+    detailed: bool,
+    network: dict[str, str],
+    parsed: dict[str, dict],
+    onnx_dtypes: dict[str, str],
+) -> Callable[[str, str], tuple[str, str]]:
     """precision_of(node name, first output) -> (precision, where it came from).
     ops: node name -> op type; network: network layer name -> precision."""
     naming: dict[str, list[dict]] = defaultdict(list)

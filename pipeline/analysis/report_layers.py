@@ -10,24 +10,52 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 
 # Words TensorRT uses for a data type, in network dumps (DataType enum names),
 # inspector JSON ("Float", "Half") and format descriptions ("Channel major FP16 format").
 _DTYPE_WORDS = {
-    "float": "fp32", "fp32": "fp32", "float32": "fp32", "half": "fp16", "fp16": "fp16", "float16": "fp16",
-    "bf16": "bf16", "bfloat16": "bf16", "fp8": "fp8", "e4m3": "fp8", "fp4": "fp4", "int4": "int4",
-    "int8": "int8", "uint8": "uint8", "int32": "int32", "int64": "int64", "bool": "bool",
-    "double": "fp64", "fp64": "fp64", "e8m0": "e8m0",
+    "float": "fp32",
+    "fp32": "fp32",
+    "float32": "fp32",
+    "half": "fp16",
+    "fp16": "fp16",
+    "float16": "fp16",
+    "bf16": "bf16",
+    "bfloat16": "bf16",
+    "fp8": "fp8",
+    "e4m3": "fp8",
+    "fp4": "fp4",
+    "int4": "int4",
+    "int8": "int8",
+    "uint8": "uint8",
+    "int32": "int32",
+    "int64": "int64",
+    "bool": "bool",
+    "double": "fp64",
+    "fp64": "fp64",
+    "e8m0": "e8m0",
 }
 # Narrower first: the narrowest compute type among a layer's inputs is the precision it runs at.
 COMPUTE_ORDER = ("fp4", "int4", "fp8", "int8", "fp16", "bf16", "fp32", "fp64")
 PRECISION_COLOURS = {
-    "fp32": "#4e79a7", "fp64": "#2c4a6e", "fp16": "#59a14f", "bf16": "#8cd17d", "fp8": "#e15759",
-    "int8": "#f28e2b", "int4": "#b07aa1", "fp4": "#d4a6c8", "int32": "#bab0ac", "int64": "#9d9590",
-    "bool": "#d7cfca", "uint8": "#c9b18f", "mixed": "#edc948", "unknown": "#e5e5e5",
+    "fp32": "#4e79a7",
+    "fp64": "#2c4a6e",
+    "fp16": "#59a14f",
+    "bf16": "#8cd17d",
+    "fp8": "#e15759",
+    "int8": "#f28e2b",
+    "int4": "#b07aa1",
+    "fp4": "#d4a6c8",
+    "int32": "#bab0ac",
+    "int64": "#9d9590",
+    "bool": "#d7cfca",
+    "uint8": "#c9b18f",
+    "mixed": "#edc948",
+    "unknown": "#e5e5e5",
 }
 # Storage types of quantized data: a kernel that only reads or writes them at its edge
 # (quantize, dequantize, reformat) computes in a wider type between.
@@ -35,7 +63,9 @@ QUANTIZED = ("fp4", "int4", "fp8", "int8")
 # Kernels that multiply matrices, by type or by name: Myelin names a kernel after the ops
 # fused into it (`__myl_FcAdd...` is a fully connected layer, `_gemm_mha_v2` attention),
 # full TensorRT by its implementation (`CaskGemmConvolution`, `CaskConvolution`).
-_MATRIX_KERNEL = re.compile(r"gemm|conv|correlation|fully.?connected|matrix.?multiply|^__myl_Fc|_mha", re.I)
+_MATRIX_KERNEL = re.compile(
+    r"gemm|conv|correlation|fully.?connected|matrix.?multiply|^__myl_Fc|_mha", re.I
+)
 METADATA_SEPARATORS = re.compile("[\x1e\x1f]")
 _ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]\x1e\x1f]+)\]")
 
@@ -92,8 +122,15 @@ def _tensor(raw: dict) -> dict:
 
 def normalize_layer(raw: Any) -> dict:
     if isinstance(raw, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY gives bare names
-        return {"name": raw, "type": "", "precision": "unknown", "inputs": [], "outputs": [],
-                "onnx_nodes": [], "tactic": None}
+        return {
+            "name": raw,
+            "type": "",
+            "precision": "unknown",
+            "inputs": [],
+            "outputs": [],
+            "onnx_nodes": [],
+            "tactic": None,
+        }
     if not isinstance(raw, dict) or "Name" not in raw:
         raise PipelineError(f"engine layer description is not an inspector layer: {str(raw)[:80]}")
     inputs = [_tensor(t) for t in raw.get("Inputs") or []]
@@ -115,14 +152,20 @@ def normalize_layer(raw: Any) -> dict:
 def _io_tensor(raw: Any) -> dict:
     if isinstance(raw, str):  # TensorRT 10 `Bindings`: names only
         return {"name": raw, "mode": None, "dtype": "unknown", "shape": []}
-    return {"name": str(raw.get("Name", "")), "mode": raw.get("IOMode"),
-            "dtype": dtype(raw.get("DataType", raw.get("Datatype"))), "shape": list(raw.get("Dimensions") or [])}
+    return {
+        "name": str(raw.get("Name", "")),
+        "mode": raw.get("IOMode"),
+        "dtype": dtype(raw.get("DataType", raw.get("Datatype"))),
+        "shape": list(raw.get("Dimensions") or []),
+    }
 
 
 def from_inspector_json(doc: Any) -> dict:
     """EngineInspector.get_engine_information(JSON), parsed, in either layout."""
     if not isinstance(doc, dict) or not isinstance(doc.get("Layers"), list):
-        raise PipelineError("engine inspector output has no 'Layers' list; is it get_engine_information JSON?")
+        raise PipelineError(
+            "engine inspector output has no 'Layers' list; is it get_engine_information JSON?"
+        )
     if "I/O Tensors" in doc:
         layout, io = "TensorRT 11 (I/O Tensors)", doc["I/O Tensors"]
     else:

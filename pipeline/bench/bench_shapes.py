@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.export import onnx_model, profiles as profiles_lib
 from pipeline.core.errors import PipelineError
+from pipeline.export import onnx_model
+from pipeline.export import profiles as profiles_lib
 
 BATCH_DIM, SEQ_DIM = "batch", "seq"
 
@@ -49,20 +50,28 @@ def locate(shapes: dict, profiles: list[dict]) -> int:
     for i, profile in enumerate(profiles):
         if profiles_lib.contains(profile, shapes):
             return i
-    ranges = "; ".join(f"{p['name']}: " + ", ".join(f"{n} {r['min']}..{r['max']}" for n, r in p["inputs"].items())
-                       for p in profiles)
-    raise PipelineError(f"benchmark shape {_describe(shapes)} is outside every optimization profile of the engine "
-                        f"({ranges}); change benchmark.batch_sizes/seq_lens or the profile")
+    ranges = "; ".join(
+        f"{p['name']}: " + ", ".join(f"{n} {r['min']}..{r['max']}" for n, r in p["inputs"].items())
+        for p in profiles
+    )
+    raise PipelineError(
+        f"benchmark shape {_describe(shapes)} is outside every optimization profile of the engine "
+        f"({ranges}); change benchmark.batch_sizes/seq_lens or the profile"
+    )
 
 
-def plan(bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict]) -> tuple[Point, list[Point]]:
+def plan(
+    bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict]
+) -> tuple[Point, list[Point]]:
     """(headline, sweep). Every shape is checked against the profiles here, before any measuring."""
     if not profiles:
         raise PipelineError("the build manifest lists no optimization profiles")
     names = [p["name"] for p in profiles]
     if bench_cfg.profile is not None and bench_cfg.profile not in names:
-        raise PipelineError(f"benchmark.profile={bench_cfg.profile!r} is not a profile of the engine "
-                            f"(it has {', '.join(names)})")
+        raise PipelineError(
+            f"benchmark.profile={bench_cfg.profile!r} is not a profile of the engine "
+            f"(it has {', '.join(names)})"
+        )
     base = profiles[names.index(bench_cfg.profile) if bench_cfg.profile is not None else 0]
     batch_axes, seq_axes = _axes(specs, BATCH_DIM), _axes(specs, SEQ_DIM)
     for key, axes, dim in (("batch_sizes", batch_axes, BATCH_DIM), ("seq_lens", seq_axes, SEQ_DIM)):
@@ -71,17 +80,28 @@ def plan(bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict
     head_shapes = {n: list(r[bench_cfg.shape]) for n, r in base["inputs"].items()}
     head_seq = _dim_value(head_shapes, seq_axes)
     batches = list(bench_cfg.batch_sizes) or sorted(
-        {_dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes) for p in profiles_lib.POINTS} - {None})
+        {
+            _dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes)
+            for p in profiles_lib.POINTS
+        }
+        - {None}
+    )
     seqs = list(bench_cfg.seq_lens) or [head_seq]
 
     def point(shapes: dict) -> Point:
         batch, seq = _dim_value(shapes, batch_axes), _dim_value(shapes, seq_axes)
-        key = (f"batch{batch}" if batch is not None else "fixed") + (f"_seq{seq}" if seq is not None else "")
+        key = (f"batch{batch}" if batch is not None else "fixed") + (
+            f"_seq{seq}" if seq is not None else ""
+        )
         index = locate(shapes, profiles)
         return Point(key, shapes, batch or 1, seq, index, profiles[index]["name"])
 
     headline = point(head_shapes)
-    sweep = [point(_with(_with(head_shapes, batch_axes, b), seq_axes, s)) for s in seqs for b in batches or [None]]
+    sweep = [
+        point(_with(_with(head_shapes, batch_axes, b), seq_axes, s))
+        for s in seqs
+        for b in batches or [None]
+    ]
     return headline, sweep
 
 
@@ -97,14 +117,19 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
     out = {}
     for name, shape in shapes.items():
         a = pool.get(name)
-        if a is None or a.ndim != len(shape) or any(have < want for have, want in zip(a.shape[1:], shape[1:])):
+        if (
+            a is None
+            or a.ndim != len(shape)
+            or any(have < want for have, want in zip(a.shape[1:], shape[1:]))
+        ):
             return None
-        out[name] = a[(np.arange(shape[0]) % len(a),) + tuple(slice(0, int(n)) for n in shape[1:])]
+        out[name] = a[(np.arange(shape[0]) % len(a), *tuple(slice(0, int(n)) for n in shape[1:]))]
     return out
 
 
-def choose_feeds(points: list[Point], pairs: list[tuple[dict, dict]], use_reference: bool,
-                 sample) -> tuple[dict, list[str]]:
+def choose_feeds(
+    points: list[Point], pairs: list[tuple[dict, dict]], use_reference: bool, sample
+) -> tuple[dict, list[str]]:
     """Per point: the user's reference inputs (model.reference_data) where they fit
     (use_reference), else sample(shapes);
     and the keys of the points that got reference inputs."""

@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.precision import accuracy
 from pipeline.bench import cuda_timing, timing
-from pipeline.export import export, onnx_model
-from pipeline.core import console, fileio, hashing, threads
-from pipeline.machine import gpu_conditions
 from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
+from pipeline.core import console, fileio, hashing, threads
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.export import export, onnx_model
+from pipeline.machine import gpu_conditions
 from pipeline.machine.fingerprint import package_version
+from pipeline.precision import accuracy
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
@@ -31,7 +31,9 @@ INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inp
 OPTIONAL = frozenset({"onnxruntime_calibrated"})
 
 
-def bench_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int) -> dict[str, np.ndarray]:
+def bench_inputs(
+    model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int
+) -> dict[str, np.ndarray]:
     dims: dict[str, int] = {}
     for spec in specs:
         for axis, d in enumerate(spec.dims):
@@ -40,7 +42,9 @@ def bench_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dic
     feeds = export.sample_inputs(model_cfg, specs, dims, np.random.default_rng(seed))
     for name, shape in shapes.items():
         if list(feeds[name].shape) != list(shape):
-            raise PipelineError(f"benchmark input '{name}' came out as {list(feeds[name].shape)}, wanted {shape}")
+            raise PipelineError(
+                f"benchmark input '{name}' came out as {list(feeds[name].shape)}, wanted {shape}"
+            )
     return feeds
 
 
@@ -53,15 +57,20 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
         if hashing.sha256_file(paths["calibrated"]) == hashing.sha256_file(paths["export"]):
             return f"precision {cfg.precision.name} leaves the graph unchanged: it is the onnxruntime row"
         try:
-            return OrtRunner(paths["calibrated"], bc, device, f"{cfg.precision.name} graph TensorRT builds")
+            return OrtRunner(
+                paths["calibrated"], bc, device, f"{cfg.precision.name} graph TensorRT builds"
+            )
         except PipelineError as e:
             return str(e)
     if name == "torch":
         from pipeline.bench import torch_runner
 
         return torch_runner.why_not(cfg.model) or torch_runner.TorchRunner(
-            cfg.model, torch_runner.resolve_device(bc.device), int(bc.intra_op_threads),
-            tf32=cfg.precision.name == "tf32")
+            cfg.model,
+            torch_runner.resolve_device(bc.device),
+            int(bc.intra_op_threads),
+            tf32=cfg.precision.name == "tf32",
+        )
     from pipeline.engine import backend
 
     if why := backend.why_engine_cannot_run(fingerprint):
@@ -88,8 +97,16 @@ def _summarise(times: dict, batch: int, bench_cfg: Any) -> dict:
 
 
 def brief(result: dict) -> dict:
-    keep = ("median_ms", "mean_ms", "p99_ms", "throughput_per_s", "iterations", "batch", "seq",
-            "low_sample_percentiles")
+    keep = (
+        "median_ms",
+        "mean_ms",
+        "p99_ms",
+        "throughput_per_s",
+        "iterations",
+        "batch",
+        "seq",
+        "low_sample_percentiles",
+    )
     out = {k: result[k] for k in keep if k in result}
     if "gpu" in result:
         out["gpu_compute_median_ms"] = result["gpu"]["compute_ms"]["median_ms"]
@@ -105,7 +122,9 @@ def _accuracy(runner: Runner, references: list, profiles: list[dict], task: str)
     return accuracy.compare([outputs for _, outputs in references], got, task)
 
 
-def measure_backend(name: str, runner: Runner, points: list[Point], feeds: dict, bench_cfg: Any) -> dict[str, dict]:
+def measure_backend(
+    name: str, runner: Runner, points: list[Point], feeds: dict, bench_cfg: Any
+) -> dict[str, dict]:
     out = {}
     for point in points:
         bar, update = progress_bar(f"{name} {point.key}")
@@ -119,17 +138,34 @@ def measure_backend(name: str, runner: Runner, points: list[Point], feeds: dict,
     return out
 
 
-def _run_backend(name: str, runner: Runner, points: list[Point], headline: Point, feeds: dict, references: list,
-                 profiles: list[dict], cfg: Any) -> tuple[dict, dict]:
+def _run_backend(
+    name: str,
+    runner: Runner,
+    points: list[Point],
+    headline: Point,
+    feeds: dict,
+    references: list,
+    profiles: list[dict],
+    cfg: Any,
+) -> tuple[dict, dict]:
     bc = cfg.benchmark
     measured = measure_backend(name, runner, points, feeds, bc)
-    result = {"status": "ok", "label": runner.label, "device": runner.device, "profile": headline.profile,
-              **measured[headline.key]}
+    result = {
+        "status": "ok",
+        "label": runner.label,
+        "device": runner.device,
+        "profile": headline.profile,
+        **measured[headline.key],
+    }
     if references:
         result["accuracy"] = _accuracy(runner, references, profiles, cfg.model.task)
     if bc.layer_profile_top:
-        layers = runner.layer_times(feeds[headline.key], headline.profile_index, int(bc.layer_profile_iterations),
-                                    int(bc.layer_profile_top))
+        layers = runner.layer_times(
+            feeds[headline.key],
+            headline.profile_index,
+            int(bc.layer_profile_iterations),
+            int(bc.layer_profile_top),
+        )
         if layers is not None:
             result["layers"] = layers
     return result, measured
@@ -142,11 +178,17 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
     headline, sweep = plan(bc, specs, profiles)
     points = list({p.key: p for p in [headline, *sweep]}.values())
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
-    reference, pairs = export.reference_info(paths["reference"].parent), export.split_reference(
-        fileio.read_npz(paths["reference"], "reference data"))
+    reference, pairs = (
+        export.reference_info(paths["reference"].parent),
+        export.split_reference(fileio.read_npz(paths["reference"], "reference data")),
+    )
     references = pairs if bc.accuracy else []
-    feeds, from_reference = choose_feeds(points, pairs, reference.get("source") == "folder",
-                                         lambda shapes: bench_inputs(cfg.model, specs, shapes, seed))
+    feeds, from_reference = choose_feeds(
+        points,
+        pairs,
+        reference.get("source") == "folder",
+        lambda shapes: bench_inputs(cfg.model, specs, shapes, seed),
+    )
     device = _device(bc.device, fingerprint)
     pci = _pci_bus_id() if device == "cuda" else None
     gpu_before = gpu_conditions.snapshot(pci)
@@ -159,11 +201,16 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
             results[name] = {"status": "skipped", "reason": runner}
             continue
         try:
-            results[name], measured = _run_backend(name, runner, points, headline, feeds, references, profiles, cfg)
+            results[name], measured = _run_backend(
+                name, runner, points, headline, feeds, references, profiles, cfg
+            )
         except Exception as e:
             if name not in OPTIONAL:
                 raise
-            results[name], measured = {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"}, {}
+            results[name], measured = (
+                {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"},
+                {},
+            )
         finally:
             runner.close()
         for key, summary in measured.items():
@@ -177,9 +224,13 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         "baseline": bc.baseline,
         "results": results,
         "by_shape": {p.key: by_point.get(p.key, {}) for p in sweep},
-        "method": {"warmup_s": bc.warmup_s, "min_duration_s": bc.min_duration_s,
-                   "min_iterations": bc.min_iterations, "min_tail_samples": bc.min_tail_samples,
-                   "latency": "host wall clock per iteration (perf_counter_ns); GPU stages by CUDA events"},
+        "method": {
+            "warmup_s": bc.warmup_s,
+            "min_duration_s": bc.min_duration_s,
+            "min_iterations": bc.min_iterations,
+            "min_tail_samples": bc.min_tail_samples,
+            "latency": "host wall clock per iteration (perf_counter_ns); GPU stages by CUDA events",
+        },
         "conditions": conditions(bc, fingerprint, gpu_before, gpu_conditions.snapshot(pci)),
     }
 
@@ -207,7 +258,9 @@ def _device(requested: str, fingerprint: dict) -> str:
     already knows whether this machine has a GPU, without importing torch."""
     has_gpu = fingerprint.get("gpu") is not None
     if requested == "cuda" and not has_gpu:
-        raise PipelineError("benchmark.device=cuda but this machine has no GPU (see artifacts/fingerprint.json)")
+        raise PipelineError(
+            "benchmark.device=cuda but this machine has no GPU (see artifacts/fingerprint.json)"
+        )
     return "cuda" if has_gpu and requested != "cpu" else "cpu"
 
 
@@ -240,7 +293,9 @@ def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: d
         "target": fingerprint.get("target"),
         "cpu": _cpu_model(),
         "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "usable_cpus": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "cpu_governor": governor.read_text().strip() if governor.exists() else None,
         "intra_op_threads": intra_op or "library default",
         "threads_from": threads_from,

@@ -9,7 +9,7 @@ loop is pipeline.bench.timing.measure, the same one ONNX Runtime is timed with."
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -19,8 +19,15 @@ from pipeline.machine.cudart import Cuda
 Stage = tuple[str, Callable[[], None]]
 
 
-def measure(stages: Sequence[Stage], stream: int, warmup_s: float, min_duration_s: float, min_iterations: int,
-            progress: Callable[[float], None] | None = None, cuda: Cuda | None = None) -> dict[str, np.ndarray]:
+def measure(
+    stages: Sequence[Stage],
+    stream: int,
+    warmup_s: float,
+    min_duration_s: float,
+    min_iterations: int,
+    progress: Callable[[float], None] | None = None,
+    cuda: Cuda | None = None,
+) -> dict[str, np.ndarray]:
     """{"host": ms, <stage>: ms, "gpu_total": ms}, one value per measured iteration."""
     if not stages:
         raise ValueError("nothing to time: no stages")
@@ -46,24 +53,46 @@ def measure(stages: Sequence[Stage], stream: int, warmup_s: float, min_duration_
         total.append(cuda.elapsed_ms(events[0], last))
 
     try:
-        host = timing.measure(iteration, warmup_s, min_duration_s, min_iterations, progress=progress,
-                              after=read_events)
+        host = timing.measure(
+            iteration,
+            warmup_s,
+            min_duration_s,
+            min_iterations,
+            progress=progress,
+            after=read_events,
+        )
     finally:
         for event in events:
             cuda.release("cudaEventDestroy", event)
-    return {"host": host, **{k: np.asarray(v) for k, v in gpu.items()}, "gpu_total": np.asarray(total)}
+    return {
+        "host": host,
+        **{k: np.asarray(v) for k, v in gpu.items()},
+        "gpu_total": np.asarray(total),
+    }
 
 
 def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict:
     """Host latency stats at the top level (comparable with CPU backends), GPU
     stats per stage under "gpu"."""
     out = timing.stats(times["host"], batch, min_tail_samples)
-    out["gpu"] = {f"{name}_ms": _brief(timing.stats(v, batch, min_tail_samples))
-                  for name, v in times.items() if name != "host"}
+    out["gpu"] = {
+        f"{name}_ms": _brief(timing.stats(v, batch, min_tail_samples))
+        for name, v in times.items()
+        if name != "host"
+    }
     return out
 
 
 def _brief(s: dict) -> dict:
-    keep = ("mean_ms", "median_ms", "p90_ms", "p95_ms", "p99_ms", "min_ms", "max_ms", "std_ms",
-            "low_sample_percentiles")
+    keep = (
+        "mean_ms",
+        "median_ms",
+        "p90_ms",
+        "p95_ms",
+        "p99_ms",
+        "min_ms",
+        "max_ms",
+        "std_ms",
+        "low_sample_percentiles",
+    )
     return {k: s[k] for k in keep}

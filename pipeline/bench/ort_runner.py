@@ -22,7 +22,7 @@ class OrtRunner(Runner):
 
         providers = ("CPUExecutionProvider",)
         if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
-            providers = ("CUDAExecutionProvider",) + providers
+            providers = ("CUDAExecutionProvider", *providers)
         self.session = export.ort_session(path, int(bench_cfg.intra_op_threads), providers)
         self.output_names = [o.name for o in self.session.get_outputs()]
         used = self.session.get_providers()[0]
@@ -32,9 +32,15 @@ class OrtRunner(Runner):
     def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         return dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
 
-    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
-             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    def time(
+        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
+    ) -> tuple[dict[str, np.ndarray], dict]:
         run, names = self.session.run, self.output_names
-        host = timing.measure(lambda: run(names, feeds), bench_cfg.warmup_s, bench_cfg.min_duration_s,
-                              bench_cfg.min_iterations, progress)
+        host = timing.measure(
+            lambda: run(names, feeds),
+            bench_cfg.warmup_s,
+            bench_cfg.min_duration_s,
+            bench_cfg.min_iterations,
+            progress,
+        )
         return {"host": host}, {}

@@ -7,7 +7,8 @@ so a new backend needs no glue in pipeline/bench/benchmark.py."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -25,20 +26,23 @@ class Runner(ABC):
         optimization profile where the backend has profiles."""
 
     @abstractmethod
-    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
-             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    def time(
+        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
+    ) -> tuple[dict[str, np.ndarray], dict]:
         """(times, notes): {"host": ms per iteration} plus, on a GPU, each stage's
         CUDA-event ms (pipeline.bench.cuda_timing); notes say how it was run
         (copies, CUDA graph) and land beside the stats in benchmark.json."""
 
-    def layer_times(self, feeds: Feeds, profile_index: int, iterations: int, top: int) -> list[dict] | None:
+    def layer_times(
+        self, feeds: Feeds, profile_index: int, iterations: int, top: int
+    ) -> list[dict] | None:
         """Per-layer times where the backend has a profiler; None where it has none."""
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: most runners hold nothing to release)
         """Release what the runner holds; safe to call more than once."""
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         return self
 
     def __exit__(self, *exc) -> None:

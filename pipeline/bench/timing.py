@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -18,9 +18,14 @@ MIN_TAIL_SAMPLES = 10
 PROGRESS_EVERY_NS = 100_000_000
 
 
-def measure(fn: Callable[[], object], warmup_s: float, min_duration_s: float, min_iterations: int,
-            progress: Callable[[float], None] | None = None,
-            after: Callable[[], None] | None = None) -> np.ndarray:
+def measure(
+    fn: Callable[[], object],
+    warmup_s: float,
+    min_duration_s: float,
+    min_iterations: int,
+    progress: Callable[[float], None] | None = None,
+    after: Callable[[], None] | None = None,
+) -> np.ndarray:
     """Per-iteration latencies in milliseconds.
 
     An iteration is one call and one clock read (the previous read is its start),

@@ -14,15 +14,17 @@ import numpy as np
 
 from pipeline.bench import cuda_timing, timing
 from pipeline.bench.runner import Feeds, Progress, Runner
-from pipeline.export import export
-from pipeline.machine.cudart import D2H, H2D, Cuda
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
+from pipeline.export import export
+from pipeline.machine.cudart import D2H, H2D, Cuda
 
 
 def why_not(model_cfg: Any) -> str | None:
     if not model_cfg.factory:
-        return "the model is an ONNX file, not a factory in models/: there is no PyTorch module to run"
+        return (
+            "the model is an ONNX file, not a factory in models/: there is no PyTorch module to run"
+        )
     if importlib.util.find_spec("torch") is None:
         return "torch is not installed"
     return None
@@ -42,7 +44,9 @@ def _as_tuple(result: Any) -> tuple:
 
 
 class TorchRunner(Runner):
-    def __init__(self, model_cfg: Any, device: str = "cpu", threads: int = 0, tf32: bool = False) -> None:
+    def __init__(
+        self, model_cfg: Any, device: str = "cpu", threads: int = 0, tf32: bool = False
+    ) -> None:
         import torch
 
         self.torch = torch
@@ -61,11 +65,15 @@ class TorchRunner(Runner):
         self.net = module.build(int(model_cfg.seed)).eval().to(self.torch_device)
         self.last_outputs: dict[str, np.ndarray] = {}
         where = torch.cuda.get_device_name(self.torch_device) if self.device == "cuda" else "CPU"
-        self.label = f"PyTorch {torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
+        self.label = (
+            f"PyTorch {torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
+        )
 
     def _args(self, feeds: Feeds) -> tuple:
-        return tuple(self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.torch_device)
-                     for n in self.input_names)
+        return tuple(
+            self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.torch_device)
+            for n in self.input_names
+        )
 
     def _named(self, tensors: tuple) -> dict[str, np.ndarray]:
         return {n: t.detach().cpu().numpy() for n, t in zip(self.output_names, tensors)}
@@ -74,8 +82,9 @@ class TorchRunner(Runner):
         with self.torch.inference_mode():
             return self._named(_as_tuple(self.net(*self._args(feeds))))
 
-    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
-             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    def time(
+        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
+    ) -> tuple[dict[str, np.ndarray], dict]:
         """{"host": ms} on the CPU; on CUDA also the GPU time of each stage, with
         copies and CUDA graph replay as bench_cfg.device_copies / cuda_graph say."""
         if self.device == "cuda":
@@ -84,14 +93,20 @@ class TorchRunner(Runner):
             return times, {"device_copies": copies, "cuda_graph": graph}
         net, args, cfg = self.net, self._args(feeds), bench_cfg
         with self.torch.inference_mode():
-            host = timing.measure(lambda: net(*args), cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress)
+            host = timing.measure(
+                lambda: net(*args), cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress
+            )
         return {"host": host}, {}
 
-    def _time_cuda(self, feeds, cfg, progress, copies: bool, cuda_graph: bool) -> dict[str, np.ndarray]:
+    def _time_cuda(
+        self, feeds, cfg, progress, copies: bool, cuda_graph: bool
+    ) -> dict[str, np.ndarray]:
         torch, cuda = self.torch, Cuda.get()
         stream = torch.cuda.Stream(self.torch_device)
         handle = stream.cuda_stream
-        host_in = [torch.from_numpy(np.ascontiguousarray(feeds[n])).pin_memory() for n in self.input_names]
+        host_in = [
+            torch.from_numpy(np.ascontiguousarray(feeds[n])).pin_memory() for n in self.input_names
+        ]
         dev_in = [torch.empty_like(h, device=self.torch_device) for h in host_in]
         held: dict[str, tuple] = {}
         with torch.inference_mode(), torch.cuda.stream(stream):
@@ -113,16 +128,21 @@ class TorchRunner(Runner):
                 with torch.cuda.graph(graph, stream=stream):
                     static = tuple(t.contiguous() for t in _as_tuple(self.net(*dev_in)))
                 held["out"] = static
-                compute = graph.replay  # noqa: F811 - the timed compute is the replay
+                compute = graph.replay
             host_out = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in held["out"]]
 
             def d2h() -> None:
                 for t, h in zip(held["out"], host_out):
                     cuda.memcpy_async(h.data_ptr(), t.data_ptr(), t.nbytes, D2H, handle)
 
-            stages = ([("h2d", h2d)] if copies else []) + [("compute", compute)] + ([("d2h", d2h)] if copies else [])
-            times = cuda_timing.measure(stages, handle, cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations,
-                                        progress, cuda)
+            stages = (
+                ([("h2d", h2d)] if copies else [])
+                + [("compute", compute)]
+                + ([("d2h", d2h)] if copies else [])
+            )
+            times = cuda_timing.measure(
+                stages, handle, cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress, cuda
+            )
             if not copies:
                 d2h()
             stream.synchronize()

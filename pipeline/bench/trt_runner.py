@@ -8,16 +8,17 @@ profiling pass so the profiler does not slow the timed run."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from pipeline.engine import backend
 from pipeline.bench import cuda_timing
 from pipeline.bench.runner import Feeds, Progress, Runner
-from pipeline.machine.cudart import D2H, H2D, Cuda
 from pipeline.core.errors import PipelineError
+from pipeline.engine import backend
+from pipeline.machine.cudart import D2H, H2D, Cuda
 
 
 class EngineRunner(Runner):
@@ -33,7 +34,9 @@ class EngineRunner(Runner):
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         self.outputs = [n for n in names if n not in self.inputs]
-        self._held: list[tuple[str, int]] = []  # (cudart release call, handle) for the current shapes
+        self._held: list[
+            tuple[str, int]
+        ] = []  # (cudart release call, handle) for the current shapes
         self.host: dict[str, np.ndarray] = {}
         self.device_buffers: dict[str, int] = {}
         self.label = f"{trt.__name__} {trt.__version__} engine"
@@ -53,16 +56,22 @@ class EngineRunner(Runner):
         self.cuda.sync(self.stream)
         for name in self.inputs:
             if not self.context.set_input_shape(name, tuple(feeds[name].shape)):
-                raise PipelineError(f"engine rejects shape {list(feeds[name].shape)} for input '{name}'")
+                raise PipelineError(
+                    f"engine rejects shape {list(feeds[name].shape)} for input '{name}'"
+                )
         for name in self.inputs + self.outputs:
             shape = tuple(self.context.get_tensor_shape(name))
             if any(d < 0 for d in shape):
-                raise PipelineError(f"output '{name}' has a data-dependent shape {list(shape)}; not supported here")
+                raise PipelineError(
+                    f"output '{name}' has a data-dependent shape {list(shape)}; not supported here"
+                )
             try:
                 dtype = np.dtype(self.trt.nptype(self.engine.get_tensor_dtype(name)))
             except TypeError:
-                raise PipelineError(f"tensor '{name}' has type {self.engine.get_tensor_dtype(name)}, "
-                                    "which numpy cannot hold; keep fp32 I/O (precision.keep_io_types)") from None
+                raise PipelineError(
+                    f"tensor '{name}' has type {self.engine.get_tensor_dtype(name)}, "
+                    "which numpy cannot hold; keep fp32 I/O (precision.keep_io_types)"
+                ) from None
             self.device_buffers[name] = self.cuda.malloc(int(np.prod(shape)) * dtype.itemsize)
             self._held.append(("cudaFree", self.device_buffers[name]))
             host_ptr, self.host[name] = self.cuda.pinned_array(shape, dtype)
@@ -73,8 +82,13 @@ class EngineRunner(Runner):
 
     def h2d(self) -> None:
         for name in self.inputs:
-            self.cuda.memcpy_async(self.device_buffers[name], self.host[name].ctypes.data, self.host[name].nbytes, H2D,
-                                   self.stream)
+            self.cuda.memcpy_async(
+                self.device_buffers[name],
+                self.host[name].ctypes.data,
+                self.host[name].nbytes,
+                H2D,
+                self.stream,
+            )
 
     def compute(self) -> None:
         if not self.context.execute_async_v3(self.stream):
@@ -82,8 +96,13 @@ class EngineRunner(Runner):
 
     def d2h(self) -> None:
         for name in self.outputs:
-            self.cuda.memcpy_async(self.host[name].ctypes.data, self.device_buffers[name], self.host[name].nbytes, D2H,
-                                   self.stream)
+            self.cuda.memcpy_async(
+                self.host[name].ctypes.data,
+                self.device_buffers[name],
+                self.host[name].nbytes,
+                D2H,
+                self.stream,
+            )
 
     def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         self.prepare(feeds, profile_index)
@@ -108,12 +127,16 @@ class EngineRunner(Runner):
         self._held += [("cudaGraphDestroy", graph), ("cudaGraphExecDestroy", graph_exec)]
         return (lambda: self.cuda.launch(graph_exec, self.stream)), None
 
-    def time(self, feeds: Feeds, profile_index: int, bench_cfg: Any,
-             progress: Progress | None = None) -> tuple[dict[str, np.ndarray], dict]:
+    def time(
+        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
+    ) -> tuple[dict[str, np.ndarray], dict]:
         """(times, notes): per-iteration host and per-stage GPU milliseconds."""
         self.prepare(feeds, profile_index)
         self.h2d()
-        notes: dict[str, Any] = {"device_copies": bool(bench_cfg.device_copies), "cuda_graph": False}
+        notes: dict[str, Any] = {
+            "device_copies": bool(bench_cfg.device_copies),
+            "cuda_graph": False,
+        }
         compute = self.compute
         if bench_cfg.cuda_graph:
             compute, why = self._graph_compute()
@@ -123,11 +146,20 @@ class EngineRunner(Runner):
         stages = [("compute", compute)]
         if bench_cfg.device_copies:
             stages = [("h2d", self.h2d), *stages, ("d2h", self.d2h)]
-        times = cuda_timing.measure(stages, self.stream, bench_cfg.warmup_s, bench_cfg.min_duration_s, bench_cfg.min_iterations,
-                                    progress, self.cuda)
+        times = cuda_timing.measure(
+            stages,
+            self.stream,
+            bench_cfg.warmup_s,
+            bench_cfg.min_duration_s,
+            bench_cfg.min_iterations,
+            progress,
+            self.cuda,
+        )
         return times, notes
 
-    def layer_times(self, feeds: Feeds, profile_index: int, iterations: int, top: int) -> list[dict]:
+    def layer_times(
+        self, feeds: Feeds, profile_index: int, iterations: int, top: int
+    ) -> list[dict]:
         """Mean time per layer over `iterations` profiled runs, the `top` slowest
         first. Layer names are only as good as the engine's profiling verbosity."""
         trt = self.trt
@@ -150,8 +182,14 @@ class EngineRunner(Runner):
             self.cuda.sync(self.stream)
         whole = sum(profiler.total.values()) or 1.0
         rows = sorted(profiler.total.items(), key=lambda kv: -kv[1])[: max(int(top), 0)]
-        return [{"layer": name, "mean_ms": round(ms / iterations, 6), "percent": round(100 * ms / whole, 2)}
-                for name, ms in rows]
+        return [
+            {
+                "layer": name,
+                "mean_ms": round(ms / iterations, 6),
+                "percent": round(100 * ms / whole, 2),
+            }
+            for name, ms in rows
+        ]
 
     def close(self) -> None:
         if self.stream is None:

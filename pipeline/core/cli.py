@@ -6,14 +6,21 @@ import errno
 import functools
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from pipeline.core import console
 from pipeline.core.errors import Interrupted, PipelineError
 
 # The machine's state, not a bug in this tool: a full disk, a quota, a read-only
 # mount, missing permission, a file too large. One line naming the path and cause.
-ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EPERM,
+    errno.EFBIG,
+}
 
 
 def one_line(message: str) -> str:

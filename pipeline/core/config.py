@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -19,12 +19,13 @@ from omegaconf.errors import OmegaConfBaseException
 from pipeline.core.config_rules import BENCH_BACKENDS, check_values
 from pipeline.core.errors import PipelineError, first_line
 
+
 @dataclass
 class ModelConfig:
     name: str = "cnn"
     # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
-    factory: Optional[str] = "models.cnn_classifier"
-    onnx_path: Optional[str] = None
+    factory: str | None = "models.cnn_classifier"
+    onnx_path: str | None = None
     # The path dvc.yaml tracks for the model (a templated dependency): models/ for a
     # factory; for a file, the .onnx itself, or the folder holding it and its external data.
     source: str = "models"
@@ -34,29 +35,29 @@ class ModelConfig:
     # Values for the ONNX inputs' symbolic dims when making reference inputs. Any dim
     # name: the mapping is open in Hydra (hydra_plugins/trt_pipeline) and a given
     # mapping replaces this default instead of merging into it.
-    sample_dims: Dict[str, int] = field(default_factory=lambda: {"batch": 2})
+    sample_dims: dict[str, int] = field(default_factory=lambda: {"batch": 2})
     num_reference_batches: int = 4
     # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
     int_low: int = 0
     int_high: int = 100
     # Per input, [low, high) for random inputs (integers drawn in it, floats uniform);
     # an input named like a mask (*mask*) defaults to 0/1.
-    input_ranges: Dict[str, List[Any]] = field(default_factory=dict)
+    input_ranges: dict[str, list[Any]] = field(default_factory=dict)
     # A folder of .npz/.npy arrays keyed by input name (the calibration folder format):
     # the reference inputs of the accuracy gate and the benchmark, every sample of it in
     # batches of sample_dims' batch (num_reference_batches is then unused). null: the
     # factory's sampler, or random inputs for a model file (and every output says so).
-    reference_data: Optional[str] = None
+    reference_data: str | None = None
     # The path dvc.yaml tracks for reference_data: reference_data itself unless set (conf/model).
     reference_source: str = "data/reference"
 
 
 @dataclass
 class AccuracyGate:
-    max_abs_error: Optional[float] = None
-    max_mean_rel_error: Optional[float] = None
-    min_cosine: Optional[float] = None
-    min_top1_agreement: Optional[float] = None
+    max_abs_error: float | None = None
+    max_mean_rel_error: float | None = None
+    min_cosine: float | None = None
+    min_top1_agreement: float | None = None
 
 
 @dataclass
@@ -65,10 +66,10 @@ class PrecisionConfig:
     transform: str = "none"
     mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
     tf32: bool = False
-    low_precision_type: Optional[str] = None  # autocast: fp16 | bf16
-    quantize_mode: Optional[str] = None  # qdq: int8 | fp8
-    keep_fp32_op_types: List[str] = field(default_factory=list)
-    keep_fp32_nodes: List[str] = field(default_factory=list)
+    low_precision_type: str | None = None  # autocast: fp16 | bf16
+    quantize_mode: str | None = None  # qdq: int8 | fp8
+    keep_fp32_op_types: list[str] = field(default_factory=list)
+    keep_fp32_nodes: list[str] = field(default_factory=list)
     data_max: float = 512.0
     init_max: float = 65504.0
     keep_io_types: bool = True
@@ -80,53 +81,59 @@ class PrecisionConfig:
 
 @dataclass
 class ShapeRange:
-    min: List[int] = field(default_factory=list)
-    opt: List[int] = field(default_factory=list)
-    max: List[int] = field(default_factory=list)
+    min: list[int] = field(default_factory=list)
+    opt: list[int] = field(default_factory=list)
+    max: list[int] = field(default_factory=list)
 
 
 @dataclass
 class ProfileSpec:
     name: str = "default"
     # Symbolic dim name -> [min, opt, max]; applies to every input that uses the dim.
-    dims: Dict[str, List[int]] = field(default_factory=dict)
+    dims: dict[str, list[int]] = field(default_factory=dict)
     # Per input, explicit shapes; these win over dims.
-    shapes: Dict[str, ShapeRange] = field(default_factory=dict)
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)
 
 
 @dataclass
 class ProfileConfig:
     name: str = "dynamic"
-    profiles: List[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
+    profiles: list[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
 
 
 @dataclass
 class CalibrationConfig:
     """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
+
     name: str = "none"
     source: str = "none"  # none | directory | factory | random (random only when named)
     # directory: a folder of .npz/.npy keyed by input name, or one .npz. dvc.yaml tracks this
     # path for every source (the others leave it at the shipped data/calibration; it is not read).
-    path: Optional[str] = "data/calibration"
-    factory: Optional[str] = None  # factory: a module with calibration_batches(); null means model.factory
+    path: str | None = "data/calibration"
+    factory: str | None = (
+        None  # factory: a module with calibration_batches(); null means model.factory
+    )
     num_samples: int = 0  # 0 with a directory means every sample in it
     batch_size: int = 1
     seed: int = 0
-    method: str = "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
-    exclude_nodes: List[str] = field(default_factory=list)  # regexes over node names (re.match)
-    exclude_op_types: List[str] = field(default_factory=list)
+    method: str = (
+        "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
+    )
+    exclude_nodes: list[str] = field(default_factory=list)  # regexes over node names (re.match)
+    exclude_op_types: list[str] = field(default_factory=list)
     # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
-    cache_dir: Optional[str] = None
+    cache_dir: str | None = None
 
 
 @dataclass
 class GatesConfig:
     """Quality gates checked at the end of a build; null switches a gate off."""
-    max_warnings: Optional[int] = None
-    forbid_patterns: List[str] = field(default_factory=list)  # regexes over the build log
-    min_fusion_ratio: Optional[float] = None
-    max_engine_mib: Optional[float] = None
-    max_peak_memory_mib: Optional[float] = None
+
+    max_warnings: int | None = None
+    forbid_patterns: list[str] = field(default_factory=list)  # regexes over the build log
+    min_fusion_ratio: float | None = None
+    max_engine_mib: float | None = None
+    max_peak_memory_mib: float | None = None
 
 
 @dataclass
@@ -137,14 +144,14 @@ class BuildConfig:
     hardware_compatibility: str = "none"
     version_compatible: bool = False
     # TensorRT-RTX ahead-of-time targets, e.g. [SM86, SM89]; empty lets TensorRT choose.
-    compute_capabilities: List[str] = field(default_factory=list)
+    compute_capabilities: list[str] = field(default_factory=list)
     timing_cache: str = "readwrite"
-    plugins: List[str] = field(default_factory=list)
-    extra_flags: List[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)
+    extra_flags: list[str] = field(default_factory=list)
     # Engine store root; null means $TRT_PIPELINE_STORE or the user cache folder (~/.cache/trt-pipeline/engines).
-    store_dir: Optional[str] = None
+    store_dir: str | None = None
     gates: GatesConfig = field(default_factory=GatesConfig)
-    log_redactions: List[str] = field(default_factory=list)  # regexes scrubbed from saved logs
+    log_redactions: list[str] = field(default_factory=list)  # regexes scrubbed from saved logs
 
 
 @dataclass
@@ -156,20 +163,30 @@ class BenchmarkConfig:
     # A percentile with fewer samples than this beyond it is reported but flagged.
     min_tail_samples: int = 10
     # Side by side in this order; speed-ups are against `baseline`.
-    backends: List[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
+    backends: list[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
     baseline: str = "onnxruntime"
     device: str = "auto"  # where ONNX Runtime and PyTorch run: auto | cpu | cuda
-    intra_op_threads: int = 0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
-    profile: Optional[str] = None  # optimization profile by name for the headline shape; null: the first
+    intra_op_threads: int = (
+        0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
+    )
+    profile: str | None = (
+        None  # optimization profile by name for the headline shape; null: the first
+    )
     shape: str = "opt"  # the headline point of that profile: min | opt | max
     # Sweep for latency/throughput against batch size; [] means the profile's min, opt and max batch.
-    batch_sizes: List[int] = field(default_factory=list)
-    seq_lens: List[int] = field(default_factory=list)  # models with a `seq` dim; [] keeps the headline's
+    batch_sizes: list[int] = field(default_factory=list)
+    seq_lens: list[int] = field(
+        default_factory=list
+    )  # models with a `seq` dim; [] keeps the headline's
     accuracy: bool = True  # each backend against the fp32 reference outputs
     # TensorRT on a GPU (and PyTorch on CUDA where it applies)
-    device_copies: bool = True  # host-to-device and device-to-host copies inside the timed iteration
+    device_copies: bool = (
+        True  # host-to-device and device-to-host copies inside the timed iteration
+    )
     cuda_graph: bool = False
-    layer_profile_top: int = 10  # slowest layers to report from a separate IProfiler pass; 0: no pass
+    layer_profile_top: int = (
+        10  # slowest layers to report from a separate IProfiler pass; 0: no pass
+    )
     layer_profile_iterations: int = 20
 
 
@@ -188,10 +205,10 @@ class InspectConfig:
 class SweepConfig:
     # Ray launcher (hydra/launcher=trt_ray): run on a node advertising this GPU model;
     # a sweep over several (A100,L4) builds one engine per GPU model of the fleet.
-    accelerator_type: Optional[str] = None
+    accelerator_type: str | None = None
     # A job whose every input matches a finished job's (same config, code, data, library
     # versions and machine fingerprint) restores that job's outputs instead of running
-    # (pipeline/job_cache.py); false measures again (builds still come from the store).
+    # (pipeline/sweeps/job_cache.py); false measures again (builds still come from the store).
     reuse: bool = True
 
 
@@ -225,8 +242,11 @@ def validate(raw: Any) -> DictConfig:
     try:
         cfg = OmegaConf.merge(_schema(), raw)
         # A given sample_dims replaces the default; merged, {seq: 32} would gain batch: 2.
-        given = OmegaConf.select(raw if OmegaConf.is_config(raw) else OmegaConf.create(raw), "model.sample_dims",
-                                 default=None)
+        given = OmegaConf.select(
+            raw if OmegaConf.is_config(raw) else OmegaConf.create(raw),
+            "model.sample_dims",
+            default=None,
+        )
         if given is not None:
             cfg.model.sample_dims = given
         OmegaConf.to_container(cfg, throw_on_missing=True)

@@ -23,36 +23,50 @@ CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
 BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
 
 
-
 def _one_of(value: Any, allowed: tuple, key: str) -> None:
     if value not in allowed:
-        raise PipelineError(f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}")
+        raise PipelineError(
+            f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}"
+        )
 
 
 def check_values(cfg: DictConfig) -> None:
     """Rules the types alone cannot say; the first broken one is one PipelineError line."""
     m, p, b = cfg.model, cfg.precision, cfg.build
     if (m.factory is None) == (m.onnx_path is None):
-        raise PipelineError("invalid config: model needs exactly one of model.factory or model.onnx_path")
+        raise PipelineError(
+            "invalid config: model needs exactly one of model.factory or model.onnx_path"
+        )
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
     _one_of(m.task, TASKS, "model.task")
     for name, bounds in m.input_ranges.items():
-        if (len(bounds) != 2 or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-                or not bounds[0] < bounds[1]):
-            raise PipelineError(f"invalid config: model.input_ranges.{name}={list(bounds)}; needs [low, high] "
-                                f"with low < high")
+        if (
+            len(bounds) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+            or not bounds[0] < bounds[1]
+        ):
+            raise PipelineError(
+                f"invalid config: model.input_ranges.{name}={list(bounds)}; needs [low, high] "
+                f"with low < high"
+            )
     for dim, size in m.sample_dims.items():
         if size < 1:
-            raise PipelineError(f"invalid config: model.sample_dims.{dim}={size}; must be at least 1")
+            raise PipelineError(
+                f"invalid config: model.sample_dims.{dim}={size}; must be at least 1"
+            )
     _one_of(p.name, PRECISIONS, "precision.name")
     _one_of(p.fallback, FALLBACKS, "precision.fallback")
     if p.fallback == "auto" and p.mode == "weak":
-        raise PipelineError("invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
-                            "weak typing leaves the precision to TensorRT 10's builder flags")
+        raise PipelineError(
+            "invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
+            "weak typing leaves the precision to TensorRT 10's builder flags"
+        )
     if p.fallback == "auto" and p.transform != "qdq":
-        raise PipelineError(f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
-                            f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)")
+        raise PipelineError(
+            f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
+            f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)"
+        )
     _one_of(p.transform, TRANSFORMS, "precision.transform")
     _one_of(p.mode, ("strong", "weak"), "precision.mode")
     if p.transform == "autocast":
@@ -63,14 +77,20 @@ def check_values(cfg: DictConfig) -> None:
     _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
     _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
     if b.workspace_mib <= 0:
-        raise PipelineError(f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive")
+        raise PipelineError(
+            f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive"
+        )
     if not 0 <= b.optimization_level <= 5:
-        raise PipelineError(f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5")
+        raise PipelineError(
+            f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5"
+        )
     _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
     _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
     _check_benchmark(cfg.benchmark)
     if not cfg.profile.profiles:
-        raise PipelineError("invalid config: profile.profiles is empty; give at least one optimization profile")
+        raise PipelineError(
+            "invalid config: profile.profiles is empty; give at least one optimization profile"
+        )
     for spec in cfg.profile.profiles:
         for dim, triple in spec.dims.items():
             _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
@@ -84,9 +104,13 @@ def _check_benchmark(bc: DictConfig) -> None:
     for backend in bc.backends:
         _one_of(backend, BENCH_BACKENDS, "benchmark.backends")
     if not bc.backends or len(set(bc.backends)) != len(bc.backends):
-        raise PipelineError(f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once")
+        raise PipelineError(
+            f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once"
+        )
     if bc.baseline not in bc.backends:
-        raise PipelineError(f"invalid config: benchmark.baseline={bc.baseline!r} is not in benchmark.backends")
+        raise PipelineError(
+            f"invalid config: benchmark.baseline={bc.baseline!r} is not in benchmark.backends"
+        )
     for key in ("warmup_s", "min_duration_s", "layer_profile_top"):
         if bc[key] < 0:
             raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must not be negative")
@@ -95,7 +119,9 @@ def _check_benchmark(bc: DictConfig) -> None:
             raise PipelineError(f"invalid config: benchmark.{key}={bc[key]}; must be at least 1")
     for key in ("batch_sizes", "seq_lens"):
         if any(v < 1 for v in bc[key]):
-            raise PipelineError(f"invalid config: benchmark.{key}={list(bc[key])}; sizes must be at least 1")
+            raise PipelineError(
+                f"invalid config: benchmark.{key}={list(bc[key])}; sizes must be at least 1"
+            )
 
 
 def _check_triple(triple: list[int], where: str) -> None:
@@ -105,13 +131,17 @@ def _check_triple(triple: list[int], where: str) -> None:
     if lo < 1:
         raise PipelineError(f"invalid config: {where} has min={lo}; dims must be at least 1")
     if not lo <= opt <= hi:
-        raise PipelineError(f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}")
+        raise PipelineError(
+            f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}"
+        )
 
 
 def _check_shape_range(rng: Any, where: str) -> None:
     lo, opt, hi = list(rng.min), list(rng.opt), list(rng.max)
     if not (len(lo) == len(opt) == len(hi)) or not lo:
-        raise PipelineError(f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}")
+        raise PipelineError(
+            f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}"
+        )
     for axis, (a, b, c) in enumerate(zip(lo, opt, hi)):
         if a < 0 or not a <= b <= c:
             raise PipelineError(

@@ -45,9 +45,16 @@ def columns(unit: str = "", percent: bool = False) -> list:
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     # Percent, not a rate: a rate of a fraction ("130.12%/s") means nothing.
-    done = "{task.percentage:>3.0f}%" if percent else "{task.completed:.0f}/{task.total:.0f} " + unit
-    return [TextColumn("{task.description}"), BarColumn(), TextColumn(done), TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn()]
+    done = (
+        "{task.percentage:>3.0f}%" if percent else "{task.completed:.0f}/{task.total:.0f} " + unit
+    )
+    return [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn(done),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+    ]
 
 
 class Bar:
@@ -57,8 +64,14 @@ class Bar:
     _progress: Any = None
     _open = 0
 
-    def __init__(self, total: float | None = None, desc: str = "", unit: str = "", percent: bool = False,
-                 **_tqdm_kwargs: Any) -> None:
+    def __init__(
+        self,
+        total: float | None = None,
+        desc: str = "",
+        unit: str = "",
+        percent: bool = False,
+        **_tqdm_kwargs: Any,
+    ) -> None:
         self.total, self.desc, self.n = total, desc, 0
         self._task = None
         if verbosity() < 0 or not _stderr_console().is_terminal:
@@ -66,7 +79,9 @@ class Bar:
         if Bar._progress is None:
             from rich.progress import Progress
 
-            Bar._progress = Progress(*columns(unit, percent), console=_stderr_console(), transient=True)
+            Bar._progress = Progress(
+                *columns(unit, percent), console=_stderr_console(), transient=True
+            )
             Bar._progress.start()
         Bar._open += 1
         self._task = Bar._progress.add_task(desc, total=total, note="")
@@ -99,14 +114,16 @@ class Bar:
             Bar._progress.stop()
             Bar._progress = None
 
-    def __enter__(self) -> "Bar":
+    def __enter__(self) -> Bar:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def bar(total: float | None = None, desc: str = "", unit: str = "", percent: bool = False, **kwargs: Any) -> Bar:
+def bar(
+    total: float | None = None, desc: str = "", unit: str = "", percent: bool = False, **kwargs: Any
+) -> Bar:
     return Bar(total, desc, unit, percent, **kwargs)
 
 

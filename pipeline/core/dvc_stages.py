@@ -19,4 +19,6 @@ def stages(repo: Path) -> dict:
 def _parse(path: str, mtime_ns: int, size: int, inode: int) -> dict:
     import yaml
 
-    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["stages"]
+    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))[
+        "stages"
+    ]

@@ -16,8 +16,9 @@ import shutil
 import stat
 import tempfile
 import zipfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 
@@ -35,11 +36,10 @@ def fsync_dir(path: Path) -> None:
 
 def umask() -> int:
     """The process umask, read without changing it where Linux allows."""
-    with contextlib.suppress(OSError, ValueError):
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -147,7 +147,9 @@ def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(arrays):
             member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(arrays[name]), allow_pickle=False)
+            np.lib.format.write_array(
+                member, np.ascontiguousarray(arrays[name]), allow_pickle=False
+            )
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, member.getvalue())

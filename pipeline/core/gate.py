@@ -6,13 +6,24 @@ names every failing gate."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import exact, plain
 
-def result(gate: str, value: Any, threshold: Any, *, passed: bool | None = None, direction: str = "none",
-           subject: str | None = None, detail: str = "", **extra: Any) -> dict:
+
+def result(
+    gate: str,
+    value: Any,
+    threshold: Any,
+    *,
+    passed: bool | None = None,
+    direction: str = "none",
+    subject: str | None = None,
+    detail: str = "",
+    **extra: Any,
+) -> dict:
     """direction "max": value must be <= threshold; "min": >= threshold; "none": judged
     by `passed`. A gate with no threshold (None or []) is switched off: it passes and
     still reports its value, so the trend is visible before anyone sets a limit."""
@@ -26,8 +37,16 @@ def result(gate: str, value: Any, threshold: Any, *, passed: bool | None = None,
             passed = value is not None and value >= threshold
         else:
             raise ValueError(f"gate {gate}: give `passed` or a direction")
-    out = {"gate": gate, "subject": subject, "value": value, "threshold": plain(threshold), "direction": direction,
-           "enabled": enabled, "passed": bool(passed), "detail": detail}
+    out = {
+        "gate": gate,
+        "subject": subject,
+        "value": value,
+        "threshold": plain(threshold),
+        "direction": direction,
+        "enabled": enabled,
+        "passed": bool(passed),
+        "detail": detail,
+    }
     out.update(extra)
     return out
 

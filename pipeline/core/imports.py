@@ -14,11 +14,12 @@ import threading
 def prefetch(*modules: str) -> threading.Thread:
     """Start importing `modules` in a daemon thread; join it only where the import must
     be finished (another `import` of them waits by itself)."""
+
     def run() -> None:
         for name in modules:
             try:
                 importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - the real import, later, reports it where it matters
+            except Exception:
                 return
 
     thread = threading.Thread(target=run, name="prefetch-imports", daemon=True)

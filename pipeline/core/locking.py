@@ -19,8 +19,8 @@ import os
 import re
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 class LockTimeout(Exception):

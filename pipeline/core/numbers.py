@@ -18,7 +18,7 @@ def fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        if value and abs(value) < 10 ** -digits:
+        if value and abs(value) < 10**-digits:
             return f"{value:.{digits}g}"
         text = f"{value:,.{digits}f}"
         return text.rstrip("0").rstrip(".") if "." in text else text

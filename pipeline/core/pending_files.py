@@ -13,7 +13,9 @@ from concurrent.futures import Future
 
 
 class PendingFiles(Mapping):
-    def __init__(self, ready: dict[str, bytes], later: Future, later_names: tuple[str, ...]) -> None:
+    def __init__(
+        self, ready: dict[str, bytes], later: Future, later_names: tuple[str, ...]
+    ) -> None:
         self._ready = dict(ready)
         self._later = later
         self._names = tuple(ready) + tuple(n for n in later_names if n not in ready)
@@ -25,8 +27,10 @@ class PendingFiles(Mapping):
             raise KeyError(name)
         made = self._later.result()  # re-raises what failed in the thread
         if set(made) != set(self._names) - set(self._ready):
-            raise RuntimeError(f"the files made later are {sorted(made)}, not the promised "
-                               f"{sorted(set(self._names) - set(self._ready))}")
+            raise RuntimeError(
+                f"the files made later are {sorted(made)}, not the promised "
+                f"{sorted(set(self._names) - set(self._ready))}"
+            )
         return made[name]
 
     def __iter__(self) -> Iterator[str]:

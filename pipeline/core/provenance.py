@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import config as config_lib, fileio, hashing
+from pipeline.core import config as config_lib
+from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 
 FILE = "made_from.json"
@@ -33,10 +34,16 @@ def write(folder: Path, cfg: Any, stage: str, **extra: Any) -> dict:
 def read(folder: Path, stage: str) -> dict:
     path = Path(folder) / FILE
     if not path.is_file():
-        raise PipelineError(f"{folder} has no {FILE} (missing, or made by an older version); "
-                            f"rerun the {stage} stage")
+        raise PipelineError(
+            f"{folder} has no {FILE} (missing, or made by an older version); "
+            f"rerun the {stage} stage"
+        )
     rec = fileio.read_json(path, f"{stage} provenance")
-    if not isinstance(rec, dict) or not isinstance(rec.get("params"), dict) or rec.get("stage") != stage:
+    if (
+        not isinstance(rec, dict)
+        or not isinstance(rec.get("params"), dict)
+        or rec.get("stage") != stage
+    ):
         raise PipelineError(f"{path} is not a {stage} provenance record; rerun the {stage} stage")
     return rec
 
@@ -62,7 +69,11 @@ def require(folder: Path, cfg: Any, stage: str) -> dict:
     rec = read(folder, stage)
     changed = differences(rec, cfg, stage)
     if changed:
-        shown = ", ".join(changed[:3]) + (f" (+{len(changed) - 3} more)" if len(changed) > 3 else "")
-        raise PipelineError(f"{folder} was made from other params ({shown} differ); rerun the {stage} stage "
-                            f"(dvc repro)")
+        shown = ", ".join(changed[:3]) + (
+            f" (+{len(changed) - 3} more)" if len(changed) > 3 else ""
+        )
+        raise PipelineError(
+            f"{folder} was made from other params ({shown} differ); rerun the {stage} stage "
+            f"(dvc repro)"
+        )
     return rec

@@ -51,7 +51,9 @@ def entry_meta_problems(meta: object, key: str, required: tuple[str, ...]) -> li
     """entry.json against its schema: {key, labels: {}, created: number,
     files: {plain name: {bytes: int >= 0, sha256: hex}}}."""
     if not isinstance(meta, dict):
-        return [f"{ENTRY_FILE} is {type(meta).__name__ if meta is not None else 'null'}, not an object"]
+        return [
+            f"{ENTRY_FILE} is {type(meta).__name__ if meta is not None else 'null'}, not an object"
+        ]
     out = []
     if meta.get("key") != key:
         out.append(f"{ENTRY_FILE} names key {str(meta.get('key'))[:16]}")
@@ -61,13 +63,18 @@ def entry_meta_problems(meta: object, key: str, required: tuple[str, ...]) -> li
         out.append(f"{ENTRY_FILE} created is not a number")
     files = meta.get("files")
     if not isinstance(files, dict) or not files:
-        return out + [f"{ENTRY_FILE} files is not a non-empty object"]
+        return [*out, f"{ENTRY_FILE} files is not a non-empty object"]
     for name, want in files.items():
         bad = plain_name_problem(name, ENTRY_FILE)
         if bad is None and name in (ENTRY_FILE, LAST_USED):
             bad = f"{ENTRY_FILE} lists {name!r}, a name the store keeps for itself"
-        if bad is None and not (isinstance(want, dict) and type(want.get("bytes")) is int and want["bytes"] >= 0
-                                and isinstance(want.get("sha256"), str) and SHA256.match(want["sha256"])):
+        if bad is None and not (
+            isinstance(want, dict)
+            and type(want.get("bytes")) is int
+            and want["bytes"] >= 0
+            and isinstance(want.get("sha256"), str)
+            and SHA256.match(want["sha256"])
+        ):
             bad = f"{ENTRY_FILE} entry for {name} is not {{bytes, sha256}}"
         if bad:
             out.append(bad)
@@ -123,6 +130,7 @@ class Entry:
 class Outcome:
     """What get_or_make did: served `entry`, or made `made` (then stored as `entry`,
     unless the store refused writes: `not_stored` says why)."""
+
     event: str
     entry: Entry | None = None
     made: dict[str, bytes] | None = None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def markdown(headers: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
@@ -14,11 +15,15 @@ def markdown(headers: Sequence[Any], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def text(rows: Sequence[Sequence[Any]], headers: Sequence[Any] | None = None, max_width: int | None = None) -> str:
+def text(
+    rows: Sequence[Sequence[Any]],
+    headers: Sequence[Any] | None = None,
+    max_width: int | None = None,
+) -> str:
     """Columns padded to their widest cell (cut at max_width); a rule under headers."""
     cells = [[str(c)[:max_width] if max_width else str(c) for c in r] for r in rows]
     head = [str(h) for h in headers] if headers is not None else None
     widths = [max(len(x) for x in col) for col in zip(*([head] if head else []), *cells)]
-    line = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()  # noqa: E731
+    line = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
     out = [line(head), line(["-" * w for w in widths])] if head else []
     return "\n".join(out + [line(r) for r in cells])

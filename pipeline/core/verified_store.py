@@ -25,13 +25,22 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from pipeline.core import fileio, hashing, locking
-from pipeline.core.store_entry import (ENTRY_FILE, LARGE_BYTES, LAST_USED, SHA256, Entry, Outcome,  # noqa: F401 (re-exported)
-                                       entry_meta_problems, plain_name_problem, regular_file_problem)
 from pipeline.core.errors import PipelineError
+from pipeline.core.store_entry import (
+    ENTRY_FILE,
+    LARGE_BYTES,
+    LAST_USED,
+    SHA256,
+    Entry,
+    Outcome,
+    entry_meta_problems,
+    plain_name_problem,
+    regular_file_problem,
+)
 
 _KEY = SHA256
 # A store that cannot be written (read-only mount, no permission): hits still work.
@@ -45,11 +54,15 @@ class StoreNotWritable(PipelineError):
 
 
 class VerifiedStore:
-    def __init__(self, root: str | Path, required: tuple[str, ...] = (), what: str = "store") -> None:
+    def __init__(
+        self, root: str | Path, required: tuple[str, ...] = (), what: str = "store"
+    ) -> None:
         self.root = Path(root)
         if self.root.exists() and not self.root.is_dir():
-            raise PipelineError(f"{what} {self.root} is not a folder (a file is in the way); "
-                                f"point the store elsewhere or remove the file")
+            raise PipelineError(
+                f"{what} {self.root} is not a folder (a file is in the way); "
+                f"point the store elsewhere or remove the file"
+            )
         self.entries = self.root / "entries"
         self.locks = self.root / "locks"
         self.required = required
@@ -114,8 +127,11 @@ class VerifiedStore:
         if bad:
             if key in self._held:
                 moved = self.quarantine(key)
-                print(f"warning: {self.what} entry {key[:16]} is damaged ({'; '.join(bad)}); "
-                      f"moved to {moved} and will be recomputed", file=sys.stderr)
+                print(
+                    f"warning: {self.what} entry {key[:16]} is damaged ({'; '.join(bad)}); "
+                    f"moved to {moved} and will be recomputed",
+                    file=sys.stderr,
+                )
             return None, bad
         meta, bad = self._read_meta(key)
         if meta is None:  # replaced between the check and now
@@ -137,8 +153,12 @@ class VerifiedStore:
         meta, bad = self._read_meta(key)
         return (Entry(key, self.entries / key, meta) if meta is not None else None), bad
 
-    def get_or_make(self, key: str, make: Callable[[], tuple[dict[str, bytes], dict, str]],
-                    usable: Callable[[Entry], bool] = lambda entry: True) -> "Outcome":
+    def get_or_make(
+        self,
+        key: str,
+        make: Callable[[], tuple[dict[str, bytes], dict, str]],
+        usable: Callable[[Entry], bool] = lambda entry: True,
+    ) -> Outcome:
         """Serve a whole entry without a lock; else, under the key's lock, look again (made
         meanwhile? damage is moved aside there), else put what `make()` gives (files, labels,
         event). An intact entry that is not `usable` (it names something gone) is made again.
@@ -183,8 +203,10 @@ class VerifiedStore:
         try:
             fd = locking.acquire(path, timeout)
         except locking.LockTimeout as e:
-            raise PipelineError(f"{self.what} key {key[:16]} is locked by another builder (pid {e.holder}; "
-                                f"waited {timeout:.0f} s)") from None
+            raise PipelineError(
+                f"{self.what} key {key[:16]} is locked by another builder (pid {e.holder}; "
+                f"waited {timeout:.0f} s)"
+            ) from None
         except OSError as e:
             raise self._oserror(e, path, "lock") from None
         self._held.add(key)
@@ -207,11 +229,19 @@ class VerifiedStore:
         try:
             tmp.mkdir(parents=True)
             meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
-            for name, data in files.items():  # in order: a PendingFiles makes its later files meanwhile
-                fileio.write_bytes(tmp / name, data, fsync=len(data) < LARGE_BYTES)  # see LARGE_BYTES
+            for (
+                name,
+                data,
+            ) in files.items():  # in order: a PendingFiles makes its later files meanwhile
+                fileio.write_bytes(
+                    tmp / name, data, fsync=len(data) < LARGE_BYTES
+                )  # see LARGE_BYTES
             known = self.known_sha256(files)  # only after the writes, for the same reason
             for name, data in files.items():
-                meta["files"][name] = {"bytes": len(data), "sha256": known.get(name) or hashing.sha256_bytes(data)}
+                meta["files"][name] = {
+                    "bytes": len(data),
+                    "sha256": known.get(name) or hashing.sha256_bytes(data),
+                }
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)
             final = self.entries / key
@@ -230,7 +260,11 @@ class VerifiedStore:
     def quarantine(self, key: str) -> Path:
         """Move the entry aside, under the key's lock."""
         with self.lock(key):
-            dest = self.root / "quarantine" / f"{key}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.{time.monotonic_ns()}"
+            dest = (
+                self.root
+                / "quarantine"
+                / f"{key}.{time.strftime('%Y%m%dT%H%M%S')}.{os.getpid()}.{time.monotonic_ns()}"
+            )
             try:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(self.entries / key, dest)
@@ -296,5 +330,7 @@ class VerifiedStore:
     def resolve(self, prefix: str) -> str:
         matches = [k for k in self.keys() if k.startswith(prefix)]
         if len(matches) != 1:
-            raise PipelineError(f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}")
+            raise PipelineError(
+                f"key prefix '{prefix}' matches {len(matches)} entries in {self.root}"
+            )
         return matches[0]

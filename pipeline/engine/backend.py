@@ -70,6 +70,8 @@ def deserialize(trt: ModuleType, logger, engine_path: Path):
     engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
     if engine is None:
         errors = logger.errors() if hasattr(logger, "errors") else []
-        raise PipelineError(f"{trt.__name__} cannot load {engine_path}: "
-                            f"{errors[-1] if errors else 'built for another GPU or TensorRT version?'}")
+        raise PipelineError(
+            f"{trt.__name__} cannot load {engine_path}: "
+            f"{errors[-1] if errors else 'built for another GPU or TensorRT version?'}"
+        )
     return runtime, engine

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.errors import PipelineError
 from pipeline.engine import backend, interrupt
 from pipeline.engine.cache_key import plugin_sha256
-from pipeline.export import profiles as profile_lib
-from pipeline.core.errors import PipelineError
 from pipeline.engine.trt_hooks import Record, make_logger, make_progress_monitor
+from pipeline.export import profiles as profile_lib
 
 HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}
 
@@ -58,13 +58,17 @@ def network_layers(trt, network) -> list[dict]:
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         outs = [layer.get_output(j) for j in range(layer.num_outputs)]
-        layers.append({
-            "index": i,
-            "name": layer.name,
-            "type": backend.dtype_name(layer.type),
-            "outputs": [{"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
-                        for t in outs],
-        })
+        layers.append(
+            {
+                "index": i,
+                "name": layer.name,
+                "type": backend.dtype_name(layer.type),
+                "outputs": [
+                    {"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
+                    for t in outs
+                ],
+            }
+        )
     return layers
 
 
@@ -72,11 +76,15 @@ def network_io(network) -> dict:
     def spec(t):
         return {"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
 
-    return {"inputs": [spec(network.get_input(i)) for i in range(network.num_inputs)],
-            "outputs": [spec(network.get_output(i)) for i in range(network.num_outputs)]}
+    return {
+        "inputs": [spec(network.get_input(i)) for i in range(network.num_inputs)],
+        "outputs": [spec(network.get_output(i)) for i in range(network.num_outputs)],
+    }
 
 
-def configure(trt, builder, network, build_cfg: Any, precision_cfg: Any, resolved_profiles: list[dict]):
+def configure(
+    trt, builder, network, build_cfg: Any, precision_cfg: Any, resolved_profiles: list[dict]
+):
     config = builder.create_builder_config()
     # Per-layer detail in the engine (and, in TensorRT-RTX, in the build log): what
     # the inspect report's fusion table and the EngineInspector read.
@@ -89,60 +97,90 @@ def configure(trt, builder, network, build_cfg: Any, precision_cfg: Any, resolve
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
     for name in build_cfg.extra_flags:
         if name not in trt.BuilderFlag.__members__:
-            raise PipelineError(f"build.extra_flags: {name} is not a builder flag of {trt.__name__} "
-                                f"{trt.__version__}")
+            raise PipelineError(
+                f"build.extra_flags: {name} is not a builder flag of {trt.__name__} "
+                f"{trt.__version__}"
+            )
         config.set_flag(trt.BuilderFlag.__members__[name])
     if build_cfg.hardware_compatibility != "none":
         if backend.is_rtx(trt):
-            raise PipelineError("build.hardware_compatibility is not supported by TensorRT-RTX "
-                                "(its engines are portable across RTX GPUs already); use none")
-        config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel,
-                                                      HW_LEVELS[build_cfg.hardware_compatibility])
+            raise PipelineError(
+                "build.hardware_compatibility is not supported by TensorRT-RTX "
+                "(its engines are portable across RTX GPUs already); use none"
+            )
+        config.hardware_compatibility_level = getattr(
+            trt.HardwareCompatibilityLevel, HW_LEVELS[build_cfg.hardware_compatibility]
+        )
     if build_cfg.compute_capabilities:
         if not backend.is_rtx(trt):
-            raise PipelineError("build.compute_capabilities is a TensorRT-RTX setting; full TensorRT "
-                                "builds for the GPU it runs on")
+            raise PipelineError(
+                "build.compute_capabilities is a TensorRT-RTX setting; full TensorRT "
+                "builds for the GPU it runs on"
+            )
         config.num_compute_capabilities = len(build_cfg.compute_capabilities)
         for i, cc in enumerate(build_cfg.compute_capabilities):
             if cc not in trt.ComputeCapability.__members__:
-                allowed = ", ".join(k for k in trt.ComputeCapability.__members__ if k.startswith("SM"))
-                raise PipelineError(f"build.compute_capabilities: unknown {cc}; expected one of {allowed}")
+                allowed = ", ".join(
+                    k for k in trt.ComputeCapability.__members__ if k.startswith("SM")
+                )
+                raise PipelineError(
+                    f"build.compute_capabilities: unknown {cc}; expected one of {allowed}"
+                )
             config.set_compute_capability(trt.ComputeCapability.__members__[cc], i)
     add_profiles(builder, network, config, resolved_profiles)
     return config
 
 
 def add_profiles(builder, network, config, resolved_profiles: list[dict]) -> None:
-    net_inputs = {network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)}
+    net_inputs = {
+        network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)
+    }
     for prof in resolved_profiles:
         unknown = sorted(set(prof["inputs"]) - set(net_inputs))
         if unknown:
-            raise PipelineError(f"profile '{prof['name']}' names input '{unknown[0]}' which the parsed network "
-                                f"does not have (inputs: {', '.join(net_inputs)})")
+            raise PipelineError(
+                f"profile '{prof['name']}' names input '{unknown[0]}' which the parsed network "
+                f"does not have (inputs: {', '.join(net_inputs)})"
+            )
         p = builder.create_optimization_profile()
         for name, tensor in net_inputs.items():
             if name not in prof["inputs"]:
-                raise PipelineError(f"profile '{prof['name']}' gives no shape for network input '{name}'")
+                raise PipelineError(
+                    f"profile '{prof['name']}' gives no shape for network input '{name}'"
+                )
             s = prof["inputs"][name]
             if tensor.is_shape_tensor:
                 p.set_shape_input(name, s["min"], s["opt"], s["max"])
             else:
                 p.set_shape(name, s["min"], s["opt"], s["max"])
         if not p:  # IOptimizationProfile.__bool__ is its own validity check
-            raise PipelineError(f"TensorRT rejects profile '{prof['name']}' (shapes out of order or wrong rank)")
+            raise PipelineError(
+                f"TensorRT rejects profile '{prof['name']}' (shapes out of order or wrong rank)"
+            )
         config.add_optimization_profile(p)
 
 
 def load_plugins(trt, builder, paths: list[str]) -> None:
-    registry = builder.get_plugin_registry() if hasattr(builder, "get_plugin_registry") else trt.get_plugin_registry()
+    registry = (
+        builder.get_plugin_registry()
+        if hasattr(builder, "get_plugin_registry")
+        else trt.get_plugin_registry()
+    )
     plugin_sha256(paths)  # every library exists before TensorRT tries one
     for path in paths:
         if registry.load_library(str(path)) is None:
             raise PipelineError(f"TensorRT could not load plugin library {path}")
 
 
-def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_profiles: list[dict],
-                 flavour: str, progress: bool = True, timing_cache: Any = None) -> BuildResult:
+def build_engine(
+    onnx_path: Path,
+    precision_cfg: Any,
+    build_cfg: Any,
+    resolved_profiles: list[dict],
+    flavour: str,
+    progress: bool = True,
+    timing_cache: Any = None,
+) -> BuildResult:
     trt = backend.import_flavour(flavour)
     strongly_typed = precision_cfg.mode == "strong"
     if not strongly_typed:
@@ -172,14 +210,23 @@ def build_engine(onnx_path: Path, precision_cfg: Any, build_cfg: Any, resolved_p
     seconds = time.perf_counter() - t0
     if serialized is None:
         errors = logger.errors()
-        raise PipelineError(f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}")
+        raise PipelineError(
+            f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}"
+        )
     if timing_cache is not None:
         timing_cache.save(trt, config)
     # A view of TensorRT's buffer, not bytes(): no second copy of an engine that can be
     # gigabytes (hashing and writing take any buffer; the view keeps TensorRT's alive).
-    return BuildResult(engine=memoryview(serialized).cast("B"), records=logger.records, network=layers, network_io=io,
-                       seconds=seconds, trt_version=trt.__version__, flavour=flavour,
-                       settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})})
+    return BuildResult(
+        engine=memoryview(serialized).cast("B"),
+        records=logger.records,
+        network=layers,
+        network_io=io,
+        seconds=seconds,
+        trt_version=trt.__version__,
+        flavour=flavour,
+        settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})},
+    )
 
 
 def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict]:

@@ -12,21 +12,34 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-
 from pipeline.machine.fingerprint import identity
 
 # 2: engines carry DETAILED profiling verbosity.
 KEY_VERSION = 2
 # Build settings that change the engine. store_dir, gates, log redactions and the
 # timing-cache mode change where it is kept or whether it is accepted, not its bytes.
-ENGINE_BUILD_FIELDS = ("workspace_mib", "optimization_level", "hardware_compatibility", "version_compatible",
-                       "compute_capabilities", "extra_flags")
+ENGINE_BUILD_FIELDS = (
+    "workspace_mib",
+    "optimization_level",
+    "hardware_compatibility",
+    "version_compatible",
+    "compute_capabilities",
+    "extra_flags",
+)
 # The graph already carries the precision transform; these are what the builder adds.
 ENGINE_PRECISION_FIELDS = ("mode", "tf32")
 
 
-def key_inputs(*, onnx_sha256: str, build_cfg: dict, precision_cfg: dict, profile_cfg: dict,
-               calibration_sha256: str | None, plugin_sha256: dict[str, str], fingerprint: dict) -> dict:
+def key_inputs(
+    *,
+    onnx_sha256: str,
+    build_cfg: dict,
+    precision_cfg: dict,
+    profile_cfg: dict,
+    calibration_sha256: str | None,
+    plugin_sha256: dict[str, str],
+    fingerprint: dict,
+) -> dict:
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_sha256,
@@ -74,13 +87,20 @@ def engine_key_inputs(cfg: Any, layout: Any, fp: dict, rehash: bool = False) -> 
         graph_sha256 = onnx_model.sha256(graph)
     else:
         summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
-        graph_sha256 = (onnx_model.recorded_sha256(graph, summary.get("onnx_sha256"), summary.get("onnx_files"))
-                        if isinstance(summary, dict) else onnx_model.sha256(graph))
+        graph_sha256 = (
+            onnx_model.recorded_sha256(graph, summary.get("onnx_sha256"), summary.get("onnx_files"))
+            if isinstance(summary, dict)
+            else onnx_model.sha256(graph)
+        )
     return key_inputs(
         onnx_sha256=graph_sha256,
-        build_cfg=config_lib.to_dict(cfg.build), precision_cfg=config_lib.to_dict(cfg.precision),
-        profile_cfg=config_lib.to_dict(cfg.profile), calibration_sha256=calibration_result_sha256(layout),
-        plugin_sha256=plugin_sha256(cfg.build.plugins), fingerprint=fp)
+        build_cfg=config_lib.to_dict(cfg.build),
+        precision_cfg=config_lib.to_dict(cfg.precision),
+        profile_cfg=config_lib.to_dict(cfg.profile),
+        calibration_sha256=calibration_result_sha256(layout),
+        plugin_sha256=plugin_sha256(cfg.build.plugins),
+        fingerprint=fp,
+    )
 
 
 def cache_key(inputs: dict) -> str:

@@ -13,8 +13,18 @@ from pipeline.core.verified_store import plain_name_problem
 MANIFEST_VERSION = 1
 
 
-def make(*, fingerprint: dict, inputs: dict, build_cfg: dict, precision_cfg: dict, profiles: list[dict],
-         result: Any, summary: dict, engine_sha256: str, cache_key: str | None = None) -> dict:
+def make(
+    *,
+    fingerprint: dict,
+    inputs: dict,
+    build_cfg: dict,
+    precision_cfg: dict,
+    profiles: list[dict],
+    result: Any,
+    summary: dict,
+    engine_sha256: str,
+    cache_key: str | None = None,
+) -> dict:
     return {
         "manifest_version": MANIFEST_VERSION,
         "cache_key": cache_key,
@@ -52,7 +62,9 @@ def problems(manifest: Any) -> list[str]:
     """The manifest against the schema its readers rely on (verify, adoption, the
     store, diff, benchmark): [] when it fits. File names must be plain names."""
     if not isinstance(manifest, dict):
-        return [f"it is {type(manifest).__name__ if manifest is not None else 'null'}, not an object"]
+        return [
+            f"it is {type(manifest).__name__ if manifest is not None else 'null'}, not an object"
+        ]
     out = []
 
     def section(name: str) -> dict | None:
@@ -62,7 +74,9 @@ def problems(manifest: Any) -> list[str]:
             return None
         return value
 
-    engine, fingerprint, config, backend = (section(n) for n in ("engine", "fingerprint", "config", "backend"))
+    engine, fingerprint, config, backend = (
+        section(n) for n in ("engine", "fingerprint", "config", "backend")
+    )
     if engine is not None:
         if (bad := plain_name_problem(engine.get("file"), "engine.file")) is not None:
             out.append(bad)
@@ -73,15 +87,21 @@ def problems(manifest: Any) -> list[str]:
     if fingerprint is not None and not isinstance(fingerprint.get("id"), str):
         out.append("fingerprint.id is not a string")
     gpu = (fingerprint or {}).get("gpu")
-    if gpu is not None and not (isinstance(gpu, dict) and {"name", "compute_capability", "memory_mib"} <= set(gpu)):
+    if gpu is not None and not (
+        isinstance(gpu, dict) and {"name", "compute_capability", "memory_mib"} <= set(gpu)
+    ):
         out.append("fingerprint.gpu is neither null nor a GPU")
     if config is not None:
         for name, kind in (("build", dict), ("precision", dict), ("profiles", list)):
             if not isinstance(config.get(name), kind):
                 out.append(f"config.{name} is not {'an object' if kind is dict else 'a list'}")
-        if isinstance(config.get("precision"), dict) and not isinstance(config["precision"].get("name"), str):
+        if isinstance(config.get("precision"), dict) and not isinstance(
+            config["precision"].get("name"), str
+        ):
             out.append("config.precision.name is not a string")
-    if backend is not None and not all(isinstance(backend.get(k), str) for k in ("flavour", "version")):
+    if backend is not None and not all(
+        isinstance(backend.get(k), str) for k in ("flavour", "version")
+    ):
         out.append("backend.flavour/version are not strings")
     if not isinstance(manifest.get("cache_key"), (str, type(None))):
         out.append("cache_key is not a string")
@@ -113,5 +133,7 @@ def load(folder: Any, hint: str = "") -> dict:
     if manifest is None:
         if not path.exists():
             raise PipelineError(f"build manifest not found: {path}{hint}")
-        raise PipelineError(f"{path} is not a build manifest ({bad[0].removeprefix('manifest.json: ')})")
+        raise PipelineError(
+            f"{path} is not a build manifest ({bad[0].removeprefix('manifest.json: ')})"
+        )
     return manifest

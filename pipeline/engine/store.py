@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.locations import cache_folder
-from pipeline.core.verified_store import ENTRY_FILE, LAST_USED, Entry, VerifiedStore  # noqa: F401 (re-exported)
+from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import manifest as manifest_lib
 
 STORE_ENV = "TRT_PIPELINE_STORE"
@@ -33,7 +33,11 @@ class EngineStore(VerifiedStore):
     def known_sha256(self, files: dict[str, bytes]) -> dict[str, str]:
         try:
             engine = json.loads(files["manifest.json"])["engine"]
-            return {engine["file"]: engine["sha256"]} if len(files[engine["file"]]) == engine["bytes"] else {}
+            return (
+                {engine["file"]: engine["sha256"]}
+                if len(files[engine["file"]]) == engine["bytes"]
+                else {}
+            )
         except (KeyError, TypeError, ValueError):
             return {}
 
@@ -42,7 +46,9 @@ class EngineStore(VerifiedStore):
         if manifest is None:
             return bad
         if manifest["engine"]["file"] not in meta["files"]:
-            return [f"manifest.json names engine {manifest['engine']['file']!r}, which the entry does not hold"]
+            return [
+                f"manifest.json names engine {manifest['engine']['file']!r}, which the entry does not hold"
+            ]
         if manifest.get("cache_key") not in (None, path.name):
             return [f"manifest.json names key {str(manifest['cache_key'])[:16]}"]
         return []

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import backend
 from pipeline.core import fileio, locking
 from pipeline.core.errors import PipelineError
+from pipeline.engine import backend
 
 
 class TimingCache:
@@ -25,7 +25,9 @@ class TimingCache:
         self._cache = None
 
     @classmethod
-    def for_fingerprint(cls, store_dir: str | None, fingerprint_id: str, mode: str) -> "TimingCache | None":
+    def for_fingerprint(
+        cls, store_dir: str | None, fingerprint_id: str, mode: str
+    ) -> TimingCache | None:
         if mode == "off":
             return None
         from pipeline.engine.store import default_root
@@ -39,13 +41,19 @@ class TimingCache:
         data = self.path.read_bytes() if self.path.exists() else b""
         if self.mode in ("read", "strict") and not data:
             if self.mode == "strict":
-                raise PipelineError(f"build.timing_cache=strict needs an existing timing cache at {self.path}; "
-                                    f"build once with readwrite first")
+                raise PipelineError(
+                    f"build.timing_cache=strict needs an existing timing cache at {self.path}; "
+                    f"build once with readwrite first"
+                )
         cache = config.create_timing_cache(data)
         if data and cache is None:
-            raise PipelineError(f"timing cache {self.path} is unreadable by TensorRT {trt.__version__}")
+            raise PipelineError(
+                f"timing cache {self.path} is unreadable by TensorRT {trt.__version__}"
+            )
         if not config.set_timing_cache(cache, ignore_mismatch=False):
-            raise PipelineError(f"timing cache {self.path} was made on another device or TensorRT version")
+            raise PipelineError(
+                f"timing cache {self.path} was made on another device or TensorRT version"
+            )
         if self.mode == "strict":
             config.set_flag(trt.BuilderFlag.ERROR_ON_TIMING_CACHE_MISS)
         self._cache = cache
@@ -73,10 +81,19 @@ class TimingCache:
         self.status = "saved"
 
     def report(self) -> dict:
-        new = (self.entries_after - self.entries_before
-               if self.entries_after is not None and self.entries_before is not None else None)
-        return {"mode": self.mode, "file": self.path.name, "status": self.status,
-                "entries_before": self.entries_before, "entries_after": self.entries_after, "misses": new}
+        new = (
+            self.entries_after - self.entries_before
+            if self.entries_after is not None and self.entries_before is not None
+            else None
+        )
+        return {
+            "mode": self.mode,
+            "file": self.path.name,
+            "status": self.status,
+            "entries_before": self.entries_before,
+            "entries_after": self.entries_after,
+            "misses": new,
+        }
 
 
 def _count(cache: Any) -> int | None:

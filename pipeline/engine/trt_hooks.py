@@ -13,6 +13,7 @@ from pipeline.core import console
 
 class Record(NamedTuple):
     """One TensorRT log record; build.log keeps every one, analysis.buildlog reads them."""
+
     severity: str
     phase: str
     seconds: float
@@ -39,8 +40,14 @@ def make_logger(trt: ModuleType):
             self._t0 = time.perf_counter()
 
         def log(self, severity, msg) -> None:
-            self.records.append(Record(severity_names.get(severity, str(severity)), self.phase,
-                                       time.perf_counter() - self._t0, str(msg)))
+            self.records.append(
+                Record(
+                    severity_names.get(severity, str(severity)),
+                    self.phase,
+                    time.perf_counter() - self._t0,
+                    str(msg),
+                )
+            )
 
         def errors(self) -> list[str]:
             return [r.message for r in self.records if r.severity in ("error", "internal_error")]
@@ -61,7 +68,9 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
         def phase_start(self, phase_name, parent_phase, num_steps) -> None:
             if parent_phase is None:
                 if enabled:
-                    self._bars[phase_name] = console.bar(total=num_steps, desc=phase_name, unit="step")
+                    self._bars[phase_name] = console.bar(
+                        total=num_steps, desc=phase_name, unit="step"
+                    )
                 self._root[phase_name] = phase_name
                 return
             root = self._root.get(parent_phase)

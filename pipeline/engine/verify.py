@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.engine import cache_key as key_lib, manifest as manifest_lib
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.verified_store import regular_file_problem
+from pipeline.engine import cache_key as key_lib
+from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
 
 
@@ -18,7 +19,9 @@ def engine_folder(path: str | Path) -> Path:
     path = Path(path)
     folder = path.parent if path.is_file() else path
     if not (folder / "manifest.json").exists():
-        raise PipelineError(f"no manifest.json beside {path}; give an engine.plan or its build folder")
+        raise PipelineError(
+            f"no manifest.json beside {path}; give an engine.plan or its build folder"
+        )
     manifest_lib.load(folder)  # a damaged manifest is one line here, before any work
     return folder
 
@@ -27,7 +30,10 @@ def engine_intact(folder: Path, manifest: dict) -> bool:
     """The engine beside a (schema-checked) manifest is a regular file of that folder
     with the bytes the manifest names."""
     name = manifest["engine"]["file"]
-    return regular_file_problem(folder, name) is None and hashing.sha256_file(folder / name) == manifest["engine"]["sha256"]
+    return (
+        regular_file_problem(folder, name) is None
+        and hashing.sha256_file(folder / name) == manifest["engine"]["sha256"]
+    )
 
 
 def adoption_refusal(folder: Path, manifest: dict, key: str, key_in: dict) -> str | None:
@@ -43,13 +49,17 @@ def adoption_refusal(folder: Path, manifest: dict, key: str, key_in: dict) -> st
         return "its manifest's cache_key is not the key of its own recorded inputs (edited?)"
     if key_lib.cache_key(recorded) != key:
         fields = key_lib.differences(recorded, key_in)
-        return f"it was built from other inputs or settings ({', '.join(fields[:4]) or 'key inputs'})"
+        return (
+            f"it was built from other inputs or settings ({', '.join(fields[:4]) or 'key inputs'})"
+        )
     config = manifest["config"]
-    own = {"onnx_sha256": manifest.get("inputs", {}).get("onnx_sha256"),
-           "fingerprint": identity(manifest["fingerprint"]),
-           "build": {k: config["build"].get(k) for k in key_lib.ENGINE_BUILD_FIELDS},
-           "precision": {k: config["precision"].get(k) for k in key_lib.ENGINE_PRECISION_FIELDS}}
-    if (fields := key_lib.differences({k: recorded.get(k) for k in own}, own)):
+    own = {
+        "onnx_sha256": manifest.get("inputs", {}).get("onnx_sha256"),
+        "fingerprint": identity(manifest["fingerprint"]),
+        "build": {k: config["build"].get(k) for k in key_lib.ENGINE_BUILD_FIELDS},
+        "precision": {k: config["precision"].get(k) for k in key_lib.ENGINE_PRECISION_FIELDS},
+    }
+    if fields := key_lib.differences({k: recorded.get(k) for k in own}, own):
         return f"its recorded key inputs disagree with its own manifest ({', '.join(fields[:4])})"
     if not engine_intact(folder, manifest):
         return f"{manifest['engine']['file']} does not match the sha256 in its manifest"
@@ -63,12 +73,16 @@ def assert_loadable(folder: Path, fingerprint: dict) -> dict:
     built_for = manifest["fingerprint"]
     if identity(built_for) != identity(fingerprint):
         fields = key_lib.differences(identity(built_for), identity(fingerprint))
-        raise PipelineError(f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
-                            f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here")
+        raise PipelineError(
+            f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
+            f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here"
+        )
     engine = folder / manifest["engine"]["file"]
     if not engine_intact(folder, manifest):
-        raise PipelineError(f"{engine} does not match the sha256 in its manifest (corrupt, truncated or replaced); "
-                            f"rerun the build stage")
+        raise PipelineError(
+            f"{engine} does not match the sha256 in its manifest (corrupt, truncated or replaced); "
+            f"rerun the build stage"
+        )
     return manifest
 
 
@@ -79,7 +93,9 @@ def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dic
         return [bad]
     reasons = []
     if not engine_intact(folder, manifest):
-        reasons.append(f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)")
+        reasons.append(
+            f"{engine.name} does not match the sha256 in its manifest (corrupt or replaced)"
+        )
     return reasons + input_differences(manifest, cfg, layout, fingerprint)
 
 
@@ -91,8 +107,10 @@ def input_differences(manifest: dict, cfg: Any, layout: Layout, fingerprint: dic
     if not (layout.calibrate_dir / "model.onnx").exists():
         return [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
     now = key_lib.engine_key_inputs(cfg, layout, fingerprint, rehash=True)
-    return [f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}"
-            for path in key_lib.differences(built, now)]
+    return [
+        f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}"
+        for path in key_lib.differences(built, now)
+    ]
 
 
 def _at(d: Any, dotted: str) -> Any:
@@ -109,7 +127,9 @@ def compare_bytes(a: bytes, b: bytes, context: int = 24) -> dict:
     import numpy as np
 
     n = min(len(a), len(b))
-    diff_offsets = np.flatnonzero(np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n)).tolist()
+    diff_offsets = np.flatnonzero(
+        np.frombuffer(a, np.uint8, n) != np.frombuffer(b, np.uint8, n)
+    ).tolist()
     runs: list[list[int]] = []
     for i in diff_offsets:
         if runs and i - runs[-1][1] <= 8:
@@ -121,9 +141,15 @@ def compare_bytes(a: bytes, b: bytes, context: int = 24) -> dict:
         "sizes": [len(a), len(b)],
         "differing_bytes": len(diff_offsets) + abs(len(a) - len(b)),
         "first_difference": diff_offsets[0] if diff_offsets else n,
-        "runs": [{"offset": s, "length": e - s + 1,
-                  "a": _printable(a[max(0, s - context): e + context]),
-                  "b": _printable(b[max(0, s - context): e + context])} for s, e in runs[:5]],
+        "runs": [
+            {
+                "offset": s,
+                "length": e - s + 1,
+                "a": _printable(a[max(0, s - context) : e + context]),
+                "b": _printable(b[max(0, s - context) : e + context]),
+            }
+            for s, e in runs[:5]
+        ],
         "more_runs": max(0, len(runs) - 5),
     }
 

@@ -10,16 +10,18 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.store_entry import SHA256
 from pipeline.engine import backend
 from pipeline.export import export
-from pipeline.core.store_entry import SHA256
 from pipeline.precision.weak_precision import CALIBRATORS, INPUTS_FILE, STRONG_HINT
 
 
 def refuse_if_strongly_typed_only(trt) -> None:
     if backend.is_strongly_typed_only(trt):
-        raise PipelineError(f"precision.mode=weak needs TensorRT 10 builder precision flags, which "
-                            f"{trt.__name__} {trt.__version__} does not have; {STRONG_HINT}")
+        raise PipelineError(
+            f"precision.mode=weak needs TensorRT 10 builder precision flags, which "
+            f"{trt.__name__} {trt.__version__} does not have; {STRONG_HINT}"
+        )
 
 
 def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
@@ -29,33 +31,52 @@ def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
     info = checked_info(summary.get("weak_typing") if isinstance(summary, dict) else None)
     for flag in info["flags"]:
         if flag not in trt.BuilderFlag.__members__:
-            raise PipelineError(f"{trt.__name__} {trt.__version__} has no BuilderFlag.{flag}; {STRONG_HINT}")
+            raise PipelineError(
+                f"{trt.__name__} {trt.__version__} has no BuilderFlag.{flag}; {STRONG_HINT}"
+            )
         config.set_flag(trt.BuilderFlag.__members__[flag])
     if "calibrator" not in info:
         return {"flags": info["flags"]}
-    batches = [feeds for feeds, _ in export.split_reference(
-        fileio.read_npz(Path(calibrate_dir) / info["inputs_file"], "calibration inputs"))]
+    batches = [
+        feeds
+        for feeds, _ in export.split_reference(
+            fileio.read_npz(Path(calibrate_dir) / info["inputs_file"], "calibration inputs")
+        )
+    ]
     profile = builder.create_optimization_profile()
     for name, array in batches[0].items():
         profile.set_shape(name, array.shape, array.shape, array.shape)
     config.set_calibration_profile(profile)
     path = _cache_path(info, trt)
     config.int8_calibrator = _calibrator(trt, info["calibrator"], batches, path)
-    return {"flags": info["flags"], "calibrator": info["calibrator"], "calibration_cache": str(path),
-            "calibration_cache_hit": path.exists()}
+    return {
+        "flags": info["flags"],
+        "calibrator": info["calibrator"],
+        "calibration_cache": str(path),
+        "calibration_cache_hit": path.exists(),
+    }
 
 
 def checked_info(info: Any) -> dict:
     """calibration.json's weak_typing section, refused unless it is what prepare()
     writes: its file names and cache key become paths, so none may point elsewhere."""
     if info is None:
-        raise PipelineError("calibration.json has no weak_typing section: rerun calibrate with precision.mode=weak")
+        raise PipelineError(
+            "calibration.json has no weak_typing section: rerun calibrate with precision.mode=weak"
+        )
     if not isinstance(info, dict) or not isinstance(info.get("flags"), list):
-        raise PipelineError("calibration.json: weak_typing is not what calibrate writes; rerun calibrate")
-    if "calibrator" in info and (info["calibrator"] not in CALIBRATORS.values() or info.get("inputs_file") != INPUTS_FILE
-                                 or not SHA256.match(str(info.get("cache_key")))):
-        raise PipelineError("calibration.json: weak_typing calibrator, inputs_file or cache_key is not what "
-                            "calibrate writes (edited?); rerun calibrate")
+        raise PipelineError(
+            "calibration.json: weak_typing is not what calibrate writes; rerun calibrate"
+        )
+    if "calibrator" in info and (
+        info["calibrator"] not in CALIBRATORS.values()
+        or info.get("inputs_file") != INPUTS_FILE
+        or not SHA256.match(str(info.get("cache_key")))
+    ):
+        raise PipelineError(
+            "calibration.json: weak_typing calibrator, inputs_file or cache_key is not what "
+            "calibrate writes (edited?); rerun calibrate"
+        )
     return info
 
 

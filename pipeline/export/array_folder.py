@@ -23,8 +23,10 @@ def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) 
     want = {s.name: s for s in specs}
     got = set(arrays)
     if not got & set(want):
-        raise PipelineError(f"{where} looks like data for another model: it has inputs "
-                            f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}")
+        raise PipelineError(
+            f"{where} looks like data for another model: it has inputs "
+            f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}"
+        )
     if got != set(want):
         extra, missing = sorted(got - set(want)), sorted(set(want) - got)
         what = f"unknown input '{extra[0]}'" if extra else f"no array for input '{missing[0]}'"
@@ -33,21 +35,33 @@ def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) 
     for name, spec in want.items():
         a = arrays[name]
         if not isinstance(a, np.ndarray):
-            raise PipelineError(f"{where}: input '{name}' is a {type(a).__name__}, not a numpy array")
+            raise PipelineError(
+                f"{where}: input '{name}' is a {type(a).__name__}, not a numpy array"
+            )
         if a.dtype != np.dtype(spec.dtype):
-            raise PipelineError(f"{where}: input '{name}' is {a.dtype}, the model wants {spec.dtype}")
+            raise PipelineError(
+                f"{where}: input '{name}' is {a.dtype}, the model wants {spec.dtype}"
+            )
         if a.ndim != len(spec.dims):
-            raise PipelineError(f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
-                                f"{len(spec.dims)} {list(spec.dims)}")
+            raise PipelineError(
+                f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
+                f"{len(spec.dims)} {list(spec.dims)}"
+            )
         counts.add(a.shape[0])
         for axis, (d, size) in enumerate(zip(spec.dims, a.shape)):
             if axis == 0 and (not batch or not isinstance(d, int)):
                 continue
-            if isinstance(d, int) and d != size or isinstance(d, str) and sizes.setdefault(d, size) != size:
-                raise PipelineError(f"{where}: input '{name}' has shape {list(a.shape)}, which does not fit "
-                                    f"the model's {list(spec.dims)} (axis {axis})")
+            if (isinstance(d, int) and d != size) or (
+                isinstance(d, str) and sizes.setdefault(d, size) != size
+            ):
+                raise PipelineError(
+                    f"{where}: input '{name}' has shape {list(a.shape)}, which does not fit "
+                    f"the model's {list(spec.dims)} (axis {axis})"
+                )
     if len(counts) > 1 or 0 in counts:
-        raise PipelineError(f"{where}: inputs hold different or zero sample counts {sorted(counts)}")
+        raise PipelineError(
+            f"{where}: inputs hold different or zero sample counts {sorted(counts)}"
+        )
 
 
 def data_sha256(batches: list[dict[str, np.ndarray]]) -> str:
@@ -67,7 +81,11 @@ def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: 
     root = Path(path)
     if not root.exists():
         raise PipelineError(f"{what} not found: {root}")
-    files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.suffix in (".npz", ".npy"))
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(p for p in root.iterdir() if p.suffix in (".npz", ".npy"))
+    )
     if not files:
         raise PipelineError(f"{what} folder {root} has no .npz or .npy files")
     parts: dict[str, list[np.ndarray]] = {}
@@ -83,7 +101,9 @@ def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: 
     try:
         arrays = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in parts.items()}
     except ValueError as e:
-        raise PipelineError(f"{what} files in {root} do not stack along the sample axis: {e}") from None
+        raise PipelineError(
+            f"{what} files in {root} do not stack along the sample axis: {e}"
+        ) from None
     check(arrays, specs, f"{what} {root}", batch=False)
     for name, a in arrays.items():
         if a.dtype.kind == "f" and not np.isfinite(a).all():
@@ -94,9 +114,11 @@ def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: 
     n = n or total
     fixed = {s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], int)}
     if fixed and (fixed != {bs} or n % bs):
-        raise PipelineError(f"the model has a fixed batch of {min(fixed)}: the {what} batch size ({bs}) must equal "
-                            f"it and divide the {n} samples")
-    return [{k: v[s: min(s + bs, n)] for k, v in arrays.items()} for s in range(0, n, bs)]
+        raise PipelineError(
+            f"the model has a fixed batch of {min(fixed)}: the {what} batch size ({bs}) must equal "
+            f"it and divide the {n} samples"
+        )
+    return [{k: v[s : min(s + bs, n)] for k, v in arrays.items()} for s in range(0, n, bs)]
 
 
 def _read_npy(path: Path, what: str) -> np.ndarray:

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.core import fileio, hashing
-from pipeline.export import onnx_model
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.threads import intra_op
+from pipeline.export import onnx_model
 
 REFERENCE_SEED_OFFSET = 1_000
 
@@ -32,8 +32,12 @@ def load_factory(name: str) -> ModuleType:
     return module
 
 
-def sample_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], dims: dict[str, int],
-                  rng: np.random.Generator) -> dict[str, np.ndarray]:
+def sample_inputs(
+    model_cfg: Any,
+    specs: list[onnx_model.TensorSpec],
+    dims: dict[str, int],
+    rng: np.random.Generator,
+) -> dict[str, np.ndarray]:
     """Inputs for the model at the given symbolic dims: the factory's own sampler
     where there is one (realistic masks, token ranges), else by dtype."""
     if model_cfg.factory:
@@ -50,9 +54,13 @@ def sample_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec], dims: dict
             elif isinstance(d, str) and d in dims:
                 shape.append(int(dims[d]))
             else:
-                raise PipelineError(f"input '{spec.name}' axis {axis} ('{d}') has no size: "
-                                    f"set model.sample_dims.{d or '<name>'}")
-        out[spec.name] = random_array(spec.dtype, shape, rng, low, high, model_cfg.int_low, model_cfg.int_high)
+                raise PipelineError(
+                    f"input '{spec.name}' axis {axis} ('{d}') has no size: "
+                    f"set model.sample_dims.{d or '<name>'}"
+                )
+        out[spec.name] = random_array(
+            spec.dtype, shape, rng, low, high, model_cfg.int_low, model_cfg.int_high
+        )
     return out
 
 
@@ -71,12 +79,21 @@ def check_input_ranges(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> No
     names = [s.name for s in specs]
     for name in getattr(model_cfg, "input_ranges", None) or {}:
         if name not in names:
-            raise PipelineError(f"invalid config: model.input_ranges names '{name}', which is not an input of the "
-                                f"model (its inputs: {', '.join(names)})")
+            raise PipelineError(
+                f"invalid config: model.input_ranges names '{name}', which is not an input of the "
+                f"model (its inputs: {', '.join(names)})"
+            )
 
 
-def random_array(dtype: str, shape: list[int], rng: np.random.Generator, low: float | None,
-                 high: float | None, int_low: int = 0, int_high: int = 100) -> np.ndarray:
+def random_array(
+    dtype: str,
+    shape: list[int],
+    rng: np.random.Generator,
+    low: float | None,
+    high: float | None,
+    int_low: int = 0,
+    int_high: int = 100,
+) -> np.ndarray:
     dt = np.dtype(dtype)
     if dt.kind in "iu":
         lo, hi = (int_low, int_high) if low is None else (int(np.ceil(low)), int(np.ceil(high)))
@@ -101,13 +118,22 @@ def export_torch(model_cfg: Any, dest: Path) -> None:
         # The TorchScript exporter is deprecated but gives stable, named dynamic axes.
         warnings.simplefilter("ignore")
         try:
-            torch.onnx.export(net, args, buf, input_names=module.INPUT_NAMES,
-                              output_names=module.OUTPUT_NAMES,
-                              dynamic_axes=getattr(module, "DYNAMIC_AXES", None),
-                              opset_version=int(model_cfg.opset), do_constant_folding=True, dynamo=False)
+            torch.onnx.export(
+                net,
+                args,
+                buf,
+                input_names=module.INPUT_NAMES,
+                output_names=module.OUTPUT_NAMES,
+                dynamic_axes=getattr(module, "DYNAMIC_AXES", None),
+                opset_version=int(model_cfg.opset),
+                do_constant_folding=True,
+                dynamo=False,
+            )
         except Exception as e:
-            raise PipelineError(f"torch could not export '{model_cfg.factory}' at opset "
-                                f"{model_cfg.opset}: {first_line(e)}") from None
+            raise PipelineError(
+                f"torch could not export '{model_cfg.factory}' at opset "
+                f"{model_cfg.opset}: {first_line(e)}"
+            ) from None
     fileio.write_bytes(dest, buf.getvalue())
 
 
@@ -115,7 +141,9 @@ def copy_onnx(src: Path, dest: Path) -> None:
     """Copy with external data folded in, so the artifact is one self-contained file."""
     model = onnx_model.load(src, check=True)
     if model.ByteSize() > 2**31 - 1:
-        raise PipelineError(f"ONNX model {src} is over 2 GiB; external-data outputs are not supported yet")
+        raise PipelineError(
+            f"ONNX model {src} is over 2 GiB; external-data outputs are not supported yet"
+        )
     fileio.write_bytes(dest, model.SerializeToString())
 
 
@@ -125,15 +153,21 @@ def infer_shapes(model, path: Path):
     import onnx
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            model, check_type=True, strict_mode=False, data_prop=True
+        )
     except Exception as e:
         raise PipelineError(f"ONNX shape inference fails on {path.name}: {first_line(e)}") from None
     fileio.write_bytes(path, inferred.SerializeToString())
     return inferred
 
 
-def ort_session(path: Path | bytes, threads: int = 0, providers: tuple[str, ...] = ("CPUExecutionProvider",),
-                basic_optimizations: bool = False):
+def ort_session(
+    path: Path | bytes,
+    threads: int = 0,
+    providers: tuple[str, ...] = ("CPUExecutionProvider",),
+    basic_optimizations: bool = False,
+):
     """The one way this tool opens an ONNX Runtime session, from a file or a serialized
     graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
     optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
@@ -147,7 +181,9 @@ def ort_session(path: Path | bytes, threads: int = 0, providers: tuple[str, ...]
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     try:
-        return ort.InferenceSession(path if isinstance(path, bytes) else str(path), opts, providers=list(providers))
+        return ort.InferenceSession(
+            path if isinstance(path, bytes) else str(path), opts, providers=list(providers)
+        )
     except Exception as e:
         raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
 
@@ -156,8 +192,9 @@ def _name(path: Path | bytes) -> str:
     return "an in-memory graph" if isinstance(path, bytes) else str(path)
 
 
-def run_batches(path: Path | bytes, batches: list[dict[str, np.ndarray]],
-                basic_optimizations: bool = False) -> list[dict[str, np.ndarray]]:
+def run_batches(
+    path: Path | bytes, batches: list[dict[str, np.ndarray]], basic_optimizations: bool = False
+) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds, from one session."""
     session = ort_session(path, basic_optimizations=basic_optimizations)
     names = [o.name for o in session.get_outputs()]
@@ -166,7 +203,9 @@ def run_batches(path: Path | bytes, batches: list[dict[str, np.ndarray]],
         try:
             outs.append(dict(zip(names, session.run(names, feeds))))
         except Exception as e:
-            raise PipelineError(f"ONNX Runtime failed to run {Path(_name(path)).name}: {first_line(e)}") from None
+            raise PipelineError(
+                f"ONNX Runtime failed to run {Path(_name(path)).name}: {first_line(e)}"
+            ) from None
     return outs
 
 
@@ -191,25 +230,42 @@ def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tupl
         from pipeline.export.array_folder import data_sha256, read_folder
 
         if not tracked_by(model_cfg.reference_data, model_cfg.reference_source):
-            raise PipelineError(f"model.reference_data={model_cfg.reference_data} is not under model.reference_source="
-                                f"{model_cfg.reference_source}, so DVC would not see it change; leave "
-                                f"model.reference_source unset or point it at a folder holding the data")
+            raise PipelineError(
+                f"model.reference_data={model_cfg.reference_data} is not under model.reference_source="
+                f"{model_cfg.reference_source}, so DVC would not see it change; leave "
+                f"model.reference_source unset or point it at a folder holding the data"
+            )
 
         first = specs[0].dims[0] if specs[0].dims else None
         bs = first if isinstance(first, int) else int(model_cfg.sample_dims.get(first, 8))
-        batches = read_folder(model_cfg.reference_data, specs, "reference data", "model.reference_data", 0, bs)
-        return batches, {"source": "folder", "random": False, "path": str(model_cfg.reference_data),
-                         "samples": sum(len(next(iter(b.values()))) for b in batches),
-                         "sha256": data_sha256(batches)}
+        batches = read_folder(
+            model_cfg.reference_data, specs, "reference data", "model.reference_data", 0, bs
+        )
+        return batches, {
+            "source": "folder",
+            "random": False,
+            "path": str(model_cfg.reference_data),
+            "samples": sum(len(next(iter(b.values()))) for b in batches),
+            "sha256": data_sha256(batches),
+        }
     rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
-    batches = [sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
-               for _ in range(int(model_cfg.num_reference_batches))]
+    batches = [
+        sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
+        for _ in range(int(model_cfg.num_reference_batches))
+    ]
     if model_cfg.factory and hasattr(load_factory(model_cfg.factory), "sample_inputs"):
-        return batches, {"source": "factory", "random": False, "sampler": f"{model_cfg.factory}.sample_inputs"}
-    return batches, {"source": "random", "random": True,
-                     "note": "RANDOM reference inputs (no model.reference_data): the accuracy gate and the benchmark "
-                             "say little about real inputs; set model.reference_data to a folder of real ones",
-                     "ranges": {s.name: _drawn_from(model_cfg, s) for s in specs}}
+        return batches, {
+            "source": "factory",
+            "random": False,
+            "sampler": f"{model_cfg.factory}.sample_inputs",
+        }
+    return batches, {
+        "source": "random",
+        "random": True,
+        "note": "RANDOM reference inputs (no model.reference_data): the accuracy gate and the benchmark "
+        "say little about real inputs; set model.reference_data to a folder of real ones",
+        "ranges": {s.name: _drawn_from(model_cfg, s) for s in specs},
+    }
 
 
 def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
@@ -218,7 +274,9 @@ def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
     if kind == "b":
         return [0, 2]
     if low is None:
-        return [int(model_cfg.int_low), int(model_cfg.int_high)] if kind in "iu" else "standard normal"
+        return (
+            [int(model_cfg.int_low), int(model_cfg.int_high)] if kind in "iu" else "standard normal"
+        )
     return [low, high]
 
 
@@ -227,7 +285,9 @@ def reference_info(export_dir: Path) -> dict:
     path = Path(export_dir) / "export.json"
     if not path.exists():
         return {"source": "unknown", "random": None}
-    return fileio.read_json(path, "export summary").get("reference", {"source": "unknown", "random": None})
+    return fileio.read_json(path, "export summary").get(
+        "reference", {"source": "unknown", "random": None}
+    )
 
 
 def export_model(model_cfg: Any, out_dir: Path) -> dict:
@@ -259,7 +319,10 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
             "source": source,
             "opset": onnx_model.opset(model),
             "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in specs],
-            "outputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in onnx_model.outputs(model)],
+            "outputs": [
+                {"name": s.name, "dtype": s.dtype, "dims": list(s.dims)}
+                for s in onnx_model.outputs(model)
+            ],
             "parameters": onnx_model.parameter_count(model),
             "nodes": len(model.graph.node),
             "reference_batches": len(batches),
@@ -295,6 +358,8 @@ def source_sha256(model_cfg: Any) -> str:
         files, digest = onnx_model.files_and_sha256(path)
     for f in files:
         if not tracked_by(f, model_cfg.source):
-            raise PipelineError(f"{f} is not under model.source={model_cfg.source}, so DVC would not see it "
-                                f"change; set model.source to the folder holding the model and its data")
+            raise PipelineError(
+                f"{f} is not under model.source={model_cfg.source}, so DVC would not see it "
+                f"change; set model.source to the folder holding the model and its data"
+            )
     return digest

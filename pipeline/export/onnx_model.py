@@ -7,11 +7,11 @@ import collections
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from pipeline.core.errors import PipelineError, first_line
 
-Dim = Union[int, str, None]  # fixed size, symbolic name, or unknown
+Dim = int | str | None  # fixed size, symbolic name, or unknown
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,9 @@ def load(path: str | Path, check: bool = True):
         try:
             onnx.checker.check_model(str(path), full_check=True)
         except Exception as e:
-            raise PipelineError(f"ONNX model {path} fails the ONNX checker: {first_line(e)}") from None
+            raise PipelineError(
+                f"ONNX model {path} fails the ONNX checker: {first_line(e)}"
+            ) from None
     return model
 
 
@@ -65,7 +67,9 @@ def _dtype(value_info) -> str:
 def inputs(model) -> list[TensorSpec]:
     """Graph inputs that are fed at run time (initializers listed as inputs are not)."""
     inits = {i.name for i in model.graph.initializer}
-    return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.input if v.name not in inits]
+    return [
+        TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.input if v.name not in inits
+    ]
 
 
 def outputs(model) -> list[TensorSpec]:
@@ -73,8 +77,10 @@ def outputs(model) -> list[TensorSpec]:
 
 
 def op_histogram(model) -> dict[str, int]:
-    counts = collections.Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
-                                 for n in model.graph.node)
+    counts = collections.Counter(
+        f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
+        for n in model.graph.node
+    )
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -120,7 +126,9 @@ def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:
         try:
             payload = ext.read_bytes()
         except FileNotFoundError:
-            raise PipelineError(f"external-data file {ext} named by {path.name} not found") from None
+            raise PipelineError(
+                f"external-data file {ext} named by {path.name} not found"
+            ) from None
         h.update(ext.name.encode())
         h.update(payload)
     return [path, *externals], h.hexdigest()
@@ -141,8 +149,13 @@ def recorded_sha256(path: str | Path, digest: Any, stats: Any) -> str:
     has its size and mtime (the rule git and DVC apply to unchanged files), else the
     graph read and hashed again. A graph written over in place changes its mtime."""
     path = Path(path)
-    if (isinstance(digest, str) and len(digest) == 64 and isinstance(stats, dict) and path.name in stats
-            and all(_unchanged(path.parent, n, f) for n, f in stats.items())):
+    if (
+        isinstance(digest, str)
+        and len(digest) == 64
+        and isinstance(stats, dict)
+        and path.name in stats
+        and all(_unchanged(path.parent, n, f) for n, f in stats.items())
+    ):
         return digest
     return sha256(path)
 

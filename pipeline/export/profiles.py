@@ -41,8 +41,10 @@ def _resolve_input(spec: Any, tensor: TensorSpec) -> dict[str, list[int]]:
             )
         for axis, dim in enumerate(tensor.dims):
             if isinstance(dim, int) and any(out[p][axis] != dim for p in POINTS):
-                raise PipelineError(f"{where} axis {axis} is fixed at {dim} in the model, profile gives "
-                                    f"{[out[p][axis] for p in POINTS]}")
+                raise PipelineError(
+                    f"{where} axis {axis} is fixed at {dim} in the model, profile gives "
+                    f"{[out[p][axis] for p in POINTS]}"
+                )
         return out
     out = {p: [] for p in POINTS}
     for axis, dim in enumerate(tensor.dims):

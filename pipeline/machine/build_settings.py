@@ -5,7 +5,7 @@ The DVC fingerprint stage runs on every `dvc repro` (always_changed), so its sta
 is part of every no-op repro. Importing OmegaConf and validating the whole config
 there took longer than the probe itself (benchmarks/repro_noop.py). The stage reads
 these four keys only; they are checked by the schema's own value rules
-(pipeline/core/config_rules.py) and defaults (tests/test_fingerprint.py holds them
+(pipeline/core/config_rules.py) and defaults (tests/machine/test_fingerprint.py holds them
 equal to config.BuildConfig's). Every later stage validates the whole config."""
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ class BuildSettings:
 @dataclass(frozen=True)
 class Params:
     """What steps.fingerprint reads of a config: `.build`."""
+
     build: BuildSettings
 
 
@@ -52,7 +53,9 @@ def from_mapping(build: Any) -> BuildSettings:
         if caps is None:
             caps = []
         # The schema says List[str]: a scalar is refused, numbers become strings (as OmegaConf does).
-        if not isinstance(caps, list) or any(isinstance(c, (bool, list, dict)) or c is None for c in caps):
+        if not isinstance(caps, list) or any(
+            isinstance(c, (bool, list, dict)) or c is None for c in caps
+        ):
             raise _invalid("compute_capabilities", caps, "a list of targets, e.g. [SM86, SM89]")
         out["compute_capabilities"] = tuple(str(c) for c in caps)
     return BuildSettings(**out)

@@ -12,7 +12,8 @@ which runs on every `dvc repro`, imports this module."""
 from __future__ import annotations
 
 import importlib.metadata as md
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 
@@ -34,19 +35,21 @@ class Cuda:
     """cuda.bindings.runtime, imported once; every failed call is a PipelineError
     naming the call and CUDA's error string."""
 
-    _instance: "Cuda | None" = None
+    _instance: Cuda | None = None
 
     def __init__(self) -> None:
         try:
             from cuda.bindings import runtime
         except ImportError as e:
-            raise PipelineError(f"cuda-bindings is not importable ({e}); GPU timing needs it: "
-                                "pip install cuda-bindings") from None
+            raise PipelineError(
+                f"cuda-bindings is not importable ({e}); GPU timing needs it: "
+                "pip install cuda-bindings"
+            ) from None
         self.rt = runtime
         self.version = bindings_version()
 
     @classmethod
-    def get(cls) -> "Cuda":
+    def get(cls) -> Cuda:
         if cls._instance is None:
             cls._instance = cls()
         return cls._instance
@@ -121,7 +124,11 @@ class Cuda:
 
     def capture(self, stream: int, enqueue: Callable[[], None]) -> tuple[int, int]:
         """(graph, graph exec) of what `enqueue()` puts on the stream."""
-        self.call("cudaStreamBeginCapture", stream, self.rt.cudaStreamCaptureMode(CAPTURE_MODE_THREAD_LOCAL))
+        self.call(
+            "cudaStreamBeginCapture",
+            stream,
+            self.rt.cudaStreamCaptureMode(CAPTURE_MODE_THREAD_LOCAL),
+        )
         try:
             enqueue()
         except BaseException:

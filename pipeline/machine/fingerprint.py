@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any
 
 from pipeline.core import hashing
@@ -19,10 +20,25 @@ NO_GPU_TARGET = "no GPU: portable ahead-of-time target"
 # Distribution names that provide each module, newest naming first.
 TRT_DISTS = {
     "tensorrt": ("tensorrt", "tensorrt-cu13", "tensorrt-cu12", "tensorrt-cu11", "tensorrt_libs"),
-    "tensorrt_rtx": ("tensorrt-rtx-cu13", "tensorrt-rtx", "tensorrt_rtx_cu13_libs", "tensorrt-rtx-cu12"),
+    "tensorrt_rtx": (
+        "tensorrt-rtx-cu13",
+        "tensorrt-rtx",
+        "tensorrt_rtx_cu13_libs",
+        "tensorrt-rtx-cu12",
+    ),
 }
-IDENTITY_KEYS = ("gpu", "driver_version", "cuda_driver_version", "cuda_runtime_version", "trt_flavour",
-                 "trt_version", "trt_distribution", "hardware_compatibility", "version_compatible", "target")
+IDENTITY_KEYS = (
+    "gpu",
+    "driver_version",
+    "cuda_driver_version",
+    "cuda_runtime_version",
+    "trt_flavour",
+    "trt_version",
+    "trt_distribution",
+    "hardware_compatibility",
+    "version_compatible",
+    "target",
+)
 
 
 def probe_gpu() -> tuple[dict | None, str]:
@@ -67,14 +83,16 @@ def probe_gpu() -> tuple[dict | None, str]:
 
 def _probe_override(path: str) -> tuple[dict | None, str]:
     try:
-        data = json.loads(open(path).read())
+        data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} is unreadable: {e}") from None
     if data is None:
         return None, f"override from TRT_PIPELINE_GPU_PROBE={path}: no GPU"
     need = {"name", "compute_capability", "memory_mib", "_driver", "_cuda_driver"}
     if not need <= set(data):
-        raise PipelineError(f"TRT_PIPELINE_GPU_PROBE={path} lacks {', '.join(sorted(need - set(data)))}")
+        raise PipelineError(
+            f"TRT_PIPELINE_GPU_PROBE={path} lacks {', '.join(sorted(need - set(data)))}"
+        )
     return {"index": 0, "count": 1, **data}, f"override from TRT_PIPELINE_GPU_PROBE={path}"
 
 
@@ -92,7 +110,9 @@ def cuda_runtime() -> tuple[str | None, str]:
         except OSError:
             continue
         v = ctypes.c_int()
-        if getattr(lib, "cudaRuntimeGetVersion", None) is None or lib.cudaRuntimeGetVersion(ctypes.byref(v)):
+        if getattr(lib, "cudaRuntimeGetVersion", None) is None or lib.cudaRuntimeGetVersion(
+            ctypes.byref(v)
+        ):
             continue
         return f"{v.value // 1000}.{(v.value % 1000) // 10}", f"cudaRuntimeGetVersion of {path}"
     return None, "no shared CUDA runtime (libcudart) found"
@@ -111,7 +131,9 @@ def _libcudart_candidates():
     except OSError:
         pass
     for site in sys.path:
-        yield from sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so*")), reverse=True)
+        yield from sorted(
+            glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so*")), reverse=True
+        )
     yield from ("libcudart.so", "libcudart.so.13", "libcudart.so.12")
 
 
@@ -141,12 +163,16 @@ def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
     have_trt, have_rtx = trt_installed("tensorrt"), trt_installed("tensorrt_rtx")
     if requested == "tensorrt":
         if not have_trt:
-            raise PipelineError("build.backend=tensorrt but the tensorrt package is not installed "
-                                "(pip install '.[tensorrt]' on a GPU host)")
+            raise PipelineError(
+                "build.backend=tensorrt but the tensorrt package is not installed "
+                "(pip install '.[tensorrt]' on a GPU host)"
+            )
         return "tensorrt", "requested by build.backend"
     if requested == "tensorrt_rtx":
         if not have_rtx:
-            raise PipelineError("build.backend=tensorrt_rtx but tensorrt-rtx is not installed (pip install '.[rtx]')")
+            raise PipelineError(
+                "build.backend=tensorrt_rtx but tensorrt-rtx is not installed (pip install '.[rtx]')"
+            )
         return "tensorrt_rtx", "requested by build.backend"
     if have_trt and gpu is not None:
         return "tensorrt", "auto: tensorrt imports and a GPU is present"
@@ -154,9 +180,13 @@ def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
         why = "no GPU" if gpu is None else "tensorrt is not installed"
         return "tensorrt_rtx", f"auto: {why}, TensorRT-RTX builds ahead of time"
     if have_trt:
-        raise PipelineError("only full TensorRT is installed and it needs a GPU to build; "
-                            "install TensorRT-RTX (pip install '.[rtx]') to build without one")
-    raise PipelineError("no TensorRT is installed: pip install '.[rtx]' (any machine) or '.[tensorrt]' (GPU hosts)")
+        raise PipelineError(
+            "only full TensorRT is installed and it needs a GPU to build; "
+            "install TensorRT-RTX (pip install '.[rtx]') to build without one"
+        )
+    raise PipelineError(
+        "no TensorRT is installed: pip install '.[rtx]' (any machine) or '.[tensorrt]' (GPU hosts)"
+    )
 
 
 def collect(build_cfg: Any, require_trt: bool = True) -> dict:
@@ -212,9 +242,15 @@ def fingerprint_id(fp: dict) -> str:
     """Readable folder name plus a hash of every identity field."""
     digest = hashing.sha256_json(identity(fp), hashing.SPACED)[:12]
     gpu = fp.get("gpu")
-    head = f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
+    head = (
+        f"{gpu['name']}-sm{gpu['compute_capability']}-drv{fp['driver_version']}" if gpu else "nogpu"
+    )
     flavour = {"tensorrt": "trt", "tensorrt_rtx": "rtx"}.get(fp["trt_flavour"], "notrt")
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version'] or ''}").strip("-").lower()
+    slug = (
+        re.sub(r"[^A-Za-z0-9.]+", "-", f"{head}-{flavour}{fp['trt_version'] or ''}")
+        .strip("-")
+        .lower()
+    )
     return f"{slug}-{digest}"
 
 
@@ -222,14 +258,21 @@ def describe(fp: dict) -> str:
     lines = [f"fingerprint  {fp['id']}", f"target       {fp['target']}"]
     gpu = fp.get("gpu")
     if gpu:
-        lines += [f"gpu          {gpu['name']} x{gpu['count']}, compute capability {gpu['compute_capability']}, "
-                  f"{gpu['memory_mib']} MiB",
-                  f"driver       {fp['driver_version']} (CUDA {fp['cuda_driver_version']})"]
+        lines += [
+            f"gpu          {gpu['name']} x{gpu['count']}, compute capability {gpu['compute_capability']}, "
+            f"{gpu['memory_mib']} MiB",
+            f"driver       {fp['driver_version']} (CUDA {fp['cuda_driver_version']})",
+        ]
     else:
         lines.append(f"gpu          none ({fp['gpu_probe']})")
-    trt = (f"{fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})"
-           if fp["trt_flavour"] else f"none usable: {fp['trt_choice']}")
-    lines += [f"cuda runtime {fp['cuda_runtime_version'] or 'unknown'} ({fp.get('cuda_runtime_source')})",
-              f"tensorrt     {trt}",
-              f"hw compat    {fp['hardware_compatibility']}, version compatible: {fp['version_compatible']}"]
+    trt = (
+        f"{fp['trt_flavour']} {fp['trt_version']} ({fp['trt_distribution']}; {fp['trt_choice']})"
+        if fp["trt_flavour"]
+        else f"none usable: {fp['trt_choice']}"
+    )
+    lines += [
+        f"cuda runtime {fp['cuda_runtime_version'] or 'unknown'} ({fp.get('cuda_runtime_source')})",
+        f"tensorrt     {trt}",
+        f"hw compat    {fp['hardware_compatibility']}, version compatible: {fp['version_compatible']}",
+    ]
     return "\n".join(lines)

@@ -4,7 +4,8 @@ A machine without a GPU gets an explicit record saying so, never a silent gap.""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # NVML clock-event (formerly "throttle") reason bits, as named in nvml.h.
 CLOCK_EVENT_REASONS = {
@@ -56,13 +57,18 @@ def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict:
 
 def _reading(nv: Any, h: Any) -> dict:
     def clocks(get) -> dict:
-        return {"sm": _read(lambda: get(h, nv.NVML_CLOCK_SM)), "memory": _read(lambda: get(h, nv.NVML_CLOCK_MEM)),
-                "graphics": _read(lambda: get(h, nv.NVML_CLOCK_GRAPHICS))}
+        return {
+            "sm": _read(lambda: get(h, nv.NVML_CLOCK_SM)),
+            "memory": _read(lambda: get(h, nv.NVML_CLOCK_MEM)),
+            "graphics": _read(lambda: get(h, nv.NVML_CLOCK_GRAPHICS)),
+        }
 
     power_mw = _read(lambda: nv.nvmlDeviceGetPowerUsage(h))
     limit_mw = _read(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h))
-    reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons")
+    reasons_fn = (
+        getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     bits = _read(lambda: reasons_fn(h))
     pstate = _read(lambda: nv.nvmlDeviceGetPerformanceState(h))
     util = _read(lambda: nv.nvmlDeviceGetUtilizationRates(h))
@@ -76,8 +82,9 @@ def _reading(nv: Any, h: Any) -> dict:
         "power_w": None if power_mw is None else round(power_mw / 1000, 1),
         "power_limit_w": None if limit_mw is None else round(limit_mw / 1000, 1),
         "performance_state": None if pstate is None else f"P{int(pstate)}",
-        "clock_event_reasons": None if bits is None else
-        [name for bit, name in CLOCK_EVENT_REASONS.items() if int(bits) & bit],
+        "clock_event_reasons": None
+        if bits is None
+        else [name for bit, name in CLOCK_EVENT_REASONS.items() if int(bits) & bit],
         "utilization_pct": None if util is None else int(util.gpu),
         "memory_used_mib": None if mem is None else int(mem.used) // (1 << 20),
     }
@@ -89,7 +96,9 @@ def summary(before: dict, after: dict) -> str:
         return before.get("reason", "no GPU")
 
     def one(s: dict) -> str:
-        return (f"SM {s['clocks_mhz']['sm']} MHz, {s['temperature_c']} C, {s['power_w']} W, "
-                f"{s['performance_state']}")
+        return (
+            f"SM {s['clocks_mhz']['sm']} MHz, {s['temperature_c']} C, {s['power_w']} W, "
+            f"{s['performance_state']}"
+        )
 
     return f"{before['gpu']}: before {one(before)}; after {one(after)}"

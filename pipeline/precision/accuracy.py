@@ -19,24 +19,33 @@ class GateFailed(PipelineError):
         self.summary = summary
 
 
-def compare(reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]],
-            task: str) -> dict:
+def compare(
+    reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], task: str
+) -> dict:
     """Per output: max absolute error, mean relative error, cosine similarity, and
     top-1 agreement for classifiers; each over all batches together. For embeddings
     (task=embedding) cosine is taken per row: `cosine` is the worst row (what the
     gate judges), `cosine_mean` the mean, and there is no top-1."""
     result = {}
     for name in reference[0]:
-        ref = np.concatenate([b[name].astype(np.float64).reshape(len(b[name]), -1) for b in reference])
-        got = np.concatenate([b[name].astype(np.float64).reshape(len(b[name]), -1) for b in candidate])
+        ref = np.concatenate(
+            [b[name].astype(np.float64).reshape(len(b[name]), -1) for b in reference]
+        )
+        got = np.concatenate(
+            [b[name].astype(np.float64).reshape(len(b[name]), -1) for b in candidate]
+        )
         if ref.shape != got.shape:
             raise PipelineError(f"output '{name}' has shape {got.shape}, reference has {ref.shape}")
         diff = np.abs(ref - got)
         denom = np.linalg.norm(ref) * np.linalg.norm(got)
         metrics = {
             "max_abs_error": float(diff.max()) if diff.size else 0.0,
-            "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean()) if diff.size else 0.0,
-            "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
+            "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
+            if diff.size
+            else 0.0,
+            "cosine": float((ref * got).sum() / denom)
+            if denom > 0
+            else float(np.allclose(ref, got)),
             "finite": bool(np.isfinite(got).all()),
         }
         if task == "embedding":
@@ -71,14 +80,31 @@ def check_gate(figures: dict, gate: Any) -> list[dict]:
     results = []
     for output, metrics in figures.items():
         if not metrics.get("finite", True):
-            results.append(gate_lib.result("finite", False, True, passed=False, subject=output, metric="finite",
-                                           detail=f"output '{output}' has NaN or inf"))
+            results.append(
+                gate_lib.result(
+                    "finite",
+                    False,
+                    True,
+                    passed=False,
+                    subject=output,
+                    metric="finite",
+                    detail=f"output '{output}' has NaN or inf",
+                )
+            )
         for key, metric, direction in GATE_CHECKS:
             threshold = gate.get(key) if hasattr(gate, "get") else getattr(gate, key, None)
             if threshold is None or metric not in metrics:
                 continue
-            results.append(gate_lib.result(key, metrics[metric], float(threshold), direction=direction,
-                                           subject=output, metric=metric))
+            results.append(
+                gate_lib.result(
+                    key,
+                    metrics[metric],
+                    float(threshold),
+                    direction=direction,
+                    subject=output,
+                    metric=metric,
+                )
+            )
     return results
 
 

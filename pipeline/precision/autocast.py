@@ -21,39 +21,65 @@ from pipeline.machine.fingerprint import package_version
 from pipeline.precision import quantize
 
 KEY_VERSION = 1
-SETTINGS = ("low_precision_type", "keep_fp32_nodes", "keep_fp32_op_types", "data_max", "init_max", "keep_io_types")
+SETTINGS = (
+    "low_precision_type",
+    "keep_fp32_nodes",
+    "keep_fp32_op_types",
+    "data_max",
+    "init_max",
+    "keep_io_types",
+)
 
 
 def key_inputs(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> dict:
     settings = {k: getattr(precision_cfg, k) for k in SETTINGS}
     return {
-        "key_version": KEY_VERSION, "transform": "autocast",
+        "key_version": KEY_VERSION,
+        "transform": "autocast",
         "onnx_sha256": onnx_model.sha256(src),
         "data_sha256": hashing.sha256_bytes(fileio.npz_bytes(calib_inputs)),
-        "settings": {k: v if v is None or isinstance(v, (str, int, float, bool)) else list(v)
-                     for k, v in settings.items()},
-        **{dist: package_version(dist) or "not installed" for dist in ("nvidia-modelopt", "onnx", "onnxruntime")},
+        "settings": {
+            k: v if v is None or isinstance(v, (str, int, float, bool)) else list(v)
+            for k, v in settings.items()
+        },
+        **{
+            dist: package_version(dist) or "not installed"
+            for dist in ("nvidia-modelopt", "onnx", "onnxruntime")
+        },
     }
 
 
-def autocast(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any,
-             calib_inputs: dict[str, np.ndarray]) -> dict:
+def autocast(
+    src: Path,
+    dest: Path,
+    precision_cfg: Any,
+    calibration_cfg: Any,
+    calib_inputs: dict[str, np.ndarray],
+) -> dict:
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     key = hashing.sha256_json(inputs)
     got, cache = quantize.cached(
-        calibration_cfg, key, lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"),
-        "AutoCast result")
+        calibration_cfg,
+        key,
+        lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"),
+        "AutoCast result",
+    )
     fileio.write_bytes(dest, got.read("model.onnx"))
-    return {"low_precision_type": precision_cfg.low_precision_type, "modelopt_version": inputs["nvidia-modelopt"],
-            "cache": cache}
+    return {
+        "low_precision_type": precision_cfg.low_precision_type,
+        "modelopt_version": inputs["nvidia-modelopt"],
+        "cache": cache,
+    }
 
 
 def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> bytes:
     try:
         from modelopt.onnx.autocast import convert_to_mixed_precision
     except ImportError as e:
-        raise PipelineError(f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}") from None
+        raise PipelineError(
+            f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}"
+        ) from None
     from pipeline.precision.modelopt_log import quiet_modelopt
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -75,8 +101,9 @@ def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray])
         except PipelineError:
             raise
         except Exception as e:
-            raise PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: "
-                                f"{first_line(e)}") from None
+            raise PipelineError(
+                f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
+            ) from None
     # AutoCast lists value_info in set order, which changes from process to process
     # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
     # sweep's rerun hit the store instead of rebuilding.

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import check, data_sha256, read_folder
-from pipeline.core.errors import PipelineError
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
 # with these settings (conf/calibration/none.yaml says so; calibration.json records it).
@@ -57,7 +58,9 @@ def sample_digests(batch: dict[str, np.ndarray]) -> set[str]:
     return set(row_digests(batch))
 
 
-def held_out(pairs: list[tuple[dict, dict]], data: CalibrationSet) -> tuple[list[tuple[dict, dict]], dict]:
+def held_out(
+    pairs: list[tuple[dict, dict]], data: CalibrationSet
+) -> tuple[list[tuple[dict, dict]], dict]:
     """Reference (inputs, outputs) batches without any sample that is also a calibration
     sample, compared by content; and how much overlapped. A batch whose outputs do not
     share the inputs' sample axis is dropped whole when any of its samples overlaps."""
@@ -69,52 +72,82 @@ def held_out(pairs: list[tuple[dict, dict]], data: CalibrationSet) -> tuple[list
             kept.append((inputs, outputs))
         elif any(fresh) and all(len(v) == len(fresh) for v in outputs.values()):
             idx = np.flatnonzero(fresh)
-            kept.append(({k: v[idx] for k, v in inputs.items()}, {k: v[idx] for k, v in outputs.items()}))
-    return kept, {"reference_samples": total, "overlapping_samples": overlap,
-                  "held_out_samples": sum(len(next(iter(p[0].values()))) for p in kept)}
+            kept.append(
+                ({k: v[idx] for k, v in inputs.items()}, {k: v[idx] for k, v in outputs.items()})
+            )
+    return kept, {
+        "reference_samples": total,
+        "overlapping_samples": overlap,
+        "held_out_samples": sum(len(next(iter(p[0].values()))) for p in kept),
+    }
 
 
 def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSet:
     specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False))
     source = calibration_cfg.source
-    n, bs, seed = int(calibration_cfg.num_samples), int(calibration_cfg.batch_size), int(calibration_cfg.seed)
+    n, bs, seed = (
+        int(calibration_cfg.num_samples),
+        int(calibration_cfg.batch_size),
+        int(calibration_cfg.seed),
+    )
     info: dict[str, Any] = {"source": source, "random": False}
     if source == "none":
         if not model_cfg.factory or not hasattr(_module(model_cfg.factory), "calibration_batches"):
             raise PipelineError(
                 f"precision needs calibration data and calibration=none gives none: model '{model_cfg.name}' "
                 f"has no factory with calibration_batches(); pick a calibration set (calibration.source="
-                f"directory with calibration.path) or set calibration.source=random to calibrate on random data")
+                f"directory with calibration.path) or set calibration.source=random to calibrate on random data"
+            )
         source, n, bs = "factory", FALLBACK_SAMPLES, FALLBACK_BATCH
-        info.update(source="factory", fallback="calibration=none: the model factory's calibration_batches()")
+        info.update(
+            source="factory", fallback="calibration=none: the model factory's calibration_batches()"
+        )
     if bs < 1:
         raise PipelineError(f"invalid config: calibration.batch_size={bs}; must be at least 1")
     if n < 0 or (n == 0 and source != "directory"):
-        raise PipelineError(f"invalid config: calibration.num_samples={n}; must be positive for source {source}")
+        raise PipelineError(
+            f"invalid config: calibration.num_samples={n}; must be positive for source {source}"
+        )
     if source == "directory":
         if not calibration_cfg.path:
             raise PipelineError("calibration.source=directory needs calibration.path")
-        batches = read_folder(calibration_cfg.path, specs, "calibration data", "calibration.num_samples", n, bs)
+        batches = read_folder(
+            calibration_cfg.path, specs, "calibration data", "calibration.num_samples", n, bs
+        )
         info.update(path=str(calibration_cfg.path))
     elif source == "factory":
         name = calibration_cfg.factory or model_cfg.factory
         if not name:
-            raise PipelineError("calibration.source=factory needs calibration.factory or a model factory")
+            raise PipelineError(
+                "calibration.source=factory needs calibration.factory or a model factory"
+            )
         fn = getattr(_module(name), "calibration_batches", None)
         if fn is None:
-            raise PipelineError(f"calibration factory '{name}' has no "
-                                f"calibration_batches(num_samples, batch_size, seed)")
+            raise PipelineError(
+                f"calibration factory '{name}' has no "
+                f"calibration_batches(num_samples, batch_size, seed)"
+            )
         where = f"{name}.calibration_batches"
         batches = _take(_checked(fn(n, bs, seed), specs, where), n, where)
         info.update(factory=name)
     else:
         where = "random inputs"
         batches = _take(_checked(_random(model_cfg, specs, n, bs, seed), specs, where), n, where)
-        info.update(random=True, note="calibrated on random inputs, not real data: the scales and the accuracy "
-                                      "figures say little about real inputs")
+        info.update(
+            random=True,
+            note="calibrated on random inputs, not real data: the scales and the accuracy "
+            "figures say little about real inputs",
+        )
     total = sum(len(next(iter(b.values()))) for b in batches)
-    info.update(num_samples=total, batch_size=bs, num_batches=len(batches), sha256=data_sha256(batches),
-                inputs={k: {"dtype": str(v.dtype), "shape": ["N", *v.shape[1:]]} for k, v in batches[0].items()})
+    info.update(
+        num_samples=total,
+        batch_size=bs,
+        num_batches=len(batches),
+        sha256=data_sha256(batches),
+        inputs={
+            k: {"dtype": str(v.dtype), "shape": ["N", *v.shape[1:]]} for k, v in batches[0].items()
+        },
+    )
     if source != "directory":
         info["seed"] = seed
     digests = set().union(*(sample_digests(b) for b in batches))

@@ -28,8 +28,9 @@ def emulated_fp32(model):
     for i, init in enumerate(g.initializer):
         if init.data_type in low:
             # exact: fp16 and bf16 values are all representable in fp32
-            g.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32),
-                                                              init.name))
+            g.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32), init.name)
+            )
     nodes = []
     for node in g.node:
         for attr in node.attribute:
@@ -40,18 +41,31 @@ def emulated_fp32(model):
             elif attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in low:
                 for out in node.output:
                     low_type.setdefault(out, attr.t.data_type)
-                attr.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(attr.t).astype(np.float32),
-                                                        attr.t.name))
+                attr.t.CopyFrom(
+                    numpy_helper.from_array(
+                        numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name
+                    )
+                )
         rounded = [o for o in node.output if o in low_type]
         for i, out in enumerate(node.output):
             if out in low_type:
                 node.output[i] = f"{out}__fp32"
         nodes.append(node)
         for out in rounded:
-            nodes.append(helper.make_node("Cast", [f"{out}__fp32"], [f"{out}__low"], to=low_type[out],
-                                          name=f"{out}__round"))
-            nodes.append(helper.make_node("Cast", [f"{out}__low"], [out], to=TensorProto.FLOAT,
-                                          name=f"{out}__widen"))
+            nodes.append(
+                helper.make_node(
+                    "Cast",
+                    [f"{out}__fp32"],
+                    [f"{out}__low"],
+                    to=low_type[out],
+                    name=f"{out}__round",
+                )
+            )
+            nodes.append(
+                helper.make_node(
+                    "Cast", [f"{out}__low"], [out], to=TensorProto.FLOAT, name=f"{out}__widen"
+                )
+            )
     del g.node[:]
     g.node.extend(nodes)
     return m
@@ -61,7 +75,10 @@ def low_precision_types(model) -> list[str]:
     from onnx import TensorProto
 
     names = {TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}
-    found = {vi.type.tensor_type.elem_type for vi in list(model.graph.value_info) + list(model.graph.input)}
+    found = {
+        vi.type.tensor_type.elem_type
+        for vi in list(model.graph.value_info) + list(model.graph.input)
+    }
     found |= {i.data_type for i in model.graph.initializer}
     for node in model.graph.node:
         found |= {a.i for a in node.attribute if a.name == "to"}

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.precision import calibration_data
 from pipeline.core import console, fileio, hashing
-from pipeline.export import onnx_model
-from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.precision.calibration_cache import cache_root
 from pipeline.core.verified_store import VerifiedStore
+from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
+from pipeline.precision import calibration_data
+from pipeline.precision.calibration_cache import cache_root
+from pipeline.precision.calibration_data import CalibrationSet
 
 KEY_VERSION = 1
 # ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
@@ -46,8 +46,10 @@ def _version(dist: str) -> str:
 
 def modelopt_method(method: str, quantize_mode: str) -> str:
     if method not in METHODS:
-        raise PipelineError(f"calibration.method={method} is not supported for {quantize_mode}: ModelOpt "
-                            f"{_version('nvidia-modelopt')} ONNX PTQ calibrates with entropy or max (minmax = max)")
+        raise PipelineError(
+            f"calibration.method={method} is not supported for {quantize_mode}: ModelOpt "
+            f"{_version('nvidia-modelopt')} ONNX PTQ calibrates with entropy or max (minmax = max)"
+        )
     return METHODS[method]
 
 
@@ -75,8 +77,13 @@ def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",
     return VerifiedStore(cache_root(calibration_cfg), required=required, what="calibration cache")
 
 
-def cached(calibration_cfg: Any, key: str, make: Any, what: str,
-           required: tuple[str, ...] = ("model.onnx",)) -> tuple[Any, dict]:
+def cached(
+    calibration_cfg: Any,
+    key: str,
+    make: Any,
+    what: str,
+    required: tuple[str, ...] = ("model.onnx",),
+) -> tuple[Any, dict]:
     """get_or_make on the calibration cache, and the record a summary keeps of it (key,
     hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
     waits, then hits. A read-only cache still serves; a miss is then made and not kept."""
@@ -96,18 +103,26 @@ def check_exclusions(src: Path, calibration_cfg: Any) -> None:
     op_types = {n.op_type for n in nodes}
     for op in calibration_cfg.exclude_op_types:
         if op not in op_types:
-            raise PipelineError(f"calibration.exclude_op_types: the model has no {op} node "
-                                f"(its op types: {', '.join(sorted(op_types))})")
+            raise PipelineError(
+                f"calibration.exclude_op_types: the model has no {op} node "
+                f"(its op types: {', '.join(sorted(op_types))})"
+            )
     for pattern in calibration_cfg.exclude_nodes:
         try:
             hit = any(re.match(pattern, n.name) for n in nodes)
         except re.error as e:
-            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} is not a regular expression ({e})") from None
+            raise PipelineError(
+                f"calibration.exclude_nodes: {pattern!r} is not a regular expression ({e})"
+            ) from None
         if not hit:
-            raise PipelineError(f"calibration.exclude_nodes: {pattern!r} matches no node name of the model")
+            raise PipelineError(
+                f"calibration.exclude_nodes: {pattern!r} matches no node name of the model"
+            )
 
 
-def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> QuantizeResult:
+def quantize(
+    src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
+) -> QuantizeResult:
     """Write dest (the Q/DQ graph); return the calibration summary and the data used."""
     mode = precision_cfg.quantize_mode
     method = modelopt_method(calibration_cfg.method, mode)
@@ -131,14 +146,19 @@ def quantize(src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, mo
         ops = onnx_model.op_histogram(onnx.load_from_string(graph))
     fileio.write_bytes(dest, graph)
     summary = {
-        "quantize_mode": mode, "method": calibration_cfg.method, "modelopt_method": method,
-        "high_precision_dtype": HIGH_PRECISION, "data": data.info,
+        "quantize_mode": mode,
+        "method": calibration_cfg.method,
+        "modelopt_method": method,
+        "high_precision_dtype": HIGH_PRECISION,
+        "data": data.info,
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
         "exclude_op_types": list(calibration_cfg.exclude_op_types),
         "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
-        "modelopt_version": inputs["modelopt"], "onnxruntime_version": inputs["onnxruntime"],
-        "result_sha256": hashing.sha256_bytes(graph), "cache": cache,
+        "modelopt_version": inputs["modelopt"],
+        "onnxruntime_version": inputs["onnxruntime"],
+        "result_sha256": hashing.sha256_bytes(graph),
+        "cache": cache,
     }
     return QuantizeResult(summary, data)
 
@@ -167,28 +187,40 @@ def _reader(batches: list[dict], progress):
     return Reader()
 
 
-def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any,
-                 data: CalibrationSet) -> tuple[bytes, dict[str, int]]:
+def run_modelopt(
+    src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet
+) -> tuple[bytes, dict[str, int]]:
     """The Q/DQ graph's bytes and its op histogram."""
     from pipeline.precision.modelopt_log import quiet_modelopt
 
     try:
         from modelopt.onnx.quantization import quantize as mo_quantize
     except ImportError as e:
-        raise PipelineError(f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}") from None
-    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp, \
-            console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
+        raise PipelineError(
+            f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}"
+        ) from None
+    with (
+        tempfile.TemporaryDirectory(prefix="qdq.") as tmp,
+        console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar,
+    ):
         # ModelOpt writes intermediate graphs beside its input: keep them out of export/.
         work = Path(tmp) / "model.onnx"
         shutil.copyfile(src, work)
         out = Path(tmp) / "model.qdq.onnx"
         try:
             with quiet_modelopt():
-                mo_quantize(onnx_path=str(work), quantize_mode=mode, calibration_method=method,
-                            calibration_data_reader=_reader(data.batches, bar), calibration_eps=["cpu"],
-                            output_path=str(out), op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
-                            nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
-                            high_precision_dtype=HIGH_PRECISION, log_level="WARNING")
+                mo_quantize(
+                    onnx_path=str(work),
+                    quantize_mode=mode,
+                    calibration_method=method,
+                    calibration_data_reader=_reader(data.batches, bar),
+                    calibration_eps=["cpu"],
+                    output_path=str(out),
+                    op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
+                    nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
+                    high_precision_dtype=HIGH_PRECISION,
+                    log_level="WARNING",
+                )
         except Exception as e:
             detail = first_line(e)
             raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
@@ -199,6 +231,8 @@ def run_modelopt(src: Path, mode: str, method: str, calibration_cfg: Any,
 
     ops = onnx_model.op_histogram(onnx.load_from_string(graph))
     if not ops.get("QuantizeLinear"):
-        raise PipelineError(f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
-                            f", op types {list(calibration_cfg.exclude_op_types)})")
+        raise PipelineError(
+            f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
+            f", op types {list(calibration_cfg.exclude_op_types)})"
+        )
     return graph, ops

@@ -10,18 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.precision import accuracy
-from pipeline.export import export, onnx_model
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
+from pipeline.export import export, onnx_model
+from pipeline.precision import accuracy
 
 
-def run_batches(onnx_path: Path, batches: list[dict[str, np.ndarray]],
-                qdq: bool = False) -> list[dict[str, np.ndarray]]:
+def run_batches(
+    onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool = False
+) -> list[dict[str, np.ndarray]]:
     return export.run_batches(onnx_path, batches, basic_optimizations=qdq)
 
 
-def evaluate(onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], qdq: bool) -> tuple[list[dict], str]:
+def evaluate(
+    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], qdq: bool
+) -> tuple[list[dict], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
     ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
     try:
@@ -36,12 +39,16 @@ def evaluate(onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], 
             em = Path(tmp) / "emulated.onnx"
             fileio.write_bytes(em, emulate.emulated_fp32(model).SerializeToString())
             outs = run_batches(em, batches, qdq=qdq)
-        return outs, (f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
-                      f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
-                      f"some ops)")
+        return outs, (
+            f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
+            f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
+            f"some ops)"
+        )
 
 
-def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any) -> dict:
+def transform(
+    export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
+) -> dict:
     """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
     A graph that misses the gate raises accuracy.GateFailed, carrying every metric."""
     src = export_dir / "model.onnx"
@@ -50,16 +57,23 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
         raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
     with fileio.staged_dir(out_dir) as tmp:
         dest = tmp / "model.onnx"
-        summary: dict[str, Any] = {"precision": precision_cfg.name, "transform": precision_cfg.transform,
-                                   "source_sha256": hashing.sha256_file(src),
-                                   "reference": export.reference_info(export_dir)}
+        summary: dict[str, Any] = {
+            "precision": precision_cfg.name,
+            "transform": precision_cfg.transform,
+            "source_sha256": hashing.sha256_file(src),
+            "reference": export.reference_info(export_dir),
+        }
         held_out = pairs
         if precision_cfg.mode == "weak":
             # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
             from pipeline.precision import weak_precision
 
-            summary.update(transform="none", weak_typing=weak_precision.prepare(
-                src, tmp, precision_cfg, calibration_cfg, model_cfg))
+            summary.update(
+                transform="none",
+                weak_typing=weak_precision.prepare(
+                    src, tmp, precision_cfg, calibration_cfg, model_cfg
+                ),
+            )
             fileio.write_bytes(dest, src.read_bytes())
         elif precision_cfg.transform == "none":
             fileio.write_bytes(dest, src.read_bytes())
@@ -67,7 +81,9 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             # The first reference batch tells AutoCast real activation ranges; the rest are held out.
             from pipeline.precision import autocast
 
-            summary["autocast"] = autocast.autocast(src, dest, precision_cfg, calibration_cfg, pairs[0][0])
+            summary["autocast"] = autocast.autocast(
+                src, dest, precision_cfg, calibration_cfg, pairs[0][0]
+            )
             held_out = pairs[1:] if len(pairs) > 1 else pairs
         else:
             from pipeline.precision import calibration_data, quantize
@@ -78,17 +94,33 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
             # calibration sample (by content) leaves the held-out set, and the count is kept.
             held_out, summary["reference_overlap"] = calibration_data.held_out(pairs, result.data)
             if not held_out:
-                raise PipelineError("every reference sample is also a calibration sample, so the accuracy gate "
-                                    "has no held-out data; calibrate on other data than the reference inputs")
-        if precision_cfg.fallback == "auto" and precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
+                raise PipelineError(
+                    "every reference sample is also a calibration sample, so the accuracy gate "
+                    "has no held-out data; calibrate on other data than the reference inputs"
+                )
+        if (
+            precision_cfg.fallback == "auto"
+            and precision_cfg.transform == "qdq"
+            and precision_cfg.mode != "weak"
+        ):
             from pipeline.precision import fallback
 
             try:
                 summary["fallback"], judged = fallback.run(
-                    dest, summary["calibration"]["result_sha256"], held_out, precision_cfg, calibration_cfg,
-                    model_cfg.task, lambda: judge(dest, held_out, precision_cfg, model_cfg.task))
-            except fallback.SearchFailed as e:  # the plain graph's metrics still go to the metrics file
-                summary.update(e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record})
+                    dest,
+                    summary["calibration"]["result_sha256"],
+                    held_out,
+                    precision_cfg,
+                    calibration_cfg,
+                    model_cfg.task,
+                    lambda: judge(dest, held_out, precision_cfg, model_cfg.task),
+                )
+            except (
+                fallback.SearchFailed
+            ) as e:  # the plain graph's metrics still go to the metrics file
+                summary.update(
+                    e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
+                )
                 raise accuracy.GateFailed(str(e), summary) from None
             summary.update(judged)
         else:
@@ -104,10 +136,21 @@ def transform(export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_c
 def judge(dest: Path, held_out: list[tuple[dict, dict]], precision_cfg: Any, task: str) -> dict:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
     model = onnx_model.load(dest, check=False)
-    got, evaluated = evaluate(dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq")
+    got, evaluated = evaluate(
+        dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq"
+    )
     figures = accuracy.compare([p[1] for p in held_out], got, task)
     gate = accuracy.check_gate(figures, precision_cfg.gate)
-    return {"evaluated_with": evaluated, "accuracy": figures, "gate": gate, "gate_passed": accuracy.passed(gate),
-            "held_out_batches": len(held_out), "ops": onnx_model.op_histogram(model),
-            # the build resolves its profiles from these, without parsing every weight again
-            "inputs": [{"name": i.name, "dtype": i.dtype, "dims": list(i.dims)} for i in onnx_model.inputs(model)]}
+    return {
+        "evaluated_with": evaluated,
+        "accuracy": figures,
+        "gate": gate,
+        "gate_passed": accuracy.passed(gate),
+        "held_out_batches": len(held_out),
+        "ops": onnx_model.op_histogram(model),
+        # the build resolves its profiles from these, without parsing every weight again
+        "inputs": [
+            {"name": i.name, "dtype": i.dtype, "dims": list(i.dims)}
+            for i in onnx_model.inputs(model)
+        ],
+    }

@@ -10,17 +10,28 @@ from pipeline.core.numbers import fmt
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    return [tables.markdown(header, [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]), ""]
+    return [
+        tables.markdown(
+            header, [[c if isinstance(c, str) else fmt(c) for c in row] for row in rows]
+        ),
+        "",
+    ]
 
 
 def _accuracy_cells(result: dict) -> list[Any]:
     acc = result.get("accuracy")
     if not acc or acc.get("status") == "skipped":
         return ["–", "–", "–"]
-    worst = {"max_abs_error": max(m["max_abs_error"] for m in acc.values()),
-             "mean_rel_error": max(m["mean_rel_error"] for m in acc.values()),
-             "cosine": min(m["cosine"] for m in acc.values())}
-    return [f"{worst['max_abs_error']:.3g}", f"{worst['mean_rel_error']:.3g}", f"{worst['cosine']:.6f}"]
+    worst = {
+        "max_abs_error": max(m["max_abs_error"] for m in acc.values()),
+        "mean_rel_error": max(m["mean_rel_error"] for m in acc.values()),
+        "cosine": min(m["cosine"] for m in acc.values()),
+    }
+    return [
+        f"{worst['max_abs_error']:.3g}",
+        f"{worst['mean_rel_error']:.3g}",
+        f"{worst['cosine']:.6f}",
+    ]
 
 
 def _inputs_lines(inputs: dict | None) -> list[str]:
@@ -28,11 +39,15 @@ def _inputs_lines(inputs: dict | None) -> list[str]:
     if not inputs:
         return []
     ref = inputs.get("reference") or {}
-    line = f"Reference inputs: {ref.get('source', 'unknown')}" + (f" ({ref['path']})" if ref.get("path") else "")
+    line = f"Reference inputs: {ref.get('source', 'unknown')}" + (
+        f" ({ref['path']})" if ref.get("path") else ""
+    )
     if ref.get("random"):
         line += " — RANDOM inputs, not representative of real ones (set model.reference_data)"
     if ref.get("source") == "folder":
-        line += f"; timed on them at {', '.join(inputs.get('from_reference_data') or []) or 'no shape'}"
+        line += (
+            f"; timed on them at {', '.join(inputs.get('from_reference_data') or []) or 'no shape'}"
+        )
     return [line + ".", ""]
 
 
@@ -40,47 +55,113 @@ def to_markdown(metrics: dict) -> str:
     results, baseline = metrics["results"], metrics["baseline"]
     speed = f"speedup_vs_{baseline}"
     shapes = ", ".join(f"`{n}={s}`" for n, s in metrics["shapes"].items())
-    out = [f"# Benchmark: {metrics.get('model', '?')}, {metrics.get('precision', '?')}", "",
-           f"Headline shape {shapes} (profile `{metrics['profile']}`). Latency is host wall-clock per iteration; "
-           f"speed-up is {baseline}'s median over the backend's median (above 1 is faster). Accuracy is against the "
-           "fp32 ONNX Runtime reference outputs (worst output).", "", *_inputs_lines(metrics.get("inputs"))]
+    out = [
+        f"# Benchmark: {metrics.get('model', '?')}, {metrics.get('precision', '?')}",
+        "",
+        f"Headline shape {shapes} (profile `{metrics['profile']}`). Latency is host wall-clock per iteration; "
+        f"speed-up is {baseline}'s median over the backend's median (above 1 is faster). Accuracy is against the "
+        "fp32 ONNX Runtime reference outputs (worst output).",
+        "",
+        *_inputs_lines(metrics.get("inputs")),
+    ]
     ok = {k: r for k, r in results.items() if r["status"] == "ok"}
     out += _table(
-        ["backend", "runs as", "median ms", "p90", "p95", "p99", "mean ± std", "min", "max", "throughput/s",
-         "speed-up", "iterations", "max abs err", "mean rel err", "cosine"],
-        [[k, r["label"], r["median_ms"], r["p90_ms"], r["p95_ms"], r["p99_ms"],
-          f"{fmt(r['mean_ms'])} ± {fmt(r['std_ms'])}", r["min_ms"], r["max_ms"], r["throughput_per_s"],
-          r.get(speed), r["iterations"], *_accuracy_cells(r)] for k, r in ok.items()])
+        [
+            "backend",
+            "runs as",
+            "median ms",
+            "p90",
+            "p95",
+            "p99",
+            "mean ± std",
+            "min",
+            "max",
+            "throughput/s",
+            "speed-up",
+            "iterations",
+            "max abs err",
+            "mean rel err",
+            "cosine",
+        ],
+        [
+            [
+                k,
+                r["label"],
+                r["median_ms"],
+                r["p90_ms"],
+                r["p95_ms"],
+                r["p99_ms"],
+                f"{fmt(r['mean_ms'])} ± {fmt(r['std_ms'])}",
+                r["min_ms"],
+                r["max_ms"],
+                r["throughput_per_s"],
+                r.get(speed),
+                r["iterations"],
+                *_accuracy_cells(r),
+            ]
+            for k, r in ok.items()
+        ],
+    )
     for k, r in results.items():
         if r["status"] != "ok":
             out.append(f"- `{k}` skipped: {r['reason']}")
-    flagged = [f"{k} {', '.join(r['low_sample_percentiles'])}" for k, r in ok.items() if r["low_sample_percentiles"]]
+    flagged = [
+        f"{k} {', '.join(r['low_sample_percentiles'])}"
+        for k, r in ok.items()
+        if r["low_sample_percentiles"]
+    ]
     if flagged:
-        out.append(f"- Percentiles resting on too few samples (fewer than {metrics['method']['min_tail_samples']} "
-                   f"beyond them): {'; '.join(flagged)}")
+        out.append(
+            f"- Percentiles resting on too few samples (fewer than {metrics['method']['min_tail_samples']} "
+            f"beyond them): {'; '.join(flagged)}"
+        )
     out.append("")
-    rows = [[_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
-            for by in metrics["by_shape"].values() for k, r in by.items()]
+    rows = [
+        [_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
+        for by in metrics["by_shape"].values()
+        for k, r in by.items()
+    ]
     if rows:
         out += ["## Against batch size", ""]
         out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
         # Written beside this file by the same stage; static SVG, so it shows offline.
-        out += ["![latency against batch size](benchmark_latency.svg)",
-                "![throughput against batch size](benchmark_throughput.svg)", ""]
+        out += [
+            "![latency against batch size](benchmark_latency.svg)",
+            "![throughput against batch size](benchmark_throughput.svg)",
+            "",
+        ]
     gpu = {k: r for k, r in ok.items() if "gpu" in r}
     if gpu:
         out += ["## GPU time per stage (CUDA events, median ms)", ""]
         stages = ["h2d_ms", "compute_ms", "d2h_ms", "gpu_total_ms"]
-        out += _table(["backend", "host-to-device", "compute", "device-to-host", "GPU total", "host latency",
-                       "CUDA graph"],
-                      [[k, *[r["gpu"].get(s, {}).get("median_ms") for s in stages], r["median_ms"],
-                        str(r.get("cuda_graph", False))] for k, r in gpu.items()])
+        out += _table(
+            [
+                "backend",
+                "host-to-device",
+                "compute",
+                "device-to-host",
+                "GPU total",
+                "host latency",
+                "CUDA graph",
+            ],
+            [
+                [
+                    k,
+                    *[r["gpu"].get(s, {}).get("median_ms") for s in stages],
+                    r["median_ms"],
+                    str(r.get("cuda_graph", False)),
+                ]
+                for k, r in gpu.items()
+            ],
+        )
     for k, r in ok.items():
         if r.get("layers"):
             out += [f"## Slowest layers: {k} (separate IProfiler pass)", ""]
-            out += _table(["layer", "mean ms", "% of engine"], [[x["layer"], x["mean_ms"], x["percent"]]
-                                                                  for x in r["layers"]])
-    out += ["## Conditions", ""] + _conditions(metrics["conditions"]) + [""]
+            out += _table(
+                ["layer", "mean ms", "% of engine"],
+                [[x["layer"], x["mean_ms"], x["percent"]] for x in r["layers"]],
+            )
+    out += ["## Conditions", "", *_conditions(metrics["conditions"]), ""]
     return "\n".join(out)
 
 
@@ -110,7 +191,15 @@ def plot_rows(metrics: dict) -> list[dict]:
     for by in metrics["by_shape"].values():
         for backend, r in by.items():
             seq = r.get("seq")
-            rows.append({"series": backend + (f" seq={seq}" if len(seqs) > 1 else ""), "backend": backend,
-                         "batch": r["batch"], "seq": seq, "latency_ms": r["median_ms"], "p99_ms": r["p99_ms"],
-                         "throughput_per_s": r["throughput_per_s"]})
+            rows.append(
+                {
+                    "series": backend + (f" seq={seq}" if len(seqs) > 1 else ""),
+                    "backend": backend,
+                    "batch": r["batch"],
+                    "seq": seq,
+                    "latency_ms": r["median_ms"],
+                    "p99_ms": r["p99_ms"],
+                    "throughput_per_s": r["throughput_per_s"],
+                }
+            )
     return sorted(rows, key=lambda x: (x["series"], x["batch"]))

@@ -20,7 +20,10 @@ def _dot() -> str | None:
         return None
     try:
         return graph_dot.version()
-    except (OSError, subprocess.SubprocessError):  # a broken install: the built-in layout still draws
+    except (
+        OSError,
+        subprocess.SubprocessError,
+    ):  # a broken install: the built-in layout still draws
         return None
 
 

@@ -13,6 +13,7 @@ marked outlines the box in red (a node precision.fallback kept in fp32)."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 
 from pipeline.report import templating
@@ -70,7 +71,7 @@ def _with_dummies(ids, edges, rank):
             chain.append(d)
         chain.append(v)
         chains.append(chain)
-        unit_edges += list(zip(chain, chain[1:]))
+        unit_edges += list(itertools.pairwise(chain))
     return chains, unit_edges, dummy_rank
 
 
@@ -86,7 +87,7 @@ def _order(layers: list[list[str]], unit_edges) -> None:
             ref = {n: p for p, n in enumerate(layers[i - 1 if downward else i + 1])}
             nbrs = up if downward else down
 
-            def key(item):
+            def key(item, ref=ref, nbrs=nbrs):
                 p, n = item
                 ps = [ref[m] for m in nbrs[n] if m in ref]
                 return (sum(ps) / len(ps)) if ps else p
@@ -115,7 +116,11 @@ def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
             want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in layer]
             placed = []
             for i, n in enumerate(layer):  # keep the order, keep the gap
-                lo = placed[-1] + (_width(layer[i - 1], kinds) + _width(n, kinds)) / 2 + NODE_GAP if placed else None
+                lo = (
+                    placed[-1] + (_width(layer[i - 1], kinds) + _width(n, kinds)) / 2 + NODE_GAP
+                    if placed
+                    else None
+                )
                 placed.append(max(want[i], lo) if lo is not None else want[i])
             shift = sum(w - p for w, p in zip(want, placed)) / len(layer)
             for n, p in zip(layer, placed):
@@ -131,7 +136,7 @@ def layout(nodes: list[dict], edges: list[tuple[str, str]]) -> dict:
     kinds = {n["id"]: n.get("kind", "op") for n in nodes}
     rank = _ranks(ids, edges)
     chains, unit_edges, dummy_rank = _with_dummies(ids, edges, rank)
-    depth = max(list(rank.values()) + [0]) + 1
+    depth = max([*list(rank.values()), 0]) + 1
     layers: list[list[str]] = [[] for _ in range(depth)]
     for n in ids:
         layers[rank[n]].append(n)
@@ -146,7 +151,14 @@ def layout(nodes: list[dict], edges: list[tuple[str, str]]) -> dict:
             y[n] = top + h / 2
         top += h + RANK_GAP
     width = max([x[n] + _width(n, kinds) / 2 for n in x] + [0]) + MARGIN
-    return {"x": x, "y": y, "kinds": kinds, "chains": chains, "width": width, "height": top - RANK_GAP + MARGIN}
+    return {
+        "x": x,
+        "y": y,
+        "kinds": kinds,
+        "chains": chains,
+        "width": width,
+        "height": top - RANK_GAP + MARGIN,
+    }
 
 
 def _clip(text: str, width: int, px: float = 6.6, keep_end: bool = True) -> str:
@@ -154,12 +166,12 @@ def _clip(text: str, width: int, px: float = 6.6, keep_end: bool = True) -> str:
     n = max(4, int((width - 12) / px))
     if len(text) <= n:
         return text
-    return "…" + text[-(n - 1):] if keep_end else text[:n - 1] + "…"
+    return "…" + text[-(n - 1) :] if keep_end else text[: n - 1] + "…"
 
 
 def _path(points: list[tuple[float, float]]) -> str:
     d = f"M{points[0][0]:.1f},{points[0][1]:.1f}"
-    for (ax, ay), (bx, by) in zip(points, points[1:]):
+    for (ax, ay), (bx, by) in itertools.pairwise(points):
         dy = (by - ay) / 2
         d += f" C{ax:.1f},{ay + dy:.1f} {bx:.1f},{by - dy:.1f} {bx:.1f},{by:.1f}"
     return d
@@ -177,15 +189,33 @@ def _box(n: dict, cx: float, cy: float) -> dict:
     segments, bx = [], x0 + 8
     for prec, count in mix if kind == "group" and total else []:
         seg = (w - 16) * count / total
-        segments.append({"precision": prec, "count": count, "x": round(bx, 1), "y": round(y0 + h - 13, 1),
-                         "w": round(seg, 1)})
+        segments.append(
+            {
+                "precision": prec,
+                "count": count,
+                "x": round(bx, 1),
+                "y": round(y0 + h - 13, 1),
+                "w": round(seg, 1),
+            }
+        )
         bx += seg
-    return {"kind": kind, "tooltip": n.get("tooltip") or n["label"], "x0": round(x0, 1), "y0": round(y0, 1),
-            "w": w, "h": h, "cx": round(cx, 1), "fill": fill, "fg": templating.text_colour(fill),
-            "marked": bool(n.get("marked")),
-            "label": _clip(n["label"], w, 7.4), "label_y": round(label_y, 1),
-            "sublabel": _clip(n["sublabel"], w, 6.2, kind != "group") if n.get("sublabel") else "",
-            "sublabel_y": round(label_y + 14, 1), "mix": segments}
+    return {
+        "kind": kind,
+        "tooltip": n.get("tooltip") or n["label"],
+        "x0": round(x0, 1),
+        "y0": round(y0, 1),
+        "w": w,
+        "h": h,
+        "cx": round(cx, 1),
+        "fill": fill,
+        "fg": templating.text_colour(fill),
+        "marked": bool(n.get("marked")),
+        "label": _clip(n["label"], w, 7.4),
+        "label_y": round(label_y, 1),
+        "sublabel": _clip(n["sublabel"], w, 6.2, kind != "group") if n.get("sublabel") else "",
+        "sublabel_y": round(label_y + 14, 1),
+        "mix": segments,
+    }
 
 
 def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
@@ -197,7 +227,19 @@ def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -
     for chain in lay["chains"]:
         u, v = chain[0], chain[-1]
         hu, hv = SIZES[kinds[u]][1], SIZES[kinds[v]][1]
-        paths.append(_path([(x[u], y[u] + hu / 2)] + [(x[d], y[d]) for d in chain[1:-1]] + [(x[v], y[v] - hv / 2)]))
+        paths.append(
+            _path(
+                [(x[u], y[u] + hu / 2)]
+                + [(x[d], y[d]) for d in chain[1:-1]]
+                + [(x[v], y[v] - hv / 2)]
+            )
+        )
     boxes = [_box(n, x[n["id"]], y[n["id"]]) for n in nodes]
-    return templating.render("graph.svg.j2", svg_id=svg_id, width=f"{lay['width']:.0f}",
-                             height=f"{lay['height']:.0f}", paths=paths, boxes=boxes)
+    return templating.render(
+        "graph.svg.j2",
+        svg_id=svg_id,
+        width=f"{lay['width']:.0f}",
+        height=f"{lay['height']:.0f}",
+        paths=paths,
+        boxes=boxes,
+    )

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import io
 
-CHARTS = {"latency": ("latency_ms", "median latency (ms)", "median latency against batch size"),
-          "throughput": ("throughput_per_s", "samples per second", "throughput against batch size")}
+CHARTS = {
+    "latency": ("latency_ms", "median latency (ms)", "median latency against batch size"),
+    "throughput": ("throughput_per_s", "samples per second", "throughput against batch size"),
+}
 
 
 def svg(rows: list[dict], kind: str, subtitle: str = "") -> str:
@@ -25,7 +27,11 @@ def svg(rows: list[dict], kind: str, subtitle: str = "") -> str:
         fig = Figure(figsize=(6.4, 4.0))
         ax = fig.subplots()
         for series in sorted({r["series"] for r in rows}):
-            pts = sorted((r["batch"], r[field]) for r in rows if r["series"] == series and r.get(field) is not None)
+            pts = sorted(
+                (r["batch"], r[field])
+                for r in rows
+                if r["series"] == series and r.get(field) is not None
+            )
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=series)
         batches = sorted({r["batch"] for r in rows})

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 from pipeline.analysis import fusion, node_precision, report_layers
 
@@ -25,7 +25,7 @@ def block_of(name: str) -> tuple[str, str] | None:
     parts = name.split("/")
     for i, comp in enumerate(parts[:-1]):
         if m := _NUMBERED.fullmatch(comp):
-            return "/".join(parts[:i] + [m.group(1) + ".#"]), "/".join(parts[: i + 1])
+            return "/".join([*parts[:i], m.group(1) + ".#"]), "/".join(parts[: i + 1])
     return None
 
 
@@ -47,23 +47,44 @@ def onnx_graph(model, precision_of: Callable[[str, str], tuple[str, str]], max_n
     nodes, edges, producer = [], [], {}
     for spec in model.graph.input:
         if spec.name not in {i.name for i in model.graph.initializer}:
-            nodes.append({"id": f"in:{spec.name}", "label": spec.name, "kind": "io",
-                          "tooltip": f"graph input {spec.name}"})
+            nodes.append(
+                {
+                    "id": f"in:{spec.name}",
+                    "label": spec.name,
+                    "kind": "io",
+                    "tooltip": f"graph input {spec.name}",
+                }
+            )
             producer[spec.name] = f"in:{spec.name}"
     for k, node in enumerate(live_nodes(model)):
         nid = f"n{k}:{node.name}"
         name = node.name or (node.output[0] if node.output else f"node {k}")
         prec, source = precision_of(node.name, node.output[0] if node.output else "")
-        nodes.append({"id": nid, "name": name, "label": node.op_type, "sublabel": _short(name), "precision": prec,
-                      "kind": "op", "tooltip": f"{name} ({node.op_type})\nprecision {prec} ({source})"})
+        nodes.append(
+            {
+                "id": nid,
+                "name": name,
+                "label": node.op_type,
+                "sublabel": _short(name),
+                "precision": prec,
+                "kind": "op",
+                "tooltip": f"{name} ({node.op_type})\nprecision {prec} ({source})",
+            }
+        )
         for i in node.input:
             if i in producer:
                 edges.append((producer[i], nid))
         for o in node.output:
             producer[o] = nid
     for spec in model.graph.output:
-        nodes.append({"id": f"out:{spec.name}", "label": spec.name, "kind": "io",
-                      "tooltip": f"graph output {spec.name}"})
+        nodes.append(
+            {
+                "id": f"out:{spec.name}",
+                "label": spec.name,
+                "kind": "io",
+                "tooltip": f"graph output {spec.name}",
+            }
+        )
         if spec.name in producer:
             edges.append((producer[spec.name], f"out:{spec.name}"))
     return collapse({"nodes": nodes, "edges": edges}, max_nodes)
@@ -75,12 +96,24 @@ def _group_node(gid: str, label: str, members: list[dict]) -> dict:
     mix = report_layers.histogram(members)
     matrix = [m for m in members if m["label"] in node_precision.MATRIX_OPS]
     top = next(iter(report_layers.histogram(matrix or members)), "unknown")
-    ops = Counter(m["label"] for m in members if m["label"] not in fusion.NON_COMPUTE_OPS).most_common(3)
-    why = f"coloured by its {len(matrix)} GEMM/convolution nodes" if matrix else "coloured by most of its nodes"
-    return {"id": gid, "label": label, "kind": "group", "precision": top, "mix": mix,
-            "sublabel": f"{len(members)} nodes · " + " ".join(f"{op}×{n}" for op, n in ops),
-            "tooltip": f"{label}: {len(members)} nodes folded, {why}\n"
-                       + ", ".join(f"{p} {n}" for p, n in mix.items())}
+    ops = Counter(
+        m["label"] for m in members if m["label"] not in fusion.NON_COMPUTE_OPS
+    ).most_common(3)
+    why = (
+        f"coloured by its {len(matrix)} GEMM/convolution nodes"
+        if matrix
+        else "coloured by most of its nodes"
+    )
+    return {
+        "id": gid,
+        "label": label,
+        "kind": "group",
+        "precision": top,
+        "mix": mix,
+        "sublabel": f"{len(members)} nodes · " + " ".join(f"{op}×{n}" for op, n in ops),
+        "tooltip": f"{label}: {len(members)} nodes folded, {why}\n"
+        + ", ".join(f"{p} {n}" for p, n in mix.items()),
+    }
 
 
 def _fold(graph: dict, group_of: dict[str, str], labels: dict[str, str]) -> dict:
@@ -121,8 +154,13 @@ def collapse(graph: dict, max_nodes: int) -> dict:
                 group_of[n["id"]] = f"g:{prefix}"
         first, members = next(iter(inst.items()))
         ids = {n["id"] for n in members}
-        details.append({"title": f"inside {first} (one of {len(inst)} repeats of {family})",
-                        "nodes": members, "edges": [e for e in graph["edges"] if e[0] in ids and e[1] in ids]})
+        details.append(
+            {
+                "title": f"inside {first} (one of {len(inst)} repeats of {family})",
+                "nodes": members,
+                "edges": [e for e in graph["edges"] if e[0] in ids and e[1] in ids],
+            }
+        )
     out = _fold(graph, group_of, labels)
     if len(out["nodes"]) > max_nodes:  # still too many: fold by top-level module
         top: dict[str, str] = {}
@@ -136,8 +174,11 @@ def collapse(graph: dict, max_nodes: int) -> dict:
     truncated = max(0, len(out["nodes"]) - max_nodes)
     if truncated:
         keep = {n["id"] for n in out["nodes"][:max_nodes]}
-        out = {**out, "nodes": out["nodes"][:max_nodes],
-               "edges": [e for e in out["edges"] if e[0] in keep and e[1] in keep]}
+        out = {
+            **out,
+            "nodes": out["nodes"][:max_nodes],
+            "edges": [e for e in out["edges"] if e[0] in keep and e[1] in keep],
+        }
     return {**out, "folded": folded, "details": details, "truncated": truncated}
 
 
@@ -147,16 +188,30 @@ def engine_graph(layers: list[dict], io_tensors: list[dict], max_nodes: int) -> 
     nodes, edges, producer = [], [], {}
     for t in io_tensors:
         if t.get("mode") in (None, "Input"):
-            nodes.append({"id": f"in:{t['name']}", "label": t["name"], "kind": "io",
-                          "tooltip": f"engine input {t['name']}"})
+            nodes.append(
+                {
+                    "id": f"in:{t['name']}",
+                    "label": t["name"],
+                    "kind": "io",
+                    "tooltip": f"engine input {t['name']}",
+                }
+            )
             producer[t["name"]] = f"in:{t['name']}"
     drawn = [l for l in layers if l["inputs"] or l["outputs"]][:max_nodes]
     for k, l in enumerate(drawn):
         nid = f"l{k}"
-        nodes.append({"id": nid, "name": l["name"], "label": l["type"] or "layer", "sublabel": _short(l["name"], 1),
-                      "precision": l["precision"], "kind": "op",
-                      "tooltip": f"{l['name']}\n{l['type']} · {l['precision']} · tactic {l.get('tactic')}\n"
-                                 f"ONNX: {', '.join(l['onnx_nodes']) or '-'}"})
+        nodes.append(
+            {
+                "id": nid,
+                "name": l["name"],
+                "label": l["type"] or "layer",
+                "sublabel": _short(l["name"], 1),
+                "precision": l["precision"],
+                "kind": "op",
+                "tooltip": f"{l['name']}\n{l['type']} · {l['precision']} · tactic {l.get('tactic')}\n"
+                f"ONNX: {', '.join(l['onnx_nodes']) or '-'}",
+            }
+        )
         for t in l["inputs"]:
             if t["name"] in producer:
                 edges.append((producer[t["name"]], nid))
@@ -164,9 +219,20 @@ def engine_graph(layers: list[dict], io_tensors: list[dict], max_nodes: int) -> 
             producer[t["name"]] = nid
     for t in io_tensors:
         if t.get("mode") == "Output":
-            nodes.append({"id": f"out:{t['name']}", "label": t["name"], "kind": "io",
-                          "tooltip": f"engine output {t['name']}"})
+            nodes.append(
+                {
+                    "id": f"out:{t['name']}",
+                    "label": t["name"],
+                    "kind": "io",
+                    "tooltip": f"engine output {t['name']}",
+                }
+            )
             if t["name"] in producer:
                 edges.append((producer[t["name"]], f"out:{t['name']}"))
-    return {"nodes": nodes, "edges": edges, "folded": [], "details": [],
-            "truncated": max(0, len([l for l in layers if l["inputs"] or l["outputs"]]) - max_nodes)}
+    return {
+        "nodes": nodes,
+        "edges": edges,
+        "folded": [],
+        "details": [],
+        "truncated": max(0, len([l for l in layers if l["inputs"] or l["outputs"]]) - max_nodes),
+    }

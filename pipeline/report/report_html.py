@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.report import graph_picture, report as report_lib, templating
+from pipeline.report import graph_picture, precision_view, templating
 
 
 def _cards(r: dict) -> list[tuple[object, str]]:
@@ -17,8 +17,10 @@ def _cards(r: dict) -> list[tuple[object, str]]:
         (f"{eng['backend']['flavour']} {eng['backend']['version']}", "TensorRT"),
         (templating.mib(eng["bytes"]), "engine size"),
         (f"{r['build_seconds']} s", "build time"),
-        (f"{fmt(log['layers_original'])} → {fmt(log['layers_final'])}",
-         "ONNX compute nodes → engine layers"),
+        (
+            f"{fmt(log['layers_original'])} → {fmt(log['layers_final'])}",
+            "ONNX compute nodes → engine layers",
+        ),
         (fmt(log["fusion_ratio"]), "fusion ratio (nodes per engine layer)"),
         (f"{log['peak_memory_mib']} MiB", "peak memory"),
         (len(log["warnings"]), "warnings"),
@@ -31,10 +33,12 @@ def _optimizer_note(log: dict) -> str:
     opt = log.get("optimizer") or {}
     if not opt.get("regions") or opt.get("layers_after") != opt["regions"]:
         return ""
-    return (f"The optimizer log reads {opt['layers_parsed']} → {opt['layers_after']} layers: "
-            f"{opt['layers_after']} Myelin region{'s' if opt['regions'] > 1 else ''} (one compiled subgraph each) "
-            f"took the whole network. That count is not the engine's layers; fusion here is measured against the "
-            f"{fmt(log['layers_final'])} layers the engine lists.")
+    return (
+        f"The optimizer log reads {opt['layers_parsed']} → {opt['layers_after']} layers: "
+        f"{opt['layers_after']} Myelin region{'s' if opt['regions'] > 1 else ''} (one compiled subgraph each) "
+        f"took the whole network. That count is not the engine's layers; fusion here is measured against the "
+        f"{fmt(log['layers_final'])} layers the engine lists."
+    )
 
 
 def _fusion_basis(log: dict) -> str:
@@ -47,32 +51,59 @@ def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
     passes = log["layer_passes"] or []
     top = max([p["layers"] for p in passes] + [1])
     exp, built = report["model"]["exported"], report["model"]["built"]
-    ops = sorted(set(exp["ops"]) | set(built["ops"]),
-                 key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o))
+    ops = sorted(
+        set(exp["ops"]) | set(built["ops"]),
+        key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o),
+    )
     transform = report.get("precision_transform")
     eg = report.get("engine_graph")
     context = {
         "title": f"Engine report: {report['precision']} · {eng['backend']['flavour']} {eng['backend']['version']}",
-        "eng": eng, "log": log, "graph": g, "network": report["network"], "fusion": report["fusion"],
-        "exported": exp, "built": built, "transform": transform, "max_rows": max_rows,
-        "cards": _cards(report), "optimizer_note": _optimizer_note(log), "fusion_basis": _fusion_basis(log),
+        "eng": eng,
+        "log": log,
+        "graph": g,
+        "network": report["network"],
+        "fusion": report["fusion"],
+        "exported": exp,
+        "built": built,
+        "transform": transform,
+        "max_rows": max_rows,
+        "cards": _cards(report),
+        "optimizer_note": _optimizer_note(log),
+        "fusion_basis": _fusion_basis(log),
         "precisions": list(dict.fromkeys(n["precision"] for n in g["nodes"] if n.get("precision"))),
         "main_picture": graph_picture.draw(g, "onnx-graph", use_dot),
-        "detail_pictures": [{"title": d["title"], **graph_picture.draw(d, f"detail-{i}", use_dot)}
-                            for i, d in enumerate(g["details"])],
-        "engine_picture": graph_picture.draw(eg, "engine-graph", use_dot) if eg and eg["nodes"] else None,
-        "reference_line": report_lib.reference_line(transform)[2:] if transform else "",
+        "detail_pictures": [
+            {"title": d["title"], **graph_picture.draw(d, f"detail-{i}", use_dot)}
+            for i, d in enumerate(g["details"])
+        ],
+        "engine_picture": graph_picture.draw(eg, "engine-graph", use_dot)
+        if eg and eg["nodes"]
+        else None,
+        "reference_line": precision_view.reference_line(transform)[2:] if transform else "",
         "fallback": (transform or {}).get("fallback"),
-        "sensitivity_headers": report_lib.SENSITIVITY_HEADERS, "step_headers": report_lib.STEP_HEADERS,
-        "accuracy_rows": [[o, f"{m['max_abs_error']:.3g}", f"{m['mean_rel_error']:.3g}", f"{m['cosine']:.6f}",
-                           m.get("top1_agreement", "")] for o, m in transform["accuracy"].items()]
-                         if transform else [],
-        "engine_counts": templating.ranked(eng["precisions"]), "network_counts": templating.ranked(report["network"]["precisions"]),
-        "fusion_rows": report["fusion"]["rows"][:max_rows], "layer_rows": eng["layers"][:max_rows],
+        "sensitivity_headers": precision_view.SENSITIVITY_HEADERS,
+        "step_headers": precision_view.STEP_HEADERS,
+        "accuracy_rows": [
+            [
+                o,
+                f"{m['max_abs_error']:.3g}",
+                f"{m['mean_rel_error']:.3g}",
+                f"{m['cosine']:.6f}",
+                m.get("top1_agreement", ""),
+            ]
+            for o, m in transform["accuracy"].items()
+        ]
+        if transform
+        else [],
+        "engine_counts": templating.ranked(eng["precisions"]),
+        "network_counts": templating.ranked(report["network"]["precisions"]),
+        "fusion_rows": report["fusion"]["rows"][:max_rows],
+        "layer_rows": eng["layers"][:max_rows],
         "io_rows": [[t["name"], t.get("mode"), t["dtype"], t["shape"]] for t in eng["io_tensors"]],
         "severity_rows": [[k, log["counts"].get(k, 0)] for k in SEVERITIES],
         "memory_rows": [[k, fmt(v)] for k, v in sorted(log["memory"].items())]
-                       + [["peak memory (MiB)", log["peak_memory_mib"]]],
+        + [["peak memory (MiB)", log["peak_memory_mib"]]],
         "passes": [{**p, "bar": f"{max(1, 160 * p['layers'] / top):.0f}"} for p in passes],
         "op_rows": [[op, exp["ops"].get(op, 0), built["ops"].get(op, 0)] for op in ops],
     }

@@ -21,7 +21,9 @@ def _number(value: Any) -> float | None:
     return value
 
 
-def summarize(accuracy: dict, gates: dict, manifest: dict, benchmark: dict) -> dict[str, float | int]:
+def summarize(
+    accuracy: dict, gates: dict, manifest: dict, benchmark: dict
+) -> dict[str, float | int]:
     out: dict[str, float | int] = {
         "engine_mib": round(manifest["engine"]["bytes"] / 2**20, 3),
         "build_s": manifest.get("build_seconds"),

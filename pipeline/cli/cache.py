@@ -1,0 +1,320 @@
+"""`python -m pipeline cache|verify|reproduce`: look after the engine store."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import tables
+from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import size
+from pipeline.engine import store as store_lib
+from pipeline.sweeps import job_cache
+
+LS_COLUMNS = (
+    ("key", "key"),
+    ("model", "model"),
+    ("precision", "precision"),
+    ("profile", "profile"),
+    ("calibration", "calibration"),
+    ("fallback", "fallback"),
+    ("gpu", "GPU"),
+    ("trt", "TensorRT"),
+)
+
+
+def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
+    """Every entry with what tells it apart; a damaged one says so instead of failing."""
+    rows = []
+    for key in store.keys():
+        e, bad = store.entry_unverified(key)
+        if e is None:
+            rows.append(
+                {"key": key, "state": f"damaged: {'; '.join(bad)}", "bytes": 0, "last_used": 0}
+            )
+            continue
+        rows.append(
+            {
+                "key": key,
+                **{k: e.labels.get(k) for k, _ in LS_COLUMNS[1:]},
+                "state": "ok",
+                "bytes": e.size,
+                "last_used": e.last_used,
+            }
+        )
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print(f"engine store {store.root} is empty")
+        return 0
+    table = []
+    for r in rows:
+        if r["state"] != "ok":
+            table.append([r["key"][:16], r["state"]] + [""] * (len(LS_COLUMNS) + 1))
+            continue
+        table.append(
+            [r["key"][:16]]
+            + [_cell(r[k]) for k, _ in LS_COLUMNS[1:]]
+            + [size(r["bytes"]), time.strftime("%Y-%m-%d %H:%M", time.localtime(r["last_used"]))]
+        )
+    print(tables.text(table, headers=[h for _, h in LS_COLUMNS] + ["size", "last used"]))
+    damaged = sum(r["state"] != "ok" for r in rows)
+    print(
+        f"{len(rows)} entries, {size(sum(r['bytes'] for r in rows))} in {store.root}"
+        + (f"; {damaged} damaged (run `cache verify --repair`)" if damaged else "")
+    )
+    return 0
+
+
+def _cell(value: object, width: int = 40) -> str:
+    """A label as one printable table cell: labels come from entry.json, not from us."""
+    text = "?" if value is None else str(value)
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def who_can_read(path: Path) -> dict:
+    """Mode, owner and group of a folder, and in words who may read and write it."""
+    import grp
+    import pwd
+    import stat
+
+    st = path.stat()
+
+    def name(lookup, ident: int) -> str:
+        try:
+            return lookup(ident)[0]
+        except KeyError:
+            return str(ident)
+
+    owner, group = name(pwd.getpwuid, st.st_uid), name(grp.getgrgid, st.st_gid)
+    mode = st.st_mode
+    rights = []
+    for who, r, w in (
+        ("owner " + owner, stat.S_IRUSR, stat.S_IWUSR),
+        ("group " + group, stat.S_IRGRP, stat.S_IWGRP),
+        ("everyone", stat.S_IROTH, stat.S_IWOTH),
+    ):
+        if mode & r:
+            rights.append(f"{who} {'reads and writes' if mode & w else 'reads'}")
+    setgid = " (setgid: new files get the group)" if mode & stat.S_ISGID else ""
+    return {
+        "mode": stat.filemode(mode),
+        "owner": owner,
+        "group": group,
+        "access": "; ".join(rights) + setgid or "nobody but root",
+    }
+
+
+def folder_usage(root: Path, leave_out: Path | None = None) -> int:
+    total = 0
+    for p in root.rglob("*"):
+        if leave_out is not None and p.is_relative_to(leave_out):
+            continue
+        with contextlib.suppress(OSError):
+            if p.is_file() and not p.is_symlink():
+                total += p.stat().st_size
+    return total
+
+
+def cache_info_here(
+    st: store_lib.EngineStore, source: str, cfg: Any, params: str, as_json: bool
+) -> int:
+    """`cache info`: the engine store and the calibration cache this config uses, and a
+    note on a store left at the old per-repository default."""
+    from pipeline.precision import calibration_cache
+
+    calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
+    if calib_source == "setting":
+        calib_source = f"calibration.cache_dir in {params}"
+    old = [
+        f"{p} (the per-repository default before the user cache folder; {len(store_lib.VerifiedStore(p).keys())} "
+        f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
+        for p in (Path(".cache/engines"),)
+        if source == "user cache folder" and (p / "entries").is_dir()
+    ]
+    return cache_info(
+        [
+            ("engine store", st, source),
+            ("saved sweep jobs", job_cache.store_beside(st.root), "the engine store's location"),
+            (
+                "calibration cache",
+                store_lib.VerifiedStore(calib, what="calibration cache"),
+                calib_source,
+            ),
+        ],
+        as_json,
+        notes=old,
+    )
+
+
+def cache_info(
+    stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool, notes: list[str] = ()
+) -> int:
+    """Where each cache is, what chose it, how big it is and who can read it."""
+    out = []
+    for label, st, source in stores:
+        item = {
+            "cache": label,
+            "path": str(st.root.resolve()),
+            "chosen_by": source,
+            "exists": st.root.is_dir(),
+        }
+        if item["exists"]:
+            # the saved jobs live inside the engine store's folder and are counted on their own line
+            nested = st.root / job_cache.JOBS if label == "engine store" else None
+            item.update(
+                entries=len(st.keys()), bytes=folder_usage(st.root, nested), **who_can_read(st.root)
+            )
+        out.append(item)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return 0
+    for note in notes:
+        print(f"note: {note}")
+    for item in out:
+        print(f"{item['cache']}: {item['path']}  (chosen by {item['chosen_by']})")
+        if not item["exists"]:
+            print("  not created yet (the first build makes it, following the umask)")
+            continue
+        print(f"  {item['entries']} entries, {size(item['bytes'])}")
+        print(f"  {item['mode']} {item['owner']}:{item['group']}: {item['access']}")
+    return 0
+
+
+def cache_verify(store: store_lib.EngineStore, repair: bool) -> int:
+    """Re-hash every entry. Without --repair only report; with it, move damaged
+    entries to quarantine (each under its key's lock), remove unfinished writes of
+    dead builders and lock files nobody holds."""
+    bad = {key: problems for key in store.keys() if (problems := store.problems(key))}
+    if not repair:
+        for key, problems in bad.items():
+            print(f"{key[:16]}  DAMAGED: {'; '.join(problems)}")
+        leftovers = len(store.stale_locks())
+        n = len(store.keys())
+        if bad:
+            raise PipelineError(
+                f"{len(bad)} of {n} entries damaged; `cache verify --repair` moves them to quarantine"
+            )
+        print(
+            f"{n} entries verified, all intact"
+            + (f"; {leftovers} stale lock files (--repair removes them)" if leftovers else "")
+        )
+        return 0
+    for p in store.clean_tmp():
+        print(f"removed unfinished write {p.name}")
+    for p in store.clean_locks():
+        print(f"removed stale lock file {p.name}")
+    for key in bad:
+        problems, moved = store.repair(key)
+        if moved is not None:
+            print(f"{key[:16]}  DAMAGED: {'; '.join(problems)} (moved to {moved})")
+    print(f"{len(store.keys())} entries verified, all intact")
+    return 0
+
+
+def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> int:
+    limit = store_lib.parse_size(max_size)
+    removed = store_lib.prune(store, limit, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for key in removed:
+        print(f"{verb} {key[:16]}")
+    print(
+        f"{len(removed)} entries {'would be removed' if dry_run else 'removed'} to fit in {size(limit)}"
+    )
+    _drop_orphan_jobs(store, set(store.keys()) - (set(removed) if dry_run else set()), dry_run)
+    return 0
+
+
+def _drop_orphan_jobs(store: store_lib.EngineStore, kept: set[str], dry_run: bool) -> None:
+    gone = job_cache.drop_orphans(store.root, kept, dry_run)
+    if gone:
+        print(
+            f"{'would remove' if dry_run else 'removed'} {len(gone)} saved sweep job(s) whose engine is gone"
+        )
+
+
+def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
+    full = store.resolve(key)
+    if not dry_run:
+        store.remove(full)
+    print(f"{'would remove' if dry_run else 'removed'} {full}")
+    _drop_orphan_jobs(store, set(store.keys()) - {full}, dry_run)
+    return 0
+
+
+def _current_context(params: str):
+    from pipeline.core import config
+    from pipeline.core.layout import Layout
+    from pipeline.machine import fingerprint
+
+    cfg = config.load(params)
+    return cfg, Layout(Path(".")), fingerprint.collect(cfg.build)
+
+
+def verify_engine(path: str, params: str) -> int:
+    from pipeline.engine import verify
+    from pipeline.flow import upstream
+
+    folder = verify.engine_folder(path)
+    cfg, layout, fp = _current_context(params)
+    reasons = upstream.chain_reasons(cfg, layout) + verify.reasons_not_current(
+        folder, cfg, layout, fp
+    )
+    if reasons:
+        for r in reasons:
+            print(f"  - {r}")
+        raise PipelineError(
+            f"{folder} is not current for the present inputs and this machine "
+            f"({len(reasons)} reason{'s' * (len(reasons) > 1)} above)"
+        )
+    print(f"{folder}: current for the present inputs and this machine ({fp['id']})")
+    return 0
+
+
+def reproduce_engine(path: str, params: str) -> int:
+    """Rebuild from the present inputs (bypassing the store) and compare bytes."""
+    from pipeline.engine import build as build_lib
+    from pipeline.engine import timing_cache, verify
+
+    folder = verify.engine_folder(path)
+    cfg, layout, fp = _current_context(params)
+    reasons = verify.reasons_not_current(folder, cfg, layout, fp)
+    if reasons:
+        raise PipelineError(
+            f"{folder} is not current ({reasons[0]}); reproduce compares like with like only"
+        )
+    onnx_path = layout.calibrate_dir / "model.onnx"
+    resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
+    tcache = timing_cache.TimingCache.for_fingerprint(
+        cfg.build.store_dir, fp["id"], "read" if cfg.build.timing_cache != "off" else "off"
+    )
+    result = build_lib.build_engine(
+        onnx_path,
+        cfg.precision,
+        cfg.build,
+        resolved,
+        fp["trt_flavour"],
+        progress=sys.stderr.isatty(),
+        timing_cache=tcache,
+    )
+    report = verify.compare_bytes((folder / "engine.plan").read_bytes(), result.engine)
+    if report["identical"]:
+        print(f"identical: the rebuild gives the same {report['bytes']:,} bytes")
+        return 0
+    print(
+        f"differs: sizes {report['sizes'][0]:,} vs {report['sizes'][1]:,} bytes, "
+        f"{report['differing_bytes']:,} bytes differ, first at offset {report['first_difference']:,}"
+    )
+    for run in report["runs"]:
+        print(
+            f"  @{run['offset']:>9,} ({run['length']} bytes)\n      stored : {run['a']}\n      rebuilt: {run['b']}"
+        )
+    if report["more_runs"]:
+        print(f"  … {report['more_runs']} more differing runs")
+    return 2

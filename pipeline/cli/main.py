@@ -1,0 +1,335 @@
+"""`python -m pipeline <command>`: tools around the pipeline.
+
+    python -m pipeline fingerprint [--json]    this machine's engine fingerprint
+    python -m pipeline params [OVERRIDE ...]   write params.yaml from conf/ (what DVC does on exp run -S)
+    python -m pipeline cache info|ls|verify [--repair]|prune --max-size SIZE|rm KEY    the engine store
+    python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
+    python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
+    python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
+    python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
+    python -m pipeline run [HYDRA ARGS]         every stage through Hydra (overrides checked first)
+    python -m pipeline exp run [DVC ARGS]       dvc exp run, with its -S overrides checked first
+
+`trt-pipeline` (the console script) is the same CLI.
+    python -m pipeline sweep-report DIR | --dvc [--out DIR]    one row per sweep job, Markdown, CSV, Pareto picture
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from pipeline.core import cli
+from pipeline.core.errors import PipelineError
+
+
+def _fingerprint(args: argparse.Namespace) -> int:
+    from pipeline.core import config
+    from pipeline.machine import fingerprint
+
+    cfg = config.load(args.params) if args.params else config.validate({})
+    fp = fingerprint.collect(cfg.build, require_trt=False)
+    print(json.dumps(fp, indent=2, sort_keys=True) if args.json else fingerprint.describe(fp))
+    return 0
+
+
+def _params(args: argparse.Namespace) -> int:
+    from omegaconf import OmegaConf
+
+    from pipeline.cli import overrides
+    from pipeline.core import fileio
+
+    raw = overrides.check(list(args.overrides), args.conf)
+    OmegaConf.resolve(raw)  # as DVC does: params.yaml holds values, not interpolations
+    fileio.write_text(args.out, OmegaConf.to_yaml(raw))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from pipeline.cli import cache as cache_cmd
+    from pipeline.core import config
+    from pipeline.engine import store
+
+    cfg = config.load(args.params) if args.params and Path(args.params).exists() else None
+    where, source = (
+        (Path(args.store), "--store")
+        if args.store
+        else store.location(cfg.build.store_dir if cfg else None)
+    )
+    if source == "setting":
+        source = f"build.store_dir in {args.params}"
+    st = store.EngineStore(where)
+    if args.action == "ls":
+        return cache_cmd.cache_ls(st, args.json)
+    if args.action == "info":
+        return cache_cmd.cache_info_here(st, source, cfg, args.params, args.json)
+    if args.action == "verify":
+        return cache_cmd.cache_verify(st, args.repair)
+    if args.action == "prune":
+        return cache_cmd.cache_prune(st, args.max_size, args.dry_run)
+    return cache_cmd.cache_rm(st, args.key, args.dry_run)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pipeline.cli import cache as cache_cmd
+
+    return cache_cmd.verify_engine(args.engine, args.params)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from pipeline.cli import cache as cache_cmd
+
+    return cache_cmd.reproduce_engine(args.engine, args.params)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from pipeline.analysis import diff
+    from pipeline.cli import diff_targets
+
+    with diff_targets.temp_dir() as work:
+        a, b = (diff_targets.diff_source(x, args.store, Path(work)) for x in (args.a, args.b))
+        result = diff.compare(diff.load(a), diff.load(b))
+    print(json.dumps(result, indent=2, sort_keys=True) if args.json else diff.format_table(result))
+    if args.fail_on_regression:
+        diff.gate(result)
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from pipeline.cli import status
+    from pipeline.core import config
+
+    cfg = config.load(args.params) if Path(args.params).exists() else config.validate({})
+    return status.main(Path("."), args.json, cfg.build)
+
+
+def _sweep_report(args: argparse.Namespace) -> int:
+    from pipeline.sweeps import summary
+
+    if args.dvc == (args.folder is not None):
+        raise PipelineError("sweep-report needs a multirun folder or --dvc, not both")
+    if args.dvc:
+        rows, out, title = summary.collect_dvc("."), Path(args.out or "."), "DVC experiments"
+    else:
+        rows, out, title = (
+            summary.collect(args.folder),
+            Path(args.out or args.folder),
+            Path(args.folder).name,
+        )
+    paths = summary.write(rows, out, title)
+    print(summary.to_markdown(rows, title))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Hands the rest of the command line to the Hydra app (pipeline.cli.run), checked first."""
+    from pipeline.cli import run
+
+    return run.main_checked(["trt-pipeline run", *args.hydra_args])
+
+
+def _exp(args: argparse.Namespace) -> int:
+    """`dvc exp run` with its -S overrides checked against conf/ and the schema first."""
+    import os
+    import shutil
+
+    from pipeline.cli import overrides
+
+    sets = [
+        a.split(":", 1)[1] if re.match(r"^[\w./-]+\.yaml:", a) else a
+        for flag, a in zip(args.dvc_args, args.dvc_args[1:])
+        if flag in ("-S", "--set-param")
+    ]
+    sets += [a.split("=", 1)[1] for a in args.dvc_args if a.startswith("--set-param=")]
+    overrides.check(sets, args.conf)
+    dvc = shutil.which("dvc")
+    argv = (
+        [dvc, "exp", "run", *args.dvc_args]
+        if dvc
+        else [sys.executable, "-m", "dvc", "exp", "run", *args.dvc_args]
+    )
+    os.execv(argv[0], argv)
+    return 0  # not reached
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("trt-pipeline")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="TensorRT engine pipeline tools")
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bars or stage tables (CI)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="also show third-party log records")
+    sub = p.add_subparsers(dest="command", required=True)
+    ru = sub.add_parser(
+        "run",
+        help="every stage for one composed config through Hydra (same as python -m pipeline.cli.run)",
+        add_help=False,
+    )
+    ru.add_argument(
+        "hydra_args",
+        nargs=argparse.REMAINDER,
+        help="Hydra overrides and flags, e.g. --multirun a=1,2",
+    )
+    ru.set_defaults(func=_run)
+    ex = sub.add_parser("exp", help="dvc exp run with -S overrides checked first")
+    ex.add_argument("action", choices=["run"])
+    ex.add_argument("--conf", default="conf")
+    ex.add_argument(
+        "dvc_args", nargs=argparse.REMAINDER, help="passed to dvc exp run, e.g. -S precision=fp16"
+    )
+    ex.set_defaults(func=_exp)
+    fp = sub.add_parser("fingerprint", help="print this machine's engine fingerprint")
+    fp.add_argument("--json", action="store_true")
+    fp.add_argument(
+        "--params",
+        default="params.yaml",
+        help="config to read build settings from ('' for defaults)",
+    )
+    fp.set_defaults(func=_fingerprint)
+    pa = sub.add_parser("params", help="compose conf/ into params.yaml")
+    pa.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. precision=fp16")
+    pa.add_argument("--conf", default="conf")
+    pa.add_argument("--out", default="params.yaml")
+    pa.set_defaults(func=_params)
+    ca = sub.add_parser("cache", help="the engine store: info, ls, verify, prune, rm")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, or the "
+        "user cache folder's trt-pipeline/engines)",
+    )
+    common.add_argument(
+        "--params", default="params.yaml", help="config to read build.store_dir from"
+    )
+    actions = ca.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in (
+        (
+            "info",
+            "where the engine store and calibration cache are, their size and who can read them",
+        ),
+        (
+            "ls",
+            "key, model, precision, profile, calibration, fallback, GPU, TensorRT, size, last used",
+        ),
+    ):
+        a = actions.add_parser(name, parents=[common], help=text, description=text)
+        a.add_argument("--json", action="store_true", help="machine-readable output")
+    a = actions.add_parser(
+        "verify",
+        parents=[common],
+        help="re-hash every entry; exit 1 if any is damaged",
+        description="Re-hash every entry and check its entry.json and manifest; exit 1 if any "
+        "is damaged. --repair moves damaged entries to quarantine and removes "
+        "unfinished writes and stale lock files.",
+    )
+    a.add_argument(
+        "--repair", action="store_true", help="quarantine damaged entries, remove debris"
+    )
+    a = actions.add_parser(
+        "prune",
+        parents=[common],
+        help="remove least recently used entries to fit a size",
+        description="Remove least recently used entries until the store fits in --max-size.",
+    )
+    a.add_argument(
+        "--max-size", required=True, help="keep at most this much, with a unit: 500M, 2G, 1.5GiB"
+    )
+    a.add_argument(
+        "--dry-run", action="store_true", help="say what would be removed, remove nothing"
+    )
+    a = actions.add_parser(
+        "rm", parents=[common], help="remove one entry", description="Remove one entry."
+    )
+    a.add_argument("key", help="a key or a unique prefix of one, as `cache ls` prints it")
+    a.add_argument(
+        "--dry-run", action="store_true", help="say what would be removed, remove nothing"
+    )
+    ca.set_defaults(func=_cache)
+    for name, func, text in (
+        ("verify", _verify, "say whether ENGINE is current here, and why not"),
+        ("reproduce", _reproduce, "rebuild ENGINE's inputs and compare bytes"),
+    ):
+        v = sub.add_parser(name, help=text)
+        v.add_argument("engine", help="engine.plan or its build folder")
+        v.add_argument("--params", default="params.yaml")
+        v.set_defaults(func=func)
+    st = sub.add_parser(
+        "status", help="exit 0 if every stage is current on this machine, 1 naming the stale one"
+    )
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--params", default="params.yaml")
+    st.set_defaults(func=_status)
+    di = sub.add_parser("diff", help="compare build B with baseline A (build or inspect folders)")
+    di.add_argument(
+        "a",
+        help="baseline: build or inspect folder, engine-store key (prefix), DVC experiment or git "
+        "revision",
+    )
+    di.add_argument("b", help="the build to judge, same kinds")
+    di.add_argument(
+        "--store", help="engine store for keys (default: $TRT_PIPELINE_STORE, .cache/engines)"
+    )
+    di.add_argument("--json", action="store_true", help="machine-readable output")
+    di.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A",
+    )
+    di.set_defaults(func=_diff)
+    sw = sub.add_parser(
+        "sweep-report", help="summarise a Hydra multirun folder (or DVC experiments with --dvc)"
+    )
+    sw.add_argument("folder", nargs="?", help="a multirun folder (hydra.sweep.dir)")
+    sw.add_argument(
+        "--dvc", action="store_true", help="summarise `dvc exp show --json` in this repository"
+    )
+    sw.add_argument(
+        "--out", help="where to write sweep_summary.{md,csv} and sweep_pareto.{svg,png}"
+    )
+    sw.set_defaults(func=_sweep_report)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipeline.core import console as term
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in ("-sc", "--shell-completion"):
+        from pipeline.cli import run
+
+        return run.complete(argv)
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    if at is not None and argv[at] == "run":
+        # Hydra's arguments pass as they are: argparse's REMAINDER refuses a leading flag
+        # (`run --multirun a=1,2`: "unrecognized arguments").
+        args = parser().parse_args([*argv[:at], "run"])
+        args.hydra_args = argv[at + 1 :]
+    else:
+        args = parser().parse_args(argv)
+    if args.quiet or args.verbose:
+        term.set_verbosity(1 if args.verbose else -1)
+        term.capture_third_party_logs()
+    return args.func(args)
+
+
+def console() -> None:
+    """The `trt-pipeline` console script."""
+    cli.run(main)
+
+
+if __name__ == "__main__":
+    cli.run(main)

@@ -1,0 +1,143 @@
+"""The files of a freshly built engine: engine.plan, manifest.json, build.log,
+network.json and the build summary, made by TensorRT from calibrate's graph. The build
+step (pipeline/flow/steps.py) stores them under the engine's cache key."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import config as config_lib
+from pipeline.core import fileio, hashing
+from pipeline.core.layout import Layout
+from pipeline.core.pending_files import PendingFiles
+
+
+def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:
+    """From the input specs calibrate recorded for this very graph (its sha256 is checked),
+    so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
+    from pipeline.engine import build as build_lib
+    from pipeline.export import onnx_model, profiles
+
+    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    specs = summary.get("inputs")
+    if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
+        return build_lib.resolve_profiles(cfg.profile, onnx_path)
+    return profiles.resolve(
+        cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs]
+    )
+
+
+def make(
+    cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool
+) -> PendingFiles:
+    """The entry's files: the engine at once, the files describing it made in a thread
+    while the store writes the engine (PendingFiles)."""
+    from pipeline.core import imports
+    from pipeline.engine import build as build_lib
+    from pipeline.engine import timing_cache
+
+    # What describing the engine and the stage's end need, imported while TensorRT builds.
+    imports.prefetch(
+        "importlib.metadata",
+        "pipeline.analysis.buildlog",
+        "pipeline.analysis.gates",
+        "pipeline.engine.manifest",
+        "rich.console",
+        "rich.table",
+    )
+    onnx_path = layout.calibrate_dir / "model.onnx"
+    resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
+    tcache = timing_cache.TimingCache.for_fingerprint(
+        cfg.build.store_dir, fp["id"], cfg.build.timing_cache
+    )
+    result = build_lib.build_engine(
+        onnx_path,
+        cfg.precision,
+        cfg.build,
+        resolved,
+        fp["trt_flavour"],
+        progress,
+        timing_cache=tcache,
+    )
+    # hashlib lets go of the GIL for large buffers: the engine's hash, the store's write of
+    # it and the log's parsing run side by side.
+    pool = ThreadPoolExecutor(max_workers=2)
+    engine_sha256 = pool.submit(hashing.sha256_bytes, result.engine)
+    later = pool.submit(
+        _describe, cfg, onnx_path, fp, key, key_in, resolved, result, tcache, engine_sha256
+    )
+    pool.shutdown(wait=False)
+    return PendingFiles({"engine.plan": result.engine}, later, DESCRIBING)
+
+
+DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json")
+
+
+def _describe(
+    cfg: Any,
+    onnx_path: Path,
+    fp: dict,
+    key: str,
+    key_in: dict,
+    resolved: list[dict],
+    result: Any,
+    tcache: Any,
+    engine_sha256: Future,
+) -> dict[str, bytes]:
+    from pipeline.analysis import buildlog
+    from pipeline.engine import cache_key
+    from pipeline.engine import manifest as manifest_lib
+
+    # The parser logs the file it read; keep machine paths out of a shared artifact.
+    folder = f"{onnx_path.parent.resolve()}/"
+    records = buildlog.redacted(
+        [r._replace(message=r.message.replace(folder, "")) for r in result.records],
+        cfg.build.log_redactions,
+    )
+    summary = buildlog.summarize(records)
+    log_text = buildlog.format_log(records)
+    inputs = {
+        "onnx_sha256": key_in["onnx_sha256"],
+        "calibration_sha256": key_in["calibration_sha256"],
+        "plugins_sha256": cache_key.plugin_sha256(cfg.build.plugins),
+        "tools": tool_versions(),
+    }
+    manifest = manifest_lib.make(
+        fingerprint=fp,
+        inputs=inputs,
+        build_cfg=config_lib.to_dict(cfg.build),
+        precision_cfg=config_lib.to_dict(cfg.precision),
+        profiles=resolved,
+        result=result,
+        summary=summary,
+        engine_sha256=engine_sha256.result(),
+        cache_key=key,
+    )
+    manifest["key_inputs"] = key_in
+    manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
+    return {
+        "manifest.json": fileio.to_json(manifest).encode(),
+        "build.log": log_text.encode(),
+        "network.json": fileio.to_json(result.network, compact=True).encode(),
+        "build_summary.json": fileio.to_json(summary, compact=True).encode(),
+    }
+
+
+def tool_versions() -> dict:
+    """The libraries whose version can change an export, a calibration, an engine or a
+    measurement (a manifest records them; a sweep job's reuse key includes them)."""
+    from pipeline.machine.fingerprint import package_version
+
+    dists = (
+        "onnx",
+        "onnxruntime",
+        "nvidia-modelopt",
+        "torch",
+        "polygraphy",
+        "numpy",
+        "tensorrt-rtx-cu13",
+        "tensorrt-cu13",
+    )
+    return {d: v for d in dists if (v := package_version(d)) is not None}

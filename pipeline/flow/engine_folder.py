@@ -1,0 +1,87 @@
+"""This machine's engine folder (`artifacts/build/<fingerprint>/`) and the engine store:
+serve an entry into the folder, adopt an engine DVC pulled into it, label an entry."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import fileio
+
+
+def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
+    """The store's entry for `key` (made by `make` on a miss) copied into this machine's folder."""
+    got = store.get_or_make(key, make)
+    try:
+        copy_entry(got, folder)
+    except FileNotFoundError:
+        if not got.hit:
+            raise
+        # A hit's entry can vanish under `cache rm`/`prune`: look again, once.
+        got = store.get_or_make(key, make)
+        copy_entry(got, folder)
+    return got
+
+
+def copy_entry(got: Any, folder: Path) -> None:
+    # Only this machine's folder is replaced: artifacts/build keeps one folder per
+    # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+    with fileio.staged_dir(folder) as out:
+        for name in got.names:
+            got.copy_to(name, out / name)
+
+
+def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | None:
+    """The files of an engine DVC pulled or kept for this fingerprint, when the key
+    recomputed from its own recorded inputs is the key being built and its bytes
+    are intact; None (with a warning when something was there) otherwise."""
+    from pipeline.engine import cache_key
+    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine.verify import adoption_refusal
+
+    if not (folder / "manifest.json").exists():
+        return None
+    manifest, bad = manifest_lib.read(folder / "manifest.json")
+    if manifest is not None and key not in (
+        manifest.get("cache_key"),
+        cache_key.cache_key(manifest.get("key_inputs")),
+    ):
+        return None  # an engine of other inputs (an earlier config): nothing claims otherwise
+    why = bad[0] if manifest is None else adoption_refusal(folder, manifest, key, key_in)
+    if why is not None:
+        print(
+            f"warning: not adopting {folder / 'engine.plan'}: {why}; building it", file=sys.stderr
+        )
+        return None
+    return {
+        p.name: p.read_bytes()
+        for p in sorted(folder.iterdir())
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def store_labels(cfg: Any, fp: dict) -> dict:
+    """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
+    gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
+    prec, calib = cfg.precision, cfg.calibration
+    calibrated = prec.transform == "qdq" or (prec.mode == "weak" and prec.name == "int8")
+    # What stays in higher precision: Q/DQ exclusions, or the nodes AutoCast keeps in fp32.
+    kept = (
+        [*calib.exclude_op_types, *calib.exclude_nodes]
+        if prec.transform == "qdq"
+        else [*prec.keep_fp32_op_types, *prec.keep_fp32_nodes]
+        if prec.transform == "autocast"
+        else []
+    )
+    return {
+        "model": cfg.model.name,
+        "precision": prec.name,
+        "gpu": gpu,
+        "trt": f"{fp['trt_flavour']} {fp['trt_version']}",
+        "fingerprint": fp["id"],
+        "profile": cfg.profile.name,
+        "calibration": f"{calib.name} ({calib.method})" if calibrated else "-",
+        "fallback": ", ".join(kept) or "-",
+    }

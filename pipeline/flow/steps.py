@@ -1,0 +1,347 @@
+"""One function per pipeline stage. DVC stages (stages/*.py) and the Hydra sweep
+(pipeline/sweeps/job.py) both call these, so they share one code path and one store.
+
+Each step imports the layers it uses inside its own body: a stage process then loads
+only those (dvc.yaml lists exactly those folders as the stage's code deps, and a
+store hit starts without numpy, onnx or TensorRT). Only pipeline.core is shared, and
+of it not the config schema (OmegaConf), which the always-run fingerprint stage skips."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import console, fileio
+from pipeline.core.errors import Interrupted, PipelineError
+from pipeline.core.layout import Layout
+
+
+def fingerprint(cfg: Any, layout: Layout) -> dict:
+    from pipeline.machine import fingerprint as fp_lib
+
+    fp = fp_lib.collect(cfg.build)
+    # Unchanged (the usual no-op `dvc repro`): the file is left as it is, see fileio.
+    fileio.write_bytes_if_changed(layout.fingerprint, fileio.to_json(fp).encode())
+    return fp
+
+
+def read_fingerprint(layout: Layout) -> dict:
+    return fileio.read_json(layout.fingerprint, "fingerprint (run the fingerprint stage)")
+
+
+def export(cfg: Any, layout: Layout) -> dict:
+    from pipeline.core import provenance
+    from pipeline.export import export as export_lib
+
+    with _no_stale_output(layout.export_dir):
+        model_sha256 = export_lib.source_sha256(cfg.model)
+        summary = export_lib.export_model(cfg.model, layout.export_dir)
+        provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
+    console.table(f"export: {cfg.model.name}", [("graph", str(layout.export_dir / "model.onnx"))])
+    return summary
+
+
+def calibrate(cfg: Any, layout: Layout) -> dict:
+    """The precision-transformed graph, and its accuracy as a DVC metrics file, written
+    pass or fail: every output, every metric, each gate result."""
+    from pipeline.core import provenance
+    from pipeline.precision import accuracy
+    from pipeline.precision import transform as precision
+
+    provenance.require(layout.export_dir, cfg, "export")
+    with _no_stale_output(layout.calibrate_dir):
+        try:
+            summary = precision.transform(
+                layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model
+            )
+        except accuracy.GateFailed as e:
+            # the gate writes every metric, pass or fail, before the stage stops
+            fileio.write_json(
+                layout.metrics_dir / "accuracy.json", accuracy_metrics(cfg, e.summary)
+            )
+            raise
+        provenance.write(
+            layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"]
+        )
+    metrics = accuracy_metrics(cfg, summary)
+    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
+    console.table(
+        f"calibrate: {cfg.model.name} {cfg.precision.name}",
+        [
+            ("accuracy gate", "passed" if metrics["gate_passed"] else "FAILED"),
+            *[
+                (f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']})")
+                for subject, by in metrics["gate"].items()
+                for metric, r in by.items()
+                if isinstance(r.get("value"), (int, float))
+            ],
+            *(
+                [
+                    (
+                        "fallback",
+                        f"kept {len(summary['fallback'].get('kept_fp32') or [])} node(s) in fp32",
+                    )
+                ]
+                if summary.get("fallback", {}).get("needed")
+                else []
+            ),
+            ("graph", str(layout.calibrate_dir / "model.onnx")),
+        ],
+    )
+    return summary
+
+
+def accuracy_metrics(cfg: Any, summary: dict) -> dict:
+    gate = {}
+    for r in summary["gate"]:
+        gate.setdefault(r["subject"], {})[r["metric"]] = {
+            k: r[k] for k in ("value", "threshold", "passed")
+        }
+    data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
+    metrics = {
+        "model": cfg.model.name,
+        "precision": cfg.precision.name,
+        "held_out_batches": summary["held_out_batches"],
+        "accuracy": summary["accuracy"],
+        "gate": gate,
+        "gate_passed": all(r["passed"] for r in summary["gate"]),
+        "failing": [r for r in summary["gate"] if not r["passed"]],
+        "evaluated_with": summary.get("evaluated_with"),
+        "reference_inputs": summary.get("reference"),
+    }
+    if data:
+        metrics["calibration_data"] = {
+            k: data[k] for k in ("source", "random", "num_samples") if k in data
+        }
+    if "reference_overlap" in summary:
+        metrics["reference_overlap"] = summary["reference_overlap"]
+    if "fallback" in summary:
+        fb = summary["fallback"]
+        metrics["fallback"] = {
+            k: fb[k]
+            for k in (
+                "needed",
+                "kept_fp32",
+                "quantized_matmuls",
+                "matmuls_still_quantized",
+                "error",
+                "all_high_precision",
+                "cache",
+            )
+            if k in fb
+        }
+    return metrics
+
+
+def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
+    """Engine for this machine: from the store when the key exists (no TensorRT
+    import at all), else built under the key's lock and put into the store."""
+    from pipeline.core import provenance
+
+    fp = read_fingerprint(layout)
+    provenance.require(layout.calibrate_dir, cfg, "calibrate")
+    with _no_stale_output(layout.engine_dir(fp["id"])):
+        return _build(cfg, layout, fp, progress)
+
+
+@contextlib.contextmanager
+def _no_stale_output(folder: Path) -> Iterator[None]:
+    """A failed or interrupted stage removes its output: the previous run's output
+    must not look current for the params that just failed (artifacts/build persists
+    across runs, and a later stage run by hand would consume it)."""
+    try:
+        yield
+    except BaseException:
+        if folder.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
+    from pipeline.engine import cache_key
+    from pipeline.engine import store as store_lib
+    from pipeline.flow import engine_folder
+
+    onnx_path = layout.calibrate_dir / "model.onnx"
+    if not onnx_path.exists():
+        raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
+    key_in = cache_key.engine_key_inputs(cfg, layout, fp)
+    key = cache_key.cache_key(key_in)
+    folder = layout.engine_dir(fp["id"])
+    labels = engine_folder.store_labels(cfg, fp)
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        adopted = engine_folder.adopt_pulled(folder, key, key_in)
+        if adopted is not None:
+            return adopted, labels, "adopted the engine DVC restored"
+        from pipeline.flow import build_files
+
+        return build_files.make(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
+
+    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    try:
+        got = engine_folder.serve_into(folder, store, key, make)
+    except (KeyboardInterrupt, Interrupted):
+        # A signal after the store's commit interrupts this stage, not the build: the
+        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
+        if store.entry_unverified(key)[0] is not None:
+            print(
+                f"engine store: the signal came after engine {key[:16]} was stored whole; "
+                "the next run serves it",
+                file=sys.stderr,
+            )
+        raise
+    if got.not_stored:  # a read-only store still serves hits; a miss is built here only
+        print(
+            f"warning: {got.not_stored}; the engine is in {folder} only, not in the store",
+            file=sys.stderr,
+        )
+    print(
+        f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
+        file=sys.stderr,
+    )
+    # Gates judge what was built and what the store served alike; a failure leaves
+    # metrics/gates.json saying why, and build() drops this machine's folder.
+    from pipeline.analysis import buildlog, gates
+    from pipeline.engine import manifest as manifest_lib
+
+    manifest = manifest_lib.load(folder)
+    gates.check(
+        cfg.build.gates,
+        buildlog.load_summary(folder),
+        (folder / "build.log").read_text(),
+        manifest=manifest,
+        metrics_path=layout.metrics_dir / "gates.json",
+    )
+    console.table(
+        f"build: {cfg.model.name} {cfg.precision.name}",
+        [
+            ("engine store", f"{got.event}, key {key[:16]}"),
+            (
+                "engine",
+                f"{manifest['engine']['bytes'] / 2**20:.2f} MiB, "
+                f"built in {manifest.get('build_seconds')} s",
+            ),
+            ("build gates", "passed"),
+            ("folder", str(folder)),
+        ],
+    )
+    # What this run did with the store (a sweep summary's "hit or built"); not in the file.
+    manifest["store_event"] = got.event
+    return manifest
+
+
+def inspect(cfg: Any, layout: Layout) -> dict:
+    from pipeline.analysis import engine_inspector
+    from pipeline.flow import upstream
+    from pipeline.report import precision_view, report_html, report_markdown
+    from pipeline.report import report as report_lib
+
+    fp = read_fingerprint(layout)
+    engine_dir = layout.engine_dir(fp["id"])
+    upstream.current(cfg, layout, fp)
+    inspection = (
+        engine_inspector.inspect(engine_dir / "engine.plan", fp)
+        if cfg.inspect.engine_inspector
+        else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"}
+    )
+    report = report_lib.make_report(
+        layout.export_dir / "model.onnx",
+        layout.calibrate_dir / "model.onnx",
+        engine_dir,
+        cfg.inspect,
+        inspection,
+    )
+    report["precision_transform"] = precision_view.precision_transform(
+        fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    )
+    precision_view.mark_kept_nodes(report)
+    rows = int(cfg.inspect.max_table_rows)
+    with fileio.staged_dir(layout.inspect_dir) as tmp:
+        fileio.write_json(tmp / "report.json", report)
+        fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
+        if cfg.inspect.html:
+            fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
+    page = "report.html" if cfg.inspect.html else "report.md"
+    console.table("inspect", [("report", str(layout.inspect_dir / page))])
+    return report
+
+
+def benchmark(cfg: Any, layout: Layout) -> dict:
+    from pipeline.bench import benchmark as bench_lib
+    from pipeline.flow import upstream
+    from pipeline.report import benchmark_report, plots, summary
+
+    fp = read_fingerprint(layout)
+    engine_dir = layout.engine_dir(fp["id"])
+    manifest = upstream.current(cfg, layout, fp)
+    paths = {
+        "export": layout.export_dir / "model.onnx",
+        "calibrated": layout.calibrate_dir / "model.onnx",
+        "engine": engine_dir / "engine.plan",
+        "reference": layout.export_dir / "reference.npz",
+    }
+    metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
+    metrics["precision"] = cfg.precision.name
+    metrics["model"] = cfg.model.name
+    rows = benchmark_report.plot_rows(metrics)
+    out = layout.metrics_dir
+    fileio.write_json(out / "benchmark.json", metrics)
+    fileio.write_text(out / "benchmark.md", benchmark_report.to_markdown(metrics))
+    # DVC draws one plot per file, so latency and throughput each get one (same rows).
+    fileio.write_json(out / "benchmark_latency.json", rows)
+    fileio.write_json(out / "benchmark_throughput.json", rows)
+    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
+    for kind in plots.CHARTS:
+        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    # The one DVC metrics file: upstream stages' detail files are this stage's deps.
+    fileio.write_json(
+        out / "summary.json",
+        summary.summarize(
+            fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
+            fileio.read_json(out / "gates.json", "build gates (run the build stage)"),
+            manifest,
+            metrics,
+        ),
+    )
+    console.table(
+        f"benchmark: {cfg.model.name} {cfg.precision.name} ({metrics['headline']})",
+        [
+            *[
+                (
+                    k,
+                    f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g}/s"
+                    if r["status"] == "ok"
+                    else f"skipped: {r.get('reason', '')}",
+                )
+                for k, r in metrics["results"].items()
+            ],
+            ("details", str(out / "benchmark.md")),
+        ],
+    )
+    return metrics
+
+
+ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+
+
+def run_all(
+    cfg: Any,
+    layout: Layout,
+    on_step: Callable[[str, dict], None] | None = None,
+    done: dict | None = None,
+) -> dict:
+    """Every stage in order but those `done` holds results of; `on_step(name, result)`
+    after each (a Hydra job logs it)."""
+    results = dict(done or {})
+    for name in ORDER:
+        if name in results:
+            continue
+        results[name] = globals()[name](cfg, layout)
+        if on_step is not None:
+            on_step(name, results[name])
+    return results

@@ -1,0 +1,137 @@
+"""One Hydra job: every stage for one composed config, in the job's own folder
+(`python -m pipeline.cli.run` checks the command line, then hands it to `main` here).
+
+Each job calls the same functions as the DVC stages (pipeline/flow/steps.py), logs a line per
+stage to `<job>/run.log` (Hydra's job logging) and leaves artifacts/, metrics/ and
+result.json in its folder, which conf/config.yaml names after the job's overrides. The
+sweep summary (pipeline/sweeps/summary.py) reads result.json when the multirun ends."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from pipeline.core import config, fileio
+from pipeline.core.cli import one_line
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+from pipeline.flow import steps
+from pipeline.sweeps import job_cache
+from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
+
+log = logging.getLogger("pipeline.cli.run")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def job_result(results: dict, cfg: DictConfig) -> dict:
+    bench = results["benchmark"]["results"]
+    manifest = results["build"]
+    accuracy_gate = steps.accuracy_metrics(
+        cfg, results["calibrate"]
+    )  # what metrics/accuracy.json holds
+    return {
+        "model": results["benchmark"]["model"],
+        "precision": results["benchmark"]["precision"],
+        "profile": cfg.profile.name,
+        "engine_sha256": manifest["engine"]["sha256"],
+        "engine_bytes": manifest["engine"]["bytes"],
+        "build_seconds": manifest.get("build_seconds"),
+        "store_event": manifest.get("store_event"),
+        "cache_key": manifest.get("cache_key"),
+        "backend": manifest["backend"],
+        "fingerprint": manifest["fingerprint"]["id"],
+        "gpu": (manifest["fingerprint"].get("gpu") or {}).get("name", "no GPU"),
+        "accuracy": results["calibrate"]["accuracy"],
+        "accuracy_gate": accuracy_gate.get("gate", {}),
+        "accuracy_gate_passed": accuracy_gate.get("gate_passed"),
+        "benchmark": {
+            k: {
+                m: v.get(m)
+                for m in ("status", "median_ms", "p99_ms", "throughput_per_s", "reason")
+                if m in v
+            }
+            for k, v in bench.items()
+        },
+        "host": socket.gethostname(),
+        "node": os.environ.get("TRT_PIPELINE_NODE"),
+    }
+
+
+def stage_line(name: str, result: dict) -> str:
+    """One line per finished stage for run.log."""
+    if name == "fingerprint":
+        gpu = (result.get("gpu") or {}).get("name", "no GPU")
+        return f"fingerprint: {result['id']} ({gpu}, {result.get('trt_flavour')} {result.get('trt_version')})"
+    if name == "calibrate":
+        passed = all(r["passed"] for r in result.get("gate", []))
+        return f"calibrate: accuracy gate {'passed' if passed else 'failed'}"
+    if name == "build":
+        return (
+            f"build: engine store {result.get('store_event')}, {result['engine']['bytes'] / 2**20:.2f} MiB, "
+            f"built in {result.get('build_seconds')} s, key {str(result.get('cache_key'))[:16]}"
+        )
+    if name == "benchmark":
+        parts = [
+            f"{k} {v['median_ms']:.3f} ms" if v.get("status") == "ok" else f"{k} {v.get('status')}"
+            for k, v in result["results"].items()
+        ]
+        return "benchmark: median " + ", ".join(parts)
+    return f"{name}: done"
+
+
+# An absolute path: Hydra resolves a relative one against the module (pkg://), not the file.
+@hydra.main(config_path=str(REPO / "conf"), config_name="config", version_base=None)
+def main(cfg: DictConfig) -> None:
+    hc = HydraConfig.get()
+    out = Path(hc.runtime.output_dir)
+    for stale in (RESULT_FILE, ERROR_FILE):  # a rerun into the same folder: no old verdict survives
+        (out / stale).unlink(missing_ok=True)
+    try:
+        validated = config.validate(cfg)
+        layout = Layout(out)
+        logged = lambda n, r: log.info(stage_line(n, r))
+        fp = steps.fingerprint(validated, layout)
+        logged("fingerprint", fp)
+        result = job_cache.reuse_or_run(
+            REPO,
+            validated,
+            layout,
+            fp,
+            lambda: job_result(
+                steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated
+            ),
+        )
+    except PipelineError as e:
+        log.error(one_line(e))
+        fileio.write_text(
+            out / ERROR_FILE, one_line(e) + "\n"
+        )  # why, for the sweep summary and the launcher
+        if hc.mode != RunMode.MULTIRUN:
+            print(f"error: {one_line(e)}", file=sys.stderr)
+            raise SystemExit(1) from None
+        # One failed job does not stop the sweep: the others run, the summary lists this one
+        # as failed, and the multirun exits 1 (pipeline.sweeps.summary.SummaryCallback).
+        print(f"error: job {out.name}: {one_line(e)}", file=sys.stderr)
+        return
+    if "reused" in result:
+        log.info(
+            f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
+            f"ran on {result['reused']['host']}); its outputs are restored and nothing ran again "
+            f"(sweep.reuse=false measures again)"
+        )
+    result.update(
+        overrides=list(hc.overrides.task),
+        host=socket.gethostname(),
+        node=os.environ.get("TRT_PIPELINE_NODE"),
+    )
+    fileio.write_json(out / RESULT_FILE, result)
+    log.info(f"{validated.model.name} {validated.precision.name} done")
+    print(f"{out}: {validated.model.name} {validated.precision.name} done")

@@ -1,0 +1,373 @@
+"""The summary of a sweep: one row per job, as Markdown, CSV and a Pareto picture.
+
+Written when a Hydra multirun ends (`SummaryCallback`, named in conf/config.yaml's
+`hydra.callbacks`) and by `python -m pipeline sweep-report DIR` over a multirun folder
+(every `result.json` below it; a job folder with `.hydra/` but no result is a failed
+job), or `--dvc` over `dvc exp show --json` (each experiment's metrics/summary.json and
+params; hit or built from a queued experiment's log, no fingerprint).
+
+    sweep_summary.md / .csv    model, precision, profile, fingerprint, engine MiB, build s,
+                               each accuracy gate metric, median / p99 latency, throughput,
+                               gate status, store hit or built
+    sweep_pareto.svg / .png    accuracy against latency, the Pareto front joined, marker
+                               area by engine size
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from pipeline.core import fileio, imports, tables
+from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import fmt
+
+log = logging.getLogger("pipeline.sweeps.summary")
+
+LATENCY_BACKENDS = ("tensorrt", "onnxruntime_calibrated", "onnxruntime")
+# The accuracy a picture plots, first present wins: (metric, higher is better).
+PLOT_METRICS = (
+    ("cosine", True),
+    ("top1_agreement", True),
+    ("max_abs_error", False),
+    ("mean_rel_error", False),
+)
+# pipeline/flow/steps.py's line for the build's engine store event, e.g. "engine store hit: 9c3e33529ac19ecd (".
+STORE_LINE = re.compile(r"^engine store (.+?): [0-9a-f]{16} \(", re.MULTILINE)
+FIXED = (
+    "job",
+    "model",
+    "precision",
+    "profile",
+    "fingerprint",
+    "engine_mib",
+    "build_s",
+    "latency_backend",
+    "median_ms",
+    "p99_ms",
+    "throughput_per_s",
+    "gates",
+    "store",
+)
+
+
+def _store_word(event: str | None) -> str | None:
+    if not event:
+        return None
+    if event == "job reused":  # pipeline/sweeps/job_cache.py: restored, nothing ran
+        return "reused"
+    return "built" if "built" in event and "meanwhile" not in event else "hit"
+
+
+def row_from_result(job: str, r: dict) -> dict:
+    """A summary row from a job's result.json (pipeline/sweeps/job.py)."""
+    bench = r.get("benchmark", {})
+    backend = next((b for b in LATENCY_BACKENDS if bench.get(b, {}).get("status") == "ok"), None)
+    measured = bench.get(backend, {}) if backend else {}
+    row = {
+        "job": job,
+        "model": r.get("model"),
+        "precision": r.get("precision"),
+        "profile": r.get("profile"),
+        "fingerprint": r.get("fingerprint"),
+        "engine_mib": round(r["engine_bytes"] / 2**20, 3)
+        if r.get("engine_bytes") is not None
+        else None,
+        "build_s": r.get("build_seconds"),
+        "latency_backend": backend,
+        "median_ms": measured.get("median_ms"),
+        "p99_ms": measured.get("p99_ms"),
+        "throughput_per_s": measured.get("throughput_per_s"),
+        "gates": _gate_word(r.get("accuracy_gate_passed")),
+        "store": _store_word(r.get("store_event")),
+    }
+    row.update(_accuracy_columns(r.get("accuracy_gate", {})))
+    return row
+
+
+def _gate_word(passed: Any) -> str | None:
+    return None if passed is None else ("passed" if passed else "FAILED")
+
+
+def _accuracy_columns(gate: dict) -> dict:
+    """`acc:<metric>` per gate metric, the worst over outputs (names them when several)."""
+    cols: dict[str, Any] = {}
+    many = len(gate) > 1
+    for output, metrics in sorted(gate.items()):
+        for metric, rec in sorted(metrics.items()):
+            cols[f"acc:{output}.{metric}" if many else f"acc:{metric}"] = rec.get("value")
+    return cols
+
+
+# What pipeline/sweeps/job.py leaves in a job folder: the result, or the one line it failed with.
+RESULT_FILE = "result.json"
+ERROR_FILE = "error.txt"
+
+
+def failed_row(job: str, why: str = "job failed (no result.json)") -> dict:
+    return {"job": job, "gates": why}
+
+
+def collect(folder: str | Path) -> list[dict]:
+    """Rows for every job under a multirun folder, sorted by job name."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise PipelineError(f"sweep-report: {root} is not a folder")
+    rows = []
+    for hydra_dir in sorted(root.rglob(".hydra")):
+        job_dir = hydra_dir.parent
+        if job_dir == root and (root / "multirun.yaml").exists():
+            continue
+        name = str(job_dir.relative_to(root)) if job_dir != root else job_dir.name
+        result, error = job_dir / RESULT_FILE, job_dir / ERROR_FILE
+        if result.exists():
+            rows.append(row_from_result(name, fileio.read_json(result, "job result")))
+        elif error.is_file():
+            rows.append(
+                failed_row(name, f"job failed: {error.read_text(errors='replace').strip()[:300]}")
+            )
+        else:
+            rows.append(failed_row(name))
+    if not rows:
+        raise PipelineError(
+            f"sweep-report: no jobs under {root} (no job folder with .hydra/ or result.json)"
+        )
+    return rows
+
+
+def collect_dvc(repo: str | Path = ".") -> list[dict]:
+    """Rows for the workspace and every experiment `dvc exp show --json` lists."""
+    try:
+        proc = subprocess.run(
+            ["dvc", "exp", "show", "--json"], cwd=repo, capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        raise PipelineError("sweep-report --dvc: dvc is not on PATH") from None
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise PipelineError(
+            f"sweep-report --dvc: dvc exp show failed: {lines[-1] if lines else proc.returncode}"
+        )
+    rows = [
+        row
+        for rev, executor in _dvc_revs(json.loads(proc.stdout or "[]"))
+        if (row := _dvc_row(rev, executor)) is not None
+    ]
+    if not rows:
+        raise PipelineError(
+            f"sweep-report --dvc: no experiments with metrics in {Path(repo).resolve()}"
+        )
+    return rows
+
+
+def _dvc_revs(entries: list) -> list[tuple[dict, dict]]:
+    """Flatten dvc exp show --json (3.x): each experiment with its executor (a queued
+    run's state and log), then its baseline commit; the workspace comes first."""
+    out = []
+    for entry in entries:
+        for exp in entry.get("experiments") or []:
+            out.extend((rev, exp.get("executor") or {}) for rev in exp.get("revs") or [])
+        out.append((entry, {}))
+    return out
+
+
+def _dvc_row(rev: dict, executor: dict) -> dict | None:
+    """A row from metrics/summary.json (pipeline/report/summary.py: flat, the worst accuracy
+    over outputs, each backend's headline latency) and params.yaml; a failed experiment is
+    a row saying so; one with no metrics yet (queued, or a workspace not run) is none."""
+    name = rev.get("name") or str(rev.get("rev", "?"))[:7]
+    data = rev.get("data") or {}
+    metrics = {Path(k).name: (v or {}).get("data") for k, v in (data.get("metrics") or {}).items()}
+    summary = metrics.get("summary.json")
+    if not summary:
+        failed = executor.get("state") == "failed"
+        return failed_row(name, f"experiment failed (dvc queue logs {name})") if failed else None
+    params = ((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}
+    backend = next((b for b in LATENCY_BACKENDS if f"{b}_median_ms" in summary), None)
+    passes = [summary.get("accuracy_gate_pass"), summary.get("build_gates_pass")]
+    row = {
+        "job": name,
+        "model": (params.get("model") or {}).get("name"),
+        "precision": (params.get("precision") or {}).get("name"),
+        "profile": (params.get("profile") or {}).get("name"),
+        "fingerprint": None,
+        "engine_mib": summary.get("engine_mib"),
+        "build_s": summary.get("build_s"),
+        "latency_backend": backend,
+        **{f: summary.get(f"{backend}_{f}") for f in ("median_ms", "p99_ms", "throughput_per_s")},
+        "gates": _gate_word(None if None in passes else all(passes)),
+        "store": _store_word(_queue_store_event(executor)),
+    }
+    row.update(
+        {f"acc:{k[len('worst_') :]}": v for k, v in summary.items() if k.startswith("worst_")}
+    )
+    return row
+
+
+def _queue_store_event(executor: dict) -> str | None:
+    """What the build stage did with the engine store (the line pipeline/flow/steps.py prints),
+    from a queued experiment's log; None without one (a workspace run, a removed queue
+    entry) or where the build stage did not run. DVC keeps no such record in the
+    experiment: it is this run's doing, not a property of the engine."""
+    log = (executor.get("local") or {}).get("log")
+    try:
+        text = Path(log).read_text(errors="replace") if log else ""
+    except OSError:
+        return None
+    found = STORE_LINE.findall(text)
+    return found[-1] if found else None
+
+
+def columns(rows: list[dict]) -> list[str]:
+    acc = sorted({k for r in rows for k in r if k.startswith("acc:")})
+    return [*list(FIXED[:6]), "build_s", *acc, *list(FIXED[7:])]
+
+
+def to_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(
+        buf, fieldnames=columns(rows), extrasaction="ignore", lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def to_markdown(rows: list[dict], title: str) -> str:
+    cols = columns(rows)
+    body = tables.markdown(cols, [[fmt(r.get(c)) for c in cols] for r in rows])
+    front = pareto([r for r in rows if r.get("median_ms") is not None])
+    note = (
+        "Latency is the engine's where a GPU ran it, else the graph TensorRT builds on ONNX Runtime "
+        "(`latency_backend` says which). Pareto front (accuracy against median latency): "
+        + (", ".join(f"`{r['job']}`" for r in front) or "none measured")
+        + "."
+    )
+    return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}\n"
+
+
+def _plot_metric(rows: list[dict]) -> tuple[str, bool] | None:
+    for metric, higher in PLOT_METRICS:
+        key = f"acc:{metric}"
+        if any(r.get(key) is not None for r in rows):
+            return key, higher
+    return None
+
+
+def pareto(rows: list[dict]) -> list[dict]:
+    """The jobs no other job beats on both latency (lower) and accuracy, sorted by latency."""
+    chosen = _plot_metric(rows)
+    if chosen is None:
+        return []
+    key, higher = chosen
+    pts = [r for r in rows if r.get(key) is not None and r.get("median_ms") is not None]
+    score = (lambda r: r[key]) if higher else (lambda r: -r[key])
+    front, best = [], None
+    for r in sorted(pts, key=lambda r: (r["median_ms"], -score(r))):
+        if best is None or score(r) > best:
+            front.append(r)
+            best = score(r)
+    return front
+
+
+def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
+    """sweep_pareto.svg and .png; nothing when no job has latency and accuracy."""
+    chosen = _plot_metric(rows)
+    pts = [
+        r
+        for r in rows
+        if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None
+    ]
+    if not pts:
+        return []
+    # A bare Figure, not pyplot: no GUI backend is chosen or imported (most of pyplot's cost).
+    from matplotlib.figure import Figure
+
+    key, higher = chosen
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    sizes = [40 + 60 * (r.get("engine_mib") or 0) for r in pts]
+    ax.scatter([r["median_ms"] for r in pts], [r[key] for r in pts], s=sizes, alpha=0.5)
+    for r in pts:
+        ax.annotate(
+            f"{r.get('precision')} {r.get('profile') or ''} {str(r.get('fingerprint') or '')[:12]}".strip(),
+            (r["median_ms"], r[key]),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
+    front = pareto(pts)
+    ax.plot(
+        [r["median_ms"] for r in front],
+        [r[key] for r in front],
+        "r--",
+        marker="o",
+        label="Pareto front",
+    )
+    ax.set_xlabel(f"median latency, ms ({', '.join(sorted({r['latency_backend'] for r in pts}))})")
+    ax.set_ylabel(
+        f"{key[4:]} ({'higher' if higher else 'lower'} is better); marker area: engine MiB"
+    )
+    ax.set_title(f"Sweep {title}: accuracy against latency", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths = []
+    for ext in ("svg", "png"):
+        buf = io.BytesIO()
+        # No timestamp in the SVG, so an unchanged sweep gives unchanged bytes.
+        fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
+        paths.append(fileio.write_bytes(out_dir / f"sweep_pareto.{ext}", buf.getvalue()))
+    return paths
+
+
+def write(rows: list[dict], out_dir: str | Path, title: str) -> list[Path]:
+    out = Path(out_dir)
+    paths = [
+        fileio.write_text(out / "sweep_summary.md", to_markdown(rows, title)),
+        fileio.write_text(out / "sweep_summary.csv", to_csv(rows)),
+    ]
+    return paths + plot(rows, out, title)
+
+
+def report(folder: str | Path) -> list[Path]:
+    return write(collect(folder), folder, Path(folder).name)
+
+
+# The summary's matplotlib import (not on the callback: launchers pickle it with each job).
+_IMPORTS: list[threading.Thread] = []
+
+
+class SummaryCallback(Callback):
+    """Writes the summary into the sweep folder when a Hydra multirun ends."""
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        # matplotlib's ~0.5 s import, most of the summary's time, done while the jobs run.
+        _IMPORTS.append(imports.prefetch("matplotlib.figure"))
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        while _IMPORTS:  # a sweep shorter than the import: never two threads importing it
+            _IMPORTS.pop().join()
+        folder = Path(config.hydra.sweep.dir)
+        try:
+            rows = collect(folder)
+            paths = write(rows, folder, folder.name)
+        except PipelineError as e:
+            log.warning(f"no sweep summary: {e}")
+            return
+        log.info(f"sweep summary: {paths[0]}")
+        failed = [r for r in rows if str(r.get("gates", "")).startswith("job failed")]
+        if failed:  # each failed job has said why; the sweep as a whole did not succeed
+            print(
+                f"error: {len(failed)} of {len(rows)} jobs failed (see {paths[0]})", file=sys.stderr
+            )
+            raise SystemExit(1)

@@ -1,0 +1,119 @@
+import gc
+import time
+
+import numpy as np
+
+from pipeline.bench import timing
+
+
+def test_measure_respects_minimum_iterations_and_duration():
+    calls = []
+    lat = timing.measure(
+        lambda: calls.append(1), warmup_s=0.0, min_duration_s=0.05, min_iterations=500
+    )
+    assert lat.size >= 500
+    assert lat.sum() >= 50 * 0.99  # ms
+    assert len(calls) >= lat.size
+
+
+def test_warmup_runs_at_least_once_and_is_not_sampled():
+    calls = []
+    lat = timing.measure(
+        lambda: calls.append(1), warmup_s=1e-9, min_duration_s=0.0, min_iterations=3
+    )
+    assert lat.size == 3 and len(calls) >= 4
+
+
+def test_progress_and_after_hooks_stay_out_of_the_samples():
+    # Each hook sleeps far longer than the measured call; none of it may show up in a sample.
+    progress_calls, after_calls = [], []
+
+    def progress(fraction):
+        progress_calls.append(fraction)
+        time.sleep(0.02)
+
+    def after():
+        after_calls.append(1)
+        time.sleep(0.002)
+
+    lat = timing.measure(
+        lambda: None,
+        warmup_s=0.0,
+        min_duration_s=0.0,
+        min_iterations=50,
+        progress=progress,
+        after=after,
+    )
+    assert progress_calls and len(after_calls) == lat.size == 50
+    assert min(progress_calls) >= 0.0 and max(progress_calls) <= 1.0
+    assert lat.max() < 2.0  # ms: far below either sleep
+
+
+def test_garbage_collector_is_restored():
+    assert gc.isenabled()
+    timing.measure(lambda: None, 0.0, 0.0, 5)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        timing.measure(lambda: None, 0.0, 0.0, 5)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_stats_flags_percentiles_with_too_few_samples_beyond_them():
+    s = timing.stats(np.linspace(1.0, 2.0, 150), batch=4)
+    assert s["iterations"] == 150
+    assert s["p90_tail_samples"] == 15 and s["p95_tail_samples"] == 7 and s["p99_tail_samples"] == 1
+    assert s["low_sample_percentiles"] == ["p95", "p99"]
+    assert s["min_ms"] == 1.0 and s["max_ms"] == 2.0
+    assert abs(s["median_ms"] - 1.5) < 1e-9
+    assert abs(s["throughput_per_s"] - 150 * 4 / s["seconds"]) / s["throughput_per_s"] < 1e-3
+
+
+def test_stats_percentiles_are_ordered_and_mean_is_inside():
+    lat = np.random.default_rng(0).lognormal(0.0, 0.5, 2000)
+    s = timing.stats(lat, batch=1)
+    assert s["min_ms"] <= s["median_ms"] <= s["p90_ms"] <= s["p95_ms"] <= s["p99_ms"] <= s["max_ms"]
+    assert s["min_ms"] <= s["mean_ms"] <= s["max_ms"] and s["std_ms"] > 0
+
+
+def test_enough_iterations_clear_every_flag():
+    n = timing.min_iterations_for(99)
+    assert n == 1000
+    assert timing.stats(np.ones(n), batch=1)["low_sample_percentiles"] == []
+    assert timing.stats(np.ones(n - 1), batch=1)["low_sample_percentiles"] == ["p99"]
+    assert timing.stats(np.ones(n), batch=1, min_tail_samples=20)["low_sample_percentiles"] == [
+        "p99"
+    ]
+
+
+def test_fraction_done_is_the_goal_further_away():
+    # The loop stops only when both goals are met, so the fraction is the smaller one.
+    assert timing.fraction_done(5, 10, 900, 1000) == 0.5
+    assert timing.fraction_done(9, 10, 100, 1000) == 0.1
+    assert timing.fraction_done(20, 10, 2000, 1000) == 1.0
+    assert timing.fraction_done(20, 10, 999, 1000) == 0.999
+    assert timing.fraction_done(0, 0, 50, 100) == 0.5  # no duration asked: only the count matters
+    assert timing.fraction_done(3, 10, 7, 0) == 0.3
+
+
+def test_progress_stays_below_one_until_both_goals_are_met():
+    # Each goal alone would read 100% early: the count in the first case, the time in the second.
+    for duration_s, iterations, sleep_s in ((0.4, 1, 0.0), (0.0, 250, 0.0015)):
+        seen = []
+        lat = timing.measure(
+            lambda s=sleep_s: time.sleep(s),
+            warmup_s=0.0,
+            min_duration_s=duration_s,
+            min_iterations=iterations,
+            progress=seen.append,
+        )
+        # 1.0 only on the very iteration that meets both goals (the loop ends there), never before
+        assert len(seen) >= 2 and all(0.0 <= f < 1.0 for f in seen[:-1]) and seen[-1] <= 1.0, (
+            duration_s,
+            iterations,
+            seen,
+        )
+        assert seen == sorted(seen) and seen[-1] > 0.5
+        assert lat.size >= iterations and lat.sum() >= duration_s * 1e3 * 0.99

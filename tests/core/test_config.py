@@ -1,0 +1,72 @@
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+from omegaconf.errors import ReadonlyConfigError
+
+from pipeline.core import config
+from pipeline.core.errors import PipelineError
+from tests.conftest import REPO, compose
+
+
+def test_params_yaml_is_the_composition_of_conf_defaults():
+    committed = OmegaConf.to_container(OmegaConf.load(REPO / "params.yaml"))
+    assert committed == config.to_dict(compose()), (
+        "regenerate params.yaml: python -m pipeline params"
+    )
+
+
+@pytest.mark.parametrize(
+    "group,option", [(p.parent.name, p.stem) for p in sorted((REPO / "conf").glob("*/*.yaml"))]
+)
+def test_every_group_option_validates(group, option):
+    cfg = compose(f"{group}={option}")
+    if "name" in cfg[group]:
+        assert cfg[group].name == option
+
+
+def test_misspelt_key_fails_with_its_full_name():
+    with pytest.raises(PipelineError, match=r"build\.worksapce_mib"):
+        config.validate({"build": {"worksapce_mib": 10}})
+
+
+def test_wrong_type_fails():
+    with pytest.raises(PipelineError, match=r"build\.workspace_mib"):
+        config.validate({"build": {"workspace_mib": "lots"}})
+
+
+def test_unknown_precision_fails():
+    with pytest.raises(PipelineError, match=r"precision\.name='int9'"):
+        config.validate({"precision": {"name": "int9"}})
+
+
+def test_profile_min_greater_than_opt_fails():
+    with pytest.raises(PipelineError, match="min <= opt <= max"):
+        config.validate({"profile": {"profiles": [{"name": "p", "dims": {"batch": [8, 4, 16]}}]}})
+
+
+def test_model_needs_exactly_one_source():
+    with pytest.raises(PipelineError, match="exactly one"):
+        config.validate({"model": {"factory": "models.cnn_classifier", "onnx_path": "x.onnx"}})
+
+
+def test_validated_config_is_read_only():
+    cfg = config.validate({})
+    with pytest.raises(ReadonlyConfigError):
+        cfg.build.workspace_mib = 1
+
+
+def test_stage_with_bad_params_exits_1_with_one_line(tmp_path):
+    (tmp_path / "params.yaml").write_text("model:\n  nmae: cnn\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "stages.export"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0 and "model.nmae" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "artifacts").exists()

@@ -1,0 +1,146 @@
+"""Ctrl-C and SIGTERM always stop a real TensorRT-RTX build: exit 130/143, nothing
+stored, no engine folder left looking current."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def _stage(repo, name, env, check=True):
+    r = subprocess.run(
+        [sys.executable, "-m", f"stages.{name}"], cwd=repo, env=env, capture_output=True, text=True
+    )
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def _reset(repo, store, env):
+    """An empty store and no engine folder: the next build is a cold one."""
+    for key in _entries(store):
+        subprocess.run(
+            [sys.executable, "-m", "pipeline", "cache", "rm", key],
+            cwd=repo,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    shutil.rmtree(repo / "artifacts" / "build", ignore_errors=True)
+
+
+def _entries(store):
+    return (
+        sorted(p.name for p in (store / "entries").iterdir())
+        if (store / "entries").is_dir()
+        else []
+    )
+
+
+def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_repo_copy, tmp_path):
+    repo = in_tmp_repo_copy
+    store = tmp_path / "store"
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(store)}
+    subprocess.run(
+        [sys.executable, "-m", "pipeline", "params", "model=transformer"],
+        cwd=repo,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    for name in ("fingerprint", "export", "calibrate"):
+        _stage(repo, name, env)
+    _stage(repo, "build", env)  # a cold build once, so every module is compiled and cached
+    _reset(repo, store, env)
+    interrupted = 0
+    # The key's lock file exists exactly while the engine is being made: each round
+    # waits for it, then signals at a different point of the build.
+    for delay, sig in (
+        (0.0, signal.SIGINT),
+        (0.2, signal.SIGTERM),
+        (0.5, signal.SIGINT),
+        (0.9, signal.SIGTERM),
+    ):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "stages.build"],
+            cwd=repo,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while (
+            not list((store / "locks").glob("*.lock"))
+            and p.poll() is None
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.01)
+        time.sleep(delay)
+        p.send_signal(sig)
+        _, err = p.communicate(timeout=120)
+        assert p.returncode in (0, 130 if sig == signal.SIGINT else 143), (p.returncode, err)
+        if (
+            p.returncode == 0 or "miss, built" in err
+        ):  # the build had finished before the signal landed
+            _reset(repo, store, env)
+            continue
+        if (
+            "stored whole" in err
+        ):  # the signal came after the store's commit: the entry must be whole
+            verify = subprocess.run(
+                [sys.executable, "-m", "pipeline", "cache", "verify"],
+                cwd=repo,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            assert verify.returncode == 0 and len(_entries(store)) == 1, (
+                verify.stdout + verify.stderr
+            )
+            _reset(repo, store, env)
+            continue
+        interrupted += 1
+        assert "Exception caught" not in err and "Traceback" not in err
+        assert _entries(store) == [], "an interrupted build stored an entry"
+        assert not list((store / "tmp").glob("*")) if (store / "tmp").exists() else True
+        assert not list((store / "locks").glob("*.lock")) if (store / "locks").exists() else True
+        assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))
+    assert interrupted >= 2, "the signals all came too late to test anything"
+
+    # A signal right after the store's commit, made certain: the stage stops (130), says the
+    # entry is whole, the entry verifies, and no engine folder is left looking current.
+    _reset(repo, store, env)
+    after_commit = (
+        "import os, runpy, signal\n"
+        "from pipeline.core import verified_store as vs\n"
+        "put = vs.VerifiedStore.put\n"
+        "def put_then_signal(self, *a, **k):\n"
+        "    entry = put(self, *a, **k)\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return entry\n"
+        "vs.VerifiedStore.put = put_then_signal\n"
+        "runpy.run_module('stages.build', run_name='__main__')\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", after_commit], cwd=repo, env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 130 and "stored whole" in r.stderr and "Traceback" not in r.stderr, (
+        r.stderr
+    )
+    assert len(_entries(store)) == 1
+    assert (
+        subprocess.run(
+            [sys.executable, "-m", "pipeline", "cache", "verify"], cwd=repo, env=env
+        ).returncode
+        == 0
+    )
+    assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))

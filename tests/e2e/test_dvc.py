@@ -1,0 +1,106 @@
+"""The README's main job for real: dvc repro in a fresh git repository."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+FAST = ["-S", "benchmark.min_duration_s=0.3", "-S", "benchmark.warmup_s=0.05"]
+
+
+def dvc(repo, *args, check=True):
+    r = subprocess.run(
+        [sys.executable, "-m", "dvc", *args], cwd=repo, capture_output=True, text=True
+    )
+    if check and r.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def ran_stages(output: str) -> list[str]:
+    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")]
+
+
+def test_dvc_repro_builds_everything_then_is_a_no_op(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    first = dvc(repo, "repro")
+    assert ran_stages(first.stdout) == [
+        "fingerprint",
+        "export",
+        "calibrate",
+        "build",
+        "inspect",
+        "benchmark",
+    ]
+    fp = json.loads((repo / "artifacts/fingerprint.json").read_text())
+    engine_dir = repo / "artifacts/build" / fp["id"]
+    manifest = json.loads((engine_dir / "manifest.json").read_text())
+    assert (engine_dir / "engine.plan").stat().st_size == manifest["engine"]["bytes"]
+    assert manifest["backend"]["flavour"] == fp["trt_flavour"]
+    assert (repo / "artifacts/export/model.onnx").exists()
+    report = json.loads((repo / "artifacts/inspect/report.json").read_text())
+    assert report["model"]["exported"]["ops"]["Conv"] == 4
+    metrics = json.loads((repo / "metrics/benchmark.json").read_text())
+    ort = metrics["results"]["onnxruntime"]
+    assert ort["status"] == "ok" and ort["iterations"] >= 100 and ort["median_ms"] > 0
+    if fp["gpu"] is None:
+        assert metrics["results"]["tensorrt"]["status"] == "skipped"
+        assert "GPU" in metrics["results"]["tensorrt"]["reason"]
+
+    again = dvc(repo, "repro")
+    # Only the machine probe runs; nothing it feeds is reproduced.
+    assert ran_stages(again.stdout) == ["fingerprint"]
+    assert "didn't change, skipping" in again.stdout
+    assert "modified" not in dvc(repo, "status").stdout.replace("always changed", "")
+
+
+def test_benchmark_params_rerun_only_benchmark_and_fp16_exp(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    dvc(repo, "repro")
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "repro"],
+        cwd=repo,
+        check=True,
+    )
+    bench = dvc(repo, "exp", "run", *FAST)
+    assert ran_stages(bench.stdout) == ["fingerprint", "benchmark"]
+
+    fp16 = dvc(repo, "exp", "run", "-S", "precision=fp16", *FAST)
+    assert ran_stages(fp16.stdout) == ["fingerprint", "calibrate", "build", "inspect", "benchmark"]
+    calib = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    assert calib["precision"] == "fp16" and calib["ops"].get("Cast", 0) > 0
+    fp = json.loads((repo / "artifacts/fingerprint.json").read_text())
+    manifest = json.loads((repo / "artifacts/build" / fp["id"] / "manifest.json").read_text())
+    assert manifest["config"]["precision"]["name"] == "fp16"
+    report = json.loads((repo / "artifacts/inspect/report.json").read_text())
+    assert "half" in report["network"]["output_dtypes"]
+
+
+def test_hydra_multirun_leaves_one_result_per_job(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli.run",
+            "--multirun",
+            "precision=fp32,fp16",
+            "benchmark.min_duration_s=0.2",
+            "benchmark.min_iterations=10",
+            "hydra.sweep.dir=sweep",
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    # job folders are named by their overrides (issue 13), not 0, 1, ...
+    jobs = sorted((repo / "sweep").glob("*/result.json"))
+    assert [p.parent.name for p in jobs] == ["precision=fp16", "precision=fp32"]
+    results = [json.loads(p.read_text()) for p in reversed(jobs)]
+    assert [x["precision"] for x in results] == ["fp32", "fp16"]
+    assert results[0]["engine_sha256"] != results[1]["engine_sha256"]
