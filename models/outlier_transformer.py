@@ -14,12 +14,14 @@ from __future__ import annotations
 
 # Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
 from models.transformer_encoder import DYNAMIC_AXES as _AXES
-from models.transformer_encoder import (
+from models.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
     INPUT_NAMES,
     MAX_LEN,
     VOCAB,
+    calibration_batches,
     embed,
     mean_pool,
+    sample_inputs,
     self_attention,
 )
 
