@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.bench import timing
 from pipeline.bench.runner import Feeds, Progress, Runner
-from pipeline.export import export
+from pipeline.export import onnx_runtime
 
 
 class OrtRunner(Runner):
@@ -23,7 +23,7 @@ class OrtRunner(Runner):
         providers = ("CPUExecutionProvider",)
         if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
             providers = ("CUDAExecutionProvider", *providers)
-        self.session = export.ort_session(path, int(bench_cfg.intra_op_threads), providers)
+        self.session = onnx_runtime.ort_session(path, int(bench_cfg.intra_op_threads), providers)
         self.output_names = [o.name for o in self.session.get_outputs()]
         used = self.session.get_providers()[0]
         self.label = f"ONNX Runtime {ort.__version__} {used}, {graph}"

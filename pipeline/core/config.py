@@ -76,6 +76,13 @@ class PrecisionConfig:
     # int8/fp8: with auto, a graph that misses the gate keeps its most sensitive
     # quantized nodes in fp32, the fewest that pass (pipeline/precision/fallback.py).
     fallback: str = "none"  # none | auto
+    # int8/fp8: which readers of a quantized tensor read the quantized value
+    # (pipeline/precision/qdq_plan.py): gemm_inputs (MatMul/Gemm/Conv inputs only) | modelopt.
+    qdq_placement: str = "gemm_inputs"
+    # int8/fp8: migrate activation outliers into the weights before quantizing
+    # (pipeline/precision/smoothing.py): none | smoothquant | auto (where the graph allows).
+    smoothing: str = "none"
+    smoothing_alpha: float = 0.5
     gate: AccuracyGate = field(default_factory=AccuracyGate)
 
 

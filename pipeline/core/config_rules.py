@@ -18,6 +18,8 @@ HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
 TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
 TASKS = ("classification", "regression", "embedding")
 FALLBACKS = ("none", "auto")
+QDQ_PLACEMENTS = ("gemm_inputs", "modelopt")
+SMOOTHINGS = ("none", "smoothquant", "auto")
 CALIB_SOURCES = ("none", "directory", "factory", "random")
 CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
 BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
@@ -57,6 +59,18 @@ def check_values(cfg: DictConfig) -> None:
             )
     _one_of(p.name, PRECISIONS, "precision.name")
     _one_of(p.fallback, FALLBACKS, "precision.fallback")
+    _one_of(p.qdq_placement, QDQ_PLACEMENTS, "precision.qdq_placement")
+    _one_of(p.smoothing, SMOOTHINGS, "precision.smoothing")
+    if not 0.0 <= p.smoothing_alpha <= 1.0:
+        raise PipelineError(
+            f"invalid config: precision.smoothing_alpha={p.smoothing_alpha}; expected a number "
+            f"in [0, 1] (0 leaves the activations alone, 1 moves all of their range into the weights)"
+        )
+    if p.smoothing != "none" and p.transform != "qdq":
+        raise PipelineError(
+            f"invalid config: precision.smoothing={p.smoothing} with precision={p.name}: smoothing "
+            f"prepares a graph for int8/fp8 quantization (precision=int8 or fp8)"
+        )
     if p.fallback == "auto" and p.mode == "weak":
         raise PipelineError(
             "invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "

@@ -15,8 +15,8 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.core.threads import intra_op
 from pipeline.export import onnx_model
+from pipeline.export.onnx_runtime import run_batches
 
 REFERENCE_SEED_OFFSET = 1_000
 
@@ -160,53 +160,6 @@ def infer_shapes(model, path: Path):
         raise PipelineError(f"ONNX shape inference fails on {path.name}: {first_line(e)}") from None
     fileio.write_bytes(path, inferred.SerializeToString())
     return inferred
-
-
-def ort_session(
-    path: Path | bytes,
-    threads: int = 0,
-    providers: tuple[str, ...] = ("CPUExecutionProvider",),
-    basic_optimizations: bool = False,
-):
-    """The one way this tool opens an ONNX Runtime session, from a file or a serialized
-    graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
-    optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
-    (QLinearConv rejects float8)."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3
-    if threads := threads or intra_op()[0]:  # a job's share of the cores (pipeline/core/threads.py)
-        opts.intra_op_num_threads = threads
-    if basic_optimizations:
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    try:
-        return ort.InferenceSession(
-            path if isinstance(path, bytes) else str(path), opts, providers=list(providers)
-        )
-    except Exception as e:
-        raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
-
-
-def _name(path: Path | bytes) -> str:
-    return "an in-memory graph" if isinstance(path, bytes) else str(path)
-
-
-def run_batches(
-    path: Path | bytes, batches: list[dict[str, np.ndarray]], basic_optimizations: bool = False
-) -> list[dict[str, np.ndarray]]:
-    """Outputs for each batch of feeds, from one session."""
-    session = ort_session(path, basic_optimizations=basic_optimizations)
-    names = [o.name for o in session.get_outputs()]
-    outs = []
-    for feeds in batches:
-        try:
-            outs.append(dict(zip(names, session.run(names, feeds))))
-        except Exception as e:
-            raise PipelineError(
-                f"ONNX Runtime failed to run {Path(_name(path)).name}: {first_line(e)}"
-            ) from None
-    return outs
 
 
 def reference_key(kind: str, batch: int, name: str) -> str:

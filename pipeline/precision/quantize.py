@@ -7,7 +7,6 @@ Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt.""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
@@ -21,23 +20,19 @@ from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.verified_store import VerifiedStore
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision import calibration_data
+from pipeline.precision import calibration_data, qdq_plan, smoothing
 from pipeline.precision.calibration_cache import cache_root
 from pipeline.precision.calibration_data import CalibrationSet
+from pipeline.precision.qdq_graphs import QdqGraphs
+from pipeline.precision.smoothing import SmoothGroup
 
-KEY_VERSION = 1
+KEY_VERSION = 2
 # ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
 # MinMax is max calibration, so minmax is a name for max, not another method.
 METHODS = {"entropy": "entropy", "max": "max", "minmax": "max"}
 # fp32 keeps the unquantized layers as the source graph has them; TensorRT picks no
 # other precision for them in a strongly typed build.
 HIGH_PRECISION = "fp32"
-
-
-@dataclass
-class QuantizeResult:
-    summary: dict
-    data: CalibrationSet
 
 
 def _version(dist: str) -> str:
@@ -53,7 +48,11 @@ def modelopt_method(method: str, quantize_mode: str) -> str:
     return METHODS[method]
 
 
-def key_inputs(src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any) -> dict:
+def key_inputs(
+    src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any, smooth: dict
+) -> dict:
+    """What ModelOpt's scales depend on. The placement is not here: it is applied to
+    ModelOpt's result afterwards, so every placement shares one calibration."""
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_model.sha256(src),
@@ -65,6 +64,7 @@ def key_inputs(src: Path, data: CalibrationSet, quantize_mode: str, calibration_
         "high_precision_dtype": HIGH_PRECISION,
         "modelopt": _version("nvidia-modelopt"),
         "onnxruntime": _version("onnxruntime"),
+        "smoothing": {k: smooth[k] for k in ("mode", "alpha")} if smooth else None,
     }
 
 
@@ -120,36 +120,52 @@ def check_exclusions(src: Path, calibration_cfg: Any) -> None:
             )
 
 
+@dataclass
+class QuantizeResult:
+    summary: dict
+    data: CalibrationSet
+    graphs: QdqGraphs
+
+
 def quantize(
     src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
 ) -> QuantizeResult:
-    """Write dest (the Q/DQ graph); return the calibration summary and the data used."""
+    """Write dest (the plain Q/DQ graph); return the calibration summary, the data used
+    and every graph the fallback search may write from the same calibration."""
+    import onnx
+
     mode = precision_cfg.quantize_mode
     method = modelopt_method(calibration_cfg.method, mode)
     check_exclusions(src, calibration_cfg)
     data = calibration_data.load(calibration_cfg, model_cfg, src)
-    inputs = key_inputs(src, data, mode, calibration_cfg)
+    source = qdq_source(onnx_model.load(src, check=False), mode)
+    groups, smooth = smoothing_groups(source, src.parent, precision_cfg, data)
+    graphs = QdqGraphs(source, qdq_plan.QdqPlan({}, {}, 0), groups, src.parent)
+    inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     key = cache_key(inputs)
 
     def make() -> tuple[dict[str, bytes], dict, str]:
-        graph, ops = run_modelopt(src, mode, method, calibration_cfg, data)
+        with tempfile.TemporaryDirectory(prefix="qdq-in.") as tmp:
+            # ModelOpt reads a file: the smoothed, opset-normalised fp32 graph.
+            work = Path(tmp) / "model.onnx"
+            fileio.write_bytes(work, graphs.smoothed().SerializeToString())
+            graph, ops = run_modelopt(work, mode, method, calibration_cfg, data)
         # ops.json spares a hit parsing the graph again (large models: a second or more)
         return {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
     got, cache = cached(calibration_cfg, key, make, "calibration result")
-    graph = got.read("model.onnx")
-    if "ops.json" in got.names:
-        ops = json.loads(got.read("ops.json"))
-    else:  # an entry made before ops.json was stored
-        import onnx
-
-        ops = onnx_model.op_histogram(onnx.load_from_string(graph))
-    fileio.write_bytes(dest, graph)
+    modelopt_graph = onnx.load_from_string(got.read("model.onnx"))
+    graphs.plan = qdq_plan.extract(modelopt_graph, graphs.smoothed(), precision_cfg.qdq_placement)
+    plain = graphs.graph()
+    fileio.write_bytes(dest, plain.SerializeToString())
+    ops = onnx_model.op_histogram(plain)
     summary = {
         "quantize_mode": mode,
         "method": calibration_cfg.method,
         "modelopt_method": method,
         "high_precision_dtype": HIGH_PRECISION,
+        "qdq_placement": precision_cfg.qdq_placement,
+        "smoothing": smooth,
         "data": data.info,
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
         "exclude_op_types": list(calibration_cfg.exclude_op_types),
@@ -157,10 +173,51 @@ def quantize(
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
-        "result_sha256": hashing.sha256_bytes(graph),
+        "result_sha256": hashing.sha256_file(dest),
         "cache": cache,
     }
-    return QuantizeResult(summary, data)
+    return QuantizeResult(summary, data, graphs)
+
+
+def qdq_source(model: Any, mode: str) -> Any:
+    """The fp32 graph at an opset its Q/DQ nodes fit in: per-channel int8 needs 13, fp8
+    needs 19 (ONNX's version converter; the fp32 reference stays the original)."""
+    need = 19 if mode == "fp8" else 13
+    if qdq_plan.opset(model) >= need:
+        return model
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, need)
+    except Exception as e:
+        raise PipelineError(
+            f"{mode} needs opset {need} for its Q/DQ nodes; ONNX's version converter cannot "
+            f"take this opset-{qdq_plan.opset(model)} graph there: {first_line(e)}"
+        ) from None
+
+
+def smoothing_groups(
+    source: Any, base_dir: Path, precision_cfg: Any, data: CalibrationSet
+) -> tuple[list[SmoothGroup], dict | None]:
+    """precision.smoothing: the SmoothQuant groups and what calibration.json says of them."""
+    mode, alpha = precision_cfg.smoothing, float(precision_cfg.smoothing_alpha)
+    if mode == "none":
+        return [], None
+    groups = smoothing.compute(
+        source,
+        alpha,
+        lambda tensors: smoothing.activation_max(source, base_dir, tensors, data.batches),
+    )
+    if not groups and mode == "smoothquant":
+        raise PipelineError(
+            "precision.smoothing=smoothquant: no activation of the graph is read by a MatMul with "
+            "constant 2-D weights, so there is nothing to smooth and nothing was changed; use "
+            "precision.smoothing=auto to smooth only where the graph allows"
+        )
+    rec = smoothing.record(groups, alpha, mode)
+    if not groups:
+        rec["note"] = "no activation is read by a MatMul with constant weights: graph unchanged"
+    return groups, rec
 
 
 def _reader(batches: list[dict], progress):

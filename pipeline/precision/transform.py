@@ -12,23 +12,17 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model
+from pipeline.export import export, onnx_model, onnx_runtime
 from pipeline.precision import accuracy
 
 
-def run_batches(
-    onnx_path: Path, batches: list[dict[str, np.ndarray]], qdq: bool = False
-) -> list[dict[str, np.ndarray]]:
-    return export.run_batches(onnx_path, batches, basic_optimizations=qdq)
-
-
 def evaluate(
-    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], qdq: bool
+    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]]
 ) -> tuple[list[dict], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
     ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
     try:
-        return run_batches(onnx_path, batches, qdq=qdq), "onnxruntime (cpu)"
+        return onnx_runtime.run_batches(onnx_path, batches), "onnxruntime (cpu)"
     except PipelineError as e:
         from pipeline.precision import emulate
 
@@ -38,7 +32,7 @@ def evaluate(
         with tempfile.TemporaryDirectory() as tmp:
             em = Path(tmp) / "emulated.onnx"
             fileio.write_bytes(em, emulate.emulated_fp32(model).SerializeToString())
-            outs = run_batches(em, batches, qdq=qdq)
+            outs = onnx_runtime.run_batches(em, batches)
         return outs, (
             f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
             f"to its type, ops computed in fp32 (the CPU build has no {'/'.join(kinds)} kernels for "
@@ -103,11 +97,12 @@ def transform(
             and precision_cfg.transform == "qdq"
             and precision_cfg.mode != "weak"
         ):
-            from pipeline.precision import fallback
+            from pipeline.precision import fallback, fallback_cache
 
             try:
-                summary["fallback"], judged = fallback.run(
+                summary["fallback"], judged = fallback_cache.run(
                     dest,
+                    result.graphs,
                     summary["calibration"]["result_sha256"],
                     held_out,
                     precision_cfg,
@@ -115,9 +110,8 @@ def transform(
                     model_cfg.task,
                     lambda: judge(dest, held_out, precision_cfg, model_cfg.task),
                 )
-            except (
-                fallback.SearchFailed
-            ) as e:  # the plain graph's metrics still go to the metrics file
+            except fallback.SearchFailed as e:
+                # the plain graph's metrics still go to the metrics file
                 summary.update(
                     e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
                 )
@@ -125,6 +119,8 @@ def transform(
             summary.update(judged)
         else:
             summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
+        if precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
+            summary["calibration"].update(quantized_view(dest, held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
         # the build takes the graph's hash from here while the files are unchanged (one read)
         summary["onnx_files"] = onnx_model.file_stats(files)
@@ -133,12 +129,22 @@ def transform(
     return summary
 
 
+def quantized_view(dest: Path, feeds: dict) -> dict:
+    """Of the graph that goes to the build: which tensors are quantized and who reads them,
+    and the share of GEMM FLOPs that runs in int8/fp8 (the report's precision view)."""
+    from pipeline.precision import gemm_flops, qdq_plan
+
+    model = onnx_model.load(dest, check=False)
+    return {
+        "quantized_tensors": qdq_plan.quantized_tensors(model),
+        "gemm_flops": gemm_flops.summary(model, feeds),
+    }
+
+
 def judge(dest: Path, held_out: list[tuple[dict, dict]], precision_cfg: Any, task: str) -> dict:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
     model = onnx_model.load(dest, check=False)
-    got, evaluated = evaluate(
-        dest, model, [p[0] for p in held_out], qdq=precision_cfg.transform == "qdq"
-    )
+    got, evaluated = evaluate(dest, model, [p[0] for p in held_out])
     figures = accuracy.compare([p[1] for p in held_out], got, task)
     gate = accuracy.check_gate(figures, precision_cfg.gate)
     return {

@@ -29,52 +29,91 @@ def precision_transform(calibration: dict) -> dict:
         "reference": calibration.get("reference"),
         "reference_overlap": calibration.get("reference_overlap"),
         "fallback": _fallback(calibration.get("fallback")),
+        "quantization": quantization(calib),
+    }
+
+
+def quantization(calib: dict) -> dict | None:
+    """int8/fp8: where the Q/DQ pairs are (tensors, who reads the quantized value), the
+    smoothing, and the share of GEMM FLOPs that runs quantized."""
+    if not calib.get("quantize_mode"):
+        return None
+    tensors = calib.get("quantized_tensors") or []
+    flops = calib.get("gemm_flops") or {}
+    smooth = calib.get("smoothing") or {}
+    return {
+        "mode": calib["quantize_mode"],
+        "placement": calib.get("qdq_placement"),
+        "weights": sum(1 for t in tensors if t["weight"]),
+        "activations": [
+            [
+                t["tensor"],
+                ", ".join(t["quantized_readers"]),
+                ", ".join(t["unquantized_readers"]) or "-",
+            ]
+            for t in tensors
+            if not t["weight"]
+        ],
+        "quantized_fraction": flops.get("quantized_fraction"),
+        "gemm_flops": flops.get("gemm_flops"),
+        "smoothing": {
+            "mode": smooth.get("mode"),
+            "alpha": smooth.get("alpha"),
+            "groups": len(smooth.get("groups", [])),
+            "folded": sum(1 for g in smooth.get("groups", []) if g["folded_into_layer_norm"]),
+            "note": smooth.get("note"),
+        }
+        if smooth
+        else None,
     }
 
 
 def _fallback(fb: dict | None) -> dict | None:
-    """precision.fallback=auto: the sensitivity table and the search's steps."""
+    """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
         return fb
+    result = {True: "kept fp32", False: "quantized"}
     return {
         "needed": True,
+        "placement": fb.get("placement"),
         "kept_fp32": fb["kept_fp32"],
         "quantized_matmuls": fb["quantized_matmuls"],
         "matmuls_still_quantized": fb["matmuls_still_quantized"],
+        "graphs_evaluated": fb["graphs_evaluated"],
         "plain": fb["plain"],
         "cache_hit": (fb.get("cache") or {}).get("hit"),
-        "sensitivity": [
-            [
-                r["node"],
-                r["op_type"],
-                r["sensitivity"],
-                "kept fp32" if r["node"] in fb["kept_fp32"] else "quantized",
-            ]
-            for r in fb["sensitivity"]
+        "groups": [
+            [g["group"], len(g["nodes"]), g["sensitivity"], result[g["kept"]]] for g in fb["groups"]
+        ],
+        "nodes": [
+            [r["node"], r["op_type"], r["sensitivity"], result[r["kept"]]] for r in fb["nodes"]
         ],
         "steps": [
-            [s["kept"], s["added"], s["score"], "pass" if s["passed"] else "fail"]
-            for s in fb["steps"]
-        ]
-        + [
             [
-                "",
-                f"{p['node']} quantized again?",
-                p["score"],
-                "pass: quantized again" if p["passed"] else "fail: stays fp32",
+                s["stage"],
+                s.get("group", s.get("kept", "")),
+                s["score"],
+                "pass" if s["passed"] else "fail",
             ]
-            for p in fb.get("prune", [])
+            for s in fb["steps"]
         ],
     }
 
 
-SENSITIVITY_HEADERS = [
-    "node",
+GROUP_HEADERS = [
+    "group (one role in every layer)",
+    "nodes",
+    "sensitivity (gate score added when quantized alone)",
+    "result",
+]
+NODE_HEADERS = [
+    "node (in the kept groups)",
     "op",
     "sensitivity (gate score added when quantized alone)",
     "result",
 ]
-STEP_HEADERS = ["nodes kept", "last kept", "gate score (<= 1 passes)", "gate"]
+STEP_HEADERS = ["step", "group, or how many kept", "gate score (<= 1 passes)", "gate"]
+TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized by"]
 
 
 def mark_kept_nodes(report: dict) -> None:
@@ -132,15 +171,37 @@ def _fallback_markdown(fb: dict | None) -> list[str]:
         return ["- precision.fallback=auto: not needed, the plain graph passed", ""]
     return [
         f"### precision.fallback=auto: {len(fb['kept_fp32'])} nodes kept in fp32, "
-        f"{fb['matmuls_still_quantized']} of {fb['quantized_matmuls']} matrix multiplies still quantized",
+        f"{fb['matmuls_still_quantized']} of {fb['quantized_matmuls']} matrix multiplies still "
+        f"quantized ({fb['graphs_evaluated']} graphs evaluated)",
         "",
         f"The plain graph missed the gate: {'; '.join(fb['plain']['failing'])}.",
         "",
-        tables.markdown(SENSITIVITY_HEADERS, fb["sensitivity"]),
+        tables.markdown(GROUP_HEADERS, fb["groups"]),
+        "",
+        tables.markdown(NODE_HEADERS, fb["nodes"]),
         "",
         tables.markdown(STEP_HEADERS, fb["steps"]),
         "",
     ]
+
+
+def quantization_lines(q: dict | None) -> list[str]:
+    if not q:
+        return []
+    frac = q.get("quantized_fraction")
+    md = [
+        f"- {q['mode']} Q/DQ placement: {q['placement']}; {len(q['activations'])} activation "
+        f"tensors and {q['weights']} weights quantized"
+        + (f"; {frac:.1%} of GEMM FLOPs run in {q['mode']}" if frac is not None else ""),
+    ]
+    sm = q.get("smoothing")
+    if sm:
+        md.append(
+            f"- smoothing: {sm['mode']} (alpha {sm['alpha']}), {sm['groups']} activations "
+            f"smoothed, {sm['folded']} folded into a LayerNorm"
+            + (f"; {sm['note']}" if sm.get("note") else "")
+        )
+    return md
 
 
 def transform_markdown(t: dict) -> list[str]:
@@ -154,6 +215,7 @@ def transform_markdown(t: dict) -> list[str]:
             + (f"; {data['note']}" if data.get("note") else "")
         )
         md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
+    md += quantization_lines(t.get("quantization"))
     rows = accuracy_rows(t["accuracy"])
     md += [
         "",
@@ -163,4 +225,7 @@ def transform_markdown(t: dict) -> list[str]:
         tables.markdown(ACCURACY_HEADERS, rows),
         "",
     ]
+    q = t.get("quantization")
+    if q and q["activations"]:
+        md += [tables.markdown(TENSOR_HEADERS, q["activations"]), ""]
     return md + _fallback_markdown(t.get("fallback"))

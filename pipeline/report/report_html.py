@@ -82,8 +82,14 @@ def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
         else None,
         "reference_line": precision_view.reference_line(transform)[2:] if transform else "",
         "fallback": (transform or {}).get("fallback"),
-        "sensitivity_headers": precision_view.SENSITIVITY_HEADERS,
+        "group_headers": precision_view.GROUP_HEADERS,
+        "node_headers": precision_view.NODE_HEADERS,
         "step_headers": precision_view.STEP_HEADERS,
+        "tensor_headers": precision_view.TENSOR_HEADERS,
+        "quantization_lines": [
+            line[2:]
+            for line in precision_view.quantization_lines((transform or {}).get("quantization"))
+        ],
         "accuracy_rows": [
             [
                 o,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from onnx import TensorProto, helper
 
 from pipeline.core import threads
-from pipeline.export import export
+from pipeline.export import onnx_runtime
 
 
 def _graph_bytes() -> bytes:
@@ -30,13 +30,13 @@ def test_the_config_wins_then_omp_num_threads_then_the_library_default(monkeypat
 
 def test_onnx_runtime_sessions_follow_omp_num_threads(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    session = export.ort_session(_graph_bytes())
+    session = onnx_runtime.ort_session(_graph_bytes())
     assert session.get_session_options().intra_op_num_threads == 1
     assert (
-        export.ort_session(_graph_bytes(), threads=2).get_session_options().intra_op_num_threads
+        onnx_runtime.ort_session(_graph_bytes(), threads=2).get_session_options().intra_op_num_threads
         == 2
     )
     monkeypatch.delenv("OMP_NUM_THREADS")
     assert (
-        export.ort_session(_graph_bytes()).get_session_options().intra_op_num_threads == 0
+        onnx_runtime.ort_session(_graph_bytes()).get_session_options().intra_op_num_threads == 0
     )  # ORT's own

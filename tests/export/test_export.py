@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model
+from pipeline.export import export, onnx_model, onnx_runtime
 from tests.conftest import REPO, compose
 
 
@@ -19,7 +19,7 @@ def test_cnn_export_has_dynamic_batch_and_reference(built_cnn):
     inputs, outputs = pairs[0]
     assert outputs["logits"].shape == (8, 10)
     # the reference really is ONNX Runtime's output for those inputs
-    [again] = export.run_batches(layout.export_dir / "model.onnx", [inputs])
+    [again] = onnx_runtime.run_batches(layout.export_dir / "model.onnx", [inputs])
     np.testing.assert_allclose(again["logits"], outputs["logits"], rtol=1e-5, atol=1e-6)
 
 

@@ -61,7 +61,7 @@ def test_a_hit_imports_no_modelopt(fp16_runs):
     tmp, layout, _cold, _, _ = fp16_runs
     probe = (
         "import json, sys\n"
-        "from pathlib import Path\nfrom pipeline import steps\nfrom pipeline.core.layout import Layout\nfrom tests.conftest import compose\n"
+        "from pathlib import Path\nfrom pipeline.flow import steps\nfrom pipeline.core.layout import Layout\nfrom tests.conftest import compose\n"
         f"cfg = compose('model=cnn', 'precision=fp16', 'calibration.cache_dir={tmp / 'cache'}')\n"
         f"s = steps.calibrate(cfg, Layout(Path({str(layout.root)!r})))\n"
         "print(json.dumps({'hit': s['autocast']['cache']['hit'],"

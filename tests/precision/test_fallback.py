@@ -1,44 +1,30 @@
-"""precision.fallback=auto on the outlier transformer (models/outlier_transformer.py): real
-ModelOpt int8 PTQ, real ONNX Runtime sensitivity runs, a real TensorRT-RTX build of the
-mixed graph; and the gate's metrics file when it fails."""
+"""precision.fallback=auto on the BERT-shaped outlier model (models/outlier_bert.py): real
+ModelOpt int8 PTQ, real ONNX Runtime search runs, a real TensorRT-RTX build of the mixed
+graph; and the gate's metrics file when it fails."""
 
-import shutil
 import time
 
 import numpy as np
 import onnx
 import pytest
+from omegaconf import OmegaConf
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
-from pipeline.core.layout import Layout
 from pipeline.flow import steps
-from pipeline.precision import accuracy, fallback
+from pipeline.precision import accuracy, fallback, qdq_plan
 from pipeline.report import precision_view
-from pipeline.report import report as report_lib
 from tests.conftest import compose
+from tests.precision.conftest import fresh, quantized, reference_pairs
 
-MODEL = ("model=outlier_transformer", "precision=int8")
-
-
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    layout = Layout(tmp_path_factory.mktemp("outlier_export"))
-    steps.export(compose(*MODEL), layout)
-    return layout
-
-
-def fresh(exported, tmp_path):
-    layout = Layout(tmp_path / "run")
-    shutil.copytree(exported.export_dir, layout.export_dir)
-    return layout
+MODEL = ("model=outlier_bert", "precision=int8")
 
 
 @pytest.fixture(scope="module")
-def searched(exported, tmp_path_factory):
+def searched(bert_export, tmp_path_factory):
     """int8 with fallback=auto, cold and then again (a cache hit)."""
-    tmp = tmp_path_factory.mktemp("outlier_fallback")
-    layout = fresh(exported, tmp)
+    tmp = tmp_path_factory.mktemp("bert_fallback")
+    layout = fresh(bert_export, tmp)
     cfg = compose(*MODEL, "precision.fallback=auto", f"calibration.cache_dir={tmp / 'cache'}")
     cold = steps.calibrate(cfg, layout)
     cold_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
@@ -48,9 +34,9 @@ def searched(exported, tmp_path_factory):
 
 
 def test_plain_int8_misses_the_gate_naming_every_failing_metric_and_writes_them_all(
-    exported, tmp_path
+    bert_export, tmp_path
 ):
-    layout = fresh(exported, tmp_path)
+    layout = fresh(bert_export, tmp_path)
     cfg = compose(*MODEL, f"calibration.cache_dir={tmp_path / 'cache'}")
     with pytest.raises(PipelineError) as failed:
         steps.calibrate(cfg, layout)
@@ -70,42 +56,48 @@ def test_plain_int8_misses_the_gate_naming_every_failing_metric_and_writes_them_
     assert not layout.calibrate_dir.exists()
 
 
-def test_fallback_passes_keeping_at_least_half_the_matmuls_in_int8(searched):
+def test_fallback_passes_keeping_at_least_three_quarters_of_the_matmuls_in_int8(searched):
     _, layout, cold, _, _, _ = searched
     fb = cold["fallback"]
     assert cold["gate_passed"] and fb["needed"] and fb["cache"]["hit"] is False
     assert fb["plain"]["score"] > 1 and fb["plain"]["failing"]
-    assert len(fb["kept_fp32"]) > 0 and 2 * fb["matmuls_still_quantized"] >= fb["quantized_matmuls"]
-    # ranked most sensitive first; the kept nodes are the head of that ranking, in order
-    ranked = [r["node"] for r in fb["sensitivity"]]
-    assert [r["sensitivity"] for r in fb["sensitivity"]] == sorted(
-        (r["sensitivity"] for r in fb["sensitivity"]), reverse=True
+    assert fb["placement"] == "gemm_inputs"
+    assert (
+        len(fb["kept_fp32"]) > 0 and fb["matmuls_still_quantized"] >= 0.75 * fb["quantized_matmuls"]
     )
-    greedy = [s["added"] for s in fb["steps"]]
-    assert greedy == ranked[: len(greedy)]
-    assert set(fb["kept_sensitivity"]) == set(fb["kept_fp32"])
-    # one step per node kept in turn, each with its metrics; only the last passes
-    assert [s["kept"] for s in fb["steps"]] == list(range(1, len(greedy) + 1))
-    assert [s["passed"] for s in fb["steps"]] == [False] * (len(greedy) - 1) + [True]
+    # groups first: every group measured quantized alone; the kept groups are the most
+    # sensitive ones, and the kept nodes come from them only
+    groups = fb["groups"]
+    assert len(groups) < fb["quantized_nodes"]
+    by_score = sorted(groups, key=lambda g: -g["score_quantized_alone"])
+    n_kept = sum(g["kept"] for g in groups)
+    assert {g["group"] for g in by_score[:n_kept]} == {g["group"] for g in groups if g["kept"]}
+    pool = {n for g in groups if g["kept"] for n in g["nodes"]}
+    assert set(fb["kept_fp32"]) <= pool and {r["node"] for r in fb["nodes"]} == pool
+    # then nodes of the kept groups, most sensitive first: the kept ones head that ranking
+    ranked = [r["node"] for r in fb["nodes"]]
+    assert ranked[: len(fb["kept_fp32"])] == fb["kept_fp32"]
+    scores = [r["score_quantized_alone"] for r in fb["nodes"]]
+    assert scores == sorted(scores, reverse=True)
+    # fewer graphs than measuring every node alone, and every step recorded with metrics
+    assert fb["graphs_evaluated"] < fb["quantized_nodes"]
+    stages = [s["stage"] for s in fb["steps"]]
+    assert stages.count("group quantized alone") == len(groups)
+    assert fb["graphs_evaluated"] == len(fb["steps"]) + 1  # + the graph with all kept
     assert all("cosine" in s["metrics"]["embedding"] for s in fb["steps"])
-    # then each but the last is tried quantized again; those that pass leave the kept set
-    assert [p["node"] for p in fb["prune"]] == greedy[-2::-1]
-    assert fb["kept_fp32"] == [
-        n for n in greedy if n not in {p["node"] for p in fb["prune"] if p["requantized"]}
-    ]
-    # the outlier projections are among the kept ones
-    assert any("ff2" in n for n in fb["kept_fp32"])
-    # the written graph: kept nodes read no DequantizeLinear, the others still do
+    # the FFN output projection reads the FFN's outlier units: it is what must stay fp32
+    assert all("ff2" in n for n in fb["kept_fp32"])
+    # the written graph: kept nodes read no DequantizeLinear, the other GEMMs still do
     model = onnx.load(layout.calibrate_dir / "model.onnx")
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
     for node in model.graph.node:
         if node.op_type in ("MatMul", "Gemm"):
-            quantized = any(producer.get(i) == "DequantizeLinear" for i in node.input)
-            assert quantized == (node.name not in fb["kept_fp32"]), node.name
-    assert (
-        fileio.read_json(layout.calibrate_dir / "calibration.json")["fallback"]["kept_fp32"]
-        == fb["kept_fp32"]
-    )
+            quantized_in = any(producer.get(i) == "DequantizeLinear" for i in node.input)
+            assert quantized_in == (node.name not in fb["kept_fp32"]), node.name
+    calibration = fileio.read_json(layout.calibrate_dir / "calibration.json")
+    assert calibration["fallback"]["kept_fp32"] == fb["kept_fp32"]
+    flops = calibration["calibration"]["gemm_flops"]
+    assert 0.5 < flops["quantized_fraction"] < 1.0 and not flops["nodes_of_unknown_shape"]
     metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
     assert metrics["gate_passed"] and metrics["fallback"]["kept_fp32"] == fb["kept_fp32"]
 
@@ -137,14 +129,17 @@ def test_mixed_graph_builds_with_tensorrt_rtx(searched):
     assert len(result.engine) > 10_000
 
 
-def test_report_shows_the_sensitivity_table_and_marks_kept_nodes(searched):
+def test_report_shows_groups_nodes_tensors_and_marks_kept_nodes(searched):
     _, layout, cold, _, _, _ = searched
     t = precision_view.precision_transform(
         fileio.read_json(layout.calibrate_dir / "calibration.json")
     )
-    md = "\n".join(report_lib._transform_markdown(t))
-    assert "sensitivity (gate score added when quantized alone)" in md
+    md = "\n".join(precision_view.transform_markdown(t))
+    assert "group (one role in every layer)" in md and "node (in the kept groups)" in md
+    assert f"({cold['fallback']['graphs_evaluated']} graphs evaluated)" in md
     assert all(n in md for n in cold["fallback"]["kept_fp32"])
+    assert "placement: gemm_inputs" in md and "of GEMM FLOPs run in int8" in md
+    assert "read unquantized by" in md and "/layers.0/Add" in md  # the residual Add
     kept = cold["fallback"]["kept_fp32"][0]
     report = {
         "precision_transform": t,
@@ -154,30 +149,38 @@ def test_report_shows_the_sensitivity_table_and_marks_kept_nodes(searched):
     assert [n.get("marked") for n in report["graph"]["nodes"]] == [True, None]
 
 
-def test_even_all_high_precision_failing_is_one_clear_error(exported, tmp_path):
-    layout = fresh(exported, tmp_path)
+def test_a_gate_the_fp32_graph_cannot_meet_is_one_clear_error(bert_export, tmp_path):
+    """Keeping every node is the fp32 graph: only an unreachable gate stops the search."""
+    cfg, result = quantized(bert_export, tmp_path, *MODEL)
+    gate = OmegaConf.create({**OmegaConf.to_container(cfg.precision.gate), "min_cosine": 1.5})
+    pairs = reference_pairs(bert_export)
+    with pytest.raises(
+        fallback.SearchFailed, match=r"even with all 17 quantized nodes kept in fp32"
+    ):
+        fallback.search(
+            result.graphs, pairs, gate, "embedding", {"score": 2, "metrics": {}, "failing": []}
+        )
+
+
+def test_a_gate_only_the_fp32_graph_meets_keeps_every_node_and_is_exact(bert_export, tmp_path):
+    layout = fresh(bert_export, tmp_path)
     cfg = compose(
         *MODEL,
         "precision.fallback=auto",
-        "precision.gate.max_abs_error=1e-9",
+        "precision.gate.min_cosine=0.9999999",
+        "precision.gate.max_abs_error=0",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    with pytest.raises(
-        PipelineError,
-        match=r"even with all 13 quantized nodes kept in fp32 the graph misses the "
-        r"gate \(max_abs_error of output 'embedding' is",
-    ):
-        steps.calibrate(cfg, layout)
-    assert not layout.calibrate_dir.exists()
-    # the plain graph's metrics are written all the same, with what the search found
-    metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
-    assert (
-        metrics["gate_passed"] is False
-        and metrics["gate"]["embedding"]["max_abs_error"]["passed"] is False
-    )
-    assert (
-        metrics["fallback"]["needed"] is True and "even with all 13" in metrics["fallback"]["error"]
-    )
+    summary = steps.calibrate(cfg, layout)
+    fb = summary["fallback"]
+    assert summary["gate_passed"] and len(fb["kept_fp32"]) == fb["quantized_nodes"]
+    assert summary["accuracy"]["embedding"]["max_abs_error"] == 0.0
+    ops = onnx_model_ops(layout.calibrate_dir / "model.onnx")
+    assert "QuantizeLinear" not in ops and "DequantizeLinear" not in ops
+
+
+def onnx_model_ops(path) -> set[str]:
+    return {n.op_type for n in onnx.load(path).graph.node}
 
 
 def test_fallback_is_refused_where_nothing_is_quantized():
@@ -187,15 +190,15 @@ def test_fallback_is_refused_where_nothing_is_quantized():
         compose("precision=fp16", "precision.fallback=auto")
 
 
-def test_without_qdq_keeps_other_nodes_scales(searched):
-    _, layout, cold, _, _, _ = searched
-    model = onnx.load(layout.calibrate_dir / "model.onnx")
-    names = [n.name for n in fallback.quantized_nodes(model)]
-    assert len(names) == cold["fallback"]["matmuls_still_quantized"]
-    plain = fallback.without_qdq(model, set())
-    assert plain.SerializeToString() == model.SerializeToString()
-    everything = fallback.without_qdq(model, set(names))
-    assert fallback.quantized_nodes(everything) == []
+def test_the_search_graph_for_each_kept_set_changes_only_those_nodes(bert_export, tmp_path):
+    _, result = quantized(bert_export, tmp_path, *MODEL)
+    graphs = result.graphs
+    candidates = graphs.plan.candidates()
+    plain, one = graphs.graph(), graphs.graph(candidates[:1])
+    assert plain.SerializeToString() == result.graphs.graph().SerializeToString()
+    readers = {n.name for n in one.graph.node for x in n.input if x.endswith("_dq")}
+    assert candidates[0] not in readers and set(candidates[1:]) <= readers
+    assert len(qdq_plan.quantized_tensors(one)) <= len(qdq_plan.quantized_tensors(plain))
 
 
 def test_embedding_compares_cosine_per_row():
@@ -209,8 +212,8 @@ def test_embedding_compares_cosine_per_row():
     assert "top1_agreement" in accuracy.compare(ref, got, "classification")["e"]
 
 
-def test_fallback_not_needed_leaves_the_plain_graph(exported, tmp_path):
-    layout = fresh(exported, tmp_path)
+def test_fallback_not_needed_leaves_the_plain_graph(bert_export, tmp_path):
+    layout = fresh(bert_export, tmp_path)
     loose = ("precision.gate.min_cosine=0.9", "precision.gate.max_abs_error=1.0")
     plain = steps.calibrate(
         compose(*MODEL, *loose, f"calibration.cache_dir={tmp_path / 'cache'}"), layout
@@ -226,21 +229,40 @@ def test_fallback_not_needed_leaves_the_plain_graph(exported, tmp_path):
     assert (layout.calibrate_dir / "model.onnx").read_bytes() == plain_bytes
 
 
-def test_fp8_search_keeps_what_its_gate_needs(exported, tmp_path):
-    """fp8 Q/DQ (ModelOpt, float8 e4m3): a gate between the plain graph and the all-fp32 one."""
-    layout = fresh(exported, tmp_path)
+def test_fp8_search_keeps_what_its_gate_needs(bert_export, tmp_path):
+    """fp8 Q/DQ (ModelOpt, float8 e4m3) the same way: placement, exact fallback, search."""
+    layout = fresh(bert_export, tmp_path)
     cfg = compose(
-        "model=outlier_transformer",
+        "model=outlier_bert",
         "precision=fp8",
         "precision.fallback=auto",
-        "precision.gate.min_cosine=0.9985",
+        "precision.gate.min_cosine=0.9995",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     summary = steps.calibrate(cfg, layout)
     fb = summary["fallback"]
-    assert (
-        fb["needed"]
-        and summary["gate_passed"]
-        and fb["plain"]["metrics"]["embedding"]["cosine"] < 0.9985
-    )
+    assert fb["needed"] and summary["gate_passed"]
+    assert fb["plain"]["metrics"]["embedding"]["cosine"] < 0.9995
     assert 1 <= len(fb["kept_fp32"]) < fb["quantized_matmuls"] // 2
+    assert summary["calibration"]["quantize_mode"] == "fp8"
+
+
+def test_outliers_in_matmul_inputs_are_found_too(tmp_path):
+    """models/outlier_transformer.py: its outliers are in the inputs of two projections."""
+    layout = fresh(_outlier_transformer_export(tmp_path), tmp_path)
+    cfg = compose(
+        "model=outlier_transformer",
+        "precision=int8",
+        "precision.fallback=auto",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    fb = steps.calibrate(cfg, layout)["fallback"]
+    assert fb["needed"] and 2 * fb["matmuls_still_quantized"] >= fb["quantized_matmuls"]
+
+
+def _outlier_transformer_export(tmp_path):
+    from pipeline.core.layout import Layout
+
+    layout = Layout(tmp_path / "export")
+    steps.export(compose("model=outlier_transformer"), layout)
+    return layout

@@ -1,0 +1,113 @@
+"""The one way this tool runs ONNX Runtime: sessions for the benchmark, and the runs every
+accuracy figure comes from, from a file, from bytes, or from an in-memory graph whose
+weights live in external-data files beside its source."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.threads import intra_op
+
+
+def ort_session(
+    path: Path | bytes,
+    threads: int = 0,
+    providers: tuple[str, ...] = ("CPUExecutionProvider",),
+    basic_optimizations: bool = False,
+):
+    """The one way this tool opens an ONNX Runtime session, from a file or a serialized
+    graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
+    optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
+    (QLinearConv rejects float8)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    if threads := threads or intra_op()[0]:  # a job's share of the cores (pipeline/core/threads.py)
+        opts.intra_op_num_threads = threads
+    if basic_optimizations:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    try:
+        return ort.InferenceSession(
+            path if isinstance(path, bytes) else str(path), opts, providers=list(providers)
+        )
+    except Exception as e:
+        raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
+
+
+def _name(path: Path | bytes) -> str:
+    return "an in-memory graph" if isinstance(path, bytes) else str(path)
+
+
+def run_batches(
+    path: Path | bytes, batches: list[dict[str, np.ndarray]]
+) -> list[dict[str, np.ndarray]]:
+    """Outputs for each batch of feeds, from one session. Every accuracy figure comes from
+    these settings (the fp32 reference, transformed graphs, the fallback search): basic
+    graph optimizations only, so a graph left equal to the fp32 one gives its outputs bit
+    for bit, and Q/DQ stay simulated in float rather than fused into integer kernels."""
+    return run_session(ort_session(path, basic_optimizations=True), batches, _name(path))
+
+
+def run_session(
+    session: Any, batches: list[dict[str, np.ndarray]], what: str, extra: dict | None = None
+) -> list[dict[str, np.ndarray]]:
+    """Outputs for each batch of feeds (plus `extra` feeds, the same for every batch)."""
+    names = [o.name for o in session.get_outputs()]
+    outs = []
+    for feeds in batches:
+        try:
+            outs.append(dict(zip(names, session.run(names, {**feeds, **(extra or {})}))))
+        except Exception as e:
+            raise PipelineError(
+                f"ONNX Runtime failed to run {Path(what).name}: {first_line(e)}"
+            ) from None
+    return outs
+
+
+@contextlib.contextmanager
+def model_file(model: Any, base: Path | None = None) -> Iterator[Path | bytes]:
+    """Something ort_session opens for an in-memory graph: its bytes when its weights are
+    inline, else a temporary folder holding the graph and links to the external-data
+    files it names in `base` (a protobuf message cannot exceed 2 GB, and the weights are
+    never copied)."""
+    from onnx.external_data_helper import uses_external_data
+
+    external = sorted(
+        {
+            e.value
+            for t in model.graph.initializer
+            if uses_external_data(t)
+            for e in t.external_data
+            if e.key == "location"
+        }
+    )
+    if not external:
+        yield model.SerializeToString()
+        return
+    if base is None:
+        raise PipelineError("an in-memory graph with external data needs the folder of its data")
+    with tempfile.TemporaryDirectory(prefix="graph.") as tmp:
+        for name in external:
+            link = Path(tmp) / name
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink((base / name).resolve(), link)
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(model.SerializeToString())
+        yield path
+
+
+def run_model(
+    model: Any, batches: list[dict[str, np.ndarray]], base: Path | None = None
+) -> list[dict[str, np.ndarray]]:
+    """run_batches for an in-memory graph (see model_file)."""
+    with model_file(model, base) as f:
+        return run_batches(f, batches)

@@ -1,0 +1,94 @@
+"""The fallback search behind the calibration cache: keyed by everything the search and
+the final judgement read (the plain Q/DQ graph, the reference data, the gate, the task,
+ONNX Runtime's version), so a rerun copies the graph and the record and runs no ONNX
+Runtime at all."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import fileio, hashing
+from pipeline.core.config import to_dict
+from pipeline.export.array_folder import data_sha256
+from pipeline.precision import fallback
+from pipeline.precision.qdq_graphs import QdqGraphs
+
+
+def cache_inputs(qdq_sha256: str, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> dict:
+    from pipeline.machine.fingerprint import package_version
+
+    return {
+        "search_version": fallback.SEARCH_VERSION,
+        "qdq_sha256": qdq_sha256,
+        "reference_inputs_sha256": data_sha256([p[0] for p in pairs]),
+        "reference_outputs_sha256": data_sha256([p[1] for p in pairs]),
+        "gate": to_dict(gate_cfg),
+        "task": task,
+        "onnxruntime": package_version("onnxruntime"),
+    }
+
+
+def run(
+    dest: Path,
+    graphs: QdqGraphs,
+    qdq_sha256: str,
+    pairs: list[tuple[dict, dict]],
+    precision_cfg: Any,
+    calibration_cfg: Any,
+    task: str,
+    judge: Callable[[], dict],
+) -> tuple[dict, dict]:
+    """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
+    against the gate (transform.judge). If the plain graph fails, dest becomes the
+    search's result. Returns the search record and the final judgement (with the final
+    graph's onnx_sha256)."""
+    from pipeline.precision.quantize import cached
+
+    inputs = cache_inputs(qdq_sha256, pairs, precision_cfg.gate, task)
+    key = hashing.sha256_json(inputs)
+    started = time.perf_counter()
+
+    def make() -> tuple[dict[str, bytes], dict, str]:
+        final = judge()
+        record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
+        if record["needed"]:
+            print(
+                f"precision.fallback=auto: {precision_cfg.name} misses the gate; searching for "
+                f"the fewest nodes to keep in fp32 (groups first, then nodes)",
+                file=sys.stderr,
+            )
+            try:
+                graph, record = fallback.search(
+                    graphs, pairs, precision_cfg.gate, task, fallback.judged(final["gate"])
+                )
+            except fallback.SearchFailed as e:
+                e.plain = final
+                raise
+            fileio.write_bytes(dest, graph.SerializeToString())
+            final = judge()
+        files = {
+            "model.onnx": dest.read_bytes(),
+            "search.json": fileio.to_json({"record": record, "final": final}).encode(),
+        }
+        meta = {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}
+        return files, meta, "miss"
+
+    got, cache = cached(
+        calibration_cfg, key, make, "fallback search", required=("model.onnx", "search.json")
+    )
+    if got.hit:
+        fileio.write_bytes(dest, got.read("model.onnx"))
+    stored = json.loads(got.read("search.json"))
+    record, final = stored["record"], stored["final"]
+    final["onnx_sha256"] = (
+        got.entry.meta["files"]["model.onnx"]["sha256"]
+        if got.entry is not None
+        else hashing.sha256_bytes(got.read("model.onnx"))
+    )
+    record["cache"] = {**cache, "seconds": round(time.perf_counter() - started, 3)}
+    return record, final

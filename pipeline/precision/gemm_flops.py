@@ -1,0 +1,81 @@
+"""How much of a graph's matrix arithmetic runs in int8/fp8: the FLOPs of each GEMM and
+convolution at the reference batch's shapes, and whether its input is quantized. A count
+of quantized nodes hides that one FFN projection can outweigh ten attention MatMuls."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+
+
+def _shapes(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:
+    """Every tensor's shape with the graph inputs fixed to the feeds' shapes."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for inp in m.graph.input:
+        if inp.name in feeds:
+            dims = inp.type.tensor_type.shape.dim
+            for d, size in zip(dims, feeds[inp.name].shape):
+                d.Clear()
+                d.dim_value = int(size)
+    del m.graph.value_info[:]
+    try:
+        m = onnx.shape_inference.infer_shapes(m, strict_mode=False, data_prop=True)
+    except Exception:  # a custom op without a shape function: what is known stays known
+        pass
+    out = {}
+    for v in [*m.graph.input, *m.graph.value_info, *m.graph.output]:
+        dims = v.type.tensor_type.shape.dim
+        if dims and all(d.HasField("dim_value") for d in dims):
+            out[v.name] = [d.dim_value for d in dims]
+    for init in m.graph.initializer:
+        out[init.name] = list(init.dims)
+    return out
+
+
+def node_flops(node: Any, shapes: dict[str, list[int]]) -> int | None:
+    """Multiply-adds times two for one GEMM or convolution; None where a shape is unknown."""
+    out = shapes.get(node.output[0])
+    a = shapes.get(node.input[0])
+    b = shapes.get(node.input[1]) if len(node.input) > 1 else None
+    if out is None or a is None or b is None:
+        return None
+    if node.op_type == "MatMul":
+        return 2 * math.prod(out) * a[-1]
+    if node.op_type == "Gemm":
+        trans_a = next((x.i for x in node.attribute if x.name == "transA"), 0)
+        return 2 * math.prod(out) * (a[0] if trans_a else a[-1])
+    if node.op_type == "Conv":
+        return 2 * math.prod(out) * math.prod(b[1:])
+    return 2 * math.prod(a) * math.prod(b[1:])  # ConvTranspose: each input scatters a kernel
+
+
+def summary(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Total GEMM FLOPs at these shapes and the fraction whose input is quantized."""
+    producer = {o: n.op_type for n in model.graph.node for o in n.output}
+    shapes = _shapes(model, feeds)
+    total = quantized = 0
+    unknown = []
+    for node in model.graph.node:
+        if node.op_type not in GEMMS:
+            continue
+        flops = node_flops(node, shapes)
+        if flops is None:
+            unknown.append(node.name)
+            continue
+        total += flops
+        if producer.get(node.input[0]) == "DequantizeLinear":
+            quantized += flops
+    return {
+        "gemm_flops": total,
+        "quantized_gemm_flops": quantized,
+        "quantized_fraction": round(quantized / total, 4) if total else None,
+        "shapes_of": {k: list(v.shape) for k, v in feeds.items()},
+        "nodes_of_unknown_shape": unknown,
+    }
