@@ -52,7 +52,7 @@ def find_groups(model: Any) -> list[tuple[str, str, list[tuple[str, str]], bool]
     graph_outputs = {o.name for o in model.graph.output}
     out = []
     for x, nodes in readers.items():
-        if x in inits or not x:
+        if x in inits or not x or _gemm_output(x, producer):
             continue
         mms = [
             (r.name, r.input[1])
@@ -75,6 +75,21 @@ def find_groups(model: Any) -> list[tuple[str, str, list[tuple[str, str]], bool]
         fold = layer_norm and len(mms) == len(nodes) and x not in graph_outputs
         out.append((x, prod.name if prod is not None else "", mms, bool(fold)))
     return out
+
+
+# Ops that only move data: a GEMM's output reshaped is still that GEMM's output.
+_MOVES = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity")
+
+
+def _gemm_output(x: str, producer: dict[str, Any]) -> bool:
+    """Whether x is a GEMM's output, reshaped at most. A per-channel Mul there sits between
+    two GEMMs: TensorRT then cannot fuse the pair (a fused attention kernel takes a
+    per-tensor scale only; measured: smoothing the attention output projection's input
+    split every fused MHA kernel into five), so such activations are not smoothed."""
+    node = producer.get(x)
+    while node is not None and node.op_type in _MOVES:
+        node = producer.get(node.input[0])
+    return node is not None and node.op_type in ("MatMul", "Gemm")
 
 
 def activation_max(
