@@ -128,6 +128,8 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
                 "kept_fp32",
                 "quantized_matmuls",
                 "matmuls_still_quantized",
+                "graphs_evaluated",
+                "placement",
                 "error",
                 "all_high_precision",
                 "cache",
