@@ -7,6 +7,8 @@ import functools
 import signal
 import sys
 from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
 from pipeline.core import console
 from pipeline.core.errors import Interrupted, PipelineError
@@ -23,13 +25,13 @@ ENVIRONMENT_ERRNOS = {
 }
 
 
-def one_line(message: str) -> str:
+def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
 def exits_cleanly(main: Callable[..., int | None]) -> Callable[..., int]:
     @functools.wraps(main)
-    def wrapper(*args, **kwargs) -> int:
+    def wrapper(*args: Any, **kwargs: Any) -> int:
         try:
             return main(*args, **kwargs) or 0
         except PipelineError as e:
@@ -51,7 +53,7 @@ def exits_cleanly(main: Callable[..., int | None]) -> Callable[..., int]:
     return wrapper
 
 
-def _terminate(signum, _frame) -> None:
+def _terminate(signum: int, _frame: FrameType | None) -> None:
     raise Interrupted(signum)
 
 

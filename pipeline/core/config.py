@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
@@ -241,13 +241,16 @@ def _omegaconf_message(e: OmegaConfBaseException) -> str:
 def _schema() -> DictConfig:
     # Made once: building it from the dataclasses is most of a validation (10 ms of 16),
     # and a sweep validates every job twice. merge() copies it, so it is never changed.
-    return OmegaConf.structured(PipelineConfig)
+    schema: DictConfig = OmegaConf.structured(PipelineConfig)
+    return schema
 
 
 def validate(raw: Any) -> DictConfig:
     """Merge onto the schema (unknown keys and wrong types fail) and check values."""
     try:
-        cfg = OmegaConf.merge(_schema(), raw)
+        # Merged onto a DictConfig schema, the result is a DictConfig (merge's type says
+        # ListConfig too, for a list schema).
+        cfg = cast(DictConfig, OmegaConf.merge(_schema(), raw))
         # A given sample_dims replaces the default; merged, {seq: 32} would gain batch: 2.
         given = OmegaConf.select(
             raw if OmegaConf.is_config(raw) else OmegaConf.create(raw),
@@ -275,5 +278,9 @@ def load(path: str | Path = "params.yaml") -> DictConfig:
     return validate(raw)
 
 
-def to_dict(cfg: Any) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+def to_dict(cfg: Any) -> dict[str, Any]:
+    if OmegaConf.is_config(cfg):
+        # A config section (a DictConfig) becomes a dict; to_container's type also covers
+        # lists and scalars.
+        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+    return dict(cfg)

@@ -25,7 +25,7 @@ CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
 BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
 
 
-def _one_of(value: Any, allowed: tuple, key: str) -> None:
+def _one_of(value: Any, allowed: tuple[str, ...], key: str) -> None:
     if value not in allowed:
         raise PipelineError(
             f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}"

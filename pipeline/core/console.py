@@ -14,7 +14,11 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import ProgressColumn
 
 ENV = "TRT_PIPELINE_VERBOSITY"
 LEVELS = {"quiet": -1, "-1": -1, "q": -1, "normal": 0, "0": 0, "": 0, "verbose": 1, "1": 1, "v": 1}
@@ -33,7 +37,7 @@ def set_verbosity(level: int) -> None:
     os.environ[ENV] = {-1: "quiet", 0: "normal", 1: "verbose"}[max(-1, min(1, level))]
 
 
-def _stderr_console():
+def _stderr_console() -> Console:
     from rich.console import Console
 
     # Bound to the stderr of the moment: ModelOpt's output is redirected while it
@@ -41,7 +45,7 @@ def _stderr_console():
     return Console(file=sys.stderr, highlight=False)
 
 
-def columns(unit: str = "", percent: bool = False) -> list:
+def columns(unit: str = "", percent: bool = False) -> list[ProgressColumn]:
     from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
     # Percent, not a rate: a rate of a fraction ("130.12%/s") means nothing.
@@ -63,6 +67,7 @@ class Bar:
 
     _progress: Any = None
     _open = 0
+    n: float
 
     def __init__(
         self,

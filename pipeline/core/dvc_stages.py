@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 
-def stages(repo: Path) -> dict:
+def stages(repo: Path) -> dict[str, Any]:
     """The `stages` mapping of `repo`/dvc.yaml (shared between callers: read it, never change it)."""
     path = Path(repo) / "dvc.yaml"
     st = path.stat()
@@ -16,9 +17,10 @@ def stages(repo: Path) -> dict:
 
 
 @lru_cache(maxsize=8)
-def _parse(path: str, mtime_ns: int, size: int, inode: int) -> dict:
+def _parse(path: str, mtime_ns: int, size: int, inode: int) -> dict[str, Any]:
     import yaml
 
-    return yaml.load(Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))[
-        "stages"
-    ]
+    parsed: dict[str, Any] = yaml.load(
+        Path(path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    )["stages"]
+    return parsed

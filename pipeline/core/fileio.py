@@ -53,14 +53,14 @@ def dir_mode() -> int:
     return 0o777 & ~umask()
 
 
-def mkdtemp(prefix: str, dir: str | os.PathLike, suffix: str = ".tmp") -> Path:
+def mkdtemp(prefix: str, dir: str | os.PathLike[str], suffix: str = ".tmp") -> Path:
     """tempfile.mkdtemp, with the mode a plain mkdir would give (setgid kept)."""
     path = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=dir))
     os.chmod(path, dir_mode() | (path.stat().st_mode & stat.S_ISGID))
     return path
 
 
-def write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> Path:
+def write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = True) -> Path:
     """Write to a temp file in the same folder, fsync, rename over the target.
     `fsync=False` only where every reader verifies the bytes (a verified store's
     entries): a power cut then costs a rebuild, never a wrong file."""
@@ -85,7 +85,7 @@ def write_bytes(path: str | os.PathLike, data: bytes, fsync: bool = True) -> Pat
     return path
 
 
-def write_bytes_if_changed(path: str | os.PathLike, data: bytes) -> bool:
+def write_bytes_if_changed(path: str | os.PathLike[str], data: bytes) -> bool:
     """write_bytes unless the path is a plain file holding exactly these bytes; True if
     it wrote. A file remade on every run (the always-run fingerprint) then keeps its
     inode and mtime, and DVC has no changed output to re-hash and record."""
@@ -100,7 +100,7 @@ def write_bytes_if_changed(path: str | os.PathLike, data: bytes) -> bool:
     return True
 
 
-def write_text(path: str | os.PathLike, text: str) -> Path:
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
     return write_bytes(path, text.encode())
 
 
@@ -124,11 +124,11 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> Path:
+def write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return write_text(path, to_json(obj))
 
 
-def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+def read_json(path: str | os.PathLike[str], what: str = "file") -> Any:
     path = Path(path)
     try:
         return json.loads(path.read_text())
@@ -156,11 +156,11 @@ def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def write_npz(path: str | os.PathLike, arrays: Mapping[str, Any]) -> Path:
+def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> Path:
     return write_bytes(path, npz_bytes(arrays))
 
 
-def read_npz(path: str | os.PathLike, what: str = "array file") -> dict[str, Any]:
+def read_npz(path: str | os.PathLike[str], what: str = "array file") -> dict[str, Any]:
     """Never unpickles: object arrays in the file are an error, not code to run."""
     import numpy as np
 
@@ -175,7 +175,7 @@ def read_npz(path: str | os.PathLike, what: str = "array file") -> dict[str, Any
 
 
 @contextlib.contextmanager
-def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
+def staged_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a scratch folder beside `final`; on success it replaces `final` whole,
     on any failure it is removed and `final` is left as it was."""
     final = Path(final)

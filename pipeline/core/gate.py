@@ -23,7 +23,7 @@ def result(
     subject: str | None = None,
     detail: str = "",
     **extra: Any,
-) -> dict:
+) -> dict[str, Any]:
     """direction "max": value must be <= threshold; "min": >= threshold; "none": judged
     by `passed`. A gate with no threshold (None or []) is switched off: it passes and
     still reports its value, so the trend is visible before anyone sets a limit."""
@@ -51,11 +51,11 @@ def result(
     return out
 
 
-def failures(results: Iterable[dict]) -> list[dict]:
+def failures(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in results if not r["passed"]]
 
 
-def describe(r: dict) -> str:
+def describe(r: dict[str, Any]) -> str:
     """'cosine of output logits is 0.91, needs >= 0.999' or the gate's own detail."""
     if r["direction"] in ("max", "min") and r.get("metric"):
         op = "<=" if r["direction"] == "max" else ">="
@@ -64,7 +64,7 @@ def describe(r: dict) -> str:
     return f"{r['gate']} (threshold {r['threshold']}): {r['detail']}"
 
 
-def failure_line(label: str, results: Iterable[dict]) -> str | None:
+def failure_line(label: str, results: Iterable[dict[str, Any]]) -> str | None:
     """'<label>: <every failing gate>', or None when all passed."""
     failed = failures(results)
     if not failed:
@@ -72,7 +72,7 @@ def failure_line(label: str, results: Iterable[dict]) -> str | None:
     return " ".join(f"{label}: {'; '.join(describe(r) for r in failed)}".split())
 
 
-def enforce(label: str, results: Iterable[dict]) -> None:
+def enforce(label: str, results: Iterable[dict[str, Any]]) -> None:
     line = failure_line(label, list(results))
     if line:
         raise PipelineError(line)

@@ -29,7 +29,7 @@ class LockTimeout(Exception):
         self.holder = holder
 
 
-def holder(path: str | os.PathLike) -> str:
+def holder(path: str | os.PathLike[str]) -> str:
     try:
         return Path(path).read_text().strip() or "unknown"
     except OSError:
@@ -54,7 +54,7 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def acquire(path: str | os.PathLike, timeout: float = -1, poll: float = 0.05) -> int:
+def acquire(path: str | os.PathLike[str], timeout: float = -1, poll: float = 0.05) -> int:
     """Lock `path` exclusively and return the fd to give to release(); timeout < 0
     waits for ever, else LockTimeout. Folder errors (read-only, not a folder) are
     the caller's OSError."""
@@ -83,12 +83,13 @@ def acquire(path: str | os.PathLike, timeout: float = -1, poll: float = 0.05) ->
             raise
         os.close(fd)  # busy, or locked a file its holder had just removed
         if not got:
+            assert deadline is not None  # only a non-blocking try (with a deadline) fails
             if time.monotonic() >= deadline:
                 raise LockTimeout(path, holder(path))
             time.sleep(poll)
 
 
-def release(path: str | os.PathLike, fd: int) -> None:
+def release(path: str | os.PathLike[str], fd: int) -> None:
     """Remove the lock file, then let go: a waiter on the removed file starts again.
     A lock file we may not remove (another user's, in a folder we cannot write)
     stays for the next holder; that is harmless."""
@@ -100,7 +101,7 @@ def release(path: str | os.PathLike, fd: int) -> None:
 
 
 @contextlib.contextmanager
-def exclusive(path: str | os.PathLike, timeout: float = -1) -> Iterator[None]:
+def exclusive(path: str | os.PathLike[str], timeout: float = -1) -> Iterator[None]:
     fd = acquire(path, timeout)
     try:
         yield
@@ -108,7 +109,7 @@ def exclusive(path: str | os.PathLike, timeout: float = -1) -> Iterator[None]:
         release(path, fd)
 
 
-def remove_if_free(path: str | os.PathLike) -> bool:
+def remove_if_free(path: str | os.PathLike[str]) -> bool:
     """Remove a lock file nobody holds (one a killed holder left); True if removed."""
     path = Path(path)
     try:
@@ -128,7 +129,7 @@ def remove_if_free(path: str | os.PathLike) -> bool:
         os.close(fd)
 
 
-def held(path: str | os.PathLike) -> bool:
+def held(path: str | os.PathLike[str]) -> bool:
     """Whether some process holds the lock on `path` now."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

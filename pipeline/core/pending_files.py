@@ -12,9 +12,9 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 
 
-class PendingFiles(Mapping):
+class PendingFiles(Mapping[str, bytes]):
     def __init__(
-        self, ready: dict[str, bytes], later: Future, later_names: tuple[str, ...]
+        self, ready: dict[str, bytes], later: Future[dict[str, bytes]], later_names: tuple[str, ...]
     ) -> None:
         self._ready = dict(ready)
         self._later = later

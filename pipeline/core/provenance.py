@@ -20,18 +20,18 @@ SECTIONS = {
 }
 
 
-def record(cfg: Any, stage: str, **extra: Any) -> dict:
+def record(cfg: Any, stage: str, **extra: Any) -> dict[str, Any]:
     params = {k: config_lib.to_dict(cfg[k]) for k in SECTIONS[stage]}
     return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
 
 
-def write(folder: Path, cfg: Any, stage: str, **extra: Any) -> dict:
+def write(folder: Path, cfg: Any, stage: str, **extra: Any) -> dict[str, Any]:
     rec = record(cfg, stage, **extra)
     fileio.write_json(Path(folder) / FILE, rec)
     return rec
 
 
-def read(folder: Path, stage: str) -> dict:
+def read(folder: Path, stage: str) -> dict[str, Any]:
     path = Path(folder) / FILE
     if not path.is_file():
         raise PipelineError(
@@ -48,7 +48,7 @@ def read(folder: Path, stage: str) -> dict:
     return rec
 
 
-def differences(rec: dict, cfg: Any, stage: str) -> list[str]:
+def differences(rec: dict[str, Any], cfg: Any, stage: str) -> list[str]:
     """Dotted param names whose value differs between the output and `cfg`."""
     now = record(cfg, stage)["params"]
     out: list[str] = []
@@ -64,7 +64,7 @@ def differences(rec: dict, cfg: Any, stage: str) -> list[str]:
     return out
 
 
-def require(folder: Path, cfg: Any, stage: str) -> dict:
+def require(folder: Path, cfg: Any, stage: str) -> dict[str, Any]:
     """The record, once it is shown to match `cfg`; else one line naming the stage to rerun."""
     rec = read(folder, stage)
     changed = differences(rec, cfg, stage)

@@ -10,8 +10,10 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.core import fileio
 
@@ -86,7 +88,7 @@ def entry_meta_problems(meta: object, key: str, required: tuple[str, ...]) -> li
 class Entry:
     key: str
     path: Path
-    meta: dict
+    meta: dict[str, Any]
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -100,8 +102,9 @@ class Entry:
         return sum(f["bytes"] for f in self.meta["files"].values())
 
     @property
-    def labels(self) -> dict:
-        return self.meta["labels"]
+    def labels(self) -> dict[str, Any]:
+        labels: dict[str, Any] = self.meta["labels"]
+        return labels
 
     def link_to(self, name: str, dest: Path) -> None:
         """Hard-link the entry's file to `dest` (free for a large engine), copied where a
@@ -133,7 +136,7 @@ class Outcome:
 
     event: str
     entry: Entry | None = None
-    made: dict[str, bytes] | None = None
+    made: Mapping[str, bytes] | None = None
     damage: list[str] = field(default_factory=list)
     not_stored: str | None = None
 
@@ -142,11 +145,17 @@ class Outcome:
         return self.made is None
 
     @property
+    def served(self) -> Entry:
+        """The entry a hit served (get_or_make gives every hit its entry)."""
+        assert self.entry is not None, "an outcome that made nothing has an entry"
+        return self.entry
+
+    @property
     def names(self) -> list[str]:
-        return sorted(self.made) if self.made is not None else self.entry.files
+        return sorted(self.made) if self.made is not None else self.served.files
 
     def read(self, name: str) -> bytes:
-        return self.made[name] if self.made is not None else self.entry.file(name).read_bytes()
+        return self.made[name] if self.made is not None else self.served.file(name).read_bytes()
 
     def copy_to(self, name: str, dest: Path) -> None:
         """A hit is hard-linked (Entry.link_to). What was just made is linked from the
@@ -154,7 +163,7 @@ class Outcome:
         files are written from memory, their own inodes, so damage that later befalls the
         entry's manifest leaves the workspace copy adoptable."""
         if self.made is None:
-            self.entry.link_to(name, dest)
+            self.served.link_to(name, dest)
             return
         if self.entry is not None and len(self.made[name]) >= LARGE_BYTES:
             try:

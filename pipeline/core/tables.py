@@ -24,6 +24,9 @@ def text(
     cells = [[str(c)[:max_width] if max_width else str(c) for c in r] for r in rows]
     head = [str(h) for h in headers] if headers is not None else None
     widths = [max(len(x) for x in col) for col in zip(*([head] if head else []), *cells)]
-    line = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
+
+    def line(r: Sequence[str]) -> str:
+        return "  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip()
+
     out = [line(head), line(["-" * w for w in widths])] if head else []
     return "\n".join(out + [line(r) for r in cells])

@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline.core import fileio, hashing, locking
 from pipeline.core.errors import PipelineError
@@ -70,7 +71,7 @@ class VerifiedStore:
         self._held: set[str] = set()
 
     # -- reading ---------------------------------------------------------------------
-    def _read_meta(self, key: str) -> tuple[dict | None, list[str]]:
+    def _read_meta(self, key: str) -> tuple[dict[str, Any] | None, list[str]]:
         path = self.entries / key / ENTRY_FILE
         try:
             meta = json.loads(path.read_text())
@@ -83,13 +84,13 @@ class VerifiedStore:
         bad = entry_meta_problems(meta, key, self.required)
         return (None, bad) if bad else (meta, [])
 
-    def known_sha256(self, files: dict[str, bytes]) -> dict[str, str]:
+    def known_sha256(self, files: Mapping[str, bytes]) -> dict[str, str]:
         """Digests a put can take from its other files (the engine store: the manifest,
         made from or checked against the same bytes), so a large file is hashed once;
         a wrong one is harmless, as every read re-hashes and quarantines a mismatch."""
         return {}
 
-    def content_problems(self, path: Path, meta: dict) -> list[str]:
+    def content_problems(self, path: Path, meta: dict[str, Any]) -> list[str]:
         """Checks a kind of store adds on its files' contents (the engine store: the
         manifest's schema); files are already known whole."""
         return []
@@ -156,7 +157,7 @@ class VerifiedStore:
     def get_or_make(
         self,
         key: str,
-        make: Callable[[], tuple[dict[str, bytes], dict, str]],
+        make: Callable[[], tuple[Mapping[str, bytes], dict[str, Any], str]],
         usable: Callable[[Entry], bool] = lambda entry: True,
     ) -> Outcome:
         """Serve a whole entry without a lock; else, under the key's lock, look again (made
@@ -166,7 +167,7 @@ class VerifiedStore:
         entry, damage = self.fetch(key)
         if entry is not None and usable(entry):
             return Outcome("hit", entry)
-        made: tuple[dict[str, bytes], dict, str] | None = None
+        made: tuple[Mapping[str, bytes], dict[str, Any], str] | None = None
         making = False
         try:
             with self.lock(key):
@@ -216,7 +217,7 @@ class VerifiedStore:
             self._held.discard(key)
             locking.release(path, fd)
 
-    def put(self, key: str, files: Mapping[str, bytes], labels: dict) -> Entry:
+    def put(self, key: str, files: Mapping[str, bytes], labels: dict[str, Any]) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.
         Call under `lock(key)`."""
         if not _KEY.match(key):
@@ -228,7 +229,12 @@ class VerifiedStore:
         tmp = self.root / "tmp" / f"{key}.{os.getpid()}.{time.monotonic_ns()}.{locking.host()}"
         try:
             tmp.mkdir(parents=True)
-            meta = {"key": key, "labels": labels, "created": time.time(), "files": {}}
+            meta: dict[str, Any] = {
+                "key": key,
+                "labels": labels,
+                "created": time.time(),
+                "files": {},
+            }
             for (
                 name,
                 data,
