@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 
@@ -41,7 +42,7 @@ def network_flags(trt: ModuleType, strongly_typed: bool) -> int:
     return flags
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype: Any) -> str:
     return str(dtype).rsplit(".", 1)[-1].lower()
 
 
@@ -50,7 +51,7 @@ def dtype_name(dtype) -> str:
 RTX_COMPUTE_CAPABILITIES = ("7.5", "8.0", "8.6", "8.9")
 
 
-def why_engine_cannot_run(fingerprint: dict) -> str | None:
+def why_engine_cannot_run(fingerprint: dict[str, Any]) -> str | None:
     """None where an engine built for this fingerprint can be loaded and run here,
     else the reason (for the benchmark's skip and the report's absent inspector)."""
     gpu = fingerprint.get("gpu")
@@ -64,7 +65,7 @@ def why_engine_cannot_run(fingerprint: dict) -> str | None:
     return None
 
 
-def deserialize(trt: ModuleType, logger, engine_path: Path):
+def deserialize(trt: ModuleType, logger: Any, engine_path: Path) -> tuple[Any, Any]:
     """(runtime, engine); the runtime must outlive the engine, so both are kept."""
     runtime = trt.Runtime(logger)
     engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())

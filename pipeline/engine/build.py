@@ -6,12 +6,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend, interrupt
 from pipeline.engine.cache_key import plugin_sha256
-from pipeline.engine.trt_hooks import Record, make_logger, make_progress_monitor
+from pipeline.engine.trt_hooks import (
+    Record,
+    RecordingLogger,
+    make_logger,
+    make_progress_monitor,
+)
 from pipeline.export import profiles as profile_lib
 
 HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}
@@ -21,15 +27,18 @@ HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMP
 class BuildResult:
     engine: bytes | memoryview  # TensorRT's own buffer, see build_engine
     records: list[Record]
-    network: list[dict]
-    network_io: dict
+    network: list[dict[str, Any]]
+    network_io: dict[str, Any]
     seconds: float
     trt_version: str
     flavour: str
-    settings: dict = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_onnx(trt, builder, logger, onnx_path: Path, strongly_typed: bool):
+# TensorRT ships no type information: its builder, network, config and parser are Any here.
+def parse_onnx(
+    trt: ModuleType, builder: Any, logger: RecordingLogger, onnx_path: Path, strongly_typed: bool
+) -> tuple[Any, Any]:
     network = builder.create_network(backend.network_flags(trt, strongly_typed))
     parser = trt.OnnxParser(network, logger)
     logger.phase = "parse"
@@ -42,8 +51,8 @@ def parse_onnx(trt, builder, logger, onnx_path: Path, strongly_typed: bool):
     return network, parser
 
 
-def _parser_error(err) -> str:
-    where = []
+def _parser_error(err: Any) -> str:
+    where: list[str] = []
     for attr in ("node_name", "node_operator"):
         fn = getattr(err, attr, None)
         value = fn() if callable(fn) else None
@@ -53,8 +62,8 @@ def _parser_error(err) -> str:
     return f"node {' '.join(where)}: {desc}" if where else desc
 
 
-def network_layers(trt, network) -> list[dict]:
-    layers = []
+def network_layers(trt: ModuleType, network: Any) -> list[dict[str, Any]]:
+    layers: list[dict[str, Any]] = []
     for i in range(network.num_layers):
         layer = network.get_layer(i)
         outs = [layer.get_output(j) for j in range(layer.num_outputs)]
@@ -72,8 +81,8 @@ def network_layers(trt, network) -> list[dict]:
     return layers
 
 
-def network_io(network) -> dict:
-    def spec(t):
+def network_io(network: Any) -> dict[str, Any]:
+    def spec(t: Any) -> dict[str, Any]:
         return {"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
 
     return {
@@ -83,8 +92,13 @@ def network_io(network) -> dict:
 
 
 def configure(
-    trt, builder, network, build_cfg: Any, precision_cfg: Any, resolved_profiles: list[dict]
-):
+    trt: ModuleType,
+    builder: Any,
+    network: Any,
+    build_cfg: Any,
+    precision_cfg: Any,
+    resolved_profiles: list[dict[str, Any]],
+) -> Any:
     config = builder.create_builder_config()
     # Per-layer detail in the engine (and, in TensorRT-RTX, in the build log): what
     # the inspect report's fusion table and the EngineInspector read.
@@ -131,7 +145,9 @@ def configure(
     return config
 
 
-def add_profiles(builder, network, config, resolved_profiles: list[dict]) -> None:
+def add_profiles(
+    builder: Any, network: Any, config: Any, resolved_profiles: list[dict[str, Any]]
+) -> None:
     net_inputs = {
         network.get_input(i).name: network.get_input(i) for i in range(network.num_inputs)
     }
@@ -160,7 +176,7 @@ def add_profiles(builder, network, config, resolved_profiles: list[dict]) -> Non
         config.add_optimization_profile(p)
 
 
-def load_plugins(trt, builder, paths: list[str]) -> None:
+def load_plugins(trt: ModuleType, builder: Any, paths: list[str]) -> None:
     registry = (
         builder.get_plugin_registry()
         if hasattr(builder, "get_plugin_registry")
@@ -176,7 +192,7 @@ def build_engine(
     onnx_path: Path,
     precision_cfg: Any,
     build_cfg: Any,
-    resolved_profiles: list[dict],
+    resolved_profiles: list[dict[str, Any]],
     flavour: str,
     progress: bool = True,
     timing_cache: Any = None,
@@ -195,7 +211,7 @@ def build_engine(
     network, _parser = parse_onnx(trt, builder, logger, onnx_path, strongly_typed)
     layers, io = network_layers(trt, network), network_io(network)
     config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
-    weak = {}
+    weak: dict[str, Any] = {}
     if not strongly_typed:
         from pipeline.engine import weak_typing
 
@@ -229,7 +245,7 @@ def build_engine(
     )
 
 
-def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict]:
+def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict[str, Any]]:
     from pipeline.export import onnx_model
 
     model = onnx_model.load(onnx_path, check=False)

@@ -33,13 +33,13 @@ ENGINE_PRECISION_FIELDS = ("mode", "tf32")
 def key_inputs(
     *,
     onnx_sha256: str,
-    build_cfg: dict,
-    precision_cfg: dict,
-    profile_cfg: dict,
+    build_cfg: dict[str, Any],
+    precision_cfg: dict[str, Any],
+    profile_cfg: dict[str, Any],
     calibration_sha256: str | None,
     plugin_sha256: dict[str, str],
-    fingerprint: dict,
-) -> dict:
+    fingerprint: dict[str, Any],
+) -> dict[str, Any]:
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_sha256,
@@ -75,7 +75,9 @@ def calibration_result_sha256(layout: Any) -> str | None:
     return hashing.sha256_bytes(f"{hashing.sha256_file(inputs)}|{calibrator}".encode())
 
 
-def engine_key_inputs(cfg: Any, layout: Any, fp: dict, rehash: bool = False) -> dict:
+def engine_key_inputs(
+    cfg: Any, layout: Any, fp: dict[str, Any], rehash: bool = False
+) -> dict[str, Any]:
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;
     `rehash` reads it again (verify trusts no record)."""
@@ -103,7 +105,7 @@ def engine_key_inputs(cfg: Any, layout: Any, fp: dict, rehash: bool = False) -> 
     )
 
 
-def cache_key(inputs: dict) -> str:
+def cache_key(inputs: dict[str, Any]) -> str:
     return hashing.sha256_json(inputs)
 
 

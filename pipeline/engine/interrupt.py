@@ -10,6 +10,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Iterator
+from types import FrameType
 
 from pipeline.core.errors import Interrupted
 
@@ -39,7 +40,7 @@ def deferred_signals() -> Iterator[StopFlag]:
         yield flag  # only the main thread can own signal handlers; a worker keeps the defaults
         return
 
-    def handler(signum, _frame) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         flag.signum = flag.signum or signum
 
     previous = {s: signal.signal(s, handler) for s in SIGNALS}

@@ -8,23 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.core.verified_store import plain_name_problem
+from pipeline.core.store_entry import plain_name_problem
 
 MANIFEST_VERSION = 1
 
 
 def make(
     *,
-    fingerprint: dict,
-    inputs: dict,
-    build_cfg: dict,
-    precision_cfg: dict,
-    profiles: list[dict],
+    fingerprint: dict[str, Any],
+    inputs: dict[str, Any],
+    build_cfg: dict[str, Any],
+    precision_cfg: dict[str, Any],
+    profiles: list[dict[str, Any]],
     result: Any,
-    summary: dict,
+    summary: dict[str, Any],
     engine_sha256: str,
     cache_key: str | None = None,
-) -> dict:
+) -> dict[str, Any]:
     return {
         "manifest_version": MANIFEST_VERSION,
         "cache_key": cache_key,
@@ -41,7 +41,7 @@ def make(
     }
 
 
-def log_summary(summary: dict) -> dict:
+def log_summary(summary: dict[str, Any]) -> dict[str, Any]:
     """The part of the build-log summary a reader of the manifest needs at a glance."""
     return {
         "counts": summary["counts"],
@@ -67,7 +67,7 @@ def problems(manifest: Any) -> list[str]:
         ]
     out = []
 
-    def section(name: str) -> dict | None:
+    def section(name: str) -> dict[str, Any] | None:
         value = manifest.get(name)
         if not isinstance(value, dict):
             out.append(f"{name} is missing or not an object")
@@ -112,7 +112,7 @@ def problems(manifest: Any) -> list[str]:
     return out
 
 
-def read(path: Any) -> tuple[dict | None, list[str]]:
+def read(path: Any) -> tuple[dict[str, Any] | None, list[str]]:
     """(manifest, []) when path holds a well-formed manifest, else (None, why not)."""
     try:
         manifest = json.loads(Path(path).read_text())
@@ -126,7 +126,7 @@ def read(path: Any) -> tuple[dict | None, list[str]]:
     return (None, [f"manifest.json: {'; '.join(bad)}"]) if bad else (manifest, [])
 
 
-def load(folder: Any, hint: str = "") -> dict:
+def load(folder: Any, hint: str = "") -> dict[str, Any]:
     """The manifest of a build folder, or one PipelineError line saying what is wrong."""
     path = Path(folder) / "manifest.json"
     manifest, bad = read(path)

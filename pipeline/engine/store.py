@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.locations import cache_folder
@@ -30,7 +32,7 @@ class EngineStore(VerifiedStore):
     def __init__(self, root: str | Path) -> None:
         super().__init__(root, required=("engine.plan", "manifest.json"), what="engine store")
 
-    def known_sha256(self, files: dict[str, bytes]) -> dict[str, str]:
+    def known_sha256(self, files: Mapping[str, bytes]) -> dict[str, str]:
         try:
             engine = json.loads(files["manifest.json"])["engine"]
             return (
@@ -41,7 +43,7 @@ class EngineStore(VerifiedStore):
         except (KeyError, TypeError, ValueError):
             return {}
 
-    def content_problems(self, path: Path, meta: dict) -> list[str]:
+    def content_problems(self, path: Path, meta: dict[str, Any]) -> list[str]:
         manifest, bad = manifest_lib.read(path / "manifest.json")
         if manifest is None:
             return bad

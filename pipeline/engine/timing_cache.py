@@ -80,7 +80,7 @@ class TimingCache:
             return
         self.status = "saved"
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         new = (
             self.entries_after - self.entries_before
             if self.entries_after is not None and self.entries_before is not None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import time
 from types import ModuleType
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from pipeline.core import console
+from pipeline.engine.interrupt import StopFlag
 
 
 class Record(NamedTuple):
@@ -20,7 +21,16 @@ class Record(NamedTuple):
     message: str
 
 
-def make_logger(trt: ModuleType):
+class RecordingLogger(Protocol):
+    """What make_logger's logger adds to the flavour's trt.ILogger."""
+
+    records: list[Record]
+    phase: str
+
+    def errors(self) -> list[str]: ...
+
+
+def make_logger(trt: ModuleType) -> RecordingLogger:
     severity_names = {
         trt.ILogger.Severity.INTERNAL_ERROR: "internal_error",
         trt.ILogger.Severity.ERROR: "error",
@@ -29,7 +39,9 @@ def make_logger(trt: ModuleType):
         trt.ILogger.Severity.VERBOSE: "verbose",
     }
 
-    class TracingLogger(trt.ILogger):
+    # Each flavour has its own ILogger, so the base is only known at run time (and
+    # TensorRT ships no type information).
+    class TracingLogger(trt.ILogger):  # type: ignore[misc,name-defined]
         """Keeps everything (verbose included) in memory; nothing goes to the console,
         so a build's thousands of verbose lines end up in build.log only."""
 
@@ -39,7 +51,7 @@ def make_logger(trt: ModuleType):
             self.phase = "setup"
             self._t0 = time.perf_counter()
 
-        def log(self, severity, msg) -> None:
+        def log(self, severity: Any, msg: str) -> None:
             self.records.append(
                 Record(
                     severity_names.get(severity, str(severity)),
@@ -55,8 +67,11 @@ def make_logger(trt: ModuleType):
     return TracingLogger()
 
 
-def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
-    class BarMonitor(trt.IProgressMonitor):
+def make_progress_monitor(
+    trt: ModuleType, enabled: bool = True, stop: StopFlag | None = None
+) -> object:
+    # A subclass of the flavour's own IProgressMonitor, as for the logger above.
+    class BarMonitor(trt.IProgressMonitor):  # type: ignore[misc,name-defined]
         """One bar per top-level builder phase; the deepest running phase below it
         (optimizing, timing tactics...) shows as the bar's postfix."""
 
@@ -65,7 +80,7 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
             self._bars: dict[str, console.Bar] = {}
             self._root: dict[str, str] = {}
 
-        def phase_start(self, phase_name, parent_phase, num_steps) -> None:
+        def phase_start(self, phase_name: str, parent_phase: str | None, num_steps: int) -> None:
             if parent_phase is None:
                 if enabled:
                     self._bars[phase_name] = console.bar(
@@ -79,14 +94,14 @@ def make_progress_monitor(trt: ModuleType, enabled: bool = True, stop=None):
                 if root in self._bars:
                     self._bars[root].set_postfix_str(phase_name, refresh=True)
 
-        def step_complete(self, phase_name, step) -> bool:
+        def step_complete(self, phase_name: str, step: int) -> bool:
             bar = self._bars.get(phase_name)
             if bar is not None:
                 bar.n = step + 1
                 bar.refresh()
             return not (stop is not None and stop.requested)  # False cancels the build
 
-        def phase_finish(self, phase_name) -> None:
+        def phase_finish(self, phase_name: str) -> None:
             if self._root.pop(phase_name, None) == phase_name:
                 bar = self._bars.pop(phase_name, None)
                 if bar is not None:

@@ -9,7 +9,7 @@ from typing import Any
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.verified_store import regular_file_problem
+from pipeline.core.store_entry import regular_file_problem
 from pipeline.engine import cache_key as key_lib
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
@@ -26,7 +26,7 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
-def engine_intact(folder: Path, manifest: dict) -> bool:
+def engine_intact(folder: Path, manifest: dict[str, Any]) -> bool:
     """The engine beside a (schema-checked) manifest is a regular file of that folder
     with the bytes the manifest names."""
     name = manifest["engine"]["file"]
@@ -36,7 +36,9 @@ def engine_intact(folder: Path, manifest: dict) -> bool:
     )
 
 
-def adoption_refusal(folder: Path, manifest: dict, key: str, key_in: dict) -> str | None:
+def adoption_refusal(
+    folder: Path, manifest: dict[str, Any], key: str, key_in: dict[str, Any]
+) -> str | None:
     """Why the engine in `folder` (DVC restored it) must not be adopted as `key`, the
     key of `key_in` (the inputs on this machine); None when it may be. The key is
     recomputed from the engine's own recorded key_inputs, which must also agree with
@@ -66,7 +68,7 @@ def adoption_refusal(folder: Path, manifest: dict, key: str, key_in: dict) -> st
     return None
 
 
-def assert_loadable(folder: Path, fingerprint: dict) -> dict:
+def assert_loadable(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine."""
     manifest = manifest_lib.load(folder, " (run the build stage)")
@@ -86,7 +88,9 @@ def assert_loadable(folder: Path, fingerprint: dict) -> dict:
     return manifest
 
 
-def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
+def reasons_not_current(
+    folder: Path, cfg: Any, layout: Layout, fingerprint: dict[str, Any]
+) -> list[str]:
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
     if (bad := regular_file_problem(folder, engine.name)) is not None:
@@ -99,7 +103,9 @@ def reasons_not_current(folder: Path, cfg: Any, layout: Layout, fingerprint: dic
     return reasons + input_differences(manifest, cfg, layout, fingerprint)
 
 
-def input_differences(manifest: dict, cfg: Any, layout: Layout, fingerprint: dict) -> list[str]:
+def input_differences(
+    manifest: dict[str, Any], cfg: Any, layout: Layout, fingerprint: dict[str, Any]
+) -> list[str]:
     """Where the inputs the engine was built from differ from the present ones."""
     built = manifest.get("key_inputs")
     if built is None:
@@ -119,7 +125,9 @@ def _at(d: Any, dotted: str) -> Any:
     return d
 
 
-def compare_bytes(a: bytes, b: bytes, context: int = 24) -> dict:
+def compare_bytes(
+    a: bytes | memoryview, b: bytes | memoryview, context: int = 24
+) -> dict[str, Any]:
     """Where two engines differ: counts, the first offset, and printable text
     around each differing run (names and strings are what usually moves)."""
     if a == b:
@@ -154,5 +162,5 @@ def compare_bytes(a: bytes, b: bytes, context: int = 24) -> dict:
     }
 
 
-def _printable(chunk: bytes) -> str:
+def _printable(chunk: bytes | memoryview) -> str:
     return "".join(chr(c) if 32 <= c < 127 else "." for c in chunk)

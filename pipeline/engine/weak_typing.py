@@ -6,6 +6,7 @@ in one place."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pipeline.core import fileio, hashing
@@ -16,7 +17,7 @@ from pipeline.export import export
 from pipeline.precision.weak_precision import CALIBRATORS, INPUTS_FILE, STRONG_HINT
 
 
-def refuse_if_strongly_typed_only(trt) -> None:
+def refuse_if_strongly_typed_only(trt: ModuleType) -> None:
     if backend.is_strongly_typed_only(trt):
         raise PipelineError(
             f"precision.mode=weak needs TensorRT 10 builder precision flags, which "
@@ -24,7 +25,9 @@ def refuse_if_strongly_typed_only(trt) -> None:
         )
 
 
-def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
+def configure(
+    trt: ModuleType, builder: Any, network: Any, config: Any, calibrate_dir: Path
+) -> dict[str, Any]:
     """Set the builder flags (and the int8 calibrator) that prepare() recorded."""
     refuse_if_strongly_typed_only(trt)
     summary = fileio.read_json(Path(calibrate_dir) / "calibration.json", "calibration summary")
@@ -57,7 +60,7 @@ def configure(trt, builder, network, config, calibrate_dir: Path) -> dict:
     }
 
 
-def checked_info(info: Any) -> dict:
+def checked_info(info: Any) -> dict[str, Any]:
     """calibration.json's weak_typing section, refused unless it is what prepare()
     writes: its file names and cache key become paths, so none may point elsewhere."""
     if info is None:
@@ -80,17 +83,18 @@ def checked_info(info: Any) -> dict:
     return info
 
 
-def _cache_path(info: dict, trt) -> Path:
+def _cache_path(info: dict[str, Any], trt: ModuleType) -> Path:
     from types import SimpleNamespace
 
     from pipeline.precision.calibration_cache import cache_root
 
     root = cache_root(SimpleNamespace(cache_dir=info.get("cache_dir")))
     # TensorRT rejects a cache from another version, so the version is in the name.
-    return root / info["cache_key"] / f"trt-{trt.__version__}-{info['calibrator']}.cache"
+    path: Path = root / info["cache_key"] / f"trt-{trt.__version__}-{info['calibrator']}.cache"
+    return path
 
 
-def _calibrator(trt, base_name: str, batches: list[dict], path: Path):
+def _calibrator(trt: ModuleType, base_name: str, batches: list[dict[str, Any]], path: Path) -> Any:
     """Polygraphy's Calibrator, with a cache written atomically and checked against its
     sha256 on read, so a torn or edited cache recalibrates instead of misleading TensorRT."""
     from polygraphy.backend.trt import Calibrator
@@ -98,8 +102,10 @@ def _calibrator(trt, base_name: str, batches: list[dict], path: Path):
     proto = Calibrator(batches, cache=None, BaseClass=getattr(trt, base_name))
     digest = path.with_suffix(".sha256")
 
-    class VerifiedCacheCalibrator(type(proto)):
-        def read_calibration_cache(self):
+    # Polygraphy makes its Calibrator class at run time, on the flavour's base class:
+    # a type known only then (and neither library ships type information).
+    class VerifiedCacheCalibrator(type(proto)):  # type: ignore[misc]
+        def read_calibration_cache(self) -> bytes | None:
             try:
                 data = path.read_bytes()
                 ok = digest.read_text().strip() == hashing.sha256_bytes(data)
@@ -107,7 +113,7 @@ def _calibrator(trt, base_name: str, batches: list[dict], path: Path):
                 return None
             return data if ok and data else None
 
-        def write_calibration_cache(self, cache):
+        def write_calibration_cache(self, cache: Any) -> None:
             data = bytes(memoryview(cache))
             fileio.write_bytes(path, data)
             fileio.write_text(digest, hashing.sha256_bytes(data) + "\n")
