@@ -60,7 +60,7 @@ def mkdtemp(prefix: str, dir: str | os.PathLike[str], suffix: str = ".tmp") -> P
     return path
 
 
-def write_bytes(path: str | os.PathLike[str], data: bytes, fsync: bool = True) -> Path:
+def write_bytes(path: str | os.PathLike[str], data: bytes | memoryview, fsync: bool = True) -> Path:
     """Write to a temp file in the same folder, fsync, rename over the target.
     `fsync=False` only where every reader verifies the bytes (a verified store's
     entries): a power cut then costs a rebuild, never a wrong file."""

@@ -24,7 +24,7 @@ def sha256_json(obj: Any, separators: tuple[str, str] = COMPACT) -> str:
     return hashlib.sha256(canonical_json(obj, separators)).hexdigest()
 
 
-def sha256_bytes(data: bytes) -> str:
+def sha256_bytes(data: bytes | memoryview) -> str:
     return hashlib.sha256(data).hexdigest()
 
 

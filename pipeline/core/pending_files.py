@@ -11,16 +11,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 
+from pipeline.core.store_entry import FileData
 
-class PendingFiles(Mapping[str, bytes]):
+
+class PendingFiles(Mapping[str, FileData]):
     def __init__(
-        self, ready: dict[str, bytes], later: Future[dict[str, bytes]], later_names: tuple[str, ...]
+        self,
+        ready: Mapping[str, FileData],
+        later: Future[dict[str, bytes]],
+        later_names: tuple[str, ...],
     ) -> None:
         self._ready = dict(ready)
         self._later = later
         self._names = tuple(ready) + tuple(n for n in later_names if n not in ready)
 
-    def __getitem__(self, name: str) -> bytes:
+    def __getitem__(self, name: str) -> FileData:
         if name in self._ready:
             return self._ready[name]
         if name not in self._names:

@@ -13,7 +13,7 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from pipeline.core import fileio
 
@@ -23,6 +23,9 @@ SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Large entry files (engines): linked from the store when just made, and not flushed
 # to disk file by file (every read re-hashes them).
 LARGE_BYTES = 1 << 20
+# A file's bytes on their way into a store: bytes, or a view of the buffer they were made
+# in (an engine is TensorRT's own memory, never copied: hashing and writing take any buffer).
+FileData: TypeAlias = bytes | memoryview
 
 
 def plain_name_problem(name: object, what: str) -> str | None:
@@ -136,7 +139,7 @@ class Outcome:
 
     event: str
     entry: Entry | None = None
-    made: Mapping[str, bytes] | None = None
+    made: Mapping[str, FileData] | None = None
     damage: list[str] = field(default_factory=list)
     not_stored: str | None = None
 
@@ -155,7 +158,10 @@ class Outcome:
         return sorted(self.made) if self.made is not None else self.served.files
 
     def read(self, name: str) -> bytes:
-        return self.made[name] if self.made is not None else self.served.file(name).read_bytes()
+        if self.made is None:
+            return self.served.file(name).read_bytes()
+        data = self.made[name]
+        return data if isinstance(data, bytes) else bytes(data)
 
     def copy_to(self, name: str, dest: Path) -> None:
         """A hit is hard-linked (Entry.link_to). What was just made is linked from the

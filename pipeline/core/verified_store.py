@@ -37,6 +37,7 @@ from pipeline.core.store_entry import (
     LAST_USED,
     SHA256,
     Entry,
+    FileData,
     Outcome,
     entry_meta_problems,
     plain_name_problem,
@@ -84,7 +85,7 @@ class VerifiedStore:
         bad = entry_meta_problems(meta, key, self.required)
         return (None, bad) if bad else (meta, [])
 
-    def known_sha256(self, files: Mapping[str, bytes]) -> dict[str, str]:
+    def known_sha256(self, files: Mapping[str, FileData]) -> dict[str, str]:
         """Digests a put can take from its other files (the engine store: the manifest,
         made from or checked against the same bytes), so a large file is hashed once;
         a wrong one is harmless, as every read re-hashes and quarantines a mismatch."""
@@ -157,7 +158,7 @@ class VerifiedStore:
     def get_or_make(
         self,
         key: str,
-        make: Callable[[], tuple[Mapping[str, bytes], dict[str, Any], str]],
+        make: Callable[[], tuple[Mapping[str, FileData], dict[str, Any], str]],
         usable: Callable[[Entry], bool] = lambda entry: True,
     ) -> Outcome:
         """Serve a whole entry without a lock; else, under the key's lock, look again (made
@@ -167,7 +168,7 @@ class VerifiedStore:
         entry, damage = self.fetch(key)
         if entry is not None and usable(entry):
             return Outcome("hit", entry)
-        made: tuple[Mapping[str, bytes], dict[str, Any], str] | None = None
+        made: tuple[Mapping[str, FileData], dict[str, Any], str] | None = None
         making = False
         try:
             with self.lock(key):
@@ -217,7 +218,7 @@ class VerifiedStore:
             self._held.discard(key)
             locking.release(path, fd)
 
-    def put(self, key: str, files: Mapping[str, bytes], labels: dict[str, Any]) -> Entry:
+    def put(self, key: str, files: Mapping[str, FileData], labels: dict[str, Any]) -> Entry:
         """Write every file, then entry.json, then publish the folder by one rename.
         Call under `lock(key)`."""
         if not _KEY.match(key):

@@ -105,7 +105,8 @@ def engine_key_inputs(
     )
 
 
-def cache_key(inputs: dict[str, Any]) -> str:
+def cache_key(inputs: dict[str, Any] | None) -> str:
+    # None (a manifest that records no key inputs) hashes too, and matches no real key.
     return hashing.sha256_json(inputs)
 
 

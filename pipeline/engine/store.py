@@ -12,6 +12,7 @@ from typing import Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.locations import cache_folder
+from pipeline.core.store_entry import FileData
 from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import manifest as manifest_lib
 
@@ -32,9 +33,9 @@ class EngineStore(VerifiedStore):
     def __init__(self, root: str | Path) -> None:
         super().__init__(root, required=("engine.plan", "manifest.json"), what="engine store")
 
-    def known_sha256(self, files: Mapping[str, bytes]) -> dict[str, str]:
+    def known_sha256(self, files: Mapping[str, FileData]) -> dict[str, str]:
         try:
-            engine = json.loads(files["manifest.json"])["engine"]
+            engine = json.loads(bytes(files["manifest.json"]))["engine"]
             return (
                 {engine["file"]: engine["sha256"]}
                 if len(files[engine["file"]]) == engine["bytes"]
