@@ -126,7 +126,7 @@ def _rank(precision: str | None) -> int | None:
 
 
 def _mean_rank(hist: dict[str, int]) -> float | None:
-    ranked = [(_rank(p), n) for p, n in hist.items() if _rank(p) is not None]
+    ranked = [(r, n) for p, n in hist.items() if (r := _rank(p)) is not None]
     total = sum(n for _, n in ranked)
     return sum(r * n for r, n in ranked) / total if total else None
 

@@ -39,9 +39,11 @@ def _compile(patterns: Iterable[str]) -> list[re.Pattern]:
 
 def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> dict:
     compiled = _compile(patterns)
-    if compiled and isinstance(records, str):  # a saved build.log (an engine taken from the store)
-        records = buildlog.parse_log(records)
-    lines = buildlog.log_lines(records) if compiled else []
+    lines: list[str] = []
+    if compiled:
+        if isinstance(records, str):  # a saved build.log (an engine taken from the store)
+            records = buildlog.parse_log(records)
+        lines = buildlog.log_lines(records)
     hits = [(p.pattern, line) for p in compiled for line in lines if p.search(line)]
     first = hits[0][0] if hits else None
     detail = (

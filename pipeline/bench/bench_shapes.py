@@ -123,7 +123,11 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
             or any(have < want for have, want in zip(a.shape[1:], shape[1:]))
         ):
             return None
-        out[name] = a[(np.arange(shape[0]) % len(a), *tuple(slice(0, int(n)) for n in shape[1:]))]
+        index: tuple[Any, ...] = (
+            np.arange(shape[0]) % len(a),
+            *tuple(slice(0, int(n)) for n in shape[1:]),
+        )
+        out[name] = a[index]
     return out
 
 

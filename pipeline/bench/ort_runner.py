@@ -20,7 +20,7 @@ class OrtRunner(Runner):
     def __init__(self, path: Path, bench_cfg: Any, device: str, graph: str) -> None:
         import onnxruntime as ort
 
-        providers = ("CPUExecutionProvider",)
+        providers: tuple[str, ...] = ("CPUExecutionProvider",)
         if device == "cuda" and "CUDAExecutionProvider" in ort.get_available_providers():
             providers = ("CUDAExecutionProvider", *providers)
         self.session = onnx_runtime.ort_session(path, int(bench_cfg.intra_op_threads), providers)

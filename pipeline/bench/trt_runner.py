@@ -28,6 +28,7 @@ class EngineRunner(Runner):
         self.trt = trt = backend.import_flavour(flavour)
         self.cuda = Cuda.get()
         self.stream = self.cuda.stream()
+        self._closed = False  # the stream (an int handle) is destroyed once closed
         self._logger = trt.Logger(trt.Logger.WARNING)
         self._runtime, self.engine = backend.deserialize(trt, self._logger, engine_path)
         self.context = self.engine.create_execution_context()
@@ -162,7 +163,8 @@ class EngineRunner(Runner):
     ) -> list[dict]:
         """Mean time per layer over `iterations` profiled runs, the `top` slowest
         first. Layer names are only as good as the engine's profiling verbosity."""
-        trt = self.trt
+        # TensorRT ships no type information: a class of the flavour's, known at run time.
+        trt: Any = self.trt
 
         class LayerTimes(trt.IProfiler):
             def __init__(self) -> None:
@@ -192,11 +194,11 @@ class EngineRunner(Runner):
         ]
 
     def close(self) -> None:
-        if self.stream is None:
+        if self._closed:
             return
         try:
             self._release()
         finally:
             self.context = self.engine = None
             self.cuda.release("cudaStreamDestroy", self.stream)
-            self.stream = None
+            self._closed = True

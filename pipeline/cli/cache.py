@@ -6,12 +6,14 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.core import tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import size
+from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import store as store_lib
 from pipeline.sweeps import job_cache
 
@@ -29,7 +31,7 @@ LS_COLUMNS = (
 
 def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
     """Every entry with what tells it apart; a damaged one says so instead of failing."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for key in store.keys():
         e, bad = store.entry_unverified(key)
         if e is None:
@@ -133,7 +135,7 @@ def cache_info_here(
     if calib_source == "setting":
         calib_source = f"calibration.cache_dir in {params}"
     old = [
-        f"{p} (the per-repository default before the user cache folder; {len(store_lib.VerifiedStore(p).keys())} "
+        f"{p} (the per-repository default before the user cache folder; {len(VerifiedStore(p).keys())} "
         f"entries) is no longer used: set TRT_PIPELINE_STORE={p} to keep using it, or remove it"
         for p in (Path(".cache/engines"),)
         if source == "user cache folder" and (p / "entries").is_dir()
@@ -144,7 +146,7 @@ def cache_info_here(
             ("saved sweep jobs", job_cache.store_beside(st.root), "the engine store's location"),
             (
                 "calibration cache",
-                store_lib.VerifiedStore(calib, what="calibration cache"),
+                VerifiedStore(calib, what="calibration cache"),
                 calib_source,
             ),
         ],
@@ -154,12 +156,12 @@ def cache_info_here(
 
 
 def cache_info(
-    stores: list[tuple[str, store_lib.VerifiedStore, str]], as_json: bool, notes: list[str] = ()
+    stores: list[tuple[str, VerifiedStore, str]], as_json: bool, notes: Sequence[str] = ()
 ) -> int:
     """Where each cache is, what chose it, how big it is and who can read it."""
     out = []
     for label, st, source in stores:
-        item = {
+        item: dict[str, Any] = {
             "cache": label,
             "path": str(st.root.resolve()),
             "chosen_by": source,

@@ -12,7 +12,7 @@ import contextlib
 import difflib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pipeline.core.errors import PipelineError
 
@@ -109,7 +109,8 @@ def _values(o: Any, options: list[str], sweeps: bool) -> list[str]:
 def _check_key(tree: Any, key: str, original: str) -> None:
     """Walk the composed config; a list or a dict with no keys yet (free-form, like
     profile shapes) ends the check there and the schema judges the rest."""
-    node, path = tree, []
+    node = tree
+    path: list[str] = []
     for part in key.split("."):
         if isinstance(node, list) or (isinstance(node, dict) and not node):
             return
@@ -140,7 +141,7 @@ def _expand(
     return items
 
 
-def _check_keys(tree: dict, items: list) -> None:
+def _check_keys(tree: dict[str, Any], items: list[Any]) -> None:
     for o, _, options in items:
         if options and not o.is_delete():
             continue
@@ -161,7 +162,7 @@ def _check_keys(tree: dict, items: list) -> None:
             ) from None
 
 
-def _check_folders(tree: dict, items: list) -> None:
+def _check_folders(tree: dict[str, Any], items: list[Any]) -> None:
     """Hydra names a job's folder by its overrides less some keys: two jobs that differ
     only there (or a value listed twice) would write into one folder."""
     left_out = set(tree["hydra"]["job"]["config"]["override_dirname"]["exclude_keys"])
@@ -215,12 +216,19 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
             picks = [
                 line for line, (o, _, options) in zip(first, items) if options and not o.is_delete()
             ]
+            # A composed config (a DictConfig) becomes a dict; to_container's type also
+            # covers lists and scalars.
             _check_keys(
-                OmegaConf.to_container(_compose(conf_dir, picks, with_hydra=True), resolve=False),
+                cast(
+                    dict[str, Any],
+                    OmegaConf.to_container(
+                        _compose(conf_dir, picks, with_hydra=True), resolve=False
+                    ),
+                ),
                 items,
             )
             composed = _compose(conf_dir, first, with_hydra=True)
-        tree = OmegaConf.to_container(composed, resolve=False)
+        tree = cast(dict[str, Any], OmegaConf.to_container(composed, resolve=False))
         if not edits:
             _check_keys(tree, items)
         if multirun:

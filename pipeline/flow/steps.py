@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,7 +96,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
 
 
 def accuracy_metrics(cfg: Any, summary: dict) -> dict:
-    gate = {}
+    gate: dict[str, dict[str, Any]] = {}
     for r in summary["gate"]:
         gate.setdefault(r["subject"], {})[r["metric"]] = {
             k: r[k] for k in ("value", "threshold", "passed")
@@ -164,6 +164,7 @@ def _no_stale_output(folder: Path) -> Iterator[None]:
 
 
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
+    from pipeline.core.store_entry import FileData
     from pipeline.engine import cache_key
     from pipeline.engine import store as store_lib
     from pipeline.flow import engine_folder
@@ -176,7 +177,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
     folder = layout.engine_dir(fp["id"])
     labels = engine_folder.store_labels(cfg, fp)
 
-    def make() -> tuple[dict[str, bytes], dict, str]:
+    def make() -> tuple[Mapping[str, FileData], dict, str]:
         adopted = engine_folder.adopt_pulled(folder, key, key_in)
         if adopted is not None:
             return adopted, labels, "adopted the engine DVC restored"

@@ -16,7 +16,7 @@ def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
     model bytes -> export -> precision transform. [] when every link holds."""
     from pipeline.export import export as export_lib
 
-    reasons = []
+    reasons: list[str] = []
     for stage, folder in (("export", layout.export_dir), ("calibrate", layout.calibrate_dir)):
         try:
             rec = provenance.require(folder, cfg, stage)
