@@ -174,12 +174,10 @@ def built_transformer_detailed(built_transformer, tmp_path_factory):
     return cfg, layout
 
 
-@pytest.fixture
-def in_tmp_repo_copy(tmp_path):
-    """A copy of the repository's tracked sources in a fresh git repo (for CLI/DVC tests)."""
+def copy_repo(dest: Path) -> Path:
+    """A copy of the repository's tracked sources in a fresh git repo at `dest`."""
     import subprocess
 
-    dest = tmp_path / "repo"
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"],
         cwd=REPO,
@@ -203,3 +201,29 @@ def in_tmp_repo_copy(tmp_path):
     subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=env)
     subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=env)
     return dest
+
+
+@pytest.fixture
+def in_tmp_repo_copy(tmp_path):
+    """A copy of the repository's tracked sources in a fresh git repo (for CLI/DVC tests)."""
+    return copy_repo(tmp_path / "repo")
+
+
+@pytest.fixture(scope="module")
+def transformer_repo(tmp_path_factory):
+    """A repository copy with the fp32 transformer made through calibrate by the stage
+    CLIs, as `dvc repro` runs them; shared by a module's tests, so each test that builds
+    uses a store of its own and removes artifacts/build first."""
+    import subprocess
+    import sys
+
+    repo = copy_repo(tmp_path_factory.mktemp("transformer_repo") / "repo")
+    for args in (
+        ["pipeline", "params", "model=transformer"],
+        ["stages.fingerprint"],
+        ["stages.export"],
+        ["stages.calibrate"],
+    ):
+        r = subprocess.run([sys.executable, "-m", *args], cwd=repo, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    return repo

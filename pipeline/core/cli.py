@@ -47,7 +47,10 @@ def exits_cleanly(main: Callable[..., int | None]) -> Callable[..., int]:
             print("error: interrupted", file=sys.stderr)
             return 130
         except Interrupted as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(
+                "error: interrupted" if e.signum == signal.SIGINT else f"error: {e}",
+                file=sys.stderr,
+            )
             return 128 + e.signum
 
     return wrapper

@@ -205,6 +205,35 @@ def build_engine(
         from pipeline.engine import weak_typing
 
         weak_typing.refuse_if_strongly_typed_only(trt)
+    # From the first TensorRT object to the last one freed (the parse logs as much as the
+    # build), a signal must not raise inside a callback: see pipeline/engine/interrupt.py.
+    with interrupt.deferred_signals() as stop:
+        return _parse_and_build(
+            trt,
+            flavour,
+            onnx_path,
+            precision_cfg,
+            build_cfg,
+            resolved_profiles,
+            progress,
+            timing_cache,
+            stop,
+        )
+
+
+def _parse_and_build(
+    trt: ModuleType,
+    flavour: str,
+    onnx_path: Path,
+    precision_cfg: Any,
+    build_cfg: Any,
+    resolved_profiles: list[dict[str, Any]],
+    progress: bool,
+    timing_cache: Any,
+    stop: interrupt.StopFlag,
+) -> BuildResult:
+    """Every TensorRT call of a build; its TensorRT objects are freed when it returns."""
+    strongly_typed = precision_cfg.mode == "strong"
     logger = make_logger(trt)
     builder = trt.Builder(logger)
     load_plugins(trt, builder, list(build_cfg.plugins))
@@ -220,16 +249,15 @@ def build_engine(
         timing_cache.attach(trt, config)
     logger.phase = "build"
     t0 = time.perf_counter()
-    with interrupt.deferred_signals() as stop:
-        config.progress_monitor = make_progress_monitor(trt, enabled=progress, stop=stop)
-        serialized = builder.build_serialized_network(network, config)
+    config.progress_monitor = make_progress_monitor(trt, enabled=progress, stop=stop)
+    serialized = builder.build_serialized_network(network, config)
     seconds = time.perf_counter() - t0
     if serialized is None:
         errors = logger.errors()
         raise PipelineError(
             f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}"
         )
-    if timing_cache is not None:
+    if timing_cache is not None and not stop.requested:  # a stopped run leaves nothing behind
         timing_cache.save(trt, config)
     # A view of TensorRT's buffer, not bytes(): no second copy of an engine that can be
     # gigabytes (hashing and writing take any buffer; the view keeps TensorRT's alive).

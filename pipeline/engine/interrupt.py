@@ -1,8 +1,9 @@
-"""Ctrl-C and SIGTERM during a TensorRT build. A Python exception raised inside a
-TensorRT callback (the logger, the progress monitor) is caught and printed by
-TensorRT ("Exception caught in log(): KeyboardInterrupt") and the build goes on; so
-while the builder runs, a signal only sets a flag, the progress monitor then asks
-TensorRT to cancel, and the signal is raised once the builder has returned."""
+"""Ctrl-C and SIGTERM while TensorRT runs. A Python exception raised inside a TensorRT
+callback (the logger, the progress monitor, a calibrator) is caught and printed by
+TensorRT ("Exception caught in log(): KeyboardInterrupt") and TensorRT goes on, so the
+stage would store the engine and exit 0. While TensorRT objects live, a signal therefore
+only sets a flag (the progress monitor then asks TensorRT to cancel the build), and it
+is raised as Interrupted once TensorRT has returned: exit 130/143, nothing stored."""
 
 from __future__ import annotations
 
@@ -26,15 +27,15 @@ class StopFlag:
         return self.signum is not None
 
     def raise_if_requested(self) -> None:
-        if self.signum == signal.SIGINT:
-            raise KeyboardInterrupt
         if self.signum is not None:
             raise Interrupted(self.signum)
 
 
 @contextlib.contextmanager
 def deferred_signals() -> Iterator[StopFlag]:
-    """Inside: SIGINT/SIGTERM set the flag. On leaving: a caught signal is raised."""
+    """Inside: SIGINT/SIGTERM set the flag and nothing else. On leaving: a caught signal
+    is raised as Interrupted, also over an error TensorRT gave meanwhile (a cancelled
+    build fails; the user asked to stop, and that is what the exit status says)."""
     flag = StopFlag()
     if threading.current_thread() is not threading.main_thread():
         yield flag  # only the main thread can own signal handlers; a worker keeps the defaults
@@ -46,6 +47,10 @@ def deferred_signals() -> Iterator[StopFlag]:
     previous = {s: signal.signal(s, handler) for s in SIGNALS}
     try:
         yield flag
+    except BaseException as e:
+        if flag.signum is not None:
+            raise Interrupted(flag.signum) from e
+        raise
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

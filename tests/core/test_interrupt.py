@@ -144,3 +144,73 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
         == 0
     )
     assert not list((repo / "artifacts" / "build").glob("*/engine.plan"))
+
+
+# The stage CLI with the real logger (or progress monitor), which sends a signal to its own
+# process from inside TensorRT's log() (step_complete()) callback, once: at the first
+# record of one phase (the parse, the build), or at the build's first step.
+SIGNAL_IN_CALLBACK = """
+import os, runpy, signal, sys
+from pipeline.engine import build
+phase, sig = sys.argv[1], getattr(signal, sys.argv[2])
+sys.argv = sys.argv[:1]
+sent = []
+def signal_once(where):
+    if not sent:
+        sent.append(where)
+        print(f"signalled inside {where}() while TensorRT ran the {phase}", flush=True)
+        os.kill(os.getpid(), sig)
+make_logger, make_progress_monitor = build.make_logger, build.make_progress_monitor
+def signalling_logger(trt):
+    logger = make_logger(trt)
+    log = type(logger).log
+    def log_then_signal(self, severity, msg):
+        log(self, severity, msg)
+        if self.phase == phase:
+            signal_once("log")
+    type(logger).log = log_then_signal
+    return logger
+def signalling_monitor(*args, **kwargs):
+    monitor = make_progress_monitor(*args, **kwargs)
+    step_complete = type(monitor).step_complete
+    def signal_then_step(self, phase_name, step):
+        signal_once("step_complete")
+        return step_complete(self, phase_name, step)
+    type(monitor).step_complete = signal_then_step
+    return monitor
+if phase == "progress":
+    build.make_progress_monitor = signalling_monitor
+else:
+    build.make_logger = signalling_logger
+runpy.run_module("stages.build", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("phase", ["parse", "build", "progress"])
+def test_a_signal_inside_a_tensorrt_callback_stops_the_stage_and_stores_nothing(
+    transformer_repo, tmp_path, phase
+):
+    repo = transformer_repo
+    store = tmp_path / "store"
+    env = {**os.environ, "TRT_PIPELINE_STORE": str(store)}
+    for sig, code, line in (
+        (signal.SIGINT, 130, "error: interrupted"),
+        (signal.SIGTERM, 143, "error: stopped by signal 15"),
+    ):
+        shutil.rmtree(repo / "artifacts" / "build", ignore_errors=True)
+        r = subprocess.run(
+            [sys.executable, "-c", SIGNAL_IN_CALLBACK, phase, sig.name],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert f"() while TensorRT ran the {phase}" in r.stdout, r.stderr
+        # TensorRT printed nothing ("Exception caught in log()"), the stage printed one line
+        assert (r.returncode, r.stderr.splitlines()) == (code, [line]), r.stderr
+        assert _entries(store) == [], "an interrupted build stored an entry"
+        assert not (repo / "artifacts" / "build").exists() or not any(
+            (repo / "artifacts" / "build").iterdir()
+        )
+        assert not list((store / "locks").glob("*.lock")) if (store / "locks").exists() else True
