@@ -8,14 +8,11 @@ of it not the config schema (OmegaConf), which the always-run fingerprint stage 
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core import console, fileio
+from pipeline.core import console, fileio, output_folder
 from pipeline.core.errors import Interrupted, PipelineError
 from pipeline.core.layout import Layout
 
@@ -37,7 +34,7 @@ def export(cfg: Any, layout: Layout) -> dict:
     from pipeline.core import provenance
     from pipeline.export import export as export_lib
 
-    with _no_stale_output(layout.export_dir):
+    with output_folder.writing(layout, layout.export_dir):
         model_sha256 = export_lib.source_sha256(cfg.model)
         summary = export_lib.export_model(cfg.model, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
@@ -53,7 +50,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
     from pipeline.precision import transform as precision
 
     provenance.require(layout.export_dir, cfg, "export")
-    with _no_stale_output(layout.calibrate_dir):
+    with output_folder.writing(layout, layout.calibrate_dir):
         try:
             summary = precision.transform(
                 layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model
@@ -146,21 +143,8 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
 
     fp = read_fingerprint(layout)
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
-    with _no_stale_output(layout.engine_dir(fp["id"])):
+    with output_folder.writing(layout, layout.engine_dir(fp["id"])):
         return _build(cfg, layout, fp, progress)
-
-
-@contextlib.contextmanager
-def _no_stale_output(folder: Path) -> Iterator[None]:
-    """A failed or interrupted stage removes its output: the previous run's output
-    must not look current for the params that just failed (artifacts/build persists
-    across runs, and a later stage run by hand would consume it)."""
-    try:
-        yield
-    except BaseException:
-        if folder.exists():
-            shutil.rmtree(folder, ignore_errors=True)
-        raise
 
 
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
@@ -239,6 +223,11 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
+    with output_folder.writing(layout, layout.inspect_dir, remove_on_failure=False):
+        return _inspect(cfg, layout)
+
+
+def _inspect(cfg: Any, layout: Layout) -> dict:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
     from pipeline.report import precision_view, report_html, report_markdown
@@ -275,6 +264,16 @@ def inspect(cfg: Any, layout: Layout) -> dict:
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
+    # Its files lie among other stages' in metrics/; one lock of its own also keeps two
+    # benchmarks from measuring each other's load.
+    what = f"the benchmark's files in {layout.metrics_dir}"
+    with output_folder.writing(
+        layout, layout.metrics_dir / "benchmark", what, remove_on_failure=False
+    ):
+        return _benchmark(cfg, layout)
+
+
+def _benchmark(cfg: Any, layout: Layout) -> dict:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import upstream
     from pipeline.report import benchmark_report, plots, summary
