@@ -16,11 +16,12 @@ away, before any worker starts (reuse_first.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.types import Override
+from hydra.plugins.launcher import Launcher
 
 from hydra_plugins.trt_pipeline import job_order, reuse_first
 
@@ -43,8 +44,11 @@ class CheckedSweeper(BasicSweeper):
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
         if reuse_first.runs_here(self.launcher):
-            self.launcher = reuse_first.ReuseFirst(
-                self.launcher, hydra_context, task_function, config
+            # ReuseFirst stands in for the launcher: it has launch(), and hands every other
+            # attribute to the launcher it wraps (a Launcher subclass would be a plugin).
+            self.launcher = cast(
+                Launcher,
+                reuse_first.ReuseFirst(self.launcher, hydra_context, task_function, config),
             )
 
     def sweep(self, arguments: list[str]) -> Any:

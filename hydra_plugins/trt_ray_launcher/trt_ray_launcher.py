@@ -26,7 +26,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.singleton import Singleton
@@ -41,6 +41,10 @@ from hydra.core.utils import (
 from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
+
+if TYPE_CHECKING:
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.config_loader import ConfigLoader
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +115,13 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
 
     Singleton.set_state(singleton_state)
     setup_globals()
+    # run_job reads only the context's callbacks: a worker has no config loader, and no
+    # callbacks to call (HydraContext's types ask for both).
+    context = HydraContext(
+        config_loader=cast("ConfigLoader", None), callbacks=cast("Callbacks", _NoCallbacks())
+    )
     ret = run_job(
-        hydra_context=HydraContext(config_loader=None, callbacks=_NoCallbacks()),
+        hydra_context=context,
         config=sweep_config,
         task_function=task_function,
         job_dir_key="hydra.sweep.dir",
@@ -128,7 +137,7 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
             "output_dir": str(out),
         }
     ctx = ray.get_runtime_context()
-    node = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
+    node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
     where = {
         "node_id": ctx.get_node_id(),
         "accelerator_types": sorted(
@@ -167,6 +176,7 @@ class TrtRayLauncher(Launcher):
     def _sweep_configs(
         self, job_overrides: Sequence[Sequence[str]], first: int
     ) -> list[DictConfig]:
+        assert self.hydra_context is not None and self.config is not None  # setup() came first
         configs = []
         for idx, overrides in enumerate(job_overrides):
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -180,12 +190,14 @@ class TrtRayLauncher(Launcher):
         from pipeline.engine import store as store_lib
 
         store = self.params.store_dir or configs[0].get("build", {}).get("store_dir")
+        package_file = __import__("pipeline").__file__
+        assert package_file is not None  # pipeline is a regular package
         env = {
             "TRT_PIPELINE_STORE": str(store_lib.default_root(store).resolve()),
             "PYTHONPATH": os.pathsep.join(
                 p
                 for p in (
-                    str(Path(__import__("pipeline").__file__).parents[1]),
+                    str(Path(package_file).parents[1]),
                     os.environ.get("PYTHONPATH"),
                 )
                 if p
@@ -245,6 +257,8 @@ class TrtRayLauncher(Launcher):
     ) -> Sequence[JobReturn]:
         import ray
 
+        assert self.config is not None and self.hydra_context is not None  # setup() came first
+        assert self.task_function is not None
         setup_globals()
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         Path(str(self.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)

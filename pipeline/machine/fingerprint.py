@@ -195,7 +195,9 @@ def collect(build_cfg: Any, require_trt: bool = True) -> dict:
     gpu, gpu_source = probe_gpu()
     try:
         flavour, why = choose_flavour(build_cfg.backend, gpu)
-        dist, version = trt_installed(flavour)
+        installed = trt_installed(flavour)
+        assert installed is not None  # choose_flavour picks only an installed flavour
+        dist, version = installed
     except PipelineError as e:
         if require_trt:
             raise

@@ -114,7 +114,7 @@ def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
     for _ in range(SWEEPS):
         for layer in layers:
             want = [sum(x[m] for m in nbrs[n]) / len(nbrs[n]) if nbrs[n] else x[n] for n in layer]
-            placed = []
+            placed: list[float] = []
             for i, n in enumerate(layer):  # keep the order, keep the gap
                 lo = (
                     placed[-1] + (_width(layer[i - 1], kinds) + _width(n, kinds)) / 2 + NODE_GAP

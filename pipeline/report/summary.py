@@ -24,7 +24,7 @@ def _number(value: Any) -> float | None:
 def summarize(
     accuracy: dict, gates: dict, manifest: dict, benchmark: dict
 ) -> dict[str, float | int]:
-    out: dict[str, float | int] = {
+    out: dict[str, float | int | None] = {
         "engine_mib": round(manifest["engine"]["bytes"] / 2**20, 3),
         "build_s": manifest.get("build_seconds"),
         "accuracy_gate_pass": int(bool(accuracy.get("gate_passed"))),
@@ -42,4 +42,4 @@ def summarize(
         for field in HEADLINE:
             if (v := _number(r.get(field))) is not None:
                 out[f"{backend}_{field}"] = v
-    return {k: v for k, v in out.items() if _number(v) is not None}
+    return {k: n for k, v in out.items() if (n := _number(v)) is not None}

@@ -83,7 +83,8 @@ def dvc_deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
         for kind in ("outs", "metrics", "plots")
         for o in s.get(kind, [])
     }
-    static, from_config = set(), set()
+    static: set[str] = set()
+    from_config: set[str] = set()
     for stage in stages.values():
         for dep in stage.get("deps", []):
             found = static
@@ -201,7 +202,7 @@ def _saved_job(entry: Any, engines: engine_store.EngineStore) -> tuple[dict, Any
     that engine is gone (or the result names none)."""
     found = _saved_result(entry)
     engine = engines.get(found[1]) if found else None
-    return (found[0], engine) if engine is not None else None
+    return (found[0], engine) if found and engine is not None else None
 
 
 def _restore(entry: Any, engine: Any, layout: Layout, fp: dict) -> bool:

@@ -173,7 +173,7 @@ def collect_dvc(repo: str | Path = ".") -> list[dict]:
 def _dvc_revs(entries: list) -> list[tuple[dict, dict]]:
     """Flatten dvc exp show --json (3.x): each experiment with its executor (a queued
     run's state and log), then its baseline commit; the workspace comes first."""
-    out = []
+    out: list[tuple[dict, dict]] = []
     for entry in entries:
         for exp in entry.get("experiments") or []:
             out.extend((rev, exp.get("executor") or {}) for rev in exp.get("revs") or [])
@@ -288,7 +288,7 @@ def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
         for r in rows
         if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None
     ]
-    if not pts:
+    if not pts or chosen is None:  # no points without a chosen metric
         return []
     # A bare Figure, not pyplot: no GUI backend is chosen or imported (most of pyplot's cost).
     from matplotlib.figure import Figure
