@@ -145,8 +145,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
         env = {**os.environ, "TRT_PIPELINE_CALIB_CACHE": str(tmp / "calib")}
         small = tmp / "small"
         prepare(small, ["model=transformer"], env)

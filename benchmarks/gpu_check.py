@@ -16,6 +16,7 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -102,18 +103,18 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
 
     factory, dims = MODELS[key]
     model_cfg = SimpleNamespace(factory=factory, seed=0)
-    bench = dict(warmup_s=0.2, min_duration_s=seconds, min_iterations=100)
+    bench: dict[str, Any] = dict(warmup_s=0.2, min_duration_s=seconds, min_iterations=100)
     module = __import__(factory, fromlist=["sample_inputs"])
     feeds = module.sample_inputs(dims, np.random.default_rng(7))
     runner = torch_runner.TorchRunner(model_cfg, "cuda")
     cpu = torch_runner.TorchRunner(model_cfg, "cpu").infer(feeds)
     gpu = runner.infer(feeds)
-    figures = accuracy.compare([cpu], [gpu], classifier=True)
+    figures = accuracy.compare([cpu], [gpu], task="classification")
     check(
         all(f["cosine"] > 0.9999 for f in figures.values()),
         f"{key}: CUDA outputs differ from the CPU's",
     )
-    out = {
+    out: dict[str, Any] = {
         "label": runner.label,
         "inputs": {k: list(v.shape) for k, v in feeds.items()},
         "accuracy_vs_cpu": figures,
@@ -159,7 +160,7 @@ def main() -> int:
         return 1
     cuda = Cuda.get()
     pci = cuda.pci_bus_id(0)
-    report = {
+    report: dict[str, Any] = {
         "torch": torch.__version__,
         "torch_cuda": torch.version.cuda,
         "device": torch.cuda.get_device_name(0),

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -31,7 +32,7 @@ from pipeline.export import onnx_model as onnx_lib
 LIMIT = 1.05
 
 
-def onnx_model(name: str, tmp: Path) -> tuple[Path, dict]:
+def onnx_model(name: str, tmp: Path) -> tuple[Path, DictConfig]:
     if name == "tiny_mlp":
         cfg = config.validate(
             {
@@ -95,7 +96,7 @@ def main() -> int:
         names = [o.name for o in session.get_outputs()]
         bare_loop(session.run, names, feeds, 200)  # warm-up for both: same session
 
-        samples = {"harness": [], "bare": []}
+        samples: dict[str, list[np.ndarray]] = {"harness": [], "bare": []}
         ratios = []
         for r in range(args.rounds):
             order = ("harness", "bare") if r % 2 == 0 else ("bare", "harness")
@@ -116,14 +117,14 @@ def main() -> int:
             ratios.append(float(np.median(got["harness"]) / np.median(got["bare"])))
 
     med = {k: float(np.median(np.concatenate(v))) for k, v in samples.items()}
-    n = {k: int(sum(len(x) for x in v)) for k, v in samples.items()}
+    counts = {k: int(sum(len(x) for x in v)) for k, v in samples.items()}
     ratio = med["harness"] / med["bare"]
     print(
         f"model {args.model} batch {args.batch}, {args.rounds} alternating rounds, "
         f"ONNX Runtime threads {args.threads}"
     )
-    print(f"harness median {med['harness'] * 1e3:.2f} us over {n['harness']} iterations")
-    print(f"bare    median {med['bare'] * 1e3:.2f} us over {n['bare']} iterations")
+    print(f"harness median {med['harness'] * 1e3:.2f} us over {counts['harness']} iterations")
+    print(f"bare    median {med['bare'] * 1e3:.2f} us over {counts['bare']} iterations")
     print(
         f"ratio harness/bare {ratio:.4f} (per-round ratios: median {np.median(ratios):.4f}, "
         f"min {min(ratios):.4f}, max {max(ratios):.4f}); limit {LIMIT}"
@@ -136,7 +137,7 @@ def main() -> int:
                 "harness_median_ms": med["harness"],
                 "bare_median_ms": med["bare"],
                 "ratio": ratio,
-                "iterations": n,
+                "iterations": counts,
                 "passed": ratio <= LIMIT,
             }
         )
