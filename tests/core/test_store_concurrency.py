@@ -108,7 +108,9 @@ def test_eight_builders_one_truncated_entry_killed_holder_many_rounds(tmp_path):
         )  # one build per key
         store = VerifiedStore(root, required=("engine.plan",))
         assert store.keys() == sorted([DAMAGED, FRESH])
-        assert all(store.problems(k) == [] for k in store.keys()), f"round {r}: a damaged entry remains"
+        assert all(store.problems(k) == [] for k in store.keys()), (
+            f"round {r}: a damaged entry remains"
+        )
         assert [p.name.split(".")[0] for p in (root / "quarantine").iterdir()] == [DAMAGED]
         assert not list((root / "tmp").iterdir()), f"round {r}: temp files left"
         assert not list((root / "locks").iterdir()), f"round {r}: lock files left"

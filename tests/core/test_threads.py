@@ -33,7 +33,9 @@ def test_onnx_runtime_sessions_follow_omp_num_threads(monkeypatch):
     session = onnx_runtime.ort_session(_graph_bytes())
     assert session.get_session_options().intra_op_num_threads == 1
     assert (
-        onnx_runtime.ort_session(_graph_bytes(), threads=2).get_session_options().intra_op_num_threads
+        onnx_runtime.ort_session(_graph_bytes(), threads=2)
+        .get_session_options()
+        .intra_op_num_threads
         == 2
     )
     monkeypatch.delenv("OMP_NUM_THREADS")
