@@ -39,6 +39,7 @@ def build(seed: int = 0):
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.BatchNorm2d):
+                assert m.running_mean is not None and m.running_var is not None
                 m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
                 m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
     return model.eval()

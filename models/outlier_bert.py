@@ -105,11 +105,12 @@ def build(seed: int = 0):
             self.tokens = nn.Embedding(VOCAB, D_MODEL)
             self.positions = nn.Embedding(MAX_LEN, D_MODEL)
             self.norm = nn.LayerNorm(D_MODEL)
-            self.layers = nn.ModuleList(Layer() for _ in range(LAYERS))
+            layers = [Layer() for _ in range(LAYERS)]
+            self.layers = nn.ModuleList(layers)
             self.pooler = nn.Linear(D_MODEL, D_MODEL)
-            for norm in [self.norm] + [n for l in self.layers for n in (l.norm1, l.norm2)]:
+            for norm in [self.norm] + [n for l in layers for n in (l.norm1, l.norm2)]:
                 randomise(norm, gen)
-            for layer in self.layers:
+            for layer in layers:
                 residual_outliers([layer.out], layer.norm1)
                 residual_outliers([layer.ff2], layer.norm2)
                 hidden_outliers(layer.ff1, layer.ff2, gen)

@@ -31,7 +31,8 @@ def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) 
         extra, missing = sorted(got - set(want)), sorted(set(want) - got)
         what = f"unknown input '{extra[0]}'" if extra else f"no array for input '{missing[0]}'"
         raise PipelineError(f"{where} has {what}; the model's inputs are {', '.join(want)}")
-    counts, sizes = set(), {}
+    counts: set[int] = set()
+    sizes: dict[str, int] = {}
     for name, spec in want.items():
         a = arrays[name]
         if not isinstance(a, np.ndarray):

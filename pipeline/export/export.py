@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import io
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -15,7 +14,7 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import onnx_model
+from pipeline.export import onnx_import, onnx_model
 from pipeline.export.onnx_runtime import run_batches
 
 REFERENCE_SEED_OFFSET = 1_000
@@ -96,11 +95,14 @@ def random_array(
 ) -> np.ndarray:
     dt = np.dtype(dtype)
     if dt.kind in "iu":
-        lo, hi = (int_low, int_high) if low is None else (int(np.ceil(low)), int(np.ceil(high)))
+        if low is None or high is None:
+            lo, hi = int_low, int_high
+        else:
+            lo, hi = int(np.ceil(low)), int(np.ceil(high))
         return rng.integers(lo, hi, size=shape).astype(dt)
     if dt.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
-    if low is None:
+    if low is None or high is None:
         return rng.standard_normal(shape).astype(dt)
     return rng.uniform(low, high, size=shape).astype(dt)
 
@@ -113,15 +115,15 @@ def export_torch(model_cfg: Any, dest: Path) -> None:
     rng = np.random.default_rng(model_cfg.seed)
     example = module.sample_inputs(dict(model_cfg.sample_dims), rng)
     args = tuple(torch.from_numpy(example[n]) for n in module.INPUT_NAMES)
-    buf = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
         # The TorchScript exporter is deprecated but gives stable, named dynamic axes.
         warnings.simplefilter("ignore")
         try:
+            # To the path: past 2 GB torch writes the weights as external data beside it.
             torch.onnx.export(
                 net,
                 args,
-                buf,
+                str(dest),
                 input_names=module.INPUT_NAMES,
                 output_names=module.OUTPUT_NAMES,
                 dynamic_axes=getattr(module, "DYNAMIC_AXES", None),
@@ -134,25 +136,16 @@ def export_torch(model_cfg: Any, dest: Path) -> None:
                 f"torch could not export '{model_cfg.factory}' at opset "
                 f"{model_cfg.opset}: {first_line(e)}"
             ) from None
-    fileio.write_bytes(dest, buf.getvalue())
 
 
-def copy_onnx(src: Path, dest: Path) -> None:
-    """Copy with external data folded in, so the artifact is one self-contained file."""
-    model = onnx_model.load(src, check=True)
-    if model.ByteSize() > 2**31 - 1:
-        raise PipelineError(
-            f"ONNX model {src} is over 2 GiB; external-data outputs are not supported yet"
-        )
-    fileio.write_bytes(dest, model.SerializeToString())
-
-
-def infer_shapes(model, path: Path):
-    """Store inferred intermediate shapes in the artifact. Not strict: ops of custom
-    domains (TensorRT plugins) have no ONNX shape function and are left as they are."""
+def infer_shapes(path: Path) -> Any:
+    """Store inferred intermediate shapes in the artifact. The graph only: weights in
+    external data stay where they are. Not strict: ops of custom domains (TensorRT
+    plugins) have no ONNX shape function and are left as they are."""
     import onnx
 
     try:
+        model = onnx.load(str(path), load_external_data=False)
         inferred = onnx.shape_inference.infer_shapes(
             model, check_type=True, strict_mode=False, data_prop=True
         )
@@ -247,14 +240,18 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary."""
     with fileio.staged_dir(out_dir) as tmp:
         onnx_path = tmp / "model.onnx"
+        changes: list[str] = []
         if model_cfg.factory:
             export_torch(model_cfg, onnx_path)
+            onnx_import.check(onnx_path)
             source = f"factory:{model_cfg.factory}"
+            reference_model = onnx_path
         else:
-            copy_onnx(Path(model_cfg.onnx_path), onnx_path)
-            source = f"onnx:{Path(model_cfg.onnx_path).name}"
-        # A copied file was checked as the user's file (errors name it); a torch export here.
-        model = infer_shapes(onnx_model.load(onnx_path, check=bool(model_cfg.factory)), onnx_path)
+            # The user's file was checked by path (errors name it) before normalising.
+            reference_model = Path(model_cfg.onnx_path)
+            changes = onnx_import.import_onnx(reference_model, onnx_path)
+            source = f"onnx:{reference_model.name}"
+        model = infer_shapes(onnx_path)
         specs = onnx_model.inputs(model)
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
@@ -264,7 +261,9 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         if missing:
             raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
         arrays: dict[str, np.ndarray] = {}
-        for b, (feeds, outs) in enumerate(zip(batches, run_batches(onnx_path, batches))):
+        # The fp32 ground truth is the model as the user gave it, not the normalised graph.
+        outputs = run_batches(reference_model if changes else onnx_path, batches)
+        for b, (feeds, outs) in enumerate(zip(batches, outputs)):
             arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
             arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
         fileio.write_npz(tmp / "reference.npz", arrays)
@@ -280,7 +279,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
             "nodes": len(model.graph.node),
             "reference_batches": len(batches),
             "reference": reference,
-            "onnx_sha256": hashing.sha256_file(onnx_path),
+            "normalized": changes,
+            "onnx_sha256": onnx_model.sha256(onnx_path),
         }
         fileio.write_json(tmp / "export.json", summary)
     return summary

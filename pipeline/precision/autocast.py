@@ -84,7 +84,7 @@ def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray])
 
     with tempfile.TemporaryDirectory() as tmp:
         calib = Path(tmp) / "autocast_calibration.npz"
-        np.savez(calib, **calib_inputs)
+        np.savez(calib, **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         try:
             with quiet_modelopt():
                 model = convert_to_mixed_precision(

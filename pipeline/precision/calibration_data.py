@@ -141,7 +141,7 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
     total = sum(len(next(iter(b.values()))) for b in batches)
     info.update(
         num_samples=total,
-        batch_size=bs,
+        batch_size=max(len(next(iter(b.values()))) for b in batches),
         num_batches=len(batches),
         sha256=data_sha256(batches),
         inputs={
@@ -162,12 +162,20 @@ def _module(name: str):
 
 
 def _random(model_cfg: Any, specs, n: int, bs: int, seed: int) -> Iterable[dict]:
+    """Batches of random inputs until n samples: as many per batch as the model's own
+    batch dimension allows (a static batch of 1 gives n batches of one sample)."""
     from pipeline.export import export
 
     rng = np.random.default_rng([seed, RANDOM_STREAM])
-    for start in range(0, n, bs):
-        dims = {**dict(model_cfg.sample_dims), "batch": min(bs, n - start)}
-        yield export.sample_inputs(model_cfg, specs, dims, rng)
+    total = 0
+    while total < n:
+        dims = {**dict(model_cfg.sample_dims), "batch": min(bs, n - total)}
+        batch = export.sample_inputs(model_cfg, specs, dims, rng)
+        size = len(next(iter(batch.values())))
+        if size < 1:
+            raise PipelineError("random inputs: the model's batch dimension is 0")
+        total += size
+        yield batch
 
 
 def _checked(batches: Iterable[dict], specs, where: str) -> Iterable[dict]:

@@ -44,7 +44,8 @@ class SearchFailed(PipelineError):
 
     def __init__(self, line: str, record: dict) -> None:
         super().__init__(line)
-        self.record, self.plain = record, {}
+        self.record = record
+        self.plain: dict = {}
 
 
 def score(results: list[dict]) -> float:

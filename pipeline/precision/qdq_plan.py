@@ -224,8 +224,8 @@ def _insert_pairs(
                 zero.name = f"{tag}_zero_point"
                 q_in.append(zero.name)
                 m.graph.initializer.append(zero)
-            q_attrs = {k: v for k, v in spec.q_attrs if _ATTR_OPSET[k] <= target}
-            dq_attrs = {k: v for k, v in spec.dq_attrs if _ATTR_OPSET[k] <= target}
+            q_attrs: dict[str, Any] = {k: v for k, v in spec.q_attrs if _ATTR_OPSET[k] <= target}
+            dq_attrs: dict[str, Any] = {k: v for k, v in spec.dq_attrs if _ATTR_OPSET[k] <= target}
             m.graph.node.append(
                 onnx.helper.make_node(
                     "QuantizeLinear", q_in, [f"{tag}_q"], name=f"{tag}_QuantizeLinear", **q_attrs

@@ -49,7 +49,7 @@ def modelopt_method(method: str, quantize_mode: str) -> str:
 
 
 def key_inputs(
-    src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any, smooth: dict
+    src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any, smooth: dict | None
 ) -> dict:
     """What ModelOpt's scales depend on. The placement is not here: it is applied to
     ModelOpt's result afterwards, so every placement shares one calibration."""

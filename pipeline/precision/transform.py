@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model, onnx_runtime
+from pipeline.export import export, onnx_import, onnx_model, onnx_runtime
 from pipeline.precision import accuracy
 
 
@@ -68,9 +68,9 @@ def transform(
                     src, tmp, precision_cfg, calibration_cfg, model_cfg
                 ),
             )
-            fileio.write_bytes(dest, src.read_bytes())
+            onnx_import.copy_graph(src, dest)
         elif precision_cfg.transform == "none":
-            fileio.write_bytes(dest, src.read_bytes())
+            onnx_import.copy_graph(src, dest)
         elif precision_cfg.transform == "autocast":
             # The first reference batch tells AutoCast real activation ranges; the rest are held out.
             from pipeline.precision import autocast

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.cli import overrides
 from pipeline.core.errors import PipelineError
-from pipeline.sweeps import summary
+from pipeline.sweeps import summary as sweep_summary
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = ["benchmark.warmup_s=0.02", "benchmark.min_duration_s=0.05", "benchmark.min_iterations=5"]
@@ -163,10 +163,10 @@ def test_sweep_report_on_a_folder_without_jobs_is_one_line(tmp_path):
 
 def test_a_job_folder_without_result_is_a_failed_row(tmp_path):
     (tmp_path / "precision=int8" / ".hydra").mkdir(parents=True)
-    rows = summary.collect(tmp_path)
+    rows = sweep_summary.collect(tmp_path)
     assert rows == [{"job": "precision=int8", "gates": "job failed (no result.json)"}]
     with pytest.raises(PipelineError, match="not a folder"):
-        summary.collect(tmp_path / "missing")
+        sweep_summary.collect(tmp_path / "missing")
 
 
 def _dvc_rev(name, summary=None, precision="fp16", error=None):
@@ -233,11 +233,11 @@ def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monk
     shown = [_dvc_rev(None), {**_dvc_rev("master", summary, precision="fp32"), "experiments": exps}]
     shown[0]["rev"] = "workspace"
     monkeypatch.setattr(
-        summary.subprocess,
+        sweep_summary.subprocess,
         "run",
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=json.dumps(shown), stderr=""),
     )
-    rows = {r["job"]: r for r in summary.collect_dvc(tmp_path)}
+    rows = {r["job"]: r for r in sweep_summary.collect_dvc(tmp_path)}
     assert sorted(rows) == ["again", "broken", "master"], rows
     assert rows["again"] == {
         "job": "again",
@@ -278,9 +278,9 @@ def test_pareto_keeps_only_jobs_nothing_beats_on_both_axes():
         _row("int8", 1.0, 0.99),
         _row("bad", 2.5, 0.98),
     ]
-    assert [r["job"] for r in summary.pareto(rows)] == ["int8", "fp16", "fp32"]
+    assert [r["job"] for r in sweep_summary.pareto(rows)] == ["int8", "fp16", "fp32"]
     rows = [{**r, "acc:max_abs_error": 1 - r.pop("acc:cosine")} for r in rows]
-    assert [r["job"] for r in summary.pareto(rows)] == ["int8", "fp16", "fp32"]
+    assert [r["job"] for r in sweep_summary.pareto(rows)] == ["int8", "fp16", "fp32"]
 
 
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_slurm", "trt_ray"])
