@@ -8,7 +8,6 @@ Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt.""
 from __future__ import annotations
 
 import re
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -140,22 +139,20 @@ def quantize(
     data = calibration_data.load(calibration_cfg, model_cfg, src)
     source = qdq_source(onnx_model.load(src, check=False), mode)
     groups, smooth = smoothing_groups(source, src.parent, precision_cfg, data)
-    graphs = QdqGraphs(source, qdq_plan.QdqPlan({}, {}, 0), groups, src.parent)
+    # What ModelOpt calibrates, and what its plan maps onto.
+    smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     key = cache_key(inputs)
 
     def make() -> tuple[dict[str, bytes], dict, str]:
-        with tempfile.TemporaryDirectory(prefix="qdq-in.") as tmp:
-            # ModelOpt reads a file: the smoothed, opset-normalised fp32 graph.
-            work = Path(tmp) / "model.onnx"
-            fileio.write_bytes(work, graphs.smoothed().SerializeToString())
-            graph, ops = run_modelopt(work, mode, method, calibration_cfg, data)
+        graph, ops = run_modelopt(smoothed, mode, method, calibration_cfg, data)
         # ops.json spares a hit parsing the graph again (large models: a second or more)
         return {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
     got, cache = cached(calibration_cfg, key, make, "calibration result")
     modelopt_graph = onnx.load_from_string(got.read("model.onnx"))
-    graphs.plan = qdq_plan.extract(modelopt_graph, graphs.smoothed(), precision_cfg.qdq_placement)
+    plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
+    graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
     fileio.write_bytes(dest, plain.SerializeToString())
     ops = onnx_model.op_histogram(plain)
@@ -245,9 +242,10 @@ def _reader(batches: list[dict], progress):
 
 
 def run_modelopt(
-    src: Path, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet
+    model: Any, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet
 ) -> tuple[bytes, dict[str, int]]:
-    """The Q/DQ graph's bytes and its op histogram."""
+    """The Q/DQ graph ModelOpt makes of `model` (the smoothed, opset-normalised fp32
+    graph), as bytes, and its op histogram."""
     from pipeline.precision.modelopt_log import quiet_modelopt
 
     try:
@@ -260,9 +258,9 @@ def run_modelopt(
         tempfile.TemporaryDirectory(prefix="qdq.") as tmp,
         console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar,
     ):
-        # ModelOpt writes intermediate graphs beside its input: keep them out of export/.
+        # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own.
         work = Path(tmp) / "model.onnx"
-        shutil.copyfile(src, work)
+        fileio.write_bytes(work, model.SerializeToString())
         out = Path(tmp) / "model.qdq.onnx"
         try:
             with quiet_modelopt():
