@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,14 +23,16 @@ class TensorSpec:
     dims: tuple[Dim, ...]
 
 
-def load(path: str | Path, check: bool = True):
+def load(path: str | Path, check: bool = True, weights: bool = True):
+    """The model; weights=False leaves weights kept in external data on disk (their
+    tensors name the file), so a graph of many GB is read as a few KB."""
     import onnx
 
     path = Path(path)
     if not path.is_file():
         raise PipelineError(f"ONNX model not found: {path}")
     try:
-        model = onnx.load(str(path))
+        model = onnx.load(str(path), load_external_data=weights)
     except Exception as e:  # protobuf DecodeError, external data errors, ...
         raise PipelineError(f"ONNX model {path} is unreadable: {first_line(e)}") from None
     if check:
@@ -39,6 +43,51 @@ def load(path: str | Path, check: bool = True):
                 f"ONNX model {path} fails the ONNX checker: {first_line(e)}"
             ) from None
     return model
+
+
+# Weights past this go to one external-data file beside the graph: a protobuf message
+# cannot exceed 2 GB, and a graph file without weights is cheap to parse and hash.
+INLINE_LIMIT = 1 << 30
+
+
+def weight_bytes(model: Any) -> int:
+    """Bytes the model's initializers hold in memory (external ones count nothing)."""
+    total = 0
+    for t in model.graph.initializer:
+        total += len(t.raw_data) + 4 * (len(t.float_data) + len(t.int32_data))
+        total += 8 * (len(t.int64_data) + len(t.double_data)) + sum(map(len, t.string_data))
+    return total
+
+
+def save(model: Any, path: str | Path) -> list[Path]:
+    """Write `model` to path: inline below INLINE_LIMIT, else its weights in one file
+    `<name>.data` beside it (onnx.save_model's external data; the in-memory tensors are
+    emptied as they are written, so nothing is held twice). Each file appears by a
+    rename; the files written."""
+    import onnx
+
+    from pipeline.core import fileio
+
+    path = Path(path)
+    if weight_bytes(model) < INLINE_LIMIT:
+        fileio.write_bytes(path, model.SerializeToString())
+        return [path]
+    location = f"{path.name}.data"
+    tmp = fileio.mkdtemp(f".{path.name}.", path.parent)
+    try:
+        onnx.save_model(
+            model,
+            str(tmp / path.name),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=location,
+            size_threshold=1024,
+        )
+        os.replace(tmp / location, path.parent / location)
+        os.replace(tmp / path.name, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [path, path.parent / location]
 
 
 def _dims(value_info) -> tuple[Dim, ...]:
@@ -111,27 +160,39 @@ def external_data_files(model, base: Path) -> list[Path]:
 
 def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:
     """The model file and every external-data file it names, and one hash over all of
-    them (a change to weights kept outside the .onnx changes it), each read once."""
+    them (a change to weights kept outside the .onnx changes it), each streamed once:
+    a model of several GB is never held in memory to be hashed."""
     path = Path(path)
-    data = path.read_bytes()
-    h = hashlib.sha256(data)
+    h = hashlib.sha256()
+    named = _stream(path, h, b"location")
     # Every external-data entry carries the key "location"; without those bytes
     # there is none, and the hit path of the engine store need not import onnx.
-    if b"location" not in data:
+    if not named:
         return [path], h.hexdigest()
     import onnx
 
-    externals = external_data_files(onnx.load_model_from_string(data), path.parent)
+    externals = external_data_files(onnx.load(str(path), load_external_data=False), path.parent)
     for ext in externals:
+        h.update(ext.name.encode())
         try:
-            payload = ext.read_bytes()
+            _stream(ext, h)
         except FileNotFoundError:
             raise PipelineError(
                 f"external-data file {ext} named by {path.name} not found"
             ) from None
-        h.update(ext.name.encode())
-        h.update(payload)
     return [path, *externals], h.hexdigest()
+
+
+def _stream(path: Path, h: Any, look_for: bytes = b"", chunk: int = 1 << 20) -> bool:
+    """Feed the file to `h` block by block; whether `look_for` occurs in it (across blocks too)."""
+    found, tail = False, b""
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+            if look_for and not found:
+                found = look_for in tail + block
+                tail = block[-len(look_for) :]
+    return found
 
 
 def sha256(path: str | Path) -> str:

@@ -29,9 +29,12 @@ def evaluate(
         kinds = emulate.low_precision_types(model)
         if "NOT_IMPLEMENTED" not in str(e) or not kinds:
             raise
+        # the weights are read only here, where they are rewritten to fp32
+        emulated = emulate.emulated_fp32(onnx_model.load(onnx_path, check=False))
         with tempfile.TemporaryDirectory() as tmp:
             em = Path(tmp) / "emulated.onnx"
-            fileio.write_bytes(em, emulate.emulated_fp32(model).SerializeToString())
+            onnx_model.save(emulated, em)
+            del emulated
             outs = onnx_runtime.run_batches(em, batches)
         return outs, (
             f"onnxruntime (cpu) with {'/'.join(kinds)} emulated: every {'/'.join(kinds)} tensor rounded "
@@ -134,7 +137,7 @@ def quantized_view(dest: Path, feeds: dict) -> dict:
     and the share of GEMM FLOPs that runs in int8/fp8 (the report's precision view)."""
     from pipeline.precision import gemm_flops, qdq_plan
 
-    model = onnx_model.load(dest, check=False)
+    model = onnx_model.load(dest, check=False, weights=False)
     return {
         "quantized_tensors": qdq_plan.quantized_tensors(model),
         "gemm_flops": gemm_flops.summary(model, feeds),
@@ -143,7 +146,7 @@ def quantized_view(dest: Path, feeds: dict) -> dict:
 
 def judge(dest: Path, held_out: list[tuple[dict, dict]], precision_cfg: Any, task: str) -> dict:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
-    model = onnx_model.load(dest, check=False)
+    model = onnx_model.load(dest, check=False, weights=False)
     got, evaluated = evaluate(dest, model, [p[0] for p in held_out])
     figures = accuracy.compare([p[1] for p in held_out], got, task)
     gate = accuracy.check_gate(figures, precision_cfg.gate)

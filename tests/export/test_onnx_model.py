@@ -1,0 +1,59 @@
+"""Graph files past 2 GB are worked on by path: hashed by streaming, loaded without their
+weights, written with one external-data file. Small models stand in for large ones by
+lowering the inline limit."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from models import large_table
+from pipeline.export import onnx_model
+
+
+def test_sha256_streams_graph_and_every_data_file(tmp_path):
+    path = large_table.write(tmp_path / "m", mib=2, files=3)
+    files, digest = onnx_model.files_and_sha256(path)
+    assert [f.name for f in files] == ["model.onnx", "table_0.bin", "table_1.bin", "table_2.bin"]
+    # the digest it always had: the graph's bytes, then each data file's name and bytes
+    h = hashlib.sha256(path.read_bytes())
+    for f in files[1:]:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    assert digest == h.hexdigest()
+    (tmp_path / "m" / "table_1.bin").write_bytes(b"changed")
+    assert onnx_model.sha256(path) != digest
+
+
+def test_load_without_weights_reads_the_graph_only(tmp_path):
+    path = large_table.write(tmp_path / "m", mib=4, files=1)
+    graph = onnx_model.load(path, check=False, weights=False)
+    assert onnx_model.weight_bytes(graph) < 64 * 1024  # the small projection only
+    full = onnx_model.load(path, check=False)
+    assert onnx_model.weight_bytes(full) >= 4 << 20
+
+
+def test_save_puts_weights_past_the_limit_in_one_file(tmp_path, monkeypatch):
+    src = large_table.write(tmp_path / "src", mib=2, files=4)
+    model = onnx_model.load(src, check=False)
+    feeds = {"ids": np.array([[0, 5, 7]], np.int64)}
+    want = ort.InferenceSession(str(src)).run(None, feeds)[0]
+    monkeypatch.setattr(onnx_model, "INLINE_LIMIT", 1 << 20)
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    written = onnx_model.save(model, out)
+    assert [p.name for p in written] == ["model.onnx", "model.onnx.data"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["model.onnx", "model.onnx.data"]
+    assert out.stat().st_size < 64 * 1024
+    onnx.checker.check_model(str(out))
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, feeds)[0], want)
+    # written again over itself: the data file is replaced, not appended to
+    onnx_model.save(onnx_model.load(out, check=False), out)
+    assert (out.parent / "model.onnx.data").stat().st_size < (3 << 20)
+    np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, feeds)[0], want)
+    # below the limit: one file, as before
+    small = tmp_path / "small.onnx"
+    assert onnx_model.save(onnx_model.load(out, check=False, weights=False), small) == [small]
