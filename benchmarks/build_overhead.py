@@ -54,7 +54,7 @@ def big_transformer(path: Path) -> None:
     6 layers, d_model 512, FFN 2560, vocabulary 2000 (its dynamic batch and seq export cleanly)."""
     import torch
 
-    from models import transformer_encoder as t
+    from pipeline.zoo import transformer_encoder as t
 
     t.D_MODEL, t.HEADS, t.D_FF, t.LAYERS, t.VOCAB = 512, 8, 2560, 6, 2000
     model = t.build(0)

@@ -1,4 +1,4 @@
-"""int8 on a BERT-shaped model with residual-stream outliers (models/outlier_bert.py):
+"""int8 on a BERT-shaped model with residual-stream outliers (pipeline/zoo/outlier_bert.py):
 what each tool of the precision path buys, and what the fallback search costs, in one run.
 
 For each mode the calibrate step runs in a fresh process, as `dvc repro` runs
@@ -46,7 +46,7 @@ MODES = {
 
 
 def resize(size: str) -> None:
-    import models.outlier_bert as factory
+    import pipeline.zoo.outlier_bert as factory
 
     for name, value in SIZES[size].items():
         setattr(factory, name, value)

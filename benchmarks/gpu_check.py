@@ -28,8 +28,8 @@ from pipeline.machine.cudart import D2D, D2H, H2D, Cuda
 from pipeline.precision import accuracy
 
 MODELS = {
-    "cnn": ("models.cnn_classifier", {"batch": 8}),
-    "transformer": ("models.transformer_encoder", {"batch": 8, "seq": 32}),
+    "cnn": ("pipeline.zoo.cnn_classifier", {"batch": 8}),
+    "transformer": ("pipeline.zoo.transformer_encoder", {"batch": 8, "seq": 32}),
 }
 # Event timestamps have about half a microsecond of resolution.
 EVENT_SLACK_MS = 0.002

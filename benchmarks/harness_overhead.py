@@ -39,11 +39,11 @@ def onnx_model(name: str, tmp: Path) -> tuple[Path, DictConfig]:
                 "model": {
                     "name": "onnx_file",
                     "factory": None,
-                    "onnx_path": "models/onnx/tiny_mlp.onnx",
+                    "onnx_path": "pipeline/zoo/onnx/tiny_mlp.onnx",
                 }
             }
         )
-        return Path(__file__).resolve().parents[1] / "models/onnx/tiny_mlp.onnx", cfg
+        return Path(__file__).resolve().parents[1] / "pipeline/zoo/onnx/tiny_mlp.onnx", cfg
     cfg = config.validate({})  # the default model: the CNN from models/
     export.export_torch(cfg.model, tmp / "model.onnx")
     return tmp / "model.onnx", cfg

@@ -1,2 +1,3 @@
-"""Model factories. Each module exposes INPUT_NAMES, OUTPUT_NAMES, DYNAMIC_AXES,
-build(seed) -> torch.nn.Module and sample_inputs(dims, rng) -> {name: array}."""
+"""This repository's own models, beside the bundled ones in pipeline/zoo/ (the package's,
+which an installed trt-pipeline carries). Not installed: a model of a repository lives in
+that repository, named by model.factory."""

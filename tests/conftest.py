@@ -109,7 +109,7 @@ def built_cnn_fp16(tmp_path_factory):
 def built_cnn_int8(tmp_path_factory):
     """Q/DQ int8 CNN (calibrated on the shipped samples) through build, own store."""
     if (
-        not (REPO / "conf/precision/int8.yaml").exists()
+        not (REPO / "pipeline/conf/precision/int8.yaml").exists()
         or not (REPO / "conf/calibration/cnn_samples.yaml").exists()
     ):
         pytest.skip("no int8 precision config in conf/")

@@ -10,6 +10,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
 # Lowest first. A module may import its own layer and any layer before it.
 LAYERS = (
+    # Data, not code: the Hydra config groups and the bundled toy models (whose modules
+    # import only their own folder), below everything so any layer may name them.
+    "conf",
+    "zoo",
     "core",
     "machine",
     "export",

@@ -11,7 +11,16 @@ YAML cannot open it: a flag lives only on a config node, hence a ConfigStore ent
 It also registers two resolvers: `trt_jobdir`, which names multirun job folders
 (jobdir.py), and `trt_or` (`${trt_or:${a},b}`: a, or b where a is null): a path that
 dvc.yaml templates as a dependency can never be null, yet the setting it follows may be
-(`model.reference_source` follows `model.reference_data`)."""
+(`model.reference_source` follows `model.reference_data`).
+
+`trt_zoo` (`${trt_zoo:}`, `${trt_zoo:onnx/tiny_mlp.onnx}`) is the path of the bundled
+models (pipeline/zoo) as a stage's process imports them: ./pipeline/zoo in a checkout of
+trt-pipeline (`python -m stages.x` puts the checkout first on sys.path), else the
+installed package's folder, relative where it lies under the working directory."""
+
+import importlib.util
+import os
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -32,4 +41,19 @@ if not OmegaConf.has_resolver("trt_or"):
     OmegaConf.register_new_resolver(
         "trt_or", lambda value, default: default if value is None else value
     )
+
+
+def _zoo(sub: str = "") -> str:
+    here = Path("pipeline/zoo")
+    if not (here / "__init__.py").is_file():
+        spec = importlib.util.find_spec("pipeline.zoo")
+        assert spec is not None and spec.submodule_search_locations, "pipeline.zoo not installed"
+        here = Path(os.path.relpath(spec.submodule_search_locations[0]))
+        if here.parts[:1] == ("..",):
+            here = here.resolve()
+    return (here / sub).as_posix() if sub else here.as_posix()
+
+
+if not OmegaConf.has_resolver("trt_zoo"):
+    OmegaConf.register_new_resolver("trt_zoo", _zoo)
 jobdir.register()

@@ -23,12 +23,13 @@ from pipeline.core.errors import PipelineError, first_line
 @dataclass
 class ModelConfig:
     name: str = "cnn"
-    # Exactly one of: a module in models/ exposing build()/example_inputs(), or an ONNX file.
-    factory: str | None = "models.cnn_classifier"
+    # Exactly one of: a factory (a module, or `module:attribute`, exposing build(),
+    # INPUT_NAMES and OUTPUT_NAMES; bundled ones in pipeline/zoo), or an ONNX file.
+    factory: str | None = "pipeline.zoo.cnn_classifier"
     onnx_path: str | None = None
-    # The path dvc.yaml tracks for the model (a templated dependency): models/ for a
+    # The path dvc.yaml tracks for the model (a templated dependency): the factory's folder for a
     # factory; for a file, the .onnx itself, or the folder holding it and its external data.
-    source: str = "models"
+    source: str = "pipeline/zoo"
     opset: int = 17
     seed: int = 0
     task: str = "classification"  # classification | regression | embedding

@@ -28,7 +28,9 @@ from pipeline.sweeps import job_cache
 from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
 
 log = logging.getLogger("pipeline.cli.run")
-REPO = Path(__file__).resolve().parents[2]
+# The repository the command was started in (jobs run there: hydra.job.chdir is false):
+# its conf/ and dvc.yaml, a checkout of trt-pipeline or a repository set up by `init`.
+REPO = Path.cwd()
 
 
 def job_result(results: dict, cfg: DictConfig) -> dict:

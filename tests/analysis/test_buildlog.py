@@ -204,7 +204,7 @@ def test_console_shows_a_progress_bar_and_no_log(tmp_path):
         os.chdir(REPO)
         os.execv(
             sys.executable,
-            [sys.executable, "-c", _BUILD_WITH_BAR, str(REPO / "models/onnx/tiny_mlp.onnx")],
+            [sys.executable, "-c", _BUILD_WITH_BAR, str(REPO / "pipeline/zoo/onnx/tiny_mlp.onnx")],
         )
     out = b""
     try:
@@ -225,7 +225,7 @@ def test_build_without_a_terminal_prints_nothing(capfd):
 
     cfg = compose()
     build.build_engine(
-        REPO / "models/onnx/tiny_mlp.onnx",
+        REPO / "pipeline/zoo/onnx/tiny_mlp.onnx",
         cfg.precision,
         cfg.build,
         [{"name": "p", "inputs": {"features": {"min": [1, 16], "opt": [4, 16], "max": [8, 16]}}}],

@@ -43,7 +43,7 @@ def test_forbidden_real_warning_fails_the_build_with_the_match(transformer_resul
 
 def test_forbidden_info_line_fails_a_cnn_build(built_cnn):
     cfg, _ = built_cnn
-    onnx_path = REPO / "models/onnx/tiny_mlp.onnx"
+    onnx_path = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
     result = build.build_engine(
         onnx_path,
         cfg.precision,

@@ -127,7 +127,7 @@ def test_bad_benchmark_config_fails_at_validation(override, message):
 
 def test_torch_needs_a_factory():
     assert "ONNX file" in torch_runner.why_not(SimpleNamespace(factory=None))
-    assert torch_runner.why_not(SimpleNamespace(factory="models.cnn_classifier")) is None
+    assert torch_runner.why_not(SimpleNamespace(factory="pipeline.zoo.cnn_classifier")) is None
 
 
 def test_gpu_conditions_is_explicit_without_a_gpu():
@@ -356,7 +356,7 @@ def test_every_backend_fills_one_runner_contract():
 def test_onnxruntime_runner_through_the_contract():
     bench = _bench(warmup_s=0.0, min_duration_s=0.0, min_iterations=5)
     feeds = {"features": np.ones((2, 16), dtype=np.float32)}
-    with OrtRunner(REPO / "models/onnx/tiny_mlp.onnx", bench, "cpu", "tiny") as runner:
+    with OrtRunner(REPO / "pipeline/zoo/onnx/tiny_mlp.onnx", bench, "cpu", "tiny") as runner:
         assert (
             runner.device == "cpu"
             and runner.label.startswith("ONNX Runtime")

@@ -46,12 +46,12 @@ def _check_times(times: dict, stages: list[str]) -> None:
 @pytest.mark.parametrize("copies,graph", [(True, False), (True, True), (False, False)])
 def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
     _torch_cuda()
-    from models import cnn_classifier
     from pipeline.bench import torch_runner
+    from pipeline.zoo import cnn_classifier
 
     feeds = cnn_classifier.sample_inputs({"batch": 4}, np.random.default_rng(0))
     runner = torch_runner.TorchRunner(
-        SimpleNamespace(factory="models.cnn_classifier", seed=0), "cuda"
+        SimpleNamespace(factory="pipeline.zoo.cnn_classifier", seed=0), "cuda"
     )
     times, notes = runner.time(
         feeds, 0, SimpleNamespace(**FAST, device_copies=copies, cuda_graph=graph)
@@ -59,7 +59,7 @@ def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
     assert notes == {"device_copies": copies, "cuda_graph": graph}
     _check_times(times, ["h2d", "compute", "d2h"] if copies else ["compute"])
     expected = torch_runner.TorchRunner(
-        SimpleNamespace(factory="models.cnn_classifier", seed=0), "cpu"
+        SimpleNamespace(factory="pipeline.zoo.cnn_classifier", seed=0), "cpu"
     ).infer(feeds)
     np.testing.assert_allclose(
         runner.last_outputs["logits"], expected["logits"], rtol=1e-3, atol=1e-4

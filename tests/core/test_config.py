@@ -18,7 +18,12 @@ def test_params_yaml_is_the_composition_of_conf_defaults():
 
 
 @pytest.mark.parametrize(
-    "group,option", [(p.parent.name, p.stem) for p in sorted((REPO / "conf").glob("*/*.yaml"))]
+    "group,option",
+    [
+        (p.parent.name, p.stem)
+        for conf in (REPO / "pipeline" / "conf", REPO / "conf")  # the package's, this repo's
+        for p in sorted(conf.glob("*/*.yaml"))
+    ],
 )
 def test_every_group_option_validates(group, option):
     cfg = compose(f"{group}={option}")
@@ -48,7 +53,9 @@ def test_profile_min_greater_than_opt_fails():
 
 def test_model_needs_exactly_one_source():
     with pytest.raises(PipelineError, match="exactly one"):
-        config.validate({"model": {"factory": "models.cnn_classifier", "onnx_path": "x.onnx"}})
+        config.validate(
+            {"model": {"factory": "pipeline.zoo.cnn_classifier", "onnx_path": "x.onnx"}}
+        )
 
 
 def test_validated_config_is_read_only():

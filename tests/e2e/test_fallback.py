@@ -72,10 +72,10 @@ def test_readme_your_own_model_as_written(in_tmp_repo_copy):
     folder of tokenized "sentences", then the README's command, unchanged."""
     import shutil
 
-    from models import outlier_transformer
     from pipeline.core import fileio
     from pipeline.core.layout import Layout
     from pipeline.flow import steps
+    from pipeline.zoo import outlier_transformer
     from tests.conftest import compose
 
     repo = in_tmp_repo_copy

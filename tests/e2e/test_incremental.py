@@ -29,7 +29,7 @@ def pipeline(repo, *args, check=True):
 def write_model_with_external_data(folder):
     import onnx
 
-    from models.make_tiny_mlp import make
+    from pipeline.zoo.make_tiny_mlp import make
 
     model = make()
     onnx.save_model(

@@ -92,7 +92,7 @@ def test_profile_for_wrong_input_name_fails_before_building(tmp_path):
     cfg = compose()
     with pytest.raises(PipelineError, match="names input 'pixels'"):
         build.build_engine(
-            REPO / "models/onnx/tiny_mlp.onnx",
+            REPO / "pipeline/zoo/onnx/tiny_mlp.onnx",
             cfg.precision,
             cfg.build,
             [{"name": "p", "inputs": {"pixels": {"min": [1, 16], "opt": [1, 16], "max": [1, 16]}}}],
@@ -105,7 +105,7 @@ def test_weak_typing_is_refused_with_the_strong_alternative():
     cfg = compose("precision.mode=weak")
     with pytest.raises(PipelineError, match="precision.mode=strong"):
         build.build_engine(
-            REPO / "models/onnx/tiny_mlp.onnx",
+            REPO / "pipeline/zoo/onnx/tiny_mlp.onnx",
             cfg.precision,
             cfg.build,
             [],
@@ -116,10 +116,10 @@ def test_weak_typing_is_refused_with_the_strong_alternative():
 
 def test_hardware_compatibility_is_refused_on_rtx():
     cfg = compose("build.hardware_compatibility=ampere_plus")
-    resolved = build.resolve_profiles(cfg.profile, REPO / "models/onnx/tiny_mlp.onnx")
+    resolved = build.resolve_profiles(cfg.profile, REPO / "pipeline/zoo/onnx/tiny_mlp.onnx")
     with pytest.raises(PipelineError, match="hardware_compatibility"):
         build.build_engine(
-            REPO / "models/onnx/tiny_mlp.onnx",
+            REPO / "pipeline/zoo/onnx/tiny_mlp.onnx",
             cfg.precision,
             cfg.build,
             resolved,

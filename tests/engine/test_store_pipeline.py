@@ -29,8 +29,12 @@ def prepared_copy(layout, dest):
     for name in ("fingerprint.json", "export", "calibrate"):
         src = layout.root / "artifacts" / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "artifacts" / name)
-    # the model's source (model.source=models) travels with the outputs made from it
-    shutil.copytree(REPO / "models", dest / "models", ignore=shutil.ignore_patterns("__pycache__"))
+    # the model's source (model.source=pipeline/zoo) travels with the outputs made from it
+    shutil.copytree(
+        REPO / "pipeline" / "zoo",
+        dest / "pipeline" / "zoo",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     return dest
 
 

@@ -44,7 +44,7 @@ def test_export_is_deterministic(tmp_path, built_cnn):
 
 
 def test_onnx_file_model(tmp_path):
-    cfg = compose("model=onnx_file", f"model.onnx_path={REPO / 'models/onnx/tiny_mlp.onnx'}")
+    cfg = compose("model=onnx_file", f"model.onnx_path={REPO / 'pipeline/zoo/onnx/tiny_mlp.onnx'}")
     summary = export.export_model(cfg.model, tmp_path / "export")
     assert summary["inputs"][0]["dims"] == ["batch", 16]
 
@@ -68,7 +68,7 @@ def test_missing_model_file(tmp_path):
 def test_sha256_covers_external_data(tmp_path):
     from onnx.external_data_helper import convert_model_to_external_data
 
-    model = onnx.load(REPO / "models/onnx/tiny_mlp.onnx")
+    model = onnx.load(REPO / "pipeline/zoo/onnx/tiny_mlp.onnx")
     convert_model_to_external_data(model, location="weights.bin", size_threshold=0)
     onnx.save(model, tmp_path / "m.onnx")
     before = onnx_model.sha256(tmp_path / "m.onnx")

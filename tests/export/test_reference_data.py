@@ -10,13 +10,13 @@ import sys
 import numpy as np
 import pytest
 
-from models import transformer_encoder
 from pipeline.bench.bench_shapes import choose_feeds
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.export import export
 from pipeline.flow import steps
+from pipeline.zoo import transformer_encoder
 from tests.conftest import FAST_BENCH, REPO, compose
 
 

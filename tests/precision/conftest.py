@@ -47,7 +47,7 @@ def _export(tmp_path_factory: pytest.TempPathFactory, model: str) -> Layout:
 
 @pytest.fixture(scope="session")
 def bert_export(tmp_path_factory):
-    """models/outlier_bert.py exported: residual-stream outliers, as trained BERTs have."""
+    """pipeline/zoo/outlier_bert.py exported: residual-stream outliers, as trained BERTs have."""
     return _export(tmp_path_factory, "outlier_bert")
 
 

@@ -131,13 +131,16 @@ def test_factory_batches_and_last_partial_batch(cnn_onnx):
         "calibration.batch_size=8",
     )
     assert [b["images"].shape[0] for b in s.batches] == [8, 8, 4]
-    assert s.info["factory"] == "models.cnn_classifier" and s.info["seed"] == 0
+    assert s.info["factory"] == "pipeline.zoo.cnn_classifier" and s.info["seed"] == 0
 
 
 def test_factory_of_another_model(cnn_onnx):
     with pytest.raises(PipelineError, match="another model"):
         load(
-            "cnn", cnn_onnx, "calibration=factory", "calibration.factory=models.transformer_encoder"
+            "cnn",
+            cnn_onnx,
+            "calibration=factory",
+            "calibration.factory=pipeline.zoo.transformer_encoder",
         )
 
 
@@ -153,7 +156,7 @@ def test_none_falls_back_to_the_model_factory_and_says_so(cnn_onnx):
 
 
 def test_none_without_a_factory_names_the_ways_out():
-    onnx_path = REPO / "models/onnx/tiny_mlp.onnx"
+    onnx_path = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
     with pytest.raises(PipelineError, match="calibration.source=random"):
         load("onnx_file", onnx_path)
     assert load("onnx_file", onnx_path, "calibration=random").info["random"] is True

@@ -1,4 +1,4 @@
-"""precision.fallback=auto on the BERT-shaped outlier model (models/outlier_bert.py): real
+"""precision.fallback=auto on the BERT-shaped outlier model (pipeline/zoo/outlier_bert.py): real
 ModelOpt int8 PTQ, real ONNX Runtime search runs, a real TensorRT-RTX build of the mixed
 graph; and the gate's metrics file when it fails."""
 
@@ -248,7 +248,7 @@ def test_fp8_search_keeps_what_its_gate_needs(bert_export, tmp_path):
 
 
 def test_outliers_in_matmul_inputs_are_found_too(tmp_path):
-    """models/outlier_transformer.py: its outliers are in the inputs of two projections."""
+    """pipeline/zoo/outlier_transformer.py: its outliers are in the inputs of two projections."""
     layout = fresh(_outlier_transformer_export(tmp_path), tmp_path)
     cfg = compose(
         "model=outlier_transformer",

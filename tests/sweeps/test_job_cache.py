@@ -39,7 +39,7 @@ def test_the_key_covers_model_bytes_code_config_and_machine_but_not_where_a_job_
     cfg = compose(*model)
     static, from_config = job_cache.dvc_deps(REPO, cfg)
     deps = static | from_config
-    assert str(tmp_path) in deps and "data/calibration" in deps and "models" in deps
+    assert str(tmp_path) in deps and "data/calibration" in deps and "pipeline/zoo" in deps
     assert {"pipeline/core", "pipeline/engine", "pipeline/bench", "pipeline/flow/steps.py"} <= set(
         deps
     )
@@ -56,26 +56,27 @@ def test_the_key_covers_model_bytes_code_config_and_machine_but_not_where_a_job_
 
 
 def test_paths_from_the_config_are_hashed_where_the_job_reads_them(tmp_path, monkeypatch):
-    """Run from another folder, a job reads `model.source=models` there (hydra.job.chdir
+    """Run from another folder, a job reads `model.source=pipeline/zoo` there (hydra.job.chdir
     is false), not in the repository: its key must not be that of the run from the
     repository, whose outputs it would otherwise restore."""
     cfg = compose("model=transformer")
     inputs = job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]
     assert (
-        inputs["config:models"] == inputs["models"] is not None
+        inputs["config:pipeline/zoo"] == inputs["pipeline/zoo"] is not None
     )  # run from the repository: the same folder
     at_repo = key(cfg)
     monkeypatch.chdir(tmp_path)
     elsewhere = job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]
     assert (
-        elsewhere["config:models"] is None and elsewhere["models"] == inputs["models"]
+        elsewhere["config:pipeline/zoo"] is None
+        and elsewhere["pipeline/zoo"] == inputs["pipeline/zoo"]
     )  # code: the repository's
     assert key(cfg) != at_repo
-    (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "transformer.py").write_text("# another model\n")
-    assert job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]["config:models"] not in (
+    (tmp_path / "pipeline" / "zoo").mkdir(parents=True)
+    (tmp_path / "pipeline" / "zoo" / "transformer.py").write_text("# another model\n")
+    assert job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]["config:pipeline/zoo"] not in (
         None,
-        inputs["models"],
+        inputs["pipeline/zoo"],
     )
 
 

@@ -101,7 +101,7 @@ def test_jobs_with_long_paths_get_flat_short_folders_and_keep_their_overrides(tm
     deep.mkdir(parents=True)
     paths = [deep / f"{n}.onnx" for n in ("a", "b")]
     for p in paths:
-        shutil.copy(REPO / "models/onnx/tiny_mlp.onnx", p)
+        shutil.copy(REPO / "pipeline/zoo/onnx/tiny_mlp.onnx", p)
     sweep_dir = tmp_path / "sweep"
     parallel = ["hydra.launcher.n_jobs=2"] if launcher == "joblib" else []
     r = subprocess.run(

@@ -1,7 +1,7 @@
-"""Writes models/onnx/tiny_mlp.onnx, the bundled example of a model given as a file:
+"""Writes pipeline/zoo/onnx/tiny_mlp.onnx, the bundled example of a model given as a file:
 a two-layer MLP with a dynamic batch, deterministic weights, no torch needed.
 
-    python -m models.make_tiny_mlp
+    python -m pipeline.zoo.make_tiny_mlp
 """
 
 from pathlib import Path

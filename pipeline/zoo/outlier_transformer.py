@@ -8,13 +8,13 @@ Per-tensor int8 activation scales then spend their whole range on the outliers a
 round every other channel of those projections' inputs to a few levels: plain int8
 misses the default gate, and keeping those few projections in higher precision
 (precision.fallback=auto finds which) passes it. Output: one L2-normalised embedding
-per row (model.task=embedding); inputs as models.transformer_encoder."""
+per row (model.task=embedding); inputs as pipeline.zoo.transformer_encoder."""
 
 from __future__ import annotations
 
 # Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
-from models.transformer_encoder import DYNAMIC_AXES as _AXES
-from models.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
+from pipeline.zoo.transformer_encoder import DYNAMIC_AXES as _AXES
+from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
     INPUT_NAMES,
     MAX_LEN,
     VOCAB,

@@ -21,14 +21,14 @@ MatMuls in fp32 (precision.fallback=auto) or smoothing the outliers into the wei
 Layout as Hugging Face's BERT exports it: separate query, key and value projections
 reading one LayerNorm output, post-LayerNorm residual blocks, GELU FFN; output one
 L2-normalised embedding per row (model.task=embedding). Inputs as
-models.transformer_encoder (right-padded token ids and a 0/1 mask)."""
+pipeline.zoo.transformer_encoder (right-padded token ids and a 0/1 mask)."""
 
 from __future__ import annotations
 
 import math
 
-from models.transformer_encoder import DYNAMIC_AXES as _AXES
-from models.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
+from pipeline.zoo.transformer_encoder import DYNAMIC_AXES as _AXES
+from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
     INPUT_NAMES,
     MAX_LEN,
     VOCAB,
