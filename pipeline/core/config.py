@@ -22,25 +22,25 @@ from pipeline.core.errors import PipelineError, first_line
 
 @dataclass
 class ModelConfig:
-    name: str = "cnn"
+    name: str = "cnn"  # a label for the model in tables, reports and `cache ls`
     # Exactly one of: a factory (a module, or `module:attribute`, exposing build(),
     # INPUT_NAMES and OUTPUT_NAMES; bundled ones in pipeline/zoo), or an ONNX file.
     factory: str | None = "pipeline.zoo.cnn_classifier"
-    onnx_path: str | None = None
+    onnx_path: str | None = None  # an existing ONNX file (model=onnx_file); null for a factory
     # The path dvc.yaml tracks for the model (a templated dependency): the factory's folder for a
     # factory; for a file, the .onnx itself, or the folder holding it and its external data.
     source: str = "pipeline/zoo"
-    opset: int = 17
-    seed: int = 0
+    opset: int = 17  # ONNX opset of the torch export (7 to 23); older model files are upgraded
+    seed: int = 0  # seeds the factory's weights and the random reference inputs
     task: str = "classification"  # classification | regression | embedding
     # Values for the ONNX inputs' symbolic dims when making reference inputs. Any dim
     # name: the mapping is open in Hydra (hydra_plugins/trt_pipeline) and a given
     # mapping replaces this default instead of merging into it.
     sample_dims: dict[str, int] = field(default_factory=lambda: {"batch": 2})
-    num_reference_batches: int = 4
+    num_reference_batches: int = 4  # reference batches made when reference_data is null
     # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
     int_low: int = 0
-    int_high: int = 100
+    int_high: int = 100  # exclusive upper bound of random integer inputs (see int_low)
     # Per input, [low, high) for random inputs (integers drawn in it, floats uniform);
     # an input named like a mask (*mask*) defaults to 0/1.
     input_ranges: dict[str, list[Any]] = field(default_factory=dict)
@@ -55,25 +55,29 @@ class ModelConfig:
 
 @dataclass
 class AccuracyGate:
-    max_abs_error: float | None = None
-    max_mean_rel_error: float | None = None
-    min_cosine: float | None = None
-    min_top1_agreement: float | None = None
+    max_abs_error: float | None = None  # largest absolute difference of any output element
+    max_mean_rel_error: float | None = None  # mean relative error over all output elements
+    min_cosine: float | None = None  # cosine similarity (task embedding: per row, the worst row)
+    min_top1_agreement: float | None = None  # share of rows with the same argmax (classification)
 
 
 @dataclass
 class PrecisionConfig:
-    name: str = "fp32"
-    transform: str = "none"
+    name: str = "fp32"  # fp32 | tf32 | fp16 | bf16 | int8 | fp8 (the conf/precision option)
+    transform: str = "none"  # the graph transform before the build: none | autocast | qdq
     mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
-    tf32: bool = False
+    tf32: bool = False  # set the builder's TF32 flag (precision=tf32)
     low_precision_type: str | None = None  # autocast: fp16 | bf16
     quantize_mode: str | None = None  # qdq: int8 | fp8
+    # AutoCast (fp16/bf16): op types kept in fp32.
     keep_fp32_op_types: list[str] = field(default_factory=list)
+    # AutoCast: node-name regexes kept in fp32.
     keep_fp32_nodes: list[str] = field(default_factory=list)
+    # AutoCast: a node whose activations (data_max) or initializers (init_max) exceed
+    # this magnitude on the reference batch stays in fp32.
     data_max: float = 512.0
-    init_max: float = 65504.0
-    keep_io_types: bool = True
+    init_max: float = 65504.0  # AutoCast: see data_max; 65504 is fp16's largest value
+    keep_io_types: bool = True  # AutoCast: the graph's inputs and outputs keep their fp32 type
     # int8/fp8: with auto, a graph that misses the gate keeps its most sensitive
     # quantized nodes in fp32, the fewest that pass (pipeline/precision/fallback.py).
     fallback: str = "none"  # none | auto
@@ -83,20 +87,21 @@ class PrecisionConfig:
     # int8/fp8: migrate activation outliers into the weights before quantizing
     # (pipeline/precision/smoothing.py): none | smoothquant | auto (where the graph allows).
     smoothing: str = "none"
-    smoothing_alpha: float = 0.5
+    smoothing_alpha: float = 0.5  # SmoothQuant's migration strength, 0 to 1
+    # Accuracy thresholds against the fp32 reference; null switches a metric off.
     gate: AccuracyGate = field(default_factory=AccuracyGate)
 
 
 @dataclass
 class ShapeRange:
-    min: list[int] = field(default_factory=list)
-    opt: list[int] = field(default_factory=list)
-    max: list[int] = field(default_factory=list)
+    min: list[int] = field(default_factory=list)  # the smallest shape the engine accepts
+    opt: list[int] = field(default_factory=list)  # the shape TensorRT tunes kernels for
+    max: list[int] = field(default_factory=list)  # the largest shape the engine accepts
 
 
 @dataclass
 class ProfileSpec:
-    name: str = "default"
+    name: str = "default"  # the profile's name in reports and benchmark.profile
     # Symbolic dim name -> [min, opt, max]; applies to every input that uses the dim.
     dims: dict[str, list[int]] = field(default_factory=dict)
     # Per input, explicit shapes; these win over dims.
@@ -105,7 +110,8 @@ class ProfileSpec:
 
 @dataclass
 class ProfileConfig:
-    name: str = "dynamic"
+    name: str = "dynamic"  # the conf/profile option
+    # Optimization profiles, all in one engine; the first is the default one.
     profiles: list[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
 
 
@@ -113,7 +119,7 @@ class ProfileConfig:
 class CalibrationConfig:
     """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
 
-    name: str = "none"
+    name: str = "none"  # the conf/calibration option
     source: str = "none"  # none | directory | factory | random (random only when named)
     # directory: a folder of .npz/.npy keyed by input name, or one .npz. dvc.yaml tracks this
     # path for every source (the others leave it at the shipped data/calibration; it is not read).
@@ -122,13 +128,13 @@ class CalibrationConfig:
         None  # factory: a module with calibration_batches(); null means model.factory
     )
     num_samples: int = 0  # 0 with a directory means every sample in it
-    batch_size: int = 1
-    seed: int = 0
+    batch_size: int = 1  # samples per calibration batch
+    seed: int = 0  # seeds random calibration data and sample selection
     method: str = (
         "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
     )
     exclude_nodes: list[str] = field(default_factory=list)  # regexes over node names (re.match)
-    exclude_op_types: list[str] = field(default_factory=list)
+    exclude_op_types: list[str] = field(default_factory=list)  # op types left unquantized
     # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
     cache_dir: str | None = None
 
@@ -137,24 +143,30 @@ class CalibrationConfig:
 class GatesConfig:
     """Quality gates checked at the end of a build; null switches a gate off."""
 
-    max_warnings: int | None = None
+    max_warnings: int | None = None  # most warnings the build log may hold
     forbid_patterns: list[str] = field(default_factory=list)  # regexes over the build log
-    min_fusion_ratio: float | None = None
-    max_engine_mib: float | None = None
-    max_peak_memory_mib: float | None = None
+    min_fusion_ratio: float | None = None  # least ONNX compute nodes per engine layer
+    max_engine_mib: float | None = None  # largest engine file
+    max_peak_memory_mib: float | None = None  # largest peak device memory the build log reports
 
 
 @dataclass
 class BuildConfig:
+    # auto | tensorrt | tensorrt_rtx; auto: full TensorRT where it imports and a GPU is
+    # present, else TensorRT-RTX.
     backend: str = "auto"
-    workspace_mib: int = 1024
-    optimization_level: int = 3
+    workspace_mib: int = 1024  # the builder's workspace memory pool limit
+    optimization_level: int = 3  # TensorRT's builder optimization level, 0 to 5
+    # none | ampere_plus | same_compute_capability: which GPUs the engine may run on.
     hardware_compatibility: str = "none"
-    version_compatible: bool = False
+    version_compatible: bool = False  # an engine later TensorRT versions can run
     # TensorRT-RTX ahead-of-time targets, e.g. [SM86, SM89]; empty lets TensorRT choose.
     compute_capabilities: list[str] = field(default_factory=list)
+    # off | read | readwrite | strict (a miss fails): one timing cache per fingerprint
+    # beside the store; full TensorRT only.
     timing_cache: str = "readwrite"
-    plugins: list[str] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # plugin libraries (.so) loaded for the parse
+    # More TensorRT BuilderFlag names to set, e.g. [SPARSE_WEIGHTS].
     extra_flags: list[str] = field(default_factory=list)
     # Engine store root; null means $TRT_PIPELINE_STORE or the user cache folder (~/.cache/trt-pipeline/engines).
     store_dir: str | None = None
@@ -166,13 +178,13 @@ class BuildConfig:
 class BenchmarkConfig:
     # trtexec's method: warm up for a time, then run until both minimums are met.
     warmup_s: float = 0.2
-    min_duration_s: float = 0.5
-    min_iterations: int = 100
+    min_duration_s: float = 0.5  # timed for at least this long
+    min_iterations: int = 100  # and at least this many iterations
     # A percentile with fewer samples than this beyond it is reported but flagged.
     min_tail_samples: int = 10
     # Side by side in this order; speed-ups are against `baseline`.
     backends: list[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
-    baseline: str = "onnxruntime"
+    baseline: str = "onnxruntime"  # the backend speed-ups are measured against
     device: str = "auto"  # where ONNX Runtime and PyTorch run: auto | cpu | cuda
     intra_op_threads: int = (
         0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
@@ -191,17 +203,17 @@ class BenchmarkConfig:
     device_copies: bool = (
         True  # host-to-device and device-to-host copies inside the timed iteration
     )
-    cuda_graph: bool = False
+    cuda_graph: bool = False  # TensorRT: time a captured CUDA graph of the iteration
     layer_profile_top: int = (
         10  # slowest layers to report from a separate IProfiler pass; 0: no pass
     )
-    layer_profile_iterations: int = 20
+    layer_profile_iterations: int = 20  # iterations of that per-layer pass
 
 
 @dataclass
 class InspectConfig:
-    network_layers: bool = True
-    max_table_rows: int = 400
+    network_layers: bool = True  # list the parsed TensorRT network's layers in report.json
+    max_table_rows: int = 400  # rows of the report's fusion and layer tables
     html: bool = True  # report.html beside report.json and report.md
     # Boxes drawn in the graph picture; repeated blocks are folded first, then modules.
     graph_max_nodes: int = 150
