@@ -3,8 +3,6 @@ inputs/outputs computed with ONNX Runtime on the CPU (the fp32 ground truth)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -14,17 +12,16 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import onnx_import, onnx_model
+from pipeline.export import factory, onnx_import, onnx_model
 from pipeline.export.onnx_runtime import run_batches
 
 REFERENCE_SEED_OFFSET = 1_000
 
 
 def load_factory(name: str) -> ModuleType:
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as e:
-        raise PipelineError(f"model factory '{name}' not found ({e})") from None
+    # A module, or `module:object` (pipeline/export/factory.py); typed as the module it
+    # usually is.
+    module: ModuleType = factory.resolve(name)
     missing = [a for a in ("build", "INPUT_NAMES", "OUTPUT_NAMES") if not hasattr(module, a)]
     if missing:
         raise PipelineError(f"model factory '{name}' lacks {', '.join(missing)}")
@@ -297,10 +294,7 @@ def source_sha256(model_cfg: Any) -> str:
     with every external-data file it names. Each must lie under model.source, the
     path dvc.yaml tracks for the model, or DVC would not notice it change."""
     if model_cfg.factory:
-        spec = importlib.util.find_spec(model_cfg.factory)
-        if spec is None or not spec.origin:
-            raise PipelineError(f"model factory '{model_cfg.factory}' not found")
-        files = [Path(spec.origin)]
+        files = [factory.source_file(model_cfg.factory)]
         digest = hashing.sha256_file(files[0])
     else:
         path = Path(model_cfg.onnx_path)

@@ -10,7 +10,6 @@ Folders are read by pipeline.export.array_folder, the one loader that reference 
 from __future__ import annotations
 
 import hashlib
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,10 +154,9 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
 
 
 def _module(name: str):
-    try:
-        return importlib.import_module(name)
-    except ImportError as e:
-        raise PipelineError(f"calibration factory '{name}' not found ({e})") from None
+    from pipeline.export import factory
+
+    return factory.resolve(name, "calibration factory")
 
 
 def _random(model_cfg: Any, specs, n: int, bs: int, seed: int) -> Iterable[dict]:
