@@ -14,14 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.bench import cuda_timing, timing
+from pipeline.bench import bench_sizes, cuda_timing, timing
 from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
 from pipeline.core import console, fileio, hashing, threads
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import export, onnx_model
-from pipeline.machine import gpu_conditions
+from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import accuracy
 
@@ -174,9 +174,16 @@ def _run_backend(
 def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
     """paths: export, calibrated (ONNX files), engine, reference (npz)."""
     bc = cfg.benchmark
-    specs = onnx_model.inputs(onnx_model.load(paths["export"], check=False))
+    # The graph only: weights in external data stay on disk (sizes need the I/O specs).
+    graph = onnx_model.load(paths["export"], check=False, weights=False)
+    specs, outputs = onnx_model.inputs(graph), onnx_model.outputs(graph)
+    del graph
     headline, sweep = plan(bc, specs, profiles)
     points = list({p.key: p for p in [headline, *sweep]}.values())
+    device = _device(bc.device, fingerprint)
+    pci = _pci_bus_id() if device == "cuda" else None
+    gpu_free = gpu_memory.free_bytes(pci) if device == "cuda" else None
+    bench_sizes.check(cfg, specs, outputs, points, gpu_free)
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
     reference, pairs = (
         export.reference_info(paths["reference"].parent),
@@ -189,8 +196,6 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         reference.get("source") == "folder",
         lambda shapes: bench_inputs(cfg.model, specs, shapes, seed),
     )
-    device = _device(bc.device, fingerprint)
-    pci = _pci_bus_id() if device == "cuda" else None
     gpu_before = gpu_conditions.snapshot(pci)
 
     results: dict[str, dict] = {}

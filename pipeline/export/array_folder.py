@@ -9,11 +9,12 @@ one line when it does not fit; floats must be finite; nothing is ever unpickled.
 from __future__ import annotations
 
 import hashlib
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.core import fileio
+from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
 
 
@@ -76,9 +77,12 @@ def data_sha256(batches: list[dict[str, np.ndarray]]) -> str:
     return h.hexdigest()
 
 
-def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: int) -> list[dict]:
+def read_folder(
+    path: str | Path, specs, what: str, count_key: str, n: int, bs: int, key: str | None = None
+) -> list[dict]:
     """The first n samples (0: all) of the folder in batches of bs. `what` names the data in
-    errors ("calibration data"), `count_key` the setting that asked for n."""
+    errors ("calibration data"), `count_key` the setting that asked for n, `key` the one
+    that named the folder (count_key when not given)."""
     root = Path(path)
     if not root.exists():
         raise PipelineError(f"{what} not found: {root}")
@@ -89,6 +93,9 @@ def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: 
     )
     if not files:
         raise PipelineError(f"{what} folder {root} has no .npz or .npy files")
+    # Every file is read whole, then stacked (a copy) when there are several.
+    need = sum(map(_unpacked_bytes, files)) * (2 if len(files) > 1 else 1)
+    memory.require_memory(need, f"{key or count_key}={root}", f"{what} in {len(files)} file(s)")
     parts: dict[str, list[np.ndarray]] = {}
     for f in files:
         if f.suffix == ".npz":
@@ -120,6 +127,17 @@ def read_folder(path: str | Path, specs, what: str, count_key: str, n: int, bs: 
             f"it and divide the {n} samples"
         )
     return [{k: v[s : min(s + bs, n)] for k, v in arrays.items()} for s in range(0, n, bs)]
+
+
+def _unpacked_bytes(path: Path) -> int:
+    """Bytes a .npz holds once read (its members unpacked); a .npy's size."""
+    if path.suffix == ".npz":
+        try:
+            with zipfile.ZipFile(path) as z:
+                return sum(i.file_size for i in z.infolist())
+        except (OSError, zipfile.BadZipFile):
+            pass  # reading it says what is wrong
+    return path.stat().st_size
 
 
 def _read_npy(path: Path, what: str) -> np.ndarray:

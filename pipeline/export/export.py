@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import factory, onnx_import, onnx_model
+from pipeline.export import factory, onnx_import, onnx_model, sizes
 from pipeline.export.onnx_runtime import run_batches
 
 REFERENCE_SEED_OFFSET = 1_000
@@ -239,6 +239,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         onnx_path = tmp / "model.onnx"
         changes: list[str] = []
         if model_cfg.factory:
+            # The example torch traces with is one batch at model.sample_dims.
+            sizes.check_sample_batches(model_cfg, [], [], 1, "the export's example", "")
             export_torch(model_cfg, onnx_path)
             onnx_import.check(onnx_path)
             source = f"factory:{model_cfg.factory}"
@@ -253,6 +255,16 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
         check_input_ranges(model_cfg, specs)
+        if not model_cfg.reference_data:  # a folder is checked by its files' sizes
+            n = int(model_cfg.num_reference_batches)
+            sizes.check_sample_batches(
+                model_cfg,
+                specs,
+                onnx_model.outputs(model),
+                n,
+                f"{n} reference batches with their outputs",
+                f"model.num_reference_batches={n}",
+            )
         batches, reference = reference_inputs(model_cfg, specs)
         missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
         if missing:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio
+from pipeline.core import fileio, memory
 
 
 def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
@@ -28,12 +28,15 @@ def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
 def copy_entry(got: Any, folder: Path) -> None:
     # Only this machine's folder is replaced: artifacts/build keeps one folder per
     # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
+    if got.hit and not memory.same_filesystem(got.served.path, folder):
+        # a hard link cannot cross filesystems: the entry is copied
+        memory.require_disk(folder, got.served.size, "a copy of the stored engine")
     with fileio.staged_dir(folder) as out:
         for name in got.names:
             got.copy_to(name, out / name)
 
 
-def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | None:
+def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, FileData] | None:
     """The files of an engine DVC pulled or kept for this fingerprint, when the key
     recomputed from its own recorded inputs is the key being built and its bytes
     are intact; None (with a warning when something was there) otherwise."""
@@ -55,8 +58,10 @@ def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, bytes] | Non
             f"warning: not adopting {folder / 'engine.plan'}: {why}; building it", file=sys.stderr
         )
         return None
+    # Left on disk: the store copies each file once, hashing it on the way, never
+    # holding a multi-GB engine in memory.
     return {
-        p.name: p.read_bytes()
+        p.name: FileOnDisk(p)
         for p in sorted(folder.iterdir())
         if p.is_file() and not p.is_symlink()
     }

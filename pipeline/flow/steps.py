@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core import console, fileio, output_folder
+from pipeline.core import console, fileio, memory, output_folder
 from pipeline.core.errors import Interrupted, PipelineError
 from pipeline.core.layout import Layout
 
@@ -34,11 +34,16 @@ def export(cfg: Any, layout: Layout) -> dict:
     from pipeline.core import provenance
     from pipeline.export import export as export_lib
 
+    peak = memory.StagePeak()
     with output_folder.writing(layout, layout.export_dir):
         model_sha256 = export_lib.source_sha256(cfg.model)
         summary = export_lib.export_model(cfg.model, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
-    console.table(f"export: {cfg.model.name}", [("graph", str(layout.export_dir / "model.onnx"))])
+        rss = summary[memory.PEAK_KEY] = memory.record(layout.export_dir / "export.json", peak)
+    console.table(
+        f"export: {cfg.model.name}",
+        [("graph", str(layout.export_dir / "model.onnx")), memory.row(rss)],
+    )
     return summary
 
 
@@ -50,6 +55,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
     from pipeline.precision import transform as precision
 
     provenance.require(layout.export_dir, cfg, "export")
+    peak = memory.StagePeak()
     with output_folder.writing(layout, layout.calibrate_dir):
         try:
             summary = precision.transform(
@@ -64,6 +70,8 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
         provenance.write(
             layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"]
         )
+        rss = memory.record(layout.calibrate_dir / "calibration.json", peak)
+        summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
     fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
     console.table(
@@ -87,6 +95,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
                 else []
             ),
             ("graph", str(layout.calibrate_dir / "model.onnx")),
+            memory.row(rss),
         ],
     )
     return summary
@@ -141,13 +150,14 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     import at all), else built under the key's lock and put into the store."""
     from pipeline.core import provenance
 
+    peak = memory.StagePeak()
     fp = read_fingerprint(layout)
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     with output_folder.writing(layout, layout.engine_dir(fp["id"])):
-        return _build(cfg, layout, fp, progress)
+        return _build(cfg, layout, fp, progress, peak)
 
 
-def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
+def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.StagePeak) -> dict:
     from pipeline.core.store_entry import FileData
     from pipeline.engine import cache_key
     from pipeline.engine import store as store_lib
@@ -167,7 +177,14 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
             return adopted, labels, "adopted the engine DVC restored"
         from pipeline.flow import build_files
 
-        return build_files.make(cfg, layout, fp, key, key_in, progress), labels, "miss, built"
+        files = build_files.make(cfg, layout, fp, key, key_in, progress)
+        # Room for the engine where the store writes it, and in artifacts/ where a hard
+        # link from the store cannot be made (another filesystem).
+        engine_bytes = len(files["engine.plan"])
+        memory.require_disk(store.root, engine_bytes, "the engine")
+        if not memory.same_filesystem(store.root, folder):
+            memory.require_disk(folder, engine_bytes, "the engine's copy")
+        return files, labels, "miss, built"
 
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
     try:
@@ -204,6 +221,8 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
         manifest=manifest,
         metrics_path=layout.metrics_dir / "gates.json",
     )
+    # The build stage's JSON that is written every run, store hit or not.
+    rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir / "gates.json", peak)
     console.table(
         f"build: {cfg.model.name} {cfg.precision.name}",
         [
@@ -215,6 +234,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
             ),
             ("build gates", "passed"),
             ("folder", str(folder)),
+            memory.row(rss),
         ],
     )
     # What this run did with the store (a sweep summary's "hit or built"); not in the file.
@@ -223,11 +243,12 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool) -> dict:
 
 
 def inspect(cfg: Any, layout: Layout) -> dict:
+    peak = memory.StagePeak()
     with output_folder.writing(layout, layout.inspect_dir, remove_on_failure=False):
-        return _inspect(cfg, layout)
+        return _inspect(cfg, layout, peak)
 
 
-def _inspect(cfg: Any, layout: Layout) -> dict:
+def _inspect(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
     from pipeline.report import precision_view, report_html, report_markdown
@@ -254,12 +275,17 @@ def _inspect(cfg: Any, layout: Layout) -> dict:
     precision_view.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
-        fileio.write_json(tmp / "report.json", report)
         fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
+        # last, so the pages' rendering counts in the peak
+        report[memory.PEAK_KEY] = peak.mib()
+        fileio.write_json(tmp / "report.json", report)
     page = "report.html" if cfg.inspect.html else "report.md"
-    console.table("inspect", [("report", str(layout.inspect_dir / page))])
+    console.table(
+        "inspect",
+        [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])],
+    )
     return report
 
 
@@ -267,13 +293,14 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
     # Its files lie among other stages' in metrics/; one lock of its own also keeps two
     # benchmarks from measuring each other's load.
     what = f"the benchmark's files in {layout.metrics_dir}"
+    peak = memory.StagePeak()
     with output_folder.writing(
         layout, layout.metrics_dir / "benchmark", what, remove_on_failure=False
     ):
-        return _benchmark(cfg, layout)
+        return _benchmark(cfg, layout, peak)
 
 
-def _benchmark(cfg: Any, layout: Layout) -> dict:
+def _benchmark(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import upstream
     from pipeline.report import benchmark_report, plots, summary
@@ -290,6 +317,7 @@ def _benchmark(cfg: Any, layout: Layout) -> dict:
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name
     metrics["model"] = cfg.model.name
+    metrics[memory.PEAK_KEY] = peak.mib()
     rows = benchmark_report.plot_rows(metrics)
     out = layout.metrics_dir
     fileio.write_json(out / "benchmark.json", metrics)
@@ -323,6 +351,7 @@ def _benchmark(cfg: Any, layout: Layout) -> dict:
                 for k, r in metrics["results"].items()
             ],
             ("details", str(out / "benchmark.md")),
+            memory.row(metrics[memory.PEAK_KEY]),
         ],
     )
     return metrics

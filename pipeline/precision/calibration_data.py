@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.core import fileio
+from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import check, data_sha256, read_folder
@@ -107,11 +107,19 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
         raise PipelineError(
             f"invalid config: calibration.num_samples={n}; must be positive for source {source}"
         )
+    if source != "directory":
+        _check_size(model_cfg, specs, n, bs)
     if source == "directory":
         if not calibration_cfg.path:
             raise PipelineError("calibration.source=directory needs calibration.path")
         batches = read_folder(
-            calibration_cfg.path, specs, "calibration data", "calibration.num_samples", n, bs
+            calibration_cfg.path,
+            specs,
+            "calibration data",
+            "calibration.num_samples",
+            n,
+            bs,
+            key="calibration.path",
         )
         info.update(path=str(calibration_cfg.path))
     elif source == "factory":
@@ -151,6 +159,17 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
         info["seed"] = seed
     digests = set().union(*(sample_digests(b) for b in batches))
     return CalibrationSet(batches, info, digests)
+
+
+def _check_size(model_cfg: Any, specs, n: int, bs: int) -> None:
+    """n samples of the model's inputs (at model.sample_dims, one per row) fit in memory."""
+    from pipeline.export import sizes
+
+    dims = {**dict(model_cfg.sample_dims), "batch": 1}
+    one = sizes.input_bytes(model_cfg, specs, dims, drawn=False)
+    if one is not None:
+        what = f"{n} calibration samples in batches of {bs}"
+        memory.require_memory(one * n, f"calibration.num_samples={n}", what)
 
 
 def _module(name: str):

@@ -1,0 +1,66 @@
+"""The memory a benchmark's shapes need, checked before any input is made: every point's
+inputs are held at once on the host, and one point's inputs and outputs at a time in GPU
+buffers. A profile whose max batch is two billion ends here in one line naming the
+setting, not in a MemoryError halfway through drawing inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.bench.bench_shapes import Point
+from pipeline.core import memory
+from pipeline.export import sizes
+from pipeline.export.onnx_model import TensorSpec
+
+
+def point_dims(specs: list[TensorSpec], shapes: dict) -> dict[str, int]:
+    """The symbolic dims of a point's shapes ({"batch": 32, "seq": 128})."""
+    dims: dict[str, int] = {}
+    for spec in specs:
+        for axis, d in enumerate(spec.dims):
+            if isinstance(d, str) and spec.name in shapes:
+                dims[d] = int(shapes[spec.name][axis])
+    return dims
+
+
+def setting(cfg: Any, point: Point) -> str:
+    """The config key that asked for `point`'s size."""
+    bc = cfg.benchmark
+    if bc.batch_sizes:
+        return f"benchmark.batch_sizes={list(bc.batch_sizes)}"
+    names = [str(p.name) for p in cfg.profile.profiles]
+    i = names.index(point.profile) if point.profile in names else 0
+    spec = cfg.profile.profiles[i]
+    if "batch" in spec.dims:
+        return f"profile.profiles.{i}.dims.batch={list(spec.dims.batch)}"
+    return f"profile.profiles.{i}.shapes (profile '{point.profile}')"
+
+
+def check(
+    cfg: Any,
+    specs: list[TensorSpec],
+    outputs: list[TensorSpec],
+    points: list[Point],
+    gpu_free: int | None,
+) -> None:
+    """Host memory for every point's inputs; GPU memory (gpu_free, None without a GPU) for
+    the largest point's inputs and outputs."""
+    per_point = []
+    for p in points:
+        dims = point_dims(specs, p.shapes)
+        kept = sizes.input_bytes(cfg.model, specs, dims, drawn=False)
+        drawing = sizes.input_bytes(cfg.model, specs, dims)
+        if kept is None or drawing is None:
+            return  # a factory that cannot say; drawing the inputs says what is wrong
+        per_point.append((kept, drawing - kept, sizes.spec_bytes(outputs, dims), p))
+    if not per_point:
+        return
+    biggest = max(per_point, key=lambda t: t[0] + t[2])
+    key = setting(cfg, biggest[3])
+    # every point's inputs, one draw, and the outputs of the point being run
+    host = sum(t[0] for t in per_point) + max(t[1] for t in per_point) + biggest[2]
+    what = f"the benchmark's inputs at {len(per_point)} shape(s) (largest: {biggest[3].key})"
+    memory.require_memory(host, key, what)
+    memory.require_gpu_memory(
+        biggest[0] + biggest[2], key, f"the inputs and outputs at {biggest[3].key}", gpu_free
+    )

@@ -1,0 +1,224 @@
+"""How much memory a stage used, and whether the machine has what a piece of work needs.
+
+Peak RSS: each stage records the most resident memory it held in its output JSON under
+PEAK_KEY (see docs/memory-and-size.md for which file per stage). A stage run as its own
+process (`python -m stages.<name>`, what DVC runs) reports the process's peak; where one
+process runs several stages (a sweep job, run_all), the peak is reset when a later stage
+starts, so each stage reports its own. Child processes (graphviz for the report) add the
+largest child's peak: an upper bound, since a child need not peak while its parent does.
+
+Sizes: work whose size the user's config decides (a batch, a profile's max shape, a
+calibration or reference set, an engine on disk) is compared with what the machine has
+before anything is allocated or written, so a typo of a few zeros ends in one line naming
+the setting, not a MemoryError traceback or a full disk with half a file on it."""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import sys
+from pathlib import Path
+
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
+
+PEAK_KEY = "peak_rss_mib"
+MIB = 1 << 20
+# Room left beside a file of `need` bytes: the filesystem's own blocks, the small files
+# written with it, and a little for everyone else on the disk.
+DISK_MARGIN_MIN = 16 * MIB
+DISK_MARGIN_FRACTION = 0.05
+
+_measured_before = False  # whether an earlier stage in this process took a measurement
+
+
+def _maxrss_bytes(who: int) -> int:
+    # ru_maxrss is KiB on Linux, bytes on macOS.
+    rss = resource.getrusage(who).ru_maxrss
+    return int(rss) if sys.platform == "darwin" else int(rss) * 1024
+
+
+def peak_rss_bytes() -> int:
+    """The process's peak resident set size so far (since the last reset_peak)."""
+    return _maxrss_bytes(resource.RUSAGE_SELF)
+
+
+def children_peak_rss_bytes() -> int:
+    """The largest peak RSS of any child process waited for so far."""
+    return _maxrss_bytes(resource.RUSAGE_CHILDREN)
+
+
+def reset_peak() -> bool:
+    """Set the process's peak RSS back to its present RSS (Linux 4.0+, /proc/self/clear_refs
+    value 5: getrusage's ru_maxrss follows it). False where the kernel does not allow it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class StagePeak:
+    """Started when a stage starts; mib() is the stage's peak RSS so far."""
+
+    def __init__(self) -> None:
+        global _measured_before
+        # The first stage of a process keeps the process's whole peak (its imports are part
+        # of what running it costs); a later one starts from what it found.
+        self.reset = _measured_before and reset_peak()
+        _measured_before = True
+        self._children_before = children_peak_rss_bytes()
+
+    def bytes(self) -> int:
+        children = children_peak_rss_bytes()
+        # RUSAGE_CHILDREN cannot be reset: it counts only if a child of this stage raised it.
+        return peak_rss_bytes() + (children if children > self._children_before else 0)
+
+    def mib(self) -> float:
+        return round(self.bytes() / MIB, 1)
+
+
+def record(path: Path, peak: StagePeak) -> float:
+    """Add the stage's peak RSS to its output JSON at `path` (rewritten atomically); the value."""
+    data = fileio.read_json(path, "stage summary")
+    data[PEAK_KEY] = peak.mib()
+    fileio.write_json(path, data)
+    return float(data[PEAK_KEY])
+
+
+def row(mib: float) -> tuple[str, str]:
+    """The end-of-stage table's row for a stage's peak RSS."""
+    return ("peak RSS", f"{mib:,.0f} MiB")
+
+
+# -- what the machine has ------------------------------------------------------------
+
+
+def _meminfo_bytes(field: str) -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max": no limit at this level
+
+
+def cgroup_available_bytes(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """Limit minus usage of the tightest memory cgroup this process is in (v2 and its
+    ancestors, or v1's memory controller); None where no limit applies."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    best: int | None = None
+    for line in lines:
+        _, controllers, rel = line.split(":", 2)
+        if controllers == "":  # v2: limits of every ancestor apply too
+            folder = root / rel.lstrip("/")
+            levels = [folder, *folder.parents]
+            names = ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):
+            levels = [root / "memory" / rel.lstrip("/"), root / "memory"]
+            names = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        for level in levels:
+            if not level.is_relative_to(root):
+                break
+            limit, used = _read_int(level / names[0]), _read_int(level / names[1])
+            total = _meminfo_bytes("MemTotal")
+            # v1 writes "no limit" as a huge number
+            if limit is not None and used is not None and (total is None or limit < total):
+                best = min(best, limit - used) if best is not None else limit - used
+    return None if best is None else max(best, 0)
+
+
+def available_memory() -> tuple[int | None, str]:
+    """(bytes this process may still allocate, where that figure comes from); (None, why)
+    where the machine does not say."""
+    found = [
+        (b, src)
+        for b, src in (
+            (_meminfo_bytes("MemAvailable"), "MemAvailable"),
+            (cgroup_available_bytes(), "the cgroup's memory limit"),
+        )
+        if b is not None
+    ]
+    return min(found) if found else (None, "no /proc/meminfo")
+
+
+def size(n: int) -> str:
+    """'24,576,000,000,000 bytes (22.4 TiB)': the exact count and a readable one."""
+    value, unit = float(n), "bytes"
+    for u in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, u
+    readable = f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+    return f"{n:,} bytes ({readable})"
+
+
+def require_memory(
+    need: int, key: str, what: str, available: tuple[int | None, str] | None = None
+) -> None:
+    """One line naming `key` when `need` bytes (for `what`) exceed what the machine has."""
+    have, source = available if available is not None else available_memory()
+    if have is not None and need > have:
+        raise PipelineError(
+            f"{key}: {what} needs {size(need)} of memory; this machine has "
+            f"{size(have)} available ({source})"
+        )
+
+
+def require_gpu_memory(need: int, key: str, what: str, free: int | None) -> None:
+    """The same for the GPU's free memory (NVML; pipeline.machine.gpu_memory); None: no GPU."""
+    if free is not None and need > free:
+        raise PipelineError(
+            f"{key}: {what} needs {size(need)} of GPU memory; the GPU has {size(free)} free"
+        )
+
+
+def disk_free(path: Path) -> int:
+    """Free bytes (for this user) on the filesystem that holds, or will hold, `path`."""
+    path = Path(path).absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return shutil.disk_usage(path).free
+
+
+def disk_margin(need: int) -> int:
+    return max(DISK_MARGIN_MIN, int(need * DISK_MARGIN_FRACTION))
+
+
+def require_disk(path: Path, need: int, what: str) -> None:
+    """One line when the filesystem of `path` lacks room for `need` bytes (plus a margin)."""
+    have = disk_free(path)
+    if need + disk_margin(need) > have:
+        raise PipelineError(
+            f"not enough disk for {what} in {path}: it needs {size(need)} plus "
+            f"{size(disk_margin(need))} of margin; the filesystem has {size(have)} free"
+        )
+
+
+def same_filesystem(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` (or their nearest existing parents) lie on one filesystem."""
+
+    def device(p: Path) -> int:
+        p = Path(p).absolute()
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        return os.stat(p).st_dev
+
+    return device(a) == device(b)
