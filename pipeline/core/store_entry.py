@@ -19,13 +19,31 @@ from pipeline.core import fileio
 
 ENTRY_FILE = "entry.json"
 LAST_USED = ".last_used"
+VERIFIED = ".verified"  # each file's stat when last known whole (pipeline.core.verified_stat)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Large entry files (engines): linked from the store when just made, and not flushed
 # to disk file by file (every read re-hashes them).
 LARGE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileOnDisk:
+    """A file's bytes that stay on disk on their way into a store (external weights of
+    several GB): copied by the kernel and hashed by streaming, never read into memory."""
+
+    path: Path
+
+    def __len__(self) -> int:
+        return self.path.stat().st_size
+
+    def __bytes__(self) -> bytes:
+        return self.path.read_bytes()
+
+
 # A file's bytes on their way into a store: bytes, or a view of the buffer they were made
-# in (an engine is TensorRT's own memory, never copied: hashing and writing take any buffer).
-FileData: TypeAlias = bytes | memoryview
+# in (an engine is TensorRT's own memory, never copied: hashing and writing take any
+# buffer), or a file on disk.
+FileData: TypeAlias = bytes | memoryview | FileOnDisk
 
 
 def plain_name_problem(name: object, what: str) -> str | None:
@@ -71,7 +89,7 @@ def entry_meta_problems(meta: object, key: str, required: tuple[str, ...]) -> li
         return [*out, f"{ENTRY_FILE} files is not a non-empty object"]
     for name, want in files.items():
         bad = plain_name_problem(name, ENTRY_FILE)
-        if bad is None and name in (ENTRY_FILE, LAST_USED):
+        if bad is None and name in (ENTRY_FILE, LAST_USED, VERIFIED):
             bad = f"{ENTRY_FILE} lists {name!r}, a name the store keeps for itself"
         if bad is None and not (
             isinstance(want, dict)
@@ -177,4 +195,8 @@ class Outcome:
                 return
             except FileNotFoundError:
                 pass  # `cache rm` took the new entry already; its bytes are still here
-        fileio.write_bytes(dest, self.made[name])
+        data = self.made[name]
+        if isinstance(data, FileOnDisk):
+            shutil.copyfile(data.path, dest)
+        else:
+            fileio.write_bytes(dest, data)

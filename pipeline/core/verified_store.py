@@ -29,11 +29,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, hashing, locking
+from pipeline.core import fileio, locking, store_files, verified_stat
 from pipeline.core.errors import PipelineError
 from pipeline.core.store_entry import (
     ENTRY_FILE,
-    LARGE_BYTES,
     LAST_USED,
     SHA256,
     Entry,
@@ -41,7 +40,6 @@ from pipeline.core.store_entry import (
     Outcome,
     entry_meta_problems,
     plain_name_problem,
-    regular_file_problem,
 )
 
 _KEY = SHA256
@@ -87,8 +85,9 @@ class VerifiedStore:
 
     def known_sha256(self, files: Mapping[str, FileData]) -> dict[str, str]:
         """Digests a put can take from its other files (the engine store: the manifest,
-        made from or checked against the same bytes), so a large file is hashed once;
-        a wrong one is harmless, as every read re-hashes and quarantines a mismatch."""
+        made from the very buffer being put, or checked against the file being adopted),
+        so a large file is hashed once. The put records the file as known whole on the
+        strength of it (pipeline.core.verified_stat), so it must come from those bytes."""
         return {}
 
     def content_problems(self, path: Path, meta: dict[str, Any]) -> list[str]:
@@ -96,28 +95,24 @@ class VerifiedStore:
         manifest's schema); files are already known whole."""
         return []
 
-    def problems(self, key: str) -> list[str]:
-        """Why the entry for `key` must not be loaded; [] when it is whole."""
+    def problems(self, key: str, trust_stat: bool = False) -> list[str]:
+        """Why the entry for `key` must not be loaded; [] when it is whole. Every file is
+        hashed, except with `trust_stat` one whose stat is the one recorded when it was
+        last known whole (pipeline.core.verified_stat): a hit on a large entry."""
         path = self.entries / key
         meta, out = self._read_meta(key)
         if meta is None:
             return out
-        for name, want in meta["files"].items():
-            bad = regular_file_problem(path, name)
-            if bad is None:
-                try:
-                    size = (path / name).stat().st_size
-                    if size != want["bytes"]:
-                        bad = f"{name} is {size} bytes, expected {want['bytes']} (truncated?)"
-                    elif hashing.sha256_file(path / name) != want["sha256"]:
-                        bad = f"{name} sha256 mismatch"
-                except FileNotFoundError:
-                    bad = f"{name} missing"
-                except OSError as e:
-                    bad = f"{name} unreadable ({e.strerror})"
-            if bad:
-                out.append(bad)
-        return out or self.content_problems(path, meta)
+        seen = verified_stat.Seen(path)
+        out = [
+            bad
+            for name, want in meta["files"].items()
+            if (bad := seen.problem(name, want, trust_stat)) is not None
+        ]
+        if out:
+            return out
+        seen.save()
+        return self.content_problems(path, meta)
 
     def fetch(self, key: str) -> tuple[Entry | None, list[str]]:
         """(verified entry or None, why it was refused). A damaged entry is never
@@ -125,7 +120,7 @@ class VerifiedStore:
         path = self.entries / key
         if not path.is_dir():
             return None, []
-        bad = self.problems(key)
+        bad = self.problems(key, trust_stat=True)
         if bad:
             if key in self._held:
                 moved = self.quarantine(key)
@@ -236,19 +231,19 @@ class VerifiedStore:
                 "created": time.time(),
                 "files": {},
             }
-            for (
-                name,
-                data,
-            ) in files.items():  # in order: a PendingFiles makes its later files meanwhile
-                fileio.write_bytes(
-                    tmp / name, data, fsync=len(data) < LARGE_BYTES
-                )  # see LARGE_BYTES
+            # In order: a PendingFiles makes its later files while the first are written.
+            digests = {name: store_files.write(data, tmp / name) for name, data in files.items()}
             known = self.known_sha256(files)  # only after the writes, for the same reason
+            seen = verified_stat.Seen(tmp)
             for name, data in files.items():
                 meta["files"][name] = {
-                    "bytes": len(data),
-                    "sha256": known.get(name) or hashing.sha256_bytes(data),
+                    "bytes": (tmp / name).stat().st_size,
+                    "sha256": digests[name] or known.get(name) or store_files.sha256(data),
                 }
+                # Written from the bytes just hashed: known whole without a read (see there).
+                verified_stat.backdate(tmp / name)
+                seen.note(name, verified_stat.stamp(tmp / name), time.time_ns())
+            seen.save()
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)
             final = self.entries / key

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import fileio, memory
+from pipeline.core.store_entry import FileData, FileOnDisk
 
 
 def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
