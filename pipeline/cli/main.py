@@ -8,6 +8,8 @@
     python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
     python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
     python -m pipeline run [HYDRA ARGS]         every stage through Hydra (overrides checked first)
+    python -m pipeline init [--model PATH]      set up this git repository: dvc.yaml, conf/, params.yaml
+    python -m pipeline stage NAME [--params P]  one DVC stage (what init's dvc.yaml runs)
     python -m pipeline exp run [DVC ARGS]       dvc exp run, with its -S overrides checked first
 
 `trt-pipeline` (the console script) is the same CLI.
@@ -133,6 +135,18 @@ def _run(args: argparse.Namespace) -> int:
     return run.main_checked(["trt-pipeline run", *args.hydra_args])
 
 
+def _init(args: argparse.Namespace) -> int:
+    from pipeline.cli import init
+
+    return init.main(args.model)
+
+
+def _stage(args: argparse.Namespace) -> int:
+    from pipeline.cli import stage
+
+    return stage.run(args.name, args.params)
+
+
 def _exp(args: argparse.Namespace) -> int:
     """`dvc exp run` with its -S overrides checked against conf/ and the schema first."""
     import os
@@ -192,6 +206,21 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         "dvc_args", nargs=argparse.REMAINDER, help="passed to dvc exp run, e.g. -S precision=fp16"
     )
     ex.set_defaults(func=_exp)
+    it = sub.add_parser(
+        "init",
+        help="set up this git repository for the pipeline (dvc.yaml, conf/, params.yaml); "
+        "runs dvc init if needed, nothing else",
+    )
+    it.add_argument(
+        "--model", metavar="PATH", help="your ONNX model (model=onnx_file with this path)"
+    )
+    it.set_defaults(func=_init)
+    sg = sub.add_parser("stage", help="run one DVC stage, as the dvc.yaml init writes calls it")
+    sg.add_argument(
+        "name", choices=["fingerprint", "export", "calibrate", "build", "inspect", "benchmark"]
+    )
+    sg.add_argument("--params", default="params.yaml")
+    sg.set_defaults(func=_stage)
     fp = sub.add_parser("fingerprint", help="print this machine's engine fingerprint")
     fp.add_argument("--json", action="store_true")
     fp.add_argument(

@@ -1,0 +1,175 @@
+"""`trt-pipeline init`: the pipeline's scaffolding dropped into an existing git repository,
+as `dvc init` drops its own.
+
+It writes dvc.yaml (stages that call the installed package: `trt-pipeline stage <name>`),
+conf/config.yaml (the package's config groups on Hydra's search path, and only this
+repository's own choices), params.yaml composed from it, data/ folders that dvc.yaml
+tracks, DVC's plot template, and .gitignore/.dvcignore entries; it runs `dvc init` where
+DVC is not set up yet and runs nothing else.
+
+A file is only ever replaced if init wrote it and it has not changed since: what init wrote
+is recorded with its hash in .dvc/trt-pipeline-init.json. Anything else in the way is one
+line naming it, checked before anything is written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError, first_line
+
+RECORD = Path(".dvc/trt-pipeline-init.json")
+GITIGNORE = ("/outputs/", "/multirun/", "/.cache/", "/artifacts/fingerprint.json")
+DVCIGNORE = ("/outputs/", "/multirun/", "/.cache/", "__pycache__/")
+
+
+def _package_text(*parts: str) -> str:
+    return resources.files("pipeline").joinpath(*parts).read_text()
+
+
+def config_yaml(model: str | None) -> str:
+    lines = [
+        "# Written by `trt-pipeline init`: this repository's settings on top of the installed",
+        "# trt-pipeline's config groups (model, precision, profile, calibration, build,",
+        "# benchmark, inspect), found on Hydra's search path. Add only what you change, e.g.",
+        "#   model:",
+        "#     factory: mypkg.models:make   # or a module exposing build(), INPUT_NAMES, OUTPUT_NAMES",
+        "#     source: mypkg                # the folder dvc.yaml tracks for it",
+        "# then `trt-pipeline params` (or `dvc exp run -S precision=fp16` for one experiment).",
+        "defaults:",
+        "  - trt_pipeline",
+    ]
+    if model:
+        lines.append("  - override model: onnx_file")
+    lines += ["  - _self_", "", "hydra:", "  searchpath:", "    - pkg://pipeline.conf", ""]
+    if model:
+        lines += [
+            "model:",
+            "  name: " + json.dumps(Path(model).stem),
+            "  onnx_path: " + json.dumps(model),
+            "  # Sizes for the model's symbolic input dims, by their ONNX names.",
+            "  sample_dims: {batch: 4}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _model_path(model: str) -> str:
+    path = Path(model)
+    if not path.is_file():
+        raise PipelineError(f"--model {model}: no such file")
+    if path.suffix != ".onnx":
+        raise PipelineError(f"--model {model}: not an .onnx file")
+    try:  # relative to the repository where it lies in it, so a clone finds it too
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return str(path.resolve())
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _recorded() -> dict[str, str]:
+    return dict(fileio.read_json(RECORD, "init record")) if RECORD.is_file() else {}
+
+
+def _check_free(files: dict[str, str], record: dict[str, str]) -> None:
+    for name in files:
+        path = Path(name)
+        if not path.exists():
+            continue
+        if not path.is_file() or _sha(path.read_text(errors="replace")) != record.get(name):
+            raise PipelineError(
+                f"{name} exists and was not written by trt-pipeline init (or was changed "
+                f"since): move it aside or merge it by hand, then run init again"
+            )
+
+
+def _lines_added(path: Path, entries: tuple[str, ...]) -> bool:
+    text = path.read_text() if path.exists() else ""
+    missing = [e for e in entries if e not in text.splitlines()]
+    if missing:
+        head = text if not text or text.endswith("\n") else text + "\n"
+        fileio.write_text(path, head + "# trt-pipeline\n" + "\n".join(missing) + "\n")
+    return bool(missing)
+
+
+def _git_root() -> Path:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        raise PipelineError("init needs git, which is not installed") from None
+    if out.returncode != 0:
+        raise PipelineError(f"{Path.cwd()} is not in a git repository: run `git init` first")
+    return Path(out.stdout.strip()).resolve()
+
+
+def _dvc_init(root: Path) -> bool:
+    if Path(".dvc").is_dir():
+        return False
+    dvc = shutil.which("dvc")
+    cmd = [dvc] if dvc else [sys.executable, "-m", "dvc"]
+    subdir = ["--subdir"] if Path.cwd().resolve() != root else []
+    out = subprocess.run([*cmd, "init", "-q", *subdir], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise PipelineError(f"dvc init failed: {first_line(out.stderr or out.stdout)}")
+    return True
+
+
+def _params() -> str:
+    from omegaconf import OmegaConf
+
+    from pipeline.cli import overrides
+
+    raw = overrides.check([], Path("conf"))
+    OmegaConf.resolve(raw)  # as DVC writes it: values, not interpolations
+    text: str = OmegaConf.to_yaml(raw)
+    return text
+
+
+def run(model: str | None = None) -> list[str]:
+    """Scaffold the working directory; the lines to print (what was written or done)."""
+    root = _git_root()
+    conf = config_yaml(_model_path(model) if model else None)
+    files = {
+        "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml"),
+        "conf/config.yaml": conf,
+        "data/README.md": _package_text("cli", "init_files", "data_README.md"),
+        "data/reference/.gitkeep": "",
+        "data/calibration/.gitkeep": "",
+        ".dvc/plots/trt_by_backend.json": _package_text(
+            "conf", "benchmark", "plot_by_backend.json"
+        ),
+    }
+    record = _recorded()
+    _check_free({**files, "params.yaml": ""}, record)
+    done = ["ran dvc init"] if _dvc_init(root) else []
+    for name, text in files.items():
+        fileio.write_text(name, text)
+        record[name] = _sha(text)
+    # Composed after conf/ is in place, through the same checks `trt-pipeline params` makes.
+    params = _params()
+    fileio.write_text("params.yaml", params)
+    record["params.yaml"] = _sha(params)
+    fileio.write_json(RECORD, record)
+    done.append("wrote " + ", ".join([*files, "params.yaml"]))
+    for ignore, entries in ((".gitignore", GITIGNORE), (".dvcignore", DVCIGNORE)):
+        if _lines_added(Path(ignore), entries):
+            done.append(f"added trt-pipeline entries to {ignore}")
+    done.append("next: `dvc repro` (or `git add -A && git commit` first)")
+    return done
+
+
+def main(model: str | None) -> int:
+    for line in run(model):
+        print(line)
+    return 0

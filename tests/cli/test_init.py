@@ -1,0 +1,108 @@
+"""`trt-pipeline init` in a fresh git repository: what it writes, that a rerun replaces
+only its own unchanged files, that anything else in the way stops it with one line before
+anything is written, and --model. (tests/e2e/test_wheel.py runs `dvc repro` after it,
+from an installed wheel.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+WRITTEN = (
+    "dvc.yaml",
+    "conf/config.yaml",
+    "params.yaml",
+    "data/README.md",
+    "data/reference/.gitkeep",
+    "data/calibration/.gitkeep",
+    ".dvc/plots/trt_by_backend.json",
+)
+
+
+def init(repo, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", "init", *args],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "team"
+    r.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=r, check=True)
+    return r
+
+
+def test_init_writes_the_scaffolding_and_a_rerun_keeps_it(repo):
+    r = init(repo)
+    assert r.returncode == 0, r.stderr
+    assert (repo / ".dvc").is_dir() and "ran dvc init" in r.stdout
+    for name in WRITTEN:
+        assert (repo / name).is_file(), name
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    assert [s["cmd"] for s in stages.values()] == [
+        f"trt-pipeline stage {n}"
+        for n in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+    ]
+    conf = yaml.safe_load((repo / "conf/config.yaml").read_text())
+    assert conf["hydra"]["searchpath"] == ["pkg://pipeline.conf"]
+    assert list((repo / "conf").iterdir()) == [repo / "conf/config.yaml"]  # only overrides
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    assert params["model"]["factory"] == "pipeline.zoo.cnn_classifier"
+    assert "/outputs/" in (repo / ".gitignore").read_text().splitlines()
+    before = {n: (repo / n).read_bytes() for n in WRITTEN}
+    again = init(repo)
+    assert again.returncode == 0, again.stderr
+    assert "ran dvc init" not in again.stdout and ".gitignore" not in again.stdout
+    assert {n: (repo / n).read_bytes() for n in WRITTEN} == before
+    assert (repo / ".gitignore").read_text().count("/outputs/") == 1
+
+
+@pytest.mark.parametrize("name", ["dvc.yaml", "params.yaml", "conf/config.yaml"])
+def test_init_refuses_a_file_it_did_not_write(repo, name):
+    (repo / name).parent.mkdir(exist_ok=True)
+    (repo / name).write_text("mine: 1\n")
+    r = init(repo)
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"error: {name} exists and was not written by trt-pipeline init")
+    assert len(r.stderr.splitlines()) == 1
+    assert (repo / name).read_text() == "mine: 1\n"
+    assert not (repo / ".dvc").exists() and not (repo / "data").exists()  # nothing written
+
+
+def test_init_refuses_its_own_file_once_edited(repo):
+    assert init(repo).returncode == 0
+    conf = repo / "conf/config.yaml"
+    conf.write_text(conf.read_text() + "precision: {tf32: true}\n")
+    r = init(repo)
+    assert r.returncode == 1 and "conf/config.yaml exists" in r.stderr
+
+
+def test_init_with_model_fills_in_the_onnx_file(repo):
+    (repo / "models").mkdir()
+    onnx = repo / "models" / "mlp.onnx"
+    onnx.write_bytes((REPO / "pipeline/zoo/onnx/tiny_mlp.onnx").read_bytes())
+    r = init(repo, "--model", "models/mlp.onnx")
+    assert r.returncode == 0, r.stderr
+    model = yaml.safe_load((repo / "params.yaml").read_text())["model"]
+    assert model["factory"] is None
+    assert model["onnx_path"] == model["source"] == "models/mlp.onnx"
+    assert model["name"] == "mlp"
+
+
+def test_init_with_a_missing_model_or_outside_git_is_one_line(repo, tmp_path):
+    r = init(repo, "--model", "nope.onnx")
+    assert (r.returncode, r.stderr) == (1, "error: --model nope.onnx: no such file\n")
+    assert not (repo / "dvc.yaml").exists()
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    r = init(bare)
+    assert r.returncode == 1 and "not in a git repository" in r.stderr
