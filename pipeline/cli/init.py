@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from pipeline.core import fileio
-from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.errors import PipelineError
 
 RECORD = Path(".dvc/trt-pipeline-init.json")
 GITIGNORE = ("/outputs/", "/multirun/", "/.cache/", "/artifacts/fingerprint.json")
@@ -121,7 +121,8 @@ def _dvc_init(root: Path) -> bool:
     subdir = ["--subdir"] if Path.cwd().resolve() != root else []
     out = subprocess.run([*cmd, "init", "-q", *subdir], capture_output=True, text=True)
     if out.returncode != 0:
-        raise PipelineError(f"dvc init failed: {first_line(out.stderr or out.stdout)}")
+        why = (out.stderr or out.stdout).strip().splitlines()
+        raise PipelineError(f"dvc init failed: {why[0] if why else f'exit {out.returncode}'}")
     return True
 
 
