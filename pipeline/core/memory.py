@@ -115,16 +115,21 @@ def _read_int(path: Path) -> int | None:
     return int(text) if text.isdigit() else None  # "max": no limit at this level
 
 
-def cgroup_available_bytes(root: Path = Path("/sys/fs/cgroup")) -> int | None:
+def cgroup_available_bytes(
+    root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")
+) -> int | None:
     """Limit minus usage of the tightest memory cgroup this process is in (v2 and its
     ancestors, or v1's memory controller); None where no limit applies."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = membership.read_text().splitlines()
     except OSError:
         return None
     best: int | None = None
     for line in lines:
-        _, controllers, rel = line.split(":", 2)
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, rel = parts
         if controllers == "":  # v2: limits of every ancestor apply too
             folder = root / rel.lstrip("/")
             levels = [folder, *folder.parents]
@@ -166,8 +171,7 @@ def size(n: int) -> str:
         if value < 1024:
             break
         value, unit = value / 1024, u
-    readable = f"{n} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
-    return f"{n:,} bytes ({readable})"
+    return f"{n:,} bytes" if unit == "bytes" else f"{n:,} bytes ({value:.1f} {unit})"
 
 
 def require_memory(

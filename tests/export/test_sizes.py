@@ -1,0 +1,49 @@
+"""pipeline.export.sizes against the arrays the real code then makes."""
+
+from __future__ import annotations
+
+import importlib
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from pipeline.export import export, sizes
+from pipeline.export.onnx_model import TensorSpec
+
+
+@pytest.mark.parametrize(
+    "factory, dims",
+    [
+        ("pipeline.zoo.cnn_classifier", {"batch": 5}),
+        ("pipeline.zoo.transformer_encoder", {"batch": 3, "seq": 37}),
+        ("pipeline.zoo.outlier_bert", {"batch": 2, "seq": 19}),
+    ],
+)
+def test_a_factory_is_sized_from_tiny_calls(factory, dims):
+    module = importlib.import_module(factory)
+    made = module.sample_inputs(dict(dims), np.random.default_rng(1))
+    assert sizes.factory_bytes(module, dims) == sum(a.nbytes for a in made.values())
+
+
+def test_specs_are_sized_exactly_with_the_draw_before_the_cast():
+    specs = [
+        TensorSpec("x", "float32", ("batch", 3, "seq")),
+        TensorSpec("ids", "int32", ("batch", "seq")),
+    ]
+    dims = {"batch": 4, "seq": 10}
+    # a model without a factory: the tool draws its inputs from the specs
+    model_cfg = SimpleNamespace(factory=None, input_ranges={}, int_low=0, int_high=100)
+    made = export.sample_inputs(model_cfg, specs, dims, np.random.default_rng(0))
+    kept = sum(a.nbytes for a in made.values())
+    assert sizes.spec_bytes(specs, dims) == kept == 4 * 3 * 10 * 4 + 4 * 10 * 4
+    # numpy draws x as float64 first: 120 values of 8 bytes exist beside the result
+    assert sizes.spec_bytes(specs, dims, drawn=True) == kept + 120 * 8
+    # an axis without a size here counts nothing rather than guessing
+    assert sizes.spec_bytes([TensorSpec("y", "float32", ("n",))], dims) == 0
+
+
+def test_the_largest_dim_is_named():
+    assert sizes.dims_key("model.sample_dims", {"batch": 9, "seq": 128}) == (
+        "model.sample_dims.seq=128"
+    )
