@@ -16,9 +16,10 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.store_entry import FileData
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision import quantize
+from pipeline.precision import calibration_cache, quantize
 
 KEY_VERSION = 1
 SETTINGS = (
@@ -59,13 +60,14 @@ def autocast(
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     key = hashing.sha256_json(inputs)
-    got, cache = quantize.cached(
-        calibration_cfg,
-        key,
-        lambda: ({"model.onnx": _convert(src, precision_cfg, calib_inputs)}, inputs, "miss"),
-        "AutoCast result",
-    )
-    fileio.write_bytes(dest, got.read("model.onnx"))
+    with tempfile.TemporaryDirectory(prefix="autocast.") as tmp:
+        got, cache = quantize.cached(
+            calibration_cfg,
+            key,
+            lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs), inputs, "miss"),
+            "AutoCast result",
+        )
+        calibration_cache.write_graph(got, dest)
     return {
         "low_precision_type": precision_cfg.low_precision_type,
         "modelopt_version": inputs["nvidia-modelopt"],
@@ -73,7 +75,11 @@ def autocast(
     }
 
 
-def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> bytes:
+def _convert(
+    src: Path, work: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]
+) -> dict[str, FileData]:
+    """The cast graph as a cache entry's files: the graph, and past 1 GiB of weights their
+    external-data file, written in `work` and left on disk."""
     try:
         from modelopt.onnx.autocast import convert_to_mixed_precision
     except ImportError as e:
@@ -82,32 +88,31 @@ def _convert(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray])
         ) from None
     from pipeline.precision.modelopt_log import quiet_modelopt
 
-    with tempfile.TemporaryDirectory() as tmp:
-        calib = Path(tmp) / "autocast_calibration.npz"
-        np.savez(calib, **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
-        try:
-            with quiet_modelopt():
-                model = convert_to_mixed_precision(
-                    onnx_path=str(src),
-                    low_precision_type=precision_cfg.low_precision_type,
-                    nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
-                    op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
-                    data_max=float(precision_cfg.data_max),
-                    init_max=float(precision_cfg.init_max),
-                    keep_io_types=bool(precision_cfg.keep_io_types),
-                    calibration_data=str(calib),
-                    providers=["cpu"],
-                )
-        except PipelineError:
-            raise
-        except Exception as e:
-            raise PipelineError(
-                f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
-            ) from None
+    calib = work / "autocast_calibration.npz"
+    np.savez(calib, **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+    try:
+        with quiet_modelopt():
+            model = convert_to_mixed_precision(
+                onnx_path=str(src),
+                low_precision_type=precision_cfg.low_precision_type,
+                nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
+                op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
+                data_max=float(precision_cfg.data_max),
+                init_max=float(precision_cfg.init_max),
+                keep_io_types=bool(precision_cfg.keep_io_types),
+                calibration_data=str(calib),
+                providers=["cpu"],
+            )
+    except PipelineError:
+        raise
+    except Exception as e:
+        raise PipelineError(
+            f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
+        ) from None
     # AutoCast lists value_info in set order, which changes from process to process
     # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
     # sweep's rerun hit the store instead of rebuilding.
     ordered = sorted(model.graph.value_info, key=lambda vi: vi.name)
     del model.graph.value_info[:]
     model.graph.value_info.extend(ordered)
-    return model.SerializeToString()
+    return calibration_cache.graph_files(model, work)
