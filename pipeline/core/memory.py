@@ -216,6 +216,14 @@ def require_disk(path: Path, need: int, what: str) -> None:
         )
 
 
+def require_disk_for_link(need: int, what: str, store: Path, linked: Path) -> None:
+    """Room for `need` bytes written into `store` and hard-linked to `linked`, which costs
+    a second copy only where the two lie on different filesystems."""
+    require_disk(store, need, what)
+    if not same_filesystem(store, linked):
+        require_disk(linked, need, f"the copy of {what}")
+
+
 def same_filesystem(a: Path, b: Path) -> bool:
     """Whether `a` and `b` (or their nearest existing parents) lie on one filesystem."""
 

@@ -71,10 +71,10 @@ def input_bytes(
 ) -> int | None:
     """Bytes of one batch of sample inputs at `dims` as export.sample_inputs makes them
     (drawn: with the largest draw before its cast)."""
-    from pipeline.export import export
+    from pipeline.export import factory
 
     if model_cfg.factory:
-        module = export.load_factory(model_cfg.factory)
+        module = factory.resolve(model_cfg.factory)
         if hasattr(module, "sample_inputs"):
             return factory_bytes(module, dims)
     return spec_bytes(specs, dims, drawn)

@@ -178,12 +178,8 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
         from pipeline.flow import build_files
 
         files = build_files.make(cfg, layout, fp, key, key_in, progress)
-        # Room for the engine where the store writes it, and in artifacts/ where a hard
-        # link from the store cannot be made (another filesystem).
-        engine_bytes = len(files["engine.plan"])
-        memory.require_disk(store.root, engine_bytes, "the engine")
-        if not memory.same_filesystem(store.root, folder):
-            memory.require_disk(folder, engine_bytes, "the engine's copy")
+        # before the store writes a multi-GB engine (and links it into artifacts/)
+        memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
         return files, labels, "miss, built"
 
     store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
