@@ -142,7 +142,8 @@ def run(model: str | None = None) -> list[str]:
     root = _git_root()
     conf = config_yaml(_model_path(model) if model else None)
     files = {
-        "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml"),
+        # Shipped as dvc.yaml.in: DVC collects every dvc.yaml in a repository, a template's too.
+        "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml.in"),
         "conf/config.yaml": conf,
         "data/README.md": _package_text("cli", "init_files", "data_README.md"),
         "data/reference/.gitkeep": "",
