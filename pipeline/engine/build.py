@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.engine import backend, interrupt
+from pipeline.engine import backend, interrupt, parse_errors
 from pipeline.engine.cache_key import plugin_sha256
 from pipeline.engine.trt_hooks import (
     Record,
@@ -44,22 +44,8 @@ def parse_onnx(
     logger.phase = "parse"
     ok = parser.parse_from_file(str(onnx_path))
     if not ok:
-        errors = [_parser_error(parser.get_error(i)) for i in range(parser.num_errors)]
-        detail = errors[0] if errors else (logger.errors() or ["no detail from the parser"])[0]
-        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise PipelineError(f"TensorRT cannot parse {onnx_path.name}: {detail}{more}")
+        raise PipelineError(parse_errors.describe(trt, parser, onnx_path, logger.errors()))
     return network, parser
-
-
-def _parser_error(err: Any) -> str:
-    where: list[str] = []
-    for attr in ("node_name", "node_operator"):
-        fn = getattr(err, attr, None)
-        value = fn() if callable(fn) else None
-        if value:
-            where.append(str(value))
-    desc = " ".join(str(err.desc()).split())
-    return f"node {' '.join(where)}: {desc}" if where else desc
 
 
 def network_layers(trt: ModuleType, network: Any) -> list[dict[str, Any]]:
