@@ -1,0 +1,213 @@
+"""A BERT-shaped encoder past protobuf's 2 GB through the pipeline's stages, each its own
+process as DVC runs it, against a bare TensorRT-RTX build of the same file (parse_from_file,
+the build stage's own profiles and settings) and against the model's bytes.
+
+    python benchmarks/large_model.py [--layers 24 --hidden 1408] [--precisions fp32,fp16]
+
+The default (24 layers x 1408 hidden, FFN 4x, vocabulary 30522: 614 M parameters) is
+exported by torch.onnx.export the usual way, 2.46 GB in a graph plus one external-data
+file per weight. Goals (issue 22): export and calibrate-fp32 <= 1.5x the model's bytes in
+peak RSS, fp16 AutoCast and int8 Q/DQ <= 3x, the build <= 1.2x the bare build's time and
+peak RSS. Each figure is one run (the stages take minutes at this size); the bare build
+runs right after the build stage, so both see the same machine load."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from build_overhead import BARE  # noqa: E402  (the same bare build as build_overhead.py)
+
+EXPORT = r"""
+import sys, numpy as np, torch
+from pipeline.zoo import transformer_encoder as t
+layers, hidden, heads, vocab, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+t.D_MODEL, t.HEADS, t.D_FF, t.LAYERS, t.VOCAB = hidden, heads, 4 * hidden, layers, vocab
+model = t.build(0)
+feeds = t.sample_inputs({"batch": 2, "seq": 16}, np.random.default_rng(0))
+with torch.no_grad():
+    torch.onnx.export(model, tuple(torch.from_numpy(feeds[k]) for k in t.INPUT_NAMES), out,
+                      input_names=t.INPUT_NAMES, output_names=t.OUTPUT_NAMES,
+                      dynamic_axes=t.DYNAMIC_AXES, opset_version=17, dynamo=False)
+"""
+
+
+# int8/fp8 calibrate on random token ids (the file has no factory): 16 samples, batches of 2
+CALIBRATION = {
+    q: ["calibration.source=random", "calibration.num_samples=16", "calibration.batch_size=2"]
+    for q in ("int8", "fp8")
+}
+
+
+def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes, the process and any child it waited for) of cmd."""
+    with tempfile.TemporaryFile() as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)  # reaped here, with its rusage
+        seconds = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            log.seek(0)
+            sys.exit(f"{' '.join(cmd)} failed:\n{log.read().decode()[-3000:]}")
+    return seconds, usage.ru_maxrss * 1024
+
+
+def model_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+
+
+def prepare(repo: Path, overrides: list[str], env: dict) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    for f in files:
+        if not f.startswith(("artifacts/", "metrics/")) and (REPO / f).is_file():
+            (repo / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / f, repo / f)
+    params(repo, overrides, env)
+
+
+def params(repo: Path, overrides: list[str], env: dict) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline", "params", *overrides],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        sys.exit(f"pipeline params {' '.join(overrides)} failed: {r.stderr.strip()}")
+
+
+def bare_build(repo: Path, env: dict) -> tuple[float, int]:
+    fp = json.loads((repo / "artifacts/fingerprint.json").read_text())["id"]
+    manifest = json.loads((repo / "artifacts/build" / fp / "manifest.json").read_text())
+    profiles = repo / "profiles.json"
+    profiles.write_text(json.dumps(manifest["config"]["profiles"]))
+    build = manifest["config"]["build"]
+    plan = repo / "bare.plan"
+    result = timed(
+        [
+            sys.executable,
+            "-c",
+            BARE,
+            str(repo / "artifacts/calibrate/model.onnx"),
+            str(profiles),
+            str(plan),
+            str(build["workspace_mib"]),
+            str(build["optimization_level"]),
+        ],
+        repo,
+        env,
+    )
+    plan.unlink()
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=1408)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--vocab", type=int, default=30522)
+    ap.add_argument("--precisions", default="fp32", help="comma-separated; fp32 always runs")
+    ap.add_argument("--workdir", type=Path, help="keep everything here (default: a temp folder)")
+    args = ap.parse_args()
+    precisions = ["fp32", *[p for p in args.precisions.split(",") if p and p != "fp32"]]
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="large_model."))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "TRT_PIPELINE_STORE": str(work / "store"),
+        "TRT_PIPELINE_CALIB_CACHE": str(work / "calib"),
+    }
+    rows: list[tuple[str, float, int]] = []
+    try:
+        folder = work / "model"
+        folder.mkdir(exist_ok=True)
+        size = (args.layers, args.hidden, args.heads, args.vocab)
+        rows.append(
+            (
+                "torch.onnx.export",
+                *timed(
+                    [sys.executable, "-c", EXPORT, *map(str, size), str(folder / "model.onnx")],
+                    REPO,
+                    env,
+                ),
+            )
+        )
+        weights = model_bytes(folder)
+        files = len(list(folder.iterdir()))
+        repo = work / "repo"
+        base = [
+            "model=onnx_file",
+            f"model.onnx_path={folder / 'model.onnx'}",
+            f"model.source={folder}",
+            "model.sample_dims.batch=2",
+            "+model.sample_dims.seq=16",
+            f"model.int_high={args.vocab}",
+            "model.num_reference_batches=2",
+        ]
+        prepare(repo, base, env)
+        stage = [sys.executable, "-m"]
+        for name in ("fingerprint", "export", "calibrate", "build"):
+            label = f"{name} (fp32)" if name in ("calibrate", "build") else name
+            rows.append((label, *timed([*stage, f"stages.{name}"], repo, env)))
+        rows.append(("bare TensorRT-RTX build", *bare_build(repo, env)))
+        for p in precisions[1:]:
+            params(repo, [*base, f"precision={p}", *CALIBRATION.get(p, [])], env)
+            rows.append((f"calibrate ({p})", *timed([*stage, "stages.calibrate"], repo, env)))
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    report(rows, weights, files, size)
+
+
+def report(rows: list[tuple[str, float, int]], weights: int, files: int, size: tuple) -> None:
+    bare = next(r for r in rows if r[0].startswith("bare"))
+    layers, hidden, _, vocab = size
+    print(
+        f"\nBERT-shaped encoder: {layers} layers x {hidden} hidden, FFN {4 * hidden}, vocabulary "
+        f"{vocab}; ONNX {weights / 1e9:.2f} GB in {files} files"
+    )
+    print(
+        f"{'stage':<26}{'s':>8}{'peak RSS GB':>13}{'x model':>9}{'x bare t':>10}{'x bare RSS':>12}"
+    )
+    for name, seconds, rss in rows:
+        print(
+            f"{name:<26}{seconds:8.1f}{rss / 1e9:13.2f}{rss / weights:9.2f}"
+            f"{seconds / bare[1]:10.2f}{rss / bare[2]:12.2f}"
+        )
+    goals = {"export": 1.5, "calibrate (fp32)": 1.5, "calibrate (fp16)": 3.0}
+    goals |= {"calibrate (bf16)": 3.0, "calibrate (int8)": 3.0}
+    verdicts = [
+        f"{name} {'PASS' if rss / weights <= goals[name] else 'FAIL'} (<= {goals[name]}x model)"
+        for name, _, rss in rows
+        if name in goals
+    ]
+    build = next(r for r in rows if r[0] == "build (fp32)")
+    verdicts.append(
+        f"build time {'PASS' if build[1] <= 1.2 * bare[1] else 'FAIL'} (<= 1.2x bare), "
+        f"build RSS {'PASS' if build[2] <= 1.2 * bare[2] else 'FAIL'} (<= 1.2x bare)"
+    )
+    print("goals: " + "; ".join(verdicts))
+
+
+if __name__ == "__main__":
+    main()
