@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.engine import backend, interrupt, parse_errors
+from pipeline.engine import backend, interrupt, network_inputs, parse_errors
 from pipeline.engine.cache_key import plugin_sha256
 from pipeline.engine.trt_hooks import (
     Record,
@@ -150,11 +150,7 @@ def add_profiles(
                 raise PipelineError(
                     f"profile '{prof['name']}' gives no shape for network input '{name}'"
                 )
-            s = prof["inputs"][name]
-            if tensor.is_shape_tensor:
-                p.set_shape_input(name, s["min"], s["opt"], s["max"])
-            else:
-                p.set_shape(name, s["min"], s["opt"], s["max"])
+            network_inputs.set_range(p, prof["name"], tensor, prof["inputs"][name])
         if not p:  # IOptimizationProfile.__bool__ is its own validity check
             raise PipelineError(
                 f"TensorRT rejects profile '{prof['name']}' (shapes out of order or wrong rank)"
