@@ -76,8 +76,11 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
     if why := backend.why_engine_cannot_run(fingerprint):
         return why
     from pipeline.bench import trt_runner
+    from pipeline.engine import manifest, verify
 
-    return trt_runner.EngineRunner(paths["engine"], fingerprint["trt_flavour"])
+    # A weight-stripped engine gets its weights back from the graph it was built from.
+    refit = verify.refit_source(manifest.load(paths["engine"].parent), paths["calibrated"])
+    return trt_runner.EngineRunner(paths["engine"], fingerprint["trt_flavour"], refit_onnx=refit)
 
 
 def progress_bar(label: str):

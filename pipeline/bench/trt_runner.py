@@ -24,13 +24,15 @@ from pipeline.machine.cudart import D2H, H2D, Cuda
 class EngineRunner(Runner):
     device = "cuda"
 
-    def __init__(self, engine_path: Path, flavour: str) -> None:
+    def __init__(self, engine_path: Path, flavour: str, refit_onnx: Path | None = None) -> None:
         self.trt = trt = backend.import_flavour(flavour)
         self.cuda = Cuda.get()
         self.stream = self.cuda.stream()
         self._closed = False  # the stream (an int handle) is destroyed once closed
         self._logger = trt.Logger(trt.Logger.WARNING)
         self._runtime, self.engine = backend.deserialize(trt, self._logger, engine_path)
+        if refit_onnx is not None:  # a weight-stripped engine (build.strip_weights)
+            backend.refit_from_onnx(trt, self.engine, self._logger, refit_onnx)
         self.context = self.engine.create_execution_context()
         names = [self.engine.get_tensor_name(i) for i in range(self.engine.num_io_tensors)]
         self.inputs = [n for n in names if self.engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]

@@ -168,6 +168,9 @@ class BuildConfig:
     plugins: list[str] = field(default_factory=list)  # plugin libraries (.so) loaded for the parse
     # More TensorRT BuilderFlag names to set, e.g. [SPARSE_WEIGHTS].
     extra_flags: list[str] = field(default_factory=list)
+    # Weight-stripped engine (STRIP_PLAN + REFIT_IDENTICAL): the plan holds no weights and is
+    # refitted from the calibrated ONNX where it is loaded; N GPUs store the weights once.
+    strip_weights: bool = False
     # Engine store root; null means $TRT_PIPELINE_STORE or the user cache folder (~/.cache/trt-pipeline/engines).
     store_dir: str | None = None
     gates: GatesConfig = field(default_factory=GatesConfig)

@@ -76,3 +76,25 @@ def deserialize(trt: ModuleType, logger: Any, engine_path: Path) -> tuple[Any, A
             f"{errors[-1] if errors else 'built for another GPU or TensorRT version?'}"
         )
     return runtime, engine
+
+
+def refit_from_onnx(trt: ModuleType, engine: Any, logger: Any, onnx_path: Path) -> None:
+    """Put the weights back into a weight-stripped engine (build.strip_weights) from the ONNX
+    it was built from: TensorRT's parser refitter reads the file and its external data
+    itself. GPU only, like every deserialized engine."""
+    refitter = trt.Refitter(engine, logger)
+    parser = trt.OnnxParserRefitter(refitter, logger)
+    if not parser.refit_from_file(str(onnx_path)):
+        errors = [
+            " ".join(str(parser.get_error(i).desc()).split()) for i in range(parser.num_errors)
+        ]
+        raise PipelineError(
+            f"cannot refit the weight-stripped engine from {onnx_path}: "
+            f"{errors[0] if errors else 'the parser gave no reason'}"
+        )
+    if not refitter.refit_cuda_engine():
+        missing = refitter.get_missing_weights()
+        raise PipelineError(
+            f"cannot refit the weight-stripped engine from {onnx_path}: TensorRT refused it"
+            + (f" ({len(missing)} weights missing, e.g. {missing[0]})" if missing else "")
+        )

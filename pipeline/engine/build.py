@@ -95,6 +95,16 @@ def configure(
         config.set_flag(trt.BuilderFlag.TF32)
     if build_cfg.version_compatible:
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
+    if getattr(build_cfg, "strip_weights", False):
+        # REFIT_IDENTICAL: refitted with the very weights it was built from (the ONNX), so
+        # the builder may optimise as for constant weights; plain REFIT would not.
+        for name in ("STRIP_PLAN", "REFIT_IDENTICAL"):
+            if name not in trt.BuilderFlag.__members__:
+                raise PipelineError(
+                    f"build.strip_weights: {trt.__name__} {trt.__version__} has no {name}; "
+                    "weight-stripped engines need TensorRT 10+ or TensorRT-RTX"
+                )
+            config.set_flag(trt.BuilderFlag.__members__[name])
     for name in build_cfg.extra_flags:
         if name not in trt.BuilderFlag.__members__:
             raise PipelineError(
@@ -238,6 +248,7 @@ def _parse_and_build(
         errors = logger.errors()
         raise PipelineError(
             f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}"
+            + strip_hint(trt, build_cfg, errors)
         )
     if timing_cache is not None and not stop.requested:  # a stopped run leaves nothing behind
         timing_cache.save(trt, config)
@@ -252,6 +263,19 @@ def _parse_and_build(
         trt_version=trt.__version__,
         flavour=flavour,
         settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})},
+    )
+
+
+def strip_hint(trt: ModuleType, build_cfg: Any, errors: list[str]) -> str:
+    """TensorRT-RTX 1.7 compiles refittable weights with CUDA even ahead of time: on a
+    machine without an NVIDIA driver a weight-stripped build fails in Myelin's JIT."""
+    if not getattr(build_cfg, "strip_weights", False) or not any(
+        "CUDA_SUCCESS" in e for e in errors
+    ):
+        return ""
+    return (
+        f" (build.strip_weights: {trt.__name__} {trt.__version__} needs a CUDA driver and GPU "
+        "to build a weight-stripped engine; build it on a GPU host or set build.strip_weights=false)"
     )
 
 

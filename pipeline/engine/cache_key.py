@@ -28,6 +28,14 @@ ENGINE_BUILD_FIELDS = (
 )
 # The graph already carries the precision transform; these are what the builder adds.
 ENGINE_PRECISION_FIELDS = ("mode", "tf32")
+# Settings added later, in the key only when on, so every engine stored before keeps its key.
+ENGINE_BUILD_FIELDS_WHEN_SET = ("strip_weights",)
+
+
+def engine_build_fields(build_cfg: dict[str, Any]) -> dict[str, Any]:
+    """The build settings in the key (of a config, or of a manifest's recorded one)."""
+    fields = {k: build_cfg.get(k) for k in ENGINE_BUILD_FIELDS}
+    return fields | {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS_WHEN_SET if build_cfg.get(k)}
 
 
 def key_inputs(
@@ -43,7 +51,7 @@ def key_inputs(
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_sha256,
-        "build": {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS},
+        "build": engine_build_fields(build_cfg),
         "precision": {k: precision_cfg[k] for k in ENGINE_PRECISION_FIELDS},
         "profiles": profile_cfg["profiles"],
         "calibration_sha256": calibration_sha256,

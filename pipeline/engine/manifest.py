@@ -32,13 +32,25 @@ def make(
         "backend": {"flavour": result.flavour, "version": result.trt_version, **result.settings},
         "inputs": inputs,
         "config": {"build": build_cfg, "precision": precision_cfg, "profiles": profiles},
-        "engine": {"file": "engine.plan", "bytes": len(result.engine), "sha256": engine_sha256},
+        "engine": {
+            "file": "engine.plan",
+            "bytes": len(result.engine),
+            "sha256": engine_sha256,
+            **weights(build_cfg, inputs),
+        },
         "build_seconds": round(result.seconds, 3),
         "precision": precision_cfg.get("name"),
         "tensorrt": f"{result.flavour} {result.trt_version}",
         "log": log_summary(summary),
         "network_io": result.network_io,
     }
+
+
+def weights(build_cfg: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+    """A weight-stripped plan names the graph whose weights refit it where it is loaded."""
+    if not build_cfg.get("strip_weights"):
+        return {"stripped": False}
+    return {"stripped": True, "refit_from": {"onnx_sha256": inputs["onnx_sha256"]}}
 
 
 def log_summary(summary: dict[str, Any]) -> dict[str, Any]:
@@ -84,6 +96,8 @@ def problems(manifest: Any) -> list[str]:
             out.append("engine.bytes is not an integer")
         if not isinstance(engine.get("sha256"), str):
             out.append("engine.sha256 is not a string")
+        if not isinstance(engine.get("stripped", False), bool):
+            out.append("engine.stripped is not a boolean")
     if fingerprint is not None and not isinstance(fingerprint.get("id"), str):
         out.append("fingerprint.id is not a string")
     gpu = (fingerprint or {}).get("gpu")

@@ -58,7 +58,7 @@ def adoption_refusal(
     own = {
         "onnx_sha256": manifest.get("inputs", {}).get("onnx_sha256"),
         "fingerprint": identity(manifest["fingerprint"]),
-        "build": {k: config["build"].get(k) for k in key_lib.ENGINE_BUILD_FIELDS},
+        "build": key_lib.engine_build_fields(config["build"]),
         "precision": {k: config["precision"].get(k) for k in key_lib.ENGINE_PRECISION_FIELDS},
     }
     if fields := key_lib.differences({k: recorded.get(k) for k in own}, own):
@@ -86,6 +86,29 @@ def assert_loadable(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any]
             f"rerun the build stage"
         )
     return manifest
+
+
+def refit_source(manifest: dict[str, Any], onnx_path: Path) -> Path | None:
+    """None for an engine that holds its weights. A weight-stripped one (build.strip_weights)
+    is refitted where it is loaded from `onnx_path`, once that is shown to be the graph it
+    was built from: the sha256 its manifest names, external data included."""
+    from pipeline.export import onnx_model
+
+    if not manifest["engine"].get("stripped"):
+        return None
+    source = manifest["engine"].get("refit_from")
+    want = source.get("onnx_sha256") if isinstance(source, dict) else None
+    if not onnx_path.is_file():
+        raise PipelineError(
+            f"the engine is weight-stripped and its weights come from {onnx_path}, which is "
+            "missing; rerun the calibrate stage"
+        )
+    if onnx_model.sha256(onnx_path) != want:
+        raise PipelineError(
+            f"the engine is weight-stripped and {onnx_path} is not the graph it was built from "
+            "(its sha256 differs from the manifest's refit_from); rerun the build stage"
+        )
+    return onnx_path
 
 
 def reasons_not_current(

@@ -61,6 +61,7 @@ ENGINE_CHANGES = {
     "build_cfg__version_compatible": True,
     "build_cfg__compute_capabilities": ["SM89"],
     "build_cfg__extra_flags": ["STRICT_NANS"],
+    "build_cfg__strip_weights": True,
     "precision_cfg__tf32": True,
     "precision_cfg__mode": "weak",
     "profile_cfg__profiles": [{"name": "default", "dims": {"batch": [1, 4, 8]}, "shapes": {}}],
@@ -142,3 +143,17 @@ def test_the_build_takes_calibrates_recorded_graph_hash_only_while_the_file_is_u
     now = cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"]
     assert now != summary["onnx_sha256"] and now == onnx_model.sha256(graph)
     assert cache_key.engine_key_inputs(cfg, layout, fp, rehash=True)["onnx_sha256"] == now
+
+
+def test_a_setting_added_later_keeps_the_keys_of_engines_stored_before():
+    """strip_weights off is the key of old: every engine stored before it existed hits."""
+    args = copy.deepcopy(BASE)
+    del args["build_cfg"]["strip_weights"]
+    assert cache_key.cache_key(cache_key.key_inputs(**args)) == key()
+    assert "strip_weights" not in cache_key.key_inputs(**BASE)["build"]
+    assert (
+        cache_key.key_inputs(**{**BASE, "build_cfg": {**BASE["build_cfg"], "strip_weights": True}})[
+            "build"
+        ]["strip_weights"]
+        is True
+    )
