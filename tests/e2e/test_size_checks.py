@@ -70,7 +70,9 @@ def test_a_profile_max_of_two_billion_is_refused_before_the_benchmark(in_tmp_rep
     ]
     ok(repo, "pipeline", "params", "model=cnn", *FAST)
     for stage in ("build", "benchmark"):
-        ok(repo, f"stages.{stage}")
+        shown = ok(repo, f"stages.{stage}")
+        # the end-of-stage table shows the same figure the JSON holds
+        assert re.search(r"peak RSS\s+[\d,]+ MiB", shown.stdout + shown.stderr), stage
     for f in [*files, "metrics/benchmark.json"]:
         peak = json.loads((repo / f).read_text())["peak_rss_mib"]
         # a Python process with numpy loaded holds tens of MiB; less than the machine has
