@@ -69,7 +69,11 @@ def _parse(overrides: list[str]) -> list[Any]:
 def _options(loader: Any, key: str) -> list[str]:
     from hydra.core.object_type import ObjectType
 
-    return sorted(loader.get_group_options(key, results_filter=ObjectType.CONFIG))
+    # Named, the primary config's hydra.searchpath applies: a repository's conf/ lists its
+    # own options and the package's (pkg://pipeline.conf) together, as compose sees them.
+    return sorted(
+        loader.get_group_options(key, results_filter=ObjectType.CONFIG, config_name="config")
+    )
 
 
 def _values(o: Any, options: list[str], sweeps: bool) -> list[str]:
