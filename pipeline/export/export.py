@@ -266,6 +266,8 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
                 f"model.num_reference_batches={n}",
             )
         batches, reference = reference_inputs(model_cfg, specs)
+        if not batches:  # here, not when calibrate finds an empty reference.npz
+            raise PipelineError(_no_batches(model_cfg, reference))
         missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
         if missing:
             raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
@@ -293,6 +295,19 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
         }
         fileio.write_json(tmp / "export.json", summary)
     return summary
+
+
+def _no_batches(model_cfg: Any, reference: dict) -> str:
+    need = "the accuracy gate and the benchmark need at least one"
+    if reference.get("source") == "folder":
+        return (
+            f"model.reference_data={model_cfg.reference_data} gives no reference batches "
+            f"({reference.get('samples', 0)} samples): {need}; put arrays keyed by input name in it"
+        )
+    return (
+        f"model.num_reference_batches={model_cfg.num_reference_batches} gives no reference "
+        f"batches: {need}; set it to 1 or more"
+    )
 
 
 def tracked_by(path: str | Path, dep: str | Path) -> bool:
