@@ -113,17 +113,27 @@ def _git_root() -> Path:
     return Path(out.stdout.strip()).resolve()
 
 
-def _dvc_init(root: Path) -> bool:
-    if Path(".dvc").is_dir():
-        return False
+def _dvc(*args: str) -> None:
     dvc = shutil.which("dvc")
     cmd = [dvc] if dvc else [sys.executable, "-m", "dvc"]
-    subdir = ["--subdir"] if Path.cwd().resolve() != root else []
-    out = subprocess.run([*cmd, "init", "-q", *subdir], capture_output=True, text=True)
+    out = subprocess.run([*cmd, *args], capture_output=True, text=True)
     if out.returncode != 0:
         why = (out.stderr or out.stdout).strip().splitlines()
-        raise PipelineError(f"dvc init failed: {why[0] if why else f'exit {out.returncode}'}")
-    return True
+        raise PipelineError(f"dvc {args[0]} failed: {why[0] if why else f'exit {out.returncode}'}")
+
+
+def _dvc_init(root: Path) -> list[str]:
+    done = []
+    if not Path(".dvc").is_dir():
+        _dvc("init", "-q", *(["--subdir"] if Path.cwd().resolve() != root else []))
+        done.append("ran dvc init")
+    config = Path(".dvc/config")
+    if "[hydra]" not in (config.read_text() if config.is_file() else ""):
+        # `dvc exp run -S precision=fp16` then composes conf/ with Hydra (conf/config.yaml
+        # is DVC's default config_dir and name) instead of writing the value into params.yaml.
+        _dvc("config", "hydra.enabled", "true")
+        done.append("set DVC's hydra.enabled (dvc exp run -S composes conf/)")
+    return done
 
 
 def _params() -> str:
@@ -154,7 +164,7 @@ def run(model: str | None = None) -> list[str]:
     }
     record = _recorded()
     _check_free({**files, "params.yaml": ""}, record)
-    done = ["ran dvc init"] if _dvc_init(root) else []
+    done = _dvc_init(root)
     for name, text in files.items():
         fileio.write_text(name, text)
         record[name] = _sha(text)

@@ -45,6 +45,8 @@ def test_init_writes_the_scaffolding_and_a_rerun_keeps_it(repo):
     r = init(repo)
     assert r.returncode == 0, r.stderr
     assert (repo / ".dvc").is_dir() and "ran dvc init" in r.stdout
+    # `dvc exp run -S` composes conf/ through Hydra
+    assert "[hydra]" in (repo / ".dvc/config").read_text()
     for name in WRITTEN:
         assert (repo / name).is_file(), name
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
@@ -61,7 +63,8 @@ def test_init_writes_the_scaffolding_and_a_rerun_keeps_it(repo):
     before = {n: (repo / n).read_bytes() for n in WRITTEN}
     again = init(repo)
     assert again.returncode == 0, again.stderr
-    assert "ran dvc init" not in again.stdout and ".gitignore" not in again.stdout
+    assert "ran dvc init" not in again.stdout and "hydra" not in again.stdout
+    assert ".gitignore" not in again.stdout
     assert {n: (repo / n).read_bytes() for n in WRITTEN} == before
     assert (repo / ".gitignore").read_text().count("/outputs/") == 1
 
