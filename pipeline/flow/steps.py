@@ -174,6 +174,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
     def make() -> tuple[Mapping[str, FileData], dict, str]:
         adopted = engine_folder.adopt_pulled(folder, key, key_in)
         if adopted is not None:
+            memory.require_disk(store.root, sum(map(len, adopted.values())), "the pulled engine")
             return adopted, labels, "adopted the engine DVC restored"
         from pipeline.flow import build_files
 
@@ -278,10 +279,8 @@ def _inspect(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
         report[memory.PEAK_KEY] = peak.mib()
         fileio.write_json(tmp / "report.json", report)
     page = "report.html" if cfg.inspect.html else "report.md"
-    console.table(
-        "inspect",
-        [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])],
-    )
+    shown = [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])]
+    console.table("inspect", shown)
     return report
 
 

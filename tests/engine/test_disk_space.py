@@ -37,3 +37,12 @@ def test_a_full_disk_is_one_line_before_the_engine_is_written(tmp_path, monkeypa
     monkeypatch.undo()  # room again: the same build now goes through
     manifest = steps.build(cfg, layout, progress=False)
     assert manifest["store_event"] == "miss, built" and manifest["peak_rss_mib"] > 30
+
+    # An engine DVC restored into artifacts/ is copied into an empty store: checked too.
+    other = compose(
+        "model=cnn", "precision=fp32", f"build.store_dir={tmp_path / 'other'}", *FAST_BENCH
+    )
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 * MIB, 99 * MIB, 1 * MIB))
+    with pytest.raises(PipelineError, match="not enough disk for the pulled engine"):
+        steps.build(other, layout, progress=False)
+    assert store_lib.EngineStore(tmp_path / "other").keys() == []
