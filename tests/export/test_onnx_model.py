@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from models import large_table
 from pipeline.export import onnx_model
-from pipeline.zoo import large_table
 
 
 def test_sha256_streams_graph_and_every_data_file(tmp_path):
