@@ -47,3 +47,21 @@ def test_the_largest_dim_is_named():
     assert sizes.dims_key("model.sample_dims", {"batch": 9, "seq": 128}) == (
         "model.sample_dims.seq=128"
     )
+
+
+def test_an_onnx_file_at_a_batch_of_a_billion_is_refused_by_the_export_stage(tmp_path):
+    from pipeline.core.errors import PipelineError
+    from pipeline.core.layout import Layout
+    from pipeline.flow import steps
+    from tests.conftest import compose
+
+    cfg = compose("model=onnx_file", "model.sample_dims.batch=1000000000")
+    layout = Layout(tmp_path)
+    with pytest.raises(PipelineError) as e:
+        steps.export(cfg, layout)
+    # tiny_mlp: features [batch, 16] float32 drawn as float64, scores [batch, 5] float32
+    need = 10**9 * (16 * 4 + 5 * 4) + 10**9 * 16 * 8
+    text = str(e.value)
+    assert text.startswith("model.sample_dims.batch=1000000000:") and "\n" not in text
+    assert f"needs {need:,} bytes" in text
+    assert not layout.export_dir.exists() and not list(layout.export_dir.parent.glob(".export*"))
