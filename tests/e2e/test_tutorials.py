@@ -1,12 +1,19 @@
 """The tutorials in docs/tutorials/, run as written: every `sh` block's command, in order,
-in a fresh copy of the repository, and what each page says it does, checked."""
+in a fresh copy of the repository, and what each page says it does, checked. A block
+titled with a file name (```python title="make_model.py") is the file the page asks the
+reader to save; `sh` blocks run in bash, one block per call, with `set -e`."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -15,10 +22,49 @@ from tests.e2e.test_dvc import dvc
 pytestmark = pytest.mark.e2e
 
 
+def _text(page: str) -> str:
+    return (REPO / "docs" / "tutorials" / page).read_text()
+
+
+def blocks(page: str) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", _text(page), flags=re.S | re.M)
+
+
 def commands(page: str) -> list[list[str]]:
-    text = (REPO / "docs" / "tutorials" / page).read_text()
-    blocks = re.findall(r"^```sh\n(.*?)^```", text, flags=re.S | re.M)
-    return [shlex.split(line) for b in blocks for line in b.strip().splitlines()]
+    return [shlex.split(line) for b in blocks(page) for line in b.strip().splitlines()]
+
+
+def save_files(page: str, repo: Path) -> list[str]:
+    found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', _text(page), flags=re.S | re.M)
+    for name, body in found:
+        (repo / name).write_text(body)
+    return [name for name, _ in found]
+
+
+def sh(repo: Path, block: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        # The tutorials commit; the copy has no git identity of its own.
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        # The console script and dvc of this interpreter come first.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    r = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if check and r.returncode != 0:
+        raise AssertionError(
+            f"{block} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        )
+    return r
 
 
 def test_int8_transformer_tutorial(in_tmp_repo_copy):
@@ -51,3 +97,107 @@ def test_int8_transformer_tutorial(in_tmp_repo_copy):
 
     shown = dvc(repo, *show[1:])
     assert "precision.smoothing" in shown.stdout
+
+
+def test_own_onnx_model_tutorial(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    assert save_files("own-onnx-model.md", repo) == ["make_model.py"]
+    make, fp32, int8_default_gate, int8, show = blocks("own-onnx-model.md")
+    sh(repo, make)
+    assert (repo / "mymodel/model.onnx").is_file()
+
+    sh(repo, fp32)
+    reference = np.load(repo / "artifacts/export/reference.npz")
+    fed = [k for k in reference.files if k.startswith("in::") and k.endswith("::readings")]
+    assert sum(reference[k].shape[0] for k in fed) == 32  # every held-out sample, no others
+    metrics = json.loads((repo / "metrics/accuracy.json").read_text())
+    assert metrics["gate_passed"]
+    assert list((repo / "artifacts/build").glob("*/engine.plan"))
+
+    failed = sh(repo, int8_default_gate, check=False)
+    assert failed.returncode != 0
+    line = next(
+        x for x in failed.stderr.splitlines() if x.startswith("error: accuracy gate failed")
+    )
+    assert "max_abs_error of output 'logits'" in line and "cosine" not in line, line
+    metrics = json.loads((repo / "metrics/accuracy.json").read_text())
+    assert metrics["calibration_data"] == {
+        "num_samples": 64,
+        "random": False,
+        "source": "directory",
+    }
+    assert metrics["gate"]["logits"]["cosine"]["passed"]
+
+    sh(repo, int8)
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    assert calibration["gate_passed"] and calibration["precision"] == "int8"
+    assert "int8" in sh(repo, show).stdout
+
+
+@pytest.mark.slow
+def test_sweeps_tutorial(in_tmp_repo_copy):
+    import csv
+
+    repo = in_tmp_repo_copy
+    joblib_sweep, again, ray, slurm_config, submitit = blocks("sweeps.md")
+
+    def rows(folder: str) -> list[dict]:
+        return list(csv.DictReader((repo / "sweeps" / folder / "sweep_summary.csv").open()))
+
+    sh(repo, joblib_sweep)
+    first = rows("one-machine")
+    assert sorted(r["precision"] for r in first) == ["fp16", "fp32"]
+    assert {r["store"] for r in first} == {"built"} and {r["gates"] for r in first} == {"passed"}
+    for job in ("precision=fp32", "precision=fp16"):
+        assert (repo / "sweeps/one-machine" / job / "result.json").is_file()
+
+    printed = sh(repo, again).stdout
+    assert {r["store"] for r in rows("again")} == {"reused"} and "reused" in printed
+
+    sh(repo, ray)
+    ran = rows("ray")
+    assert len(ran) == 2 and {r["gates"] for r in ran} == {"passed"}
+    assert all((p / "ray_node.json").is_file() for p in (repo / "sweeps/ray").glob("*=*"))
+
+    shown = sh(repo, slurm_config).stdout
+    assert "partition: a100" in shown and "gpus_per_node: 1" in shown
+
+    sh(repo, submitit)
+    assert [r["store"] for r in rows("submitit")] == ["hit", "hit"]
+
+
+def test_team_store_tutorial(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    folder, first, colleague = blocks("team-store.md")
+    sh(repo, folder)
+    store = repo.parent / "team-engines"
+
+    built = sh(repo, first)
+    assert "engine store miss, built" in built.stdout + built.stderr
+    entries = list((store / "entries").iterdir())
+    assert len(entries) == 1, entries
+    for path in [entries[0], *entries[0].rglob("*")]:
+        assert path.stat().st_mode & 0o020, f"{path} is not group-writable"
+
+    hit = sh(repo, colleague)
+    assert "engine store hit" in hit.stdout + hit.stderr
+    assert str(store.resolve()) in hit.stdout or "team-engines" in hit.stdout
+    assert list((store / "entries").iterdir()) == entries
+
+
+def test_ci_tutorial(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    baseline, passes, stale, regression = blocks("ci.md")
+    sh(repo, baseline)
+    assert sh(repo, passes).returncode == 0
+
+    r = sh(repo, stale, check=False)
+    assert r.returncode == 1
+    said = r.stdout.strip().splitlines()[-1]
+    assert said.startswith("stale: calibrate (") and said.endswith("run dvc repro"), r.stdout
+
+    r = sh(repo, regression, check=False)
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: B regresses against baseline A: fusion ratio"), r.stderr
+    assert "fp16→fp32" in lines[-1]
