@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -67,6 +68,18 @@ def job_result(results: dict, cfg: DictConfig) -> dict:
     }
 
 
+def job_failed(mode: RunMode | None, out: Path, why: str) -> None:
+    """error.txt (the sweep summary's row, the launcher's verdict) and one line on stderr;
+    a single run then exits 1, a sweep goes on with its other jobs and exits 1 at the end
+    (pipeline.sweeps.summary.SummaryCallback)."""
+    log.error(why)
+    fileio.write_text(out / ERROR_FILE, why + "\n")
+    if mode != RunMode.MULTIRUN:
+        print(f"error: {why}", file=sys.stderr)
+        raise SystemExit(1)
+    print(f"error: job {out.name}: {why}", file=sys.stderr)
+
+
 def stage_line(name: str, result: dict) -> str:
     """One line per finished stage for run.log."""
     if name == "fingerprint":
@@ -97,32 +110,31 @@ def main(cfg: DictConfig) -> None:
     for stale in (RESULT_FILE, ERROR_FILE):  # a rerun into the same folder: no old verdict survives
         (out / stale).unlink(missing_ok=True)
     try:
-        validated = config.validate(cfg)
-        layout = Layout(out)
-        logged = lambda n, r: log.info(stage_line(n, r))
-        fp = steps.fingerprint(validated, layout)
-        logged("fingerprint", fp)
-        result = job_cache.reuse_or_run(
-            REPO,
-            validated,
-            layout,
-            fp,
-            lambda: job_result(
-                steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated
-            ),
-        )
+        run_job(cfg, hc, out)
     except PipelineError as e:
-        log.error(one_line(e))
-        fileio.write_text(
-            out / ERROR_FILE, one_line(e) + "\n"
-        )  # why, for the sweep summary and the launcher
-        if hc.mode != RunMode.MULTIRUN:
-            print(f"error: {one_line(e)}", file=sys.stderr)
-            raise SystemExit(1) from None
-        # One failed job does not stop the sweep: the others run, the summary lists this one
-        # as failed, and the multirun exits 1 (pipeline.sweeps.summary.SummaryCallback).
-        print(f"error: job {out.name}: {one_line(e)}", file=sys.stderr)
-        return
+        job_failed(hc.mode, out, one_line(e))
+    except Exception as e:
+        # Anything else (TensorRT's RuntimeError, a factory's own error, a bug) ends this
+        # job only: raised out of a launcher it ended the whole multirun, with no summary.
+        log.exception("unexpected error")  # the traceback, in run.log
+        job_failed(hc.mode, out, f"{type(e).__name__}: {one_line(e)} (traceback in run.log)")
+
+
+def run_job(cfg: DictConfig, hc: Any, out: Path) -> None:
+    validated = config.validate(cfg)
+    layout = Layout(out)
+    logged = lambda n, r: log.info(stage_line(n, r))
+    fp = steps.fingerprint(validated, layout)
+    logged("fingerprint", fp)
+    result = job_cache.reuse_or_run(
+        REPO,
+        validated,
+        layout,
+        fp,
+        lambda: job_result(
+            steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated
+        ),
+    )
     if "reused" in result:
         log.info(
             f"{job_cache.REUSED}: every input matches a finished job (key {result['reused']['job_key'][:16]}, "
