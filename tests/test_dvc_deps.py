@@ -88,3 +88,11 @@ def test_every_module_a_stage_imports_is_a_dvc_dependency(stage):
 def test_the_closure_sees_a_step_s_own_imports():
     assert "pipeline.engine.build" in step_modules("build")
     assert "pipeline.engine.build" not in step_modules("export")
+
+
+def test_no_dependency_is_an_empty_file():
+    """DVC warns "'<path>' is empty" for an empty file it hashes as a dep, on every repro."""
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    deps = {d for stage in stages.values() for d in stage.get("deps", []) if "${" not in d}
+    empty = sorted(d for d in deps if (REPO / d).is_file() and (REPO / d).stat().st_size == 0)
+    assert not empty, f"empty files as dvc.yaml deps (DVC warns on each): {empty}"
