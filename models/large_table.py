@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 HIDDEN = 512
-OUT_FEATURES = 8
+OUT_FEATURES = 64  # ModelOpt leaves MatMuls narrower than 16 unquantized
 BLOCK_ROWS = 8192  # 16 MiB of fp32 rows written at a time
 
 
@@ -82,7 +82,7 @@ def write(folder: Path, mib: int = 2200, files: int = 1, seed: int = 0) -> Path:
         nodes,
         "large_table",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq", 8])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq", OUT_FEATURES])],
         initializer=inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

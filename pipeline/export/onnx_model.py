@@ -47,7 +47,9 @@ def load(path: str | Path, check: bool = True, weights: bool = True):
 
 # Weights past this go to one external-data file beside the graph: a protobuf message
 # cannot exceed 2 GB, and a graph file without weights is cheap to parse and hash.
+# $TRT_PIPELINE_ONNX_INLINE_LIMIT (bytes) lowers it, so tests take that path on small models.
 INLINE_LIMIT = 1 << 30
+INLINE_LIMIT_ENV = "TRT_PIPELINE_ONNX_INLINE_LIMIT"
 
 
 def weight_bytes(model: Any) -> int:
@@ -69,7 +71,8 @@ def save(model: Any, path: str | Path) -> list[Path]:
     from pipeline.core import fileio
 
     path = Path(path)
-    if weight_bytes(model) < INLINE_LIMIT:
+    limit = int(os.environ.get(INLINE_LIMIT_ENV) or INLINE_LIMIT)
+    if weight_bytes(model) < limit:
         fileio.write_bytes(path, model.SerializeToString())
         return [path]
     location = f"{path.name}.data"

@@ -30,19 +30,77 @@ def graph_files(model: Any, work: Path, name: str = "model.onnx") -> dict[str, F
     """A graph as a cache entry's files: the graph's bytes and, past onnx_model's inline
     limit, its one external-data file, written in `work` and left on disk (the store
     copies and hashes it by streaming). Writing empties the in-memory weights."""
-    written = onnx_model.save(model, work / name)
-    return {name: written[0].read_bytes(), **{p.name: FileOnDisk(p) for p in written[1:]}}
+    return entry_files(onnx_model.save(model, work / name)[0], name)
+
+
+def entry_files(path: Path, name: str = "model.onnx") -> dict[str, FileData]:
+    """The graph file at `path` (stored as `name`) and the external-data files it names,
+    which stay on disk."""
+    graph = path.read_bytes()
+    externals = onnx_model.external_data_files(_graph(graph), path.parent)
+    return {name: graph, **{p.name: FileOnDisk(p) for p in externals}}
+
+
+def _graph(data: bytes) -> Any:
+    import onnx
+
+    return onnx.load_from_string(data)
+
+
+def _folder(got: Outcome) -> Path | None:
+    """Where the entry's external-data files are: the entry, or where they were made."""
+    if got.made is None:
+        return got.served.path
+    return next((d.path.parent for d in got.made.values() if isinstance(d, FileOnDisk)), None)
 
 
 def write_graph(got: Outcome, dest: Path, name: str = "model.onnx") -> None:
     """The entry's graph to `dest` with its external-data files beside it, as copies:
     onnx refuses to load external data through a hard link or a symlink."""
-    graph = dest.parent / f".{dest.name}.graph"
-    for file in got.names:
-        if file.startswith(f"{name}."):  # its external data (onnx_model.save's naming)
-            _copy_one(got, file, dest.parent / file)
-    _copy_one(got, name, graph)
-    graph.replace(dest)  # the graph last: it names data already in place
+    graph = got.read(name)
+    for ext in onnx_model.external_data_files(_graph(graph), dest.parent):
+        _copy_one(got, ext.name, ext)
+    fileio.write_bytes(dest, graph)  # the graph last: it names data already in place
+
+
+def read_graph(got: Outcome, name: str = "model.onnx") -> Any:
+    """The entry's graph with its small external tensors (scales, zero points) read in;
+    weights stay on disk."""
+    return _with_small_tensors(_graph(got.read(name)), _folder(got))
+
+
+def read_graph_at(path: Path) -> Any:
+    return _with_small_tensors(onnx_model.load(path, check=False, weights=False), path.parent)
+
+
+def _with_small_tensors(model: Any, base: Path | None, limit: int = 1 << 20) -> Any:
+    from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
+
+    for t in model.graph.initializer:
+        if base is not None and uses_external_data(t):
+            length = next((int(e.value) for e in t.external_data if e.key == "length"), None)
+            if length is not None and length <= limit:
+                load_external_data_for_tensor(t, str(base))
+                t.data_location = 0  # DEFAULT: the bytes are in raw_data now
+                del t.external_data[:]
+    return model
+
+
+def copy_external(model: Any, base: Path, folder: Path) -> list[Path]:
+    """Copies in `folder` of the external-data files `model` names in `base`."""
+    out = []
+    for ext in onnx_model.external_data_files(model, base):
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ext, folder / ext.name)
+        out.append(folder / ext.name)
+    return out
+
+
+def save_beside(model: Any, dest: Path, base: Path) -> None:
+    """Write `model` to dest with copies of the external-data files it names in `base`
+    (weights it holds in memory past onnx_model's inline limit go to dest's own file)."""
+    copy_external(model, base, dest.parent)
+    onnx_model.save(model, dest)
 
 
 def _copy_one(got: Outcome, name: str, to: Path) -> None:

@@ -82,7 +82,7 @@ def held_out(
 
 
 def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSet:
-    specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False))
+    specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
     source = calibration_cfg.source
     n, bs, seed = (
         int(calibration_cfg.num_samples),

@@ -14,8 +14,10 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.config import to_dict
+from pipeline.core.store_entry import FileData
+from pipeline.export import onnx_model
 from pipeline.export.array_folder import data_sha256
-from pipeline.precision import fallback
+from pipeline.precision import calibration_cache, fallback
 from pipeline.precision.qdq_graphs import QdqGraphs
 
 
@@ -53,7 +55,7 @@ def run(
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def make() -> tuple[dict[str, bytes], dict, str]:
+    def make() -> tuple[dict[str, FileData], dict, str]:
         final = judge()
         record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:
@@ -69,10 +71,10 @@ def run(
             except fallback.SearchFailed as e:
                 e.plain = final
                 raise
-            fileio.write_bytes(dest, graph.SerializeToString())
+            calibration_cache.save_beside(graph, dest, graphs.base_dir or dest.parent)
             final = judge()
         files = {
-            "model.onnx": dest.read_bytes(),
+            **calibration_cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),
         }
         meta = {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}
@@ -82,13 +84,9 @@ def run(
         calibration_cfg, key, make, "fallback search", required=("model.onnx", "search.json")
     )
     if got.hit:
-        fileio.write_bytes(dest, got.read("model.onnx"))
+        calibration_cache.write_graph(got, dest)
     stored = json.loads(got.read("search.json"))
     record, final = stored["record"], stored["final"]
-    final["onnx_sha256"] = (
-        got.entry.meta["files"]["model.onnx"]["sha256"]
-        if got.entry is not None
-        else hashing.sha256_bytes(got.read("model.onnx"))
-    )
+    final["onnx_sha256"] = onnx_model.sha256(dest)  # the graph and its external data
     record["cache"] = {**cache, "seconds": round(time.perf_counter() - started, 3)}
     return record, final

@@ -8,6 +8,7 @@ Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt.""
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -16,10 +17,11 @@ from typing import Any
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.store_entry import FileData
 from pipeline.core.verified_store import VerifiedStore
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision import calibration_data, qdq_plan, smoothing
+from pipeline.precision import calibration_cache, calibration_data, qdq_plan, smoothing
 from pipeline.precision.calibration_cache import cache_root
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.qdq_graphs import QdqGraphs
@@ -98,7 +100,7 @@ def cached(
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
     if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
         return  # nothing to check: spare a large model's parse
-    nodes = onnx_model.load(src, check=False).graph.node
+    nodes = onnx_model.load(src, check=False, weights=False).graph.node
     op_types = {n.op_type for n in nodes}
     for op in calibration_cfg.exclude_op_types:
         if op not in op_types:
@@ -131,30 +133,36 @@ def quantize(
 ) -> QuantizeResult:
     """Write dest (the plain Q/DQ graph); return the calibration summary, the data used
     and every graph the fallback search may write from the same calibration."""
-    import onnx
 
     mode = precision_cfg.quantize_mode
     method = modelopt_method(calibration_cfg.method, mode)
     check_exclusions(src, calibration_cfg)
     data = calibration_data.load(calibration_cfg, model_cfg, src)
-    source = qdq_source(onnx_model.load(src, check=False), mode)
+    # Weights stay on disk (ModelOpt and ONNX Runtime read them beside the graph; the Q/DQ
+    # graphs name them), unless SmoothQuant must read and rewrite them.
+    weights = precision_cfg.smoothing != "none"
+    source = qdq_source(onnx_model.load(src, check=False, weights=weights), mode)
     groups, smooth = smoothing_groups(source, src.parent, precision_cfg, data)
     # What ModelOpt calibrates, and what its plan maps onto.
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     key = cache_key(inputs)
 
-    def make() -> tuple[dict[str, bytes], dict, str]:
-        graph, ops = run_modelopt(smoothed, mode, method, calibration_cfg, data)
-        # ops.json spares a hit parsing the graph again (large models: a second or more)
-        return {"model.onnx": graph, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
 
-    got, cache = cached(calibration_cfg, key, make, "calibration result")
-    modelopt_graph = onnx.load_from_string(got.read("model.onnx"))
+        def make() -> tuple[dict[str, FileData], dict, str]:
+            files, ops = run_modelopt(
+                smoothed, src.parent, Path(tmp), mode, method, calibration_cfg, data
+            )
+            # ops.json spares a hit parsing the graph again (large models: a second or more)
+            return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+
+        got, cache = cached(calibration_cfg, key, make, "calibration result")
+        modelopt_graph = calibration_cache.read_graph(got)
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
-    fileio.write_bytes(dest, plain.SerializeToString())
+    calibration_cache.save_beside(plain, dest, src.parent)
     ops = onnx_model.op_histogram(plain)
     summary = {
         "quantize_mode": mode,
@@ -170,7 +178,7 @@ def quantize(
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
-        "result_sha256": hashing.sha256_file(dest),
+        "result_sha256": onnx_model.sha256(dest),
         "cache": cache,
     }
     return QuantizeResult(summary, data, graphs)
@@ -242,10 +250,17 @@ def _reader(batches: list[dict], progress):
 
 
 def run_modelopt(
-    model: Any, mode: str, method: str, calibration_cfg: Any, data: CalibrationSet
-) -> tuple[bytes, dict[str, int]]:
+    model: Any,
+    base: Path,
+    work: Path,
+    mode: str,
+    method: str,
+    calibration_cfg: Any,
+    data: CalibrationSet,
+) -> tuple[dict[str, FileData], dict[str, int]]:
     """The Q/DQ graph ModelOpt makes of `model` (the smoothed, opset-normalised fp32
-    graph), as bytes, and its op histogram."""
+    graph, its external data in `base`) as a cache entry's files, and its op histogram.
+    ModelOpt writes a graph past 2 GB with its weights in one file beside it, in `work`."""
     from pipeline.precision.modelopt_log import quiet_modelopt
 
     try:
@@ -254,18 +269,18 @@ def run_modelopt(
         raise PipelineError(
             f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}"
         ) from None
-    with (
-        tempfile.TemporaryDirectory(prefix="qdq.") as tmp,
-        console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar,
-    ):
-        # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own.
-        work = Path(tmp) / "model.onnx"
-        fileio.write_bytes(work, model.SerializeToString())
-        out = Path(tmp) / "model.qdq.onnx"
+    # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own,
+    # holding copies of the external data (onnx refuses linked data files).
+    (work / "in").mkdir()
+    src = work / "in" / "model.onnx"
+    external = calibration_cache.copy_external(model, base, src.parent)
+    fileio.write_bytes(src, model.SerializeToString())
+    out = work / "model.qdq.onnx"
+    with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         try:
             with quiet_modelopt():
                 mo_quantize(
-                    onnx_path=str(work),
+                    onnx_path=str(src),
                     quantize_mode=mode,
                     calibration_method=method,
                     calibration_data_reader=_reader(data.batches, bar),
@@ -274,20 +289,20 @@ def run_modelopt(
                     op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
                     high_precision_dtype=HIGH_PRECISION,
+                    use_external_data_format=bool(external),
                     log_level="WARNING",
                 )
         except Exception as e:
             detail = first_line(e)
             raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
-        if not out.is_file():
-            raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
-        graph = out.read_bytes()
-    import onnx
-
-    ops = onnx_model.op_histogram(onnx.load_from_string(graph))
+    if not out.is_file():
+        raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
+    shutil.rmtree(src.parent)  # the input's copy of the weights: not needed past here
+    files = calibration_cache.entry_files(out)
+    ops = onnx_model.op_histogram(calibration_cache.read_graph_at(out))
     if not ops.get("QuantizeLinear"):
         raise PipelineError(
             f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
             f", op types {list(calibration_cfg.exclude_op_types)})"
         )
-    return graph, ops
+    return files, ops

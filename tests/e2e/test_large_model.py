@@ -1,0 +1,144 @@
+"""A model past protobuf's 2 GB through the stages, each its own process as DVC runs it:
+weights of 2.2 GB in one external-data file and in 200, compute of one Gather and a small
+MatMul (models/large_table.py), written outside the repository. Each stage's peak RSS
+(the process's, from wait4, and the peak_rss_mib it records) is held to the goals of
+issue 22: export and calibrate-fp32 <= 1.5x the model's bytes.
+
+The build is TensorRT-RTX's on 2 cores: ~20 s and ~7 GB peak RSS at this size (the bare
+build's own figure; the build stage's goal against it is benchmarks/large_model.py's).
+fp16/int8 go through ModelOpt, which loads the whole model several times over (13.6 GB
+peak and over 2 minutes for AutoCast at this size): too slow for this suite, so they run
+here on the same model shapes at a smaller size in test_precisions_keep_external_data."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from models import large_table
+from tests.conftest import copy_repo
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+MIB = 2200  # past 2 GiB (2048 MiB): one protobuf message could not hold it
+RSS_GOAL = {"export": 1.5, "calibrate": 1.5}
+
+
+def run_stage(repo: Path, name: str) -> tuple[float, int]:
+    """(seconds, peak RSS bytes) of `python -m stages.<name>` in repo."""
+    with tempfile.TemporaryFile() as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", f"stages.{name}"], cwd=repo, stdout=log, stderr=log
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        log.seek(0)
+        assert proc.returncode == 0, f"stages.{name}: {log.read().decode()[-3000:]}"
+    return time.perf_counter() - t0, usage.ru_maxrss * 1024
+
+
+def params(repo: Path, *overrides: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "pipeline", "params", *overrides],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def model_params(model: Path) -> list[str]:
+    return [
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"model.source={model.parent}",
+        "model.task=regression",
+        "model.int_high=1000",  # below every table's rows (models/large_table.py)
+        "model.sample_dims.batch=2",
+        "+model.sample_dims.seq=16",
+        "model.num_reference_batches=2",
+    ]
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+
+
+def recorded_peak(path: Path) -> float | None:
+    return json.loads(path.read_text()).get("peak_rss_mib") if path.is_file() else None
+
+
+@pytest.mark.parametrize("files", [1, 200])
+def test_past_2gb_through_export_calibrate_build(tmp_path_factory, files):
+    outside = tmp_path_factory.mktemp(f"large{files}")  # outside the repository
+    model = large_table.write(outside / "model", mib=MIB, files=files)
+    weights = folder_bytes(model.parent)
+    assert weights > 2 << 30
+    repo = copy_repo(tmp_path_factory.mktemp("repo") / "repo")
+    params(repo, *model_params(model))
+    figures = {}
+    for name in ("fingerprint", "export", "calibrate", "build"):
+        if name == "build" and files != 1:
+            break  # the build reads the data beside the graph the same way: once is enough
+        figures[name] = run_stage(repo, name)
+    artifacts = repo / "artifacts"
+    for stage, out in (("export", "export"), ("calibrate", "calibrate")):
+        graph = artifacts / out / "model.onnx"
+        # the graph file holds no weights; the data files came along beside it
+        assert graph.stat().st_size < 1 << 20
+        assert folder_bytes(graph.parent) >= weights
+        rss = figures[stage][1]
+        assert rss <= RSS_GOAL[stage] * weights, (
+            f"{stage}: peak RSS {rss / 2**30:.2f} GiB is over {RSS_GOAL[stage]}x the "
+            f"model's {weights / 2**30:.2f} GiB"
+        )
+        json_name = "export.json" if stage == "export" else "calibration.json"
+        peak = recorded_peak(artifacts / out / json_name)
+        if peak is not None:  # the stage's own record agrees with what wait4 saw
+            assert peak * 2**20 <= RSS_GOAL[stage] * weights
+    calib = json.loads((artifacts / "calibrate" / "calibration.json").read_text())
+    assert calib["gate_passed"] is True
+    assert calib["accuracy"]  # the fp32 graph judged against the user's file: equal
+    if "build" in figures:
+        engines = list((artifacts / "build").glob("*/*.plan")) + list(
+            (artifacts / "build").glob("*/engine*")
+        )
+        assert engines and max(e.stat().st_size for e in engines) > 2 << 30
+    print(
+        f"\n{files} data file(s), {weights / 2**30:.2f} GiB: "
+        + ", ".join(f"{k} {s:.1f} s / {r / 2**30:.2f} GiB" for k, (s, r) in figures.items())
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp16", "int8"])
+def test_precisions_keep_external_data(tmp_path_factory, monkeypatch, precision):
+    """fp16 (AutoCast) and int8 (ModelOpt Q/DQ) on the same shapes at 64 MiB, with the
+    inline limit lowered to 16 MiB so every graph goes through the external-data path:
+    written with its data beside it, cached as graph plus data, served from the cache."""
+    outside = tmp_path_factory.mktemp(f"ext_{precision}")
+    model = large_table.write(outside / "model", mib=64, files=8)
+    repo = copy_repo(tmp_path_factory.mktemp("repo") / "repo")
+    calib = ["calibration.source=random", "calibration.num_samples=8", "calibration.batch_size=2"]
+    params(repo, *model_params(model), f"precision={precision}", *calib)
+    monkeypatch.setenv("TRT_PIPELINE_ONNX_INLINE_LIMIT", str(16 << 20))
+    for name in ("fingerprint", "export", "calibrate"):
+        run_stage(repo, name)
+    out = repo / "artifacts" / "calibrate"
+    first = json.loads((out / "calibration.json").read_text())
+    assert first["gate_passed"] is True
+    assert (out / "model.onnx").stat().st_size < 1 << 20
+    assert folder_bytes(out) > 32 << 20
+    (out / "calibration.json").unlink()  # calibrate again: the cache serves graph and data
+    run_stage(repo, "calibrate")
+    again = json.loads((out / "calibration.json").read_text())
+    section = "autocast" if precision == "fp16" else "calibration"
+    assert again[section]["cache"]["hit"] is True
+    assert again["onnx_sha256"] == first["onnx_sha256"]
