@@ -193,6 +193,36 @@ def group_options(conf_dir: Path, group: str) -> list[str]:
         return overrides._options(loader, group)
 
 
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in tree.items():
+        # sample_dims is one value (a given mapping replaces the default whole).
+        if isinstance(v, dict) and v and k != "sample_dims":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def option_settings(conf_dir: Path, group: str, base: dict[str, Any]) -> list[str]:
+    """One Markdown bullet per option of `group`: the keys it sets away from the default."""
+    from omegaconf import OmegaConf
+
+    from pipeline.cli import overrides
+
+    lines = []
+    for option in group_options(conf_dir, group):
+        tree = OmegaConf.to_container(overrides.check([f"{group}={option}"], conf_dir))
+        sets = {
+            k: v
+            for k, v in _flat(typing.cast(dict[str, Any], tree)).items()
+            if k.startswith(group + ".") and base.get(k) != v
+        }
+        said = ", ".join(f"`{k.partition('.')[2]}={_yaml(v)}`" for k, v in sets.items())
+        lines.append(f"- `{option}`: {said or 'the default'}")
+    return lines
+
+
 def config_page(repo: Path) -> str:
     """Markdown: one table per config group, from the schema, conf/ and dvc.yaml."""
     from omegaconf import OmegaConf
@@ -201,6 +231,7 @@ def config_page(repo: Path) -> str:
 
     stages = dvc_stages.stages(repo)
     composed = overrides.check([], repo / "conf")
+    base = _flat(typing.cast(dict[str, Any], OmegaConf.to_container(composed)))
     lines = [
         "# Config reference",
         "",
@@ -218,11 +249,10 @@ def config_page(repo: Path) -> str:
     for k in keys():
         groups.setdefault(k.path.split(".")[0], []).append(k)
     for group, rows in groups.items():
-        options = group_options(repo / "conf", group)
         lines += ["", f"## {group}", ""]
+        options = option_settings(repo / "conf", group, base)
         if options:
-            chosen = ", ".join(f"`{o}`" for o in options)
-            lines += [f"Options (`{group}=NAME`): {chosen}.", ""]
+            lines += [f"Options (`{group}=NAME`) and what each sets:", "", *options, ""]
         lines += [
             "| key | type | default | read by | engine key | description |",
             "|---|---|---|---|---|---|",

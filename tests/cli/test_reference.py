@@ -69,6 +69,9 @@ def test_config_page_has_a_row_per_key_with_its_default():
         assert f"| `{k.path}` |" in page, k.path
     row = next(line for line in page.splitlines() if line.startswith("| `build.workspace_mib`"))
     assert "`1024`" in row and "`build`" in row
+    int8 = next(line for line in page.splitlines() if line.startswith("- `int8`: "))
+    assert '`transform="qdq"`' in int8 and '`quantize_mode="int8"`' in int8
+    assert "- `fp32`: the default" in page
 
 
 def test_cli_page_has_every_command():
