@@ -81,3 +81,15 @@ def test_cli_page_has_every_command():
     for prog in commands:
         assert f"## `{prog}`" in page
     assert "--fail-on-regression" in page
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    import re
+
+    found = set()
+    for root in ("pipeline", "hydra_plugins", "stages"):
+        for path in (REPO / root).rglob("*.py"):
+            found |= set(re.findall(r"TRT_PIPELINE_[A-Z_]+[A-Z]", path.read_text()))
+    page = (REPO / "docs/reference/environment.md").read_text()
+    documented = set(re.findall(r"^\| `(TRT_PIPELINE_[A-Z_]+)` \|", page, flags=re.M))
+    assert found and not found - documented, sorted(found - documented)
