@@ -121,11 +121,8 @@ def test_own_onnx_model_tutorial(in_tmp_repo_copy):
     )
     assert "max_abs_error of output 'logits'" in line and "cosine" not in line, line
     metrics = json.loads((repo / "metrics/accuracy.json").read_text())
-    assert metrics["calibration_data"] == {
-        "num_samples": 64,
-        "random": False,
-        "source": "directory",
-    }
+    used = metrics["calibration_data"]
+    assert (used["source"], used["num_samples"], used["random"]) == ("directory", 64, False)
     assert metrics["gate"]["logits"]["cosine"]["passed"]
 
     sh(repo, int8)
