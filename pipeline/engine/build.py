@@ -282,5 +282,6 @@ def strip_hint(trt: ModuleType, build_cfg: Any, errors: list[str]) -> str:
 def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict[str, Any]]:
     from pipeline.export import onnx_model
 
-    model = onnx_model.load(onnx_path, check=False)
+    # The inputs only: weights in external data stay on disk (TensorRT's parser reads them).
+    model = onnx_model.load(onnx_path, check=False, weights=False)
     return profile_lib.resolve(profile_cfg, onnx_model.inputs(model))

@@ -126,3 +126,26 @@ def test_hardware_compatibility_is_refused_on_rtx():
             "tensorrt_rtx",
             progress=False,
         )
+
+
+def test_profiles_are_resolved_without_reading_external_weights(tmp_path):
+    """The build's profile fallback reads the graph's inputs only: its weights stay on disk
+    for TensorRT's parser (here the data file is gone, and nothing notices)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    w = numpy_helper.from_array(np.ones((64, 4), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        [w],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(
+        model, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0
+    )
+    (tmp_path / "m.data").unlink()
+    [prof] = build.resolve_profiles(compose().profile, tmp_path / "m.onnx")
+    assert prof["inputs"]["x"]["opt"][1] == 64
