@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import fileio, hashing
+from pipeline.core.store_entry import ENTRY_FILE, regular_file_problem
 from pipeline.core.store_entry import VERIFIED as RECORD
-from pipeline.core.store_entry import regular_file_problem
 
 COARSEST_MTIME_NS = 2 * 10**9  # FAT's 2 s; ext4, xfs and NFS are finer
 BACKDATE_NS = 10 * 10**9
@@ -116,3 +116,16 @@ class Seen:
                 fsync=False,
             )
         self._changed = False
+
+
+def vouches(entry: Path, name: str, path: Path, sha256: str) -> bool:
+    """Whether `path` is the entry's own file `name` (a hard link to it: an engine served into
+    artifacts/), unchanged since the entry recorded it whole with this sha256; then a loader
+    need not read it either. Anything else (a copy, another boot, a changed stat): False."""
+    try:
+        listed = json.loads((entry / ENTRY_FILE).read_text())["files"][name]["sha256"]
+        same = os.path.samefile(path, entry / name)
+        now = stamp(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return same and listed == sha256 and Seen(entry).files.get(name) == now

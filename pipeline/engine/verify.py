@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import hashing
+from pipeline.core import hashing, verified_stat
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.store_entry import regular_file_problem
+from pipeline.core.store_entry import SHA256, regular_file_problem
 from pipeline.engine import cache_key as key_lib
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
@@ -26,14 +26,18 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
-def engine_intact(folder: Path, manifest: dict[str, Any]) -> bool:
+def engine_intact(folder: Path, manifest: dict[str, Any], store: Any = None) -> bool:
     """The engine beside a (schema-checked) manifest is a regular file of that folder
-    with the bytes the manifest names."""
-    name = manifest["engine"]["file"]
-    return (
-        regular_file_problem(folder, name) is None
-        and hashing.sha256_file(folder / name) == manifest["engine"]["sha256"]
-    )
+    with the bytes the manifest names. With the engine `store`, a hard link to the entry
+    the manifest names, whose stat the store recorded as verified, is not read again."""
+    name, want = manifest["engine"]["file"], str(manifest["engine"]["sha256"])
+    if regular_file_problem(folder, name) is not None:
+        return False
+    key = manifest.get("cache_key")
+    if store is not None and isinstance(key, str) and SHA256.match(key):
+        if verified_stat.vouches(store.entries / key, name, folder / name, want):
+            return True
+    return hashing.sha256_file(folder / name) == want
 
 
 def adoption_refusal(
@@ -68,9 +72,10 @@ def adoption_refusal(
     return None
 
 
-def assert_loadable(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
+def assert_loadable(folder: Path, fingerprint: dict[str, Any], store: Any = None) -> dict[str, Any]:
     """The manifest, once the engine beside it is shown to be this machine's and
-    intact: a runtime never deserializes another machine's or a tampered engine."""
+    intact: a runtime never deserializes another machine's or a tampered engine. A
+    multi-GB engine linked from the `store` is known intact from the store's record."""
     manifest = manifest_lib.load(folder, " (run the build stage)")
     built_for = manifest["fingerprint"]
     if identity(built_for) != identity(fingerprint):
@@ -80,7 +85,7 @@ def assert_loadable(folder: Path, fingerprint: dict[str, Any]) -> dict[str, Any]
             f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here"
         )
     engine = folder / manifest["engine"]["file"]
-    if not engine_intact(folder, manifest):
+    if not engine_intact(folder, manifest, store):
         raise PipelineError(
             f"{engine} does not match the sha256 in its manifest (corrupt, truncated or replaced); "
             f"rerun the build stage"

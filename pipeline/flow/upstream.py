@@ -48,12 +48,14 @@ def _source(cfg: Any) -> str:
 def current(cfg: Any, layout: Layout, fp: dict) -> dict:
     """For inspect and benchmark: export, calibrate and the engine all belong to the
     present params and this machine; the manifest of that engine."""
+    from pipeline.engine import store as store_lib
     from pipeline.engine import verify
 
     provenance.require(layout.export_dir, cfg, "export")
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     engine_dir = layout.engine_dir(fp["id"])
-    manifest = verify.assert_loadable(engine_dir, fp)  # this machine's, and its bytes intact
+    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    manifest = verify.assert_loadable(engine_dir, fp, store)  # this machine's, and intact
     reasons = verify.input_differences(manifest, cfg, layout, fp)
     if reasons:
         raise PipelineError(

@@ -122,3 +122,18 @@ def test_a_file_on_disk_is_hashed_while_it_is_copied(tmp_path, hashed):
     }
     assert entry.file("w.bin").read_bytes() == BIG
     assert os.stat(entry.file("w.bin")).st_ino != os.stat(src).st_ino  # a copy: onnx
+
+
+def test_a_hard_link_to_a_recorded_file_is_vouched_for_a_copy_is_not(tmp_path):
+    store = VerifiedStore(tmp_path / "store", required=("engine.plan",))
+    entry = put(store)
+    sha = hashing.sha256_bytes(BIG)
+    linked, copied = tmp_path / "linked.plan", tmp_path / "copied.plan"
+    entry.link_to("engine.plan", linked)
+    copied.write_bytes(BIG)
+    assert verified_stat.vouches(entry.path, "engine.plan", linked, sha)
+    assert not verified_stat.vouches(entry.path, "engine.plan", copied, sha)
+    assert not verified_stat.vouches(entry.path, "engine.plan", linked, "0" * 64)
+    assert not verified_stat.vouches(entry.path, "small.json", linked, sha)
+    os.utime(linked)  # the same inode changed: the record no longer holds
+    assert not verified_stat.vouches(entry.path, "engine.plan", linked, sha)

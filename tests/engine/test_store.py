@@ -308,3 +308,29 @@ def test_weak_typing_paths_from_calibration_json_are_confined(edit):
     assert checked_info(good) == good
     with pytest.raises(PipelineError, match="rerun calibrate"):
         checked_info({**good, **edit})
+
+
+def test_a_loader_does_not_re_read_an_engine_linked_from_a_verified_entry(tmp_path, monkeypatch):
+    """inspect and benchmark load artifacts/build/<fp>/engine.plan: a hard link to a store
+    entry the store recorded as verified is intact without a read; a copy is hashed."""
+    import json
+
+    from pipeline.core import hashing
+    from pipeline.engine import verify
+
+    store = store_lib.EngineStore(tmp_path / "store")
+    entry = put(store, engine=os.urandom(2 << 20))
+    manifest = json.loads(entry.file("manifest.json").read_text())
+    folder = tmp_path / "build"
+    folder.mkdir()
+    entry.link_to("engine.plan", folder / "engine.plan")
+    (folder / "manifest.json").write_bytes(entry.file("manifest.json").read_bytes())
+    read = []
+    real = hashing.sha256_file
+    monkeypatch.setattr(hashing, "sha256_file", lambda p, *a: read.append(p) or real(p, *a))
+    assert verify.assert_loadable(folder, manifest["fingerprint"], store) == manifest
+    assert read == []
+    (folder / "engine.plan").unlink()
+    (folder / "engine.plan").write_bytes(entry.file("engine.plan").read_bytes())  # a copy
+    assert verify.assert_loadable(folder, manifest["fingerprint"], store) == manifest
+    assert read == [folder / "engine.plan"]
