@@ -68,7 +68,7 @@ class Seen:
             data = json.loads((folder / RECORD).read_text())
             if isinstance(data, dict):
                 self._all = {b: f for b, f in data.items() if isinstance(f, dict)}
-        self.files = dict(self._all.get(self.boot or "", {}))
+        self.files = dict(self._all.get(self.boot, {})) if self.boot else {}
         self._changed = False
 
     def problem(self, name: str, want: dict[str, Any], trust: bool = True) -> str | None:
