@@ -52,6 +52,10 @@ INLINE_LIMIT = 1 << 30
 INLINE_LIMIT_ENV = "TRT_PIPELINE_ONNX_INLINE_LIMIT"
 
 
+def inline_limit() -> int:
+    return int(os.environ.get(INLINE_LIMIT_ENV) or INLINE_LIMIT)
+
+
 def weight_bytes(model: Any) -> int:
     """Bytes the model's initializers hold in memory (external ones count nothing)."""
     total = 0
@@ -71,8 +75,7 @@ def save(model: Any, path: str | Path) -> list[Path]:
     from pipeline.core import fileio
 
     path = Path(path)
-    limit = int(os.environ.get(INLINE_LIMIT_ENV) or INLINE_LIMIT)
-    if weight_bytes(model) < limit:
+    if weight_bytes(model) < inline_limit():
         fileio.write_bytes(path, model.SerializeToString())
         return [path]
     location = f"{path.name}.data"
@@ -91,6 +94,18 @@ def save(model: Any, path: str | Path) -> list[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return [path, path.parent / location]
+
+
+def save_copy(model: Any, path: str | Path) -> list[Path]:
+    """save() of a copy, leaving `model`'s in-memory weights in place (held twice while
+    it writes: only for a graph whose weights a transform rewrote in memory)."""
+    import onnx
+
+    if weight_bytes(model) < inline_limit():
+        return save(model, path)  # inline: serialising leaves the model as it is
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return save(copy, path)
 
 
 def _dims(value_info) -> tuple[Dim, ...]:

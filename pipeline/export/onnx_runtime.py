@@ -90,10 +90,13 @@ def model_file(model: Any, base: Path | None = None) -> Iterator[Path | bytes]:
             if e.key == "location"
         }
     )
-    if not external:
+    from pipeline.export import onnx_model
+
+    big = onnx_model.weight_bytes(model) >= onnx_model.inline_limit()
+    if not external and not big:
         yield model.SerializeToString()
         return
-    if base is None:
+    if external and base is None:
         raise PipelineError("an in-memory graph with external data needs the folder of its data")
     with tempfile.TemporaryDirectory(prefix="graph.") as tmp:
         for name in external:
@@ -101,7 +104,8 @@ def model_file(model: Any, base: Path | None = None) -> Iterator[Path | bytes]:
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink((base / name).resolve(), link)
         path = Path(tmp) / "model.onnx"
-        path.write_bytes(model.SerializeToString())
+        # weights held in memory past 1 GiB (a rewritten graph) go to a file of their own
+        onnx_model.save_copy(model, path)
         yield path
 
 

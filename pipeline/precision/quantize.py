@@ -274,7 +274,7 @@ def run_modelopt(
     (work / "in").mkdir()
     src = work / "in" / "model.onnx"
     external = calibration_cache.copy_external(model, base, src.parent)
-    fileio.write_bytes(src, model.SerializeToString())
+    external += onnx_model.save_copy(model, src)[1:]  # weights SmoothQuant rewrote, past 1 GiB
     out = work / "model.qdq.onnx"
     with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         try:
