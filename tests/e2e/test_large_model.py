@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -76,13 +77,25 @@ def recorded_peak(path: Path) -> float | None:
     return json.loads(path.read_text()).get("peak_rss_mib") if path.is_file() else None
 
 
+@pytest.fixture
+def big_folders(tmp_path_factory, monkeypatch):
+    """Two folders (the model outside the repository; the repository and its engine store)
+    removed after the test: pytest keeps the last runs' temporary folders, and these hold
+    ~10 GB."""
+    made = [tmp_path_factory.mktemp("large"), tmp_path_factory.mktemp("repo")]
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(made[1] / "store"))
+    yield made
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.parametrize("files", [1, 200])
-def test_past_2gb_through_export_calibrate_build(tmp_path_factory, files):
-    outside = tmp_path_factory.mktemp(f"large{files}")  # outside the repository
+def test_past_2gb_through_export_calibrate_build(big_folders, files):
+    outside, repo_parent = big_folders
     model = large_table.write(outside / "model", mib=MIB, files=files)
     weights = folder_bytes(model.parent)
     assert weights > 2 << 30
-    repo = copy_repo(tmp_path_factory.mktemp("repo") / "repo")
+    repo = copy_repo(repo_parent / "repo")
     params(repo, *model_params(model))
     figures = {}
     for name in ("fingerprint", "export", "calibrate", "build"):
