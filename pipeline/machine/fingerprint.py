@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,12 @@ def probe_gpu() -> tuple[dict | None, str]:
     override = os.environ.get("TRT_PIPELINE_GPU_PROBE")
     if override:
         return _probe_override(override)
+    if importlib.util.find_spec("pynvml") is None:
+        return None, "nvidia-ml-py is not installed"
+    if not _nvml_loads():
+        # What pynvml.nvmlInit() says here, without importing pynvml: its import was a
+        # fifth of this always-run stage's time on a machine without an NVIDIA driver.
+        return None, "NVML unavailable (NVML Shared Library Not Found)"
     try:
         import pynvml
     except ImportError:
@@ -79,6 +86,19 @@ def probe_gpu() -> tuple[dict | None, str]:
         return gpu, "NVML"
     finally:
         pynvml.nvmlShutdown()
+
+
+def _nvml_loads() -> bool:
+    """Whether the NVML library pynvml loads on Linux is there (elsewhere: let pynvml try)."""
+    if not sys.platform.startswith("linux"):
+        return True
+    import ctypes
+
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")  # the name pynvml loads; a GPU host keeps it mapped
+    except OSError:
+        return False
+    return True
 
 
 def _probe_override(path: str) -> tuple[dict | None, str]:
@@ -120,7 +140,6 @@ def cuda_runtime() -> tuple[str | None, str]:
 
 def _libcudart_candidates():
     import glob
-    import sys
 
     try:  # one already mapped (by torch or TensorRT) first
         with open("/proc/self/maps") as maps:
@@ -149,12 +168,40 @@ def package_version(dist: str) -> str | None:
 
 def trt_installed(module: str) -> tuple[str, str] | None:
     """(distribution, version) of an installed TensorRT flavour, without importing it."""
-    if importlib.util.find_spec(module) is None:
+    spec = importlib.util.find_spec(module)
+    if spec is None:
         return None
+    beside = _dist_infos_beside(spec)
     for dist in TRT_DISTS[module]:
-        if (version := package_version(dist)) is not None:
+        found = beside.get(_normalized(dist), [])
+        # One wheel's folder beside the package: its name holds the version. Anything
+        # else (none, or two left by an old install) is importlib.metadata's to settle;
+        # importing that was a fifth of this always-run stage's time.
+        version = found[0] if len(found) == 1 else package_version(dist)
+        if version is not None:
             return dist, version
     return module, "unknown"
+
+
+def _normalized(dist: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower()
+
+
+def _dist_infos_beside(spec: Any) -> dict[str, list[str]]:
+    """Normalized distribution name -> versions, from the `<name>-<version>.dist-info`
+    folders in the folder that holds the module's package."""
+    if not spec.submodule_search_locations:
+        return {}
+    try:
+        names = os.listdir(os.path.dirname(next(iter(spec.submodule_search_locations))))
+    except OSError:
+        return {}
+    out: dict[str, list[str]] = {}
+    for name in names:
+        if name.endswith(".dist-info") and "-" in name:
+            dist, version = name[: -len(".dist-info")].rsplit("-", 1)
+            out.setdefault(_normalized(dist), []).append(version)
+    return out
 
 
 def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
