@@ -13,7 +13,6 @@ model), each gathered at ids mod its rows and summed. Either way the ids must li
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -52,21 +51,15 @@ def write(folder: Path, mib: int = 2200, files: int = 1, seed: int = 0) -> Path:
     rows = rows_per_file(mib, files)
     rng = np.random.default_rng(seed)
     tables = []
-    data_name = "model.onnx.data"
-    with open(folder / data_name, "wb") if files == 1 else contextlib.nullcontext() as one:
-        for i in range(files):
-            name = f"table_{i}"
-            t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[rows, HIDDEN])
-            t.data_location = TensorProto.EXTERNAL
-            if files == 1:
-                offset = one.tell()
-                _write_rows(one, rows, rng)
-                _external(t, data_name, offset, rows * HIDDEN * 4)
-            else:
-                with open(folder / f"{name}.bin", "wb") as f:
-                    _write_rows(f, rows, rng)
-                _external(t, f"{name}.bin", 0, rows * HIDDEN * 4)
-            tables.append(t)
+    for i in range(files):
+        name = f"table_{i}"
+        location = "model.onnx.data" if files == 1 else f"{name}.bin"
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=[rows, HIDDEN])
+        t.data_location = TensorProto.EXTERNAL
+        with open(folder / location, "wb") as f:
+            _write_rows(f, rows, rng)
+        _external(t, location, 0, rows * HIDDEN * 4)
+        tables.append(t)
     w = rng.standard_normal((HIDDEN, OUT_FEATURES), dtype=np.float32) * np.float32(0.1)
     inits = [*tables, numpy_helper.from_array(w, "proj")]
     nodes = [
@@ -82,7 +75,11 @@ def write(folder: Path, mib: int = 2200, files: int = 1, seed: int = 0) -> Path:
         nodes,
         "large_table",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", "seq", OUT_FEATURES])],
+        [
+            helper.make_tensor_value_info(
+                "scores", TensorProto.FLOAT, ["batch", "seq", OUT_FEATURES]
+            )
+        ],
         initializer=inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
