@@ -143,6 +143,13 @@ def infer_shapes(path: Path) -> Any:
 
     try:
         model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise PipelineError(f"ONNX model {path.name} is unreadable: {first_line(e)}") from None
+    # Inline weights past 1 GiB (a torch export below 2 GB) go to a data file first, which
+    # empties them in memory: inference would otherwise copy them twice over.
+    if onnx_model.weight_bytes(model) >= onnx_model.inline_limit():
+        onnx_model.save(model, path)
+    try:
         inferred = onnx.shape_inference.infer_shapes(
             model, check_type=True, strict_mode=False, data_prop=True
         )

@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
 
@@ -102,7 +101,8 @@ def import_onnx(src: Path, dest: Path) -> list[str]:
         target = dest.parent / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         _copy(ext, target)
-    fileio.write_bytes(dest, model.SerializeToString())
+    # inline weights past 1 GiB go to one data file beside it (emptied in memory as written)
+    onnx_model.save(model, dest)
     return changes
 
 

@@ -77,3 +77,24 @@ def test_in_memory_graph_past_the_limit_runs_from_a_file(tmp_path, monkeypatch):
         onnx_runtime.run_model(model, feeds)[0]["scores"], want[0]["scores"]
     )
     assert onnx_model.weight_bytes(model) == held
+
+
+def test_inline_weights_past_the_limit_leave_export_in_a_data_file(tmp_path, monkeypatch):
+    """A user's file (or a torch export below 2 GB) with its weights inline: the export
+    writes them to one data file beside the graph, and the outputs stay the same."""
+    from pipeline.export import export, onnx_import
+
+    ext = large_table.write(tmp_path / "ext", mib=2, files=2)
+    inline = tmp_path / "user" / "model.onnx"
+    inline.parent.mkdir()
+    inline.write_bytes(onnx_model.load(ext, check=False).SerializeToString())
+    feeds = {"ids": np.array([[9, 1]], np.int64)}
+    want = ort.InferenceSession(str(inline)).run(None, feeds)[0]
+    monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, str(1 << 20))
+    dest = tmp_path / "export" / "model.onnx"
+    dest.parent.mkdir()
+    onnx_import.import_onnx(inline, dest)
+    export.infer_shapes(dest)
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["model.onnx", "model.onnx.data"]
+    assert dest.stat().st_size < 256 * 1024
+    np.testing.assert_array_equal(ort.InferenceSession(str(dest)).run(None, feeds)[0], want)
