@@ -4,8 +4,9 @@ MatMul (models/large_table.py), written outside the repository. Each stage's pea
 (the process's, from wait4, and the peak_rss_mib it records) is held to the goals of
 issue 22: export and calibrate-fp32 <= 1.5x the model's bytes.
 
-The build is TensorRT-RTX's on 2 cores: ~20 s and ~7 GB peak RSS at this size (the bare
-build's own figure; the build stage's goal against it is benchmarks/large_model.py's).
+The build is TensorRT-RTX's on 2 cores: 9-20 s and 6.7 GB peak RSS at this size, each
+layout (TensorRT's own cost; the build stage against a bare build is
+benchmarks/large_model.py's measure). The whole module takes about a minute and a half.
 fp16/int8 go through ModelOpt, which loads the whole model several times over (13.6 GB
 peak and over 2 minutes for AutoCast at this size): too slow for this suite, so they run
 here on the same model shapes at a smaller size in test_precisions_keep_external_data."""
@@ -99,8 +100,6 @@ def test_past_2gb_through_export_calibrate_build(big_folders, files):
     params(repo, *model_params(model))
     figures = {}
     for name in ("fingerprint", "export", "calibrate", "build"):
-        if name == "build" and files != 1:
-            break  # the build reads the data beside the graph the same way: once is enough
         figures[name] = run_stage(repo, name)
     artifacts = repo / "artifacts"
     for stage, out in (("export", "export"), ("calibrate", "calibrate")):
@@ -120,11 +119,8 @@ def test_past_2gb_through_export_calibrate_build(big_folders, files):
     calib = json.loads((artifacts / "calibrate" / "calibration.json").read_text())
     assert calib["gate_passed"] is True
     assert calib["accuracy"]  # the fp32 graph judged against the user's file: equal
-    if "build" in figures:
-        engines = list((artifacts / "build").glob("*/*.plan")) + list(
-            (artifacts / "build").glob("*/engine*")
-        )
-        assert engines and max(e.stat().st_size for e in engines) > 2 << 30
+    engines = list((artifacts / "build").glob("*/engine.plan"))
+    assert len(engines) == 1 and engines[0].stat().st_size > 2 << 30
     print(
         f"\n{files} data file(s), {weights / 2**30:.2f} GiB: "
         + ", ".join(f"{k} {s:.1f} s / {r / 2**30:.2f} GiB" for k, (s, r) in figures.items())
