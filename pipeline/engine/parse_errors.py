@@ -108,6 +108,9 @@ def _where(err: Any, node: Any, model: Any, op: str) -> str:
     label = f"node {index}" if isinstance(index, int) and index >= 0 else "node"
     if name:
         label += f" '{name}'"
+    stack = _call(err, "local_function_stack") or []
+    if stack:  # the node lies inside local functions, called from these nodes
+        label += f" inside local function {' > '.join(str(s) for s in stack)}"
     domain = getattr(node, "domain", None)
     if domain is None:
         return f"{label} (op {op})"

@@ -69,3 +69,23 @@ def test_a_known_domain_names_its_origin_and_further_errors_are_counted(tmp_path
     message = _parse_error(tmp_path / "two.onnx")
     assert "cannot parse two.onnx: node 0 (op Unique" in message
     assert message.endswith("(+1 more error(s), ops: FastGelu)")
+
+
+def test_a_node_inside_a_local_function_names_the_calling_node(tmp_path):
+    inner = helper.make_node("Unique", ["a"], ["b"], name="inner_unique")
+    fn = helper.make_function(
+        "local.fn", "Dedup", ["a"], ["b"], [inner], [helper.make_opsetid("", 17)]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Dedup", ["x"], ["y"], domain="local.fn", name="outer")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8])],
+    )
+    imports = [helper.make_opsetid("", 17), helper.make_opsetid("local.fn", 1)]
+    model = helper.make_model(graph, opset_imports=imports, functions=[fn])
+    onnx.save(model, tmp_path / "fn.onnx")
+    message = _parse_error(tmp_path / "fn.onnx")
+    assert (
+        "'inner_unique' inside local function outer (Dedup) (op Unique, domain ai.onnx" in message
+    )
