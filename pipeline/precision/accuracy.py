@@ -28,14 +28,7 @@ def compare(
     gate judges), `cosine_mean` the mean, and there is no top-1."""
     result = {}
     for name in reference[0]:
-        ref = np.concatenate(
-            [b[name].astype(np.float64).reshape(len(b[name]), -1) for b in reference]
-        )
-        got = np.concatenate(
-            [b[name].astype(np.float64).reshape(len(b[name]), -1) for b in candidate]
-        )
-        if ref.shape != got.shape:
-            raise PipelineError(f"output '{name}' has shape {got.shape}, reference has {ref.shape}")
+        ref, got = _stacked(name, reference, candidate)
         diff = np.abs(ref - got)
         denom = np.linalg.norm(ref) * np.linalg.norm(got)
         metrics = {
@@ -48,13 +41,34 @@ def compare(
             else float(np.allclose(ref, got)),
             "finite": bool(np.isfinite(got).all()),
         }
-        if task == "embedding":
+        if task == "embedding" and ref.ndim == 2:
             rows = row_cosines(ref, got)
             metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
         if task == "classification" and ref.ndim == 2 and ref.shape[1] > 1:
             metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
         result[name] = metrics
     return result
+
+
+def _stacked(
+    name: str, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One output over all batches: rows of one width where every batch has it, else one
+    flat vector (an output whose shape follows the input's values, e.g. ConstantOfShape,
+    differs from batch to batch: only the element-wise figures apply to it)."""
+    refs = [np.atleast_1d(b[name]).astype(np.float64) for b in reference]
+    gots = [np.atleast_1d(b[name]).astype(np.float64) for b in candidate]
+    if len(refs) != len(gots):
+        raise PipelineError(f"output '{name}': {len(gots)} batches, reference has {len(refs)}")
+    for i, (r, g) in enumerate(zip(refs, gots)):
+        if r.shape != g.shape:
+            raise PipelineError(
+                f"output '{name}' has shape {g.shape} in batch {i}, reference has {r.shape}"
+            )
+    rows = [r.reshape(len(r), -1) for r in refs]
+    if len({r.shape[1] for r in rows}) == 1:
+        return np.concatenate(rows), np.concatenate([g.reshape(len(g), -1) for g in gots])
+    return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
 
 
 def row_cosines(ref: np.ndarray, got: np.ndarray) -> np.ndarray:
