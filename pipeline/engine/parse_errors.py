@@ -23,6 +23,8 @@ DOMAIN_ORIGIN = {
 }
 # `creator && "Plugin not found..."`: the text of a failed C++ assertion, quoted.
 ASSERTION = re.compile(r'^[\w.\->()]+ && "(.*)"$')
+# "NonZero plugin creator version 1 was not found in plugin registry."
+PLUGIN_MISSING = re.compile(r"plugin.*not found|not found in plugin registry", re.IGNORECASE)
 
 
 def describe(trt: ModuleType, parser: Any, onnx_path: Path, logged: list[str]) -> str:
@@ -35,16 +37,17 @@ def describe(trt: ModuleType, parser: Any, onnx_path: Path, logged: list[str]) -
     first = errors[0]
     op = str(_call(first, "node_operator") or "")
     node = _find_node(graph, _call(first, "node"), op, str(_call(first, "node_name") or ""))
-    line = f"{head}: {_where(first, node, graph, op)}: parser says {_parser_text(first)}"
+    said = _parser_text(first)
+    line = f"{head}: {_where(first, node, graph, op)}: parser says {said}"
     if op:
-        line += "; " + way_out(trt, parser, op, node, graph)
+        line += "; " + way_out(trt, parser, op, node, graph, said)
     others = sorted({str(_call(e, "node_operator") or "?") for e in errors[1:]})
     if others:
         line += f" (+{len(errors) - 1} more error(s), ops: {', '.join(others)})"
     return line
 
 
-def way_out(trt: ModuleType, parser: Any, op: str, node: Any, graph: Any) -> str:
+def way_out(trt: ModuleType, parser: Any, op: str, node: Any, graph: Any, said: str = "") -> str:
     domain = getattr(node, "domain", "") or ""
     plugin = f"or name a plugin library that implements {op} in build.plugins"
     if domain not in STANDARD:
@@ -59,6 +62,13 @@ def way_out(trt: ModuleType, parser: Any, op: str, node: Any, graph: Any) -> str
     opset = (
         f"re-export at a newer opset (model.opset={newer}, where {op} changed), " if newer else ""
     )
+    if PLUGIN_MISSING.search(said):
+        # The importer exists but builds the op from a plugin no loaded library registers.
+        return (
+            f"{runtime} imports {op} through a plugin that no loaded library registers: "
+            f"{opset}name the plugin library that provides it in build.plugins, or replace "
+            f"{op} in the model"
+        )
     supports = getattr(parser, "supports_operator", None)
     if callable(supports) and not supports(op):
         return (

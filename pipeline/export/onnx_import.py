@@ -62,7 +62,7 @@ def normalize(model: Any) -> list[str]:
         for i in weights_as_inputs:
             model.graph.input.remove(i)
         changes.append(f"{len(weights_as_inputs)} initializers taken out of the graph inputs")
-    need_ir = onnx.helper.find_min_ir_version_for(list(model.opset_import))
+    need_ir = _min_ir_version(onnx, model)
     if weights_as_inputs or model.ir_version < need_ir:
         new_ir = max(need_ir, 4 if weights_as_inputs else 0, model.ir_version)
         if new_ir != model.ir_version:
@@ -78,6 +78,23 @@ def normalize(model: Any) -> list[str]:
     if renamed:
         changes.append(f"{renamed} nodes named")
     return changes
+
+
+# Domains whose opset versions ONNX's IR version table knows; any other (a custom op's
+# domain, com.microsoft) asks for no particular IR version.
+ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training")
+
+
+def _min_ir_version(onnx: Any, model: Any) -> int:
+    known = [o for o in model.opset_import if o.domain in ONNX_DOMAINS]
+    try:
+        return int(onnx.helper.find_min_ir_version_for(known)) if known else 3
+    except ValueError:  # a version newer than this onnx knows
+        versions = ", ".join(f"{o.domain or 'ai.onnx'} {o.version}" for o in known)
+        raise PipelineError(
+            f"the model imports opsets ({versions}) that onnx {onnx.__version__} does not know; "
+            "export it at an older opset or upgrade onnx"
+        ) from None
 
 
 def import_onnx(src: Path, dest: Path) -> list[str]:

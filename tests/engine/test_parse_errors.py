@@ -89,3 +89,20 @@ def test_a_node_inside_a_local_function_names_the_calling_node(tmp_path):
     assert (
         "'inner_unique' inside local function outer (Dedup) (op Unique, domain ai.onnx" in message
     )
+
+
+def test_an_op_tensorrt_builds_from_an_unloaded_plugin_says_so(tmp_path):
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["i"]),
+        helper.make_node("Cast", ["i"], ["y"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "n"])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "nonzero.onnx")
+    message = _parse_error(tmp_path / "nonzero.onnx")
+    assert "(op NonZero, domain ai.onnx" in message and "plugin registry" in message
+    assert "imports NonZero through a plugin that no loaded library registers" in message
