@@ -214,7 +214,19 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
             )
         except Exception as e:
             if name not in OPTIONAL:
-                raise
+                if isinstance(e, PipelineError):
+                    raise
+                # The runtime failing on this model and these inputs (ONNX Runtime's Fail on
+                # a Mod by zero of random integers): the user's to fix, in one line.
+                hint = (
+                    " (the inputs are random: model.reference_data or model.input_ranges "
+                    "gives it real ones)"
+                    if reference.get("random")
+                    else ""
+                )
+                raise PipelineError(
+                    f"benchmark: {runner.label} failed: {type(e).__name__}: {first_line(e)}{hint}"
+                ) from None
             results[name], measured = (
                 {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"},
                 {},

@@ -41,10 +41,10 @@ def compare(
             else float(np.allclose(ref, got)),
             "finite": bool(np.isfinite(got).all()),
         }
-        if task == "embedding" and ref.ndim == 2:
+        if task == "embedding" and ref.ndim == 2 and len(ref):
             rows = row_cosines(ref, got)
             metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
-        if task == "classification" and ref.ndim == 2 and ref.shape[1] > 1:
+        if task == "classification" and ref.ndim == 2 and ref.shape[1] > 1 and len(ref):
             metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
         result[name] = metrics
     return result
@@ -65,9 +65,12 @@ def _stacked(
             raise PipelineError(
                 f"output '{name}' has shape {g.shape} in batch {i}, reference has {r.shape}"
             )
-    rows = [r.reshape(len(r), -1) for r in refs]
+    # The width spelled out: reshape(0, -1) of an empty output (Range to nothing) is ambiguous.
+    rows = [r.reshape(len(r), int(np.prod(r.shape[1:]))) for r in refs]
     if len({r.shape[1] for r in rows}) == 1:
-        return np.concatenate(rows), np.concatenate([g.reshape(len(g), -1) for g in gots])
+        return np.concatenate(rows), np.concatenate(
+            [g.reshape(r.shape) for g, r in zip(gots, rows)]
+        )
     return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
 
 

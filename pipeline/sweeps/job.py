@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from pipeline.sweeps import job_cache
 from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
 
 log = logging.getLogger("pipeline.cli.run")
+TRACEBACK_FILE = "traceback.txt"  # a job's unexpected exception, for whoever debugs it
 # The repository the command was started in (jobs run there: hydra.job.chdir is false):
 # its conf/ and dvc.yaml, a checkout of trt-pipeline or a repository set up by `init`.
 REPO = Path.cwd()
@@ -107,7 +109,11 @@ def stage_line(name: str, result: dict) -> str:
 def main(cfg: DictConfig) -> None:
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
-    for stale in (RESULT_FILE, ERROR_FILE):  # a rerun into the same folder: no old verdict survives
+    for stale in (
+        RESULT_FILE,
+        ERROR_FILE,
+        TRACEBACK_FILE,
+    ):  # a rerun into the same folder: no old verdict survives
         (out / stale).unlink(missing_ok=True)
     try:
         run_job(cfg, hc, out)
@@ -116,8 +122,10 @@ def main(cfg: DictConfig) -> None:
     except Exception as e:
         # Anything else (TensorRT's RuntimeError, a factory's own error, a bug) ends this
         # job only: raised out of a launcher it ended the whole multirun, with no summary.
-        log.exception("unexpected error")  # the traceback, in run.log
-        job_failed(hc.mode, out, f"{type(e).__name__}: {one_line(e)} (traceback in run.log)")
+        # Its traceback goes to a file of its own, not to the sweep's console.
+        fileio.write_text(out / TRACEBACK_FILE, traceback.format_exc())
+        why = f"{type(e).__name__}: {one_line(e)} (traceback in {TRACEBACK_FILE})"
+        job_failed(hc.mode, out, why)
 
 
 def run_job(cfg: DictConfig, hc: Any, out: Path) -> None:

@@ -29,3 +29,11 @@ def test_a_batch_of_another_shape_than_its_reference_is_one_line():
     ref = [{"y": np.ones((2, 4), np.float32)}]
     with pytest.raises(PipelineError, match=r"output 'y' has shape \(2, 5\) in batch 0"):
         accuracy.compare(ref, [{"y": np.ones((2, 5), np.float32)}], "regression")
+
+
+def test_empty_outputs_compare_as_equal():
+    ref = [{"y": np.zeros((0,), np.float32)}, {"y": np.arange(3, dtype=np.float32)}]
+    figures = accuracy.compare(ref, ref, "regression")["y"]
+    assert figures["max_abs_error"] == 0 and figures["cosine"] == pytest.approx(1)
+    empty = [{"y": np.zeros((0, 4), np.float32)}]
+    assert accuracy.compare(empty, empty, "classification")["y"]["max_abs_error"] == 0

@@ -70,6 +70,7 @@ def test_an_unexpected_exception_is_one_job_s_error_and_a_summary_row(tmp_path):
     assert rows["boom"]["gates"].startswith("job failed: RuntimeError: min input provided"), rows
     assert rows["fine"]["gates"] == "passed", rows
     [boom] = sweep.glob("*factory=boom*")
-    assert (boom / "error.txt").read_text().startswith("RuntimeError: ")
+    assert (boom / "error.txt").read_text().startswith("RuntimeError: min input provided")
     assert not (boom / "result.json").exists()
-    assert "Traceback" in (boom / "run.log").read_text()  # kept for whoever debugs it
+    assert "Traceback" in (boom / "traceback.txt").read_text()  # kept for whoever debugs it
+    assert "Traceback" not in r.stdout  # and not on the sweep's console
