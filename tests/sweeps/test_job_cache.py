@@ -59,7 +59,9 @@ def test_paths_from_the_config_are_hashed_where_the_job_reads_them(tmp_path, mon
     """Run from another folder, a job reads `model.source=pipeline/zoo` there (hydra.job.chdir
     is false), not in the repository: its key must not be that of the run from the
     repository, whose outputs it would otherwise restore."""
-    cfg = compose("model=transformer")
+    # A plain relative path: the bundled default, ${trt_zoo:}, resolves to wherever the
+    # package is imported from, which run from elsewhere is this checkout's folder.
+    cfg = compose("model=transformer", "model.source=pipeline/zoo")
     inputs = job_cache.key_inputs(REPO, cfg, "fp-a")["deps"]
     assert (
         inputs["config:pipeline/zoo"] == inputs["pipeline/zoo"] is not None
