@@ -45,7 +45,8 @@ if not OmegaConf.has_resolver("trt_or"):
 
 def _zoo(sub: str = "") -> str:
     here = Path("pipeline/zoo")
-    if not (here / "__init__.py").is_file():
+    # A checkout (its own pipeline package in the working directory) imports that one.
+    if not Path("pipeline/__init__.py").is_file():
         spec = importlib.util.find_spec("pipeline.zoo")
         assert spec is not None and spec.submodule_search_locations, "pipeline.zoo not installed"
         here = Path(os.path.relpath(spec.submodule_search_locations[0]))

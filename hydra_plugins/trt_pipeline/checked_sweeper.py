@@ -15,11 +15,13 @@ away, before any worker starts (reuse_first.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, cast
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.config_store import ConfigStore
+from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.types import Override
 from hydra.plugins.launcher import Launcher
 
@@ -38,11 +40,45 @@ ConfigStore.instance().store(
 )
 
 
+class _PrimaryConfigOptions:
+    """Hydra's glob() sweep lists a group's options without naming the primary config, so
+    that config's hydra.searchpath (pkg://pipeline.conf, where the package's options live)
+    is left out and `precision=glob(fp*)` would match none of them: it is named here."""
+
+    def __init__(self, loader: Any, config_name: str | None) -> None:
+        self._loader, self._config_name = loader, config_name
+
+    def get_group_options(
+        self,
+        group_name: str,
+        results_filter: Any = ObjectType.CONFIG,
+        config_name: str | None = None,
+        overrides: list[str] | None = None,
+    ) -> list[str]:
+        options: list[str] = self._loader.get_group_options(
+            group_name,
+            results_filter=results_filter,
+            config_name=config_name or self._config_name,
+            overrides=overrides,
+        )
+        return options
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
 class CheckedSweeper(BasicSweeper):
     _arguments: tuple[str, ...] | None = None  # what sweep() was given
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
         super().setup(hydra_context=hydra_context, task_function=task_function, config=config)
+        self.hydra_context = dataclasses.replace(
+            hydra_context,
+            config_loader=cast(
+                Any,
+                _PrimaryConfigOptions(hydra_context.config_loader, config.hydra.job.config_name),
+            ),
+        )
         if reuse_first.runs_here(self.launcher):
             # ReuseFirst stands in for the launcher: it has launch(), and hands every other
             # attribute to the launcher it wraps (a Launcher subclass would be a plugin).

@@ -29,12 +29,9 @@ def prepared_copy(layout, dest):
     for name in ("fingerprint.json", "export", "calibrate"):
         src = layout.root / "artifacts" / name
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "artifacts" / name)
-    # the model's source (model.source=pipeline/zoo) travels with the outputs made from it
-    shutil.copytree(
-        REPO / "pipeline" / "zoo",
-        dest / "pipeline" / "zoo",
-        ignore=shutil.ignore_patterns("__pycache__"),
-    )
+    # The model's source (model.source=pipeline/zoo, relative) travels with the outputs
+    # made from it: the checkout's package, which `python -m` there imports first.
+    (dest / "pipeline").symlink_to(REPO / "pipeline", target_is_directory=True)
     return dest
 
 
