@@ -165,11 +165,17 @@ def run(model: str | None = None) -> list[str]:
     record = _recorded()
     _check_free({**files, "params.yaml": ""}, record)
     done = _dvc_init(root)
-    for name, text in files.items():
-        fileio.write_text(name, text)
-        record[name] = _sha(text)
-    # Composed after conf/ is in place, through the same checks `trt-pipeline params` makes.
-    params = _params()
+    new = [Path(n) for n in files if not Path(n).exists()]
+    try:
+        for name, text in files.items():
+            fileio.write_text(name, text)
+            record[name] = _sha(text)
+        # Composed after conf/ is in place, through the same checks `trt-pipeline params` makes.
+        params = _params()
+    except BaseException:
+        for path in new:  # no half scaffolding: what this run created goes again
+            path.unlink(missing_ok=True)
+        raise
     fileio.write_text("params.yaml", params)
     record["params.yaml"] = _sha(params)
     fileio.write_json(RECORD, record)

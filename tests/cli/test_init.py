@@ -109,3 +109,15 @@ def test_init_with_a_missing_model_or_outside_git_is_one_line(repo, tmp_path):
     bare.mkdir()
     r = init(bare)
     assert r.returncode == 1 and "not in a git repository" in r.stderr
+
+
+def test_a_conf_that_does_not_compose_leaves_no_scaffolding(repo):
+    """An option of the repository's own conf/ shadows the package's (it comes first on
+    Hydra's search path); one that breaks the schema stops init before params.yaml, and
+    what this run wrote goes again."""
+    (repo / "conf/precision").mkdir(parents=True)
+    (repo / "conf/precision/fp32.yaml").write_text("name: fp32\nworkspase: 1\n")
+    r = init(repo)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "workspase" in r.stderr
+    assert not any((repo / n).exists() for n in WRITTEN)
