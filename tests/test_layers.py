@@ -1,6 +1,6 @@
 """The package's import order, checked on every import statement (module level and
 inside functions): a lower layer never imports a higher one, and no modules import
-each other in a cycle. The order is the architecture; README's Layout section names it."""
+each other in a cycle. The order is the architecture; docs/layout.md names it."""
 
 from __future__ import annotations
 
