@@ -1,7 +1,8 @@
 """How much memory a stage used, and whether the machine has what a piece of work needs.
 
-Peak RSS: each stage records the most resident memory it held in its output JSON under
-PEAK_KEY (see docs/memory-and-size.md for which file per stage). A stage run as its own
+Peak RSS: each stage records the most resident memory it held under PEAK_KEY in a file of
+its own, metrics/memory/<stage>.json, which no later stage reads: the figure differs a little
+from run to run, and in a file DVC hashes as a dep it would rerun every later stage. A stage run as its own
 process (`python -m stages.<name>`, what DVC runs) reports the process's peak; where one
 process runs several stages (a sweep job, run_all), the peak is reset when a later stage
 starts, so each stage reports its own. Child processes (graphviz for the report) add the
@@ -80,12 +81,13 @@ class StagePeak:
         return round(self.bytes() / MIB, 1)
 
 
-def record(path: Path, peak: StagePeak) -> float:
-    """Add the stage's peak RSS to its output JSON at `path` (rewritten atomically); the value."""
-    data = fileio.read_json(path, "stage summary")
-    data[PEAK_KEY] = peak.mib()
-    fileio.write_json(path, data)
-    return float(data[PEAK_KEY])
+def record(metrics_dir: Path, stage: str, peak: StagePeak) -> float:
+    """Write the stage's peak RSS to metrics/memory/<stage>.json (atomically); the value."""
+    mib = peak.mib()
+    fileio.write_json(
+        Path(metrics_dir) / "memory" / f"{stage}.json", {"stage": stage, PEAK_KEY: mib}
+    )
+    return mib
 
 
 def row(mib: float) -> tuple[str, str]:

@@ -39,7 +39,7 @@ def export(cfg: Any, layout: Layout) -> dict:
         model_sha256 = export_lib.source_sha256(cfg.model)
         summary = export_lib.export_model(cfg.model, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
-        rss = summary[memory.PEAK_KEY] = memory.record(layout.export_dir / "export.json", peak)
+        rss = summary[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "export", peak)
     console.table(
         f"export: {cfg.model.name}",
         [("graph", str(layout.export_dir / "model.onnx")), memory.row(rss)],
@@ -70,7 +70,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
         provenance.write(
             layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"]
         )
-        rss = memory.record(layout.calibrate_dir / "calibration.json", peak)
+        rss = memory.record(layout.metrics_dir, "calibrate", peak)
         summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
     fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
@@ -218,8 +218,8 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
         manifest=manifest,
         metrics_path=layout.metrics_dir / "gates.json",
     )
-    # The build stage's JSON that is written every run, store hit or not.
-    rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir / "gates.json", peak)
+    # Every run, store hit or not: a hit records the small cost of a hit.
+    rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "build", peak)
     console.table(
         f"build: {cfg.model.name} {cfg.precision.name}",
         [
@@ -275,9 +275,9 @@ def _inspect(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
         fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
-        # last, so the pages' rendering counts in the peak
-        report[memory.PEAK_KEY] = peak.mib()
         fileio.write_json(tmp / "report.json", report)
+        # last, so the pages' rendering counts in the peak
+        report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
     page = "report.html" if cfg.inspect.html else "report.md"
     shown = [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])]
     console.table("inspect", shown)
@@ -312,7 +312,6 @@ def _benchmark(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name
     metrics["model"] = cfg.model.name
-    metrics[memory.PEAK_KEY] = peak.mib()
     rows = benchmark_report.plot_rows(metrics)
     out = layout.metrics_dir
     fileio.write_json(out / "benchmark.json", metrics)
@@ -333,6 +332,7 @@ def _benchmark(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
             metrics,
         ),
     )
+    metrics[memory.PEAK_KEY] = memory.record(out, "benchmark", peak)
     console.table(
         f"benchmark: {cfg.model.name} {cfg.precision.name} ({metrics['headline']})",
         [

@@ -72,13 +72,11 @@ def test_a_child_process_peak_counts():
     assert total - own >= 300 * MIB
 
 
-def test_record_adds_the_key_to_the_stage_json(tmp_path):
-    path = tmp_path / "export.json"
-    path.write_text(json.dumps({"source": "x"}))
+def test_record_writes_the_stage_peak_to_a_file_of_its_own(tmp_path):
     peak = memory.StagePeak()
-    value = memory.record(path, peak)
-    data = json.loads(path.read_text())
-    assert data == {"source": "x", "peak_rss_mib": value}
+    value = memory.record(tmp_path, "export", peak)
+    data = json.loads((tmp_path / "memory" / "export.json").read_text())
+    assert data == {"stage": "export", "peak_rss_mib": value}
     assert value == pytest.approx(memory.peak_rss_bytes() / MIB, rel=0.5) and value > 10
     assert memory.row(1234.4) == ("peak RSS", "1,234 MiB")
 

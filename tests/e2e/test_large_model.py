@@ -74,8 +74,10 @@ def folder_bytes(folder: Path) -> int:
     return sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
 
 
-def recorded_peak(path: Path) -> float | None:
-    return json.loads(path.read_text()).get("peak_rss_mib") if path.is_file() else None
+def recorded_peak(repo: Path, stage: str) -> float:
+    return float(
+        json.loads((repo / "metrics/memory" / f"{stage}.json").read_text())["peak_rss_mib"]
+    )
 
 
 @pytest.fixture
@@ -112,10 +114,9 @@ def test_past_2gb_through_export_calibrate_build(big_folders, files):
             f"{stage}: peak RSS {rss / 2**30:.2f} GiB is over {RSS_GOAL[stage]}x the "
             f"model's {weights / 2**30:.2f} GiB"
         )
-        json_name = "export.json" if stage == "export" else "calibration.json"
-        peak = recorded_peak(artifacts / out / json_name)
-        if peak is not None:  # the stage's own record agrees with what wait4 saw
-            assert peak * 2**20 <= RSS_GOAL[stage] * weights
+        # the stage's own record agrees with what wait4 saw
+        peak = recorded_peak(repo, stage)
+        assert 0.5 * rss <= peak * 2**20 <= RSS_GOAL[stage] * weights, (stage, peak, rss)
     calib = json.loads((artifacts / "calibrate" / "calibration.json").read_text())
     assert calib["gate_passed"] is True
     assert calib["accuracy"]  # the fp32 graph judged against the user's file: equal
