@@ -132,10 +132,13 @@ def test_own_onnx_model_tutorial(in_tmp_repo_copy):
 
 
 @pytest.mark.slow
-def test_sweeps_tutorial(in_tmp_repo_copy):
+def test_sweeps_tutorial(in_tmp_repo_copy, monkeypatch):
     import csv
 
     repo = in_tmp_repo_copy
+    # A store of its own: the first sweep must build, whatever other tests put in the shared one.
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
+    monkeypatch.setenv("TRT_PIPELINE_CALIB_CACHE", str(repo.parent / "calibration"))
     joblib_sweep, again, ray, slurm_config, submitit = blocks("sweeps.md")
 
     def rows(folder: str) -> list[dict]:
