@@ -29,11 +29,18 @@ class LockTimeout(Exception):
         self.holder = holder
 
 
-def holder(path: str | os.PathLike[str]) -> str:
-    try:
-        return Path(path).read_text().strip() or "unknown"
-    except OSError:
-        return "unknown"
+def holder(path: str | os.PathLike[str], tries: int = 20) -> str:
+    # A holder writes its pid just after flock succeeds; a waiter that reads in between
+    # sees an empty file, so it looks again for a moment before saying "unknown".
+    for _ in range(tries):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            return "unknown"
+        if text:
+            return text
+        time.sleep(0.01)
+    return "unknown"
 
 
 def _open(path: Path) -> tuple[int, bool]:
@@ -61,6 +68,7 @@ def acquire(path: str | os.PathLike[str], timeout: float = -1, poll: float = 0.0
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout if timeout >= 0 else None
+    retried = False
     while True:
         fd, writable = _open(path)
         try:
@@ -85,7 +93,11 @@ def acquire(path: str | os.PathLike[str], timeout: float = -1, poll: float = 0.0
         if not got:
             assert deadline is not None  # only a non-blocking try (with a deadline) fails
             if time.monotonic() >= deadline:
-                raise LockTimeout(path, holder(path))
+                who = holder(path)
+                if who == "unknown" and not retried:
+                    retried = True  # it let go while we looked: one more try
+                    continue
+                raise LockTimeout(path, who)
             time.sleep(poll)
 
 
