@@ -80,7 +80,9 @@ def test_the_wheel_carries_the_package_and_no_generic_top_level_module(wheel):
         assert needed in names, needed
 
 
-def test_init_and_dvc_repro_from_the_installed_wheel(wheel, tmp_path):
+def install_in_fresh_venv(wheel: Path, tmp_path: Path, *pinned: str) -> Path:
+    """A virtualenv seeing this interpreter's packages, the wheel installed into it (not
+    editable), and `pinned` requirements from the package index over what it sees."""
     venv = tmp_path / "venv"
     # No pip of its own: the interpreter's pip and setuptools (seen through the system
     # site) install into it, so the venv's bundled old setuptools shadows nothing.
@@ -90,9 +92,17 @@ def test_init_and_dvc_repro_from_the_installed_wheel(wheel, tmp_path):
     )
     py = venv / "bin" / "python"
     run([str(py), "-m", "pip", "install", "--no-index", "-q", f"{wheel}[rtx]"], tmp_path)
+    if pinned:
+        run([str(py), "-m", "pip", "install", "-q", "--no-deps", *pinned], tmp_path)
+        # the wheel's ranges hold with the pinned versions in place
+        run([str(py), "-m", "pip", "check"], tmp_path)
     site = Path(run([str(py), "-c", "import pipeline; print(pipeline.__file__)"], tmp_path).strip())
     assert site.is_relative_to(venv) and not site.is_relative_to(REPO)
+    return venv
 
+
+def team_repo(venv: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """An empty git repository with `trt-pipeline init` run and committed in it."""
     team = tmp_path / "team"
     team.mkdir()
     env = {
@@ -107,11 +117,18 @@ def test_init_and_dvc_repro_from_the_installed_wheel(wheel, tmp_path):
     run(["git", "init", "-q"], team, env)
     out = run([str(venv / "bin" / "trt-pipeline"), "init"], team, env)
     assert "ran dvc init" in out
+    run(["git", "add", "-A"], team, env)
+    run(["git", "commit", "-qm", "init"], team, env)
+    return team, env
+
+
+def test_init_and_dvc_repro_from_the_installed_wheel(wheel, tmp_path):
+    venv = install_in_fresh_venv(wheel, tmp_path)
+    py = venv / "bin" / "python"
+    team, env = team_repo(venv, tmp_path)
     params = yaml.safe_load((team / "params.yaml").read_text())
     # the bundled model is the installed package's, tracked where it is installed
     assert Path(params["model"]["source"]).is_relative_to(venv)
-    run(["git", "add", "-A"], team, env)
-    run(["git", "commit", "-qm", "init"], team, env)
     out = run([str(py), "-m", "dvc", "repro"], team, env)
     assert "Traceback" not in out
     (engine,) = (team / "artifacts" / "build").glob("*/engine.plan")
@@ -123,3 +140,37 @@ def test_init_and_dvc_repro_from_the_installed_wheel(wheel, tmp_path):
     assert not (team / "stages").exists() and not (team / "pipeline").exists()
     again = run([str(py), "-m", "dvc", "repro"], team, env)
     assert "Running stage 'export'" not in again  # up to date: only fingerprint runs
+
+
+# The ends of pyproject's onnx and onnxruntime ranges (requirements.lock holds a version
+# between them). torch is tested at the lock's version only: the other torch builds on the
+# index are CUDA builds of several GB (see docs/init.md).
+ENDS = {
+    "oldest": ("onnx==1.21.0", "onnxruntime==1.24.4"),
+    "newest": ("onnx==1.23.2", "onnxruntime==1.32.0"),
+}
+
+
+@pytest.mark.parametrize("end", sorted(ENDS))
+def test_int8_through_every_stage_at_the_ends_of_the_onnx_ranges(wheel, tmp_path, end):
+    venv = install_in_fresh_venv(wheel, tmp_path, *ENDS[end])
+    py = venv / "bin" / "python"
+    versions = run([str(py), "-c", VERSIONS], tmp_path).split()
+    assert versions == [v.split("==")[1] for v in ENDS[end]], versions
+    team, env = team_repo(venv, tmp_path)
+    # caches of its own, so each end runs ModelOpt and the build, not the other end's hits
+    env["TRT_PIPELINE_CALIB_CACHE"] = str(tmp_path / "calibration")
+    env["TRT_PIPELINE_STORE"] = str(tmp_path / "engines")
+    # int8 takes ModelOpt's Q/DQ and ONNX Runtime's calibration; fp16 AutoCast rides on
+    # the same onnx and ONNX Runtime calls, checked by the benchmark's comparison.
+    run([str(venv / "bin" / "trt-pipeline"), "params", "precision=int8"], team, env)
+    out = run([str(py), "-m", "dvc", "repro"], team, env)
+    assert "Traceback" not in out and "engine store miss, built" in out, out[-3000:]
+    calibration = json.loads((team / "artifacts/calibrate/calibration.json").read_text())
+    assert calibration["precision"] == "int8" and calibration["gate_passed"], calibration
+    (engine,) = (team / "artifacts" / "build").glob("*/engine.plan")
+    assert engine.stat().st_size > 0
+    assert json.loads((team / "metrics" / "summary.json").read_text())
+
+
+VERSIONS = "import onnx, onnxruntime; print(onnx.__version__, onnxruntime.__version__)"
