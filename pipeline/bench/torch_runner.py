@@ -23,7 +23,8 @@ from pipeline.machine.cudart import D2H, H2D, Cuda
 def why_not(model_cfg: Any) -> str | None:
     if not model_cfg.factory:
         return (
-            "the model is an ONNX file, not a factory in models/: there is no PyTorch module to run"
+            "the model is an ONNX file, not a factory (model.factory): "
+            "there is no PyTorch module to run"
         )
     if importlib.util.find_spec("torch") is None:
         return "torch is not installed"

@@ -36,7 +36,7 @@ LOG_KEYS = (
 
 
 def onnx_summary(path: Path, model=None) -> dict:
-    model = model if model is not None else onnx_model.load(path, check=False)
+    model = model if model is not None else onnx_model.load(path, check=False, weights=False)
     return {
         "opset": onnx_model.opset(model),
         "nodes": len(model.graph.node),
@@ -132,7 +132,7 @@ def make_report(
     manifest = fileio.read_json(manifest_path, "build manifest")
     network = fileio.read_json(engine_dir / "network.json", "network dump")
     summary = buildlog.load_summary(engine_dir)
-    built_model = onnx_model.load(built_onnx, check=False)
+    built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
     dtype_hist: dict[str, int] = {}
     for layer in network:

@@ -2,7 +2,8 @@
 weights of 2.2 GB in one external-data file and in 200, compute of one Gather and a small
 MatMul (models/large_table.py), written outside the repository. Each stage's peak RSS
 (the process's, from wait4, and the peak_rss_mib it records) is held to the goals of
-issue 22: export and calibrate-fp32 <= 1.5x the model's bytes.
+issue 22: export and calibrate-fp32 <= 1.5x the model's bytes; inspect (graphs read without
+their weights) and the benchmark (ONNX Runtime holds them once) to what their work needs.
 
 The build is TensorRT-RTX's on 2 cores: 9-20 s and 6.7 GB peak RSS at this size, each
 layout (TensorRT's own cost; the build stage against a bare build is
@@ -25,12 +26,15 @@ from pathlib import Path
 import pytest
 
 from models import large_table
-from tests.conftest import copy_repo
+from tests.conftest import FAST_BENCH, copy_repo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 MIB = 2200  # past 2 GiB (2048 MiB): one protobuf message could not hold it
 RSS_GOAL = {"export": 1.5, "calibrate": 1.5}
+# Not in the issue's list; what the work needs: the report reads graphs without their
+# weights, the benchmark's ONNX Runtime session holds them once.
+RSS_LIMIT = {"inspect": 0.25, "benchmark": 1.5}
 
 
 def run_stage(repo: Path, name: str) -> tuple[float, int]:
@@ -93,15 +97,15 @@ def big_folders(tmp_path_factory, monkeypatch):
 
 
 @pytest.mark.parametrize("files", [1, 200])
-def test_past_2gb_through_export_calibrate_build(big_folders, files):
+def test_past_2gb_through_every_stage(big_folders, files):
     outside, repo_parent = big_folders
     model = large_table.write(outside / "model", mib=MIB, files=files)
     weights = folder_bytes(model.parent)
     assert weights > 2 << 30
     repo = copy_repo(repo_parent / "repo")
-    params(repo, *model_params(model))
+    params(repo, *model_params(model), *FAST_BENCH)
     figures = {}
-    for name in ("fingerprint", "export", "calibrate", "build"):
+    for name in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark"):
         figures[name] = run_stage(repo, name)
     artifacts = repo / "artifacts"
     for stage, out in (("export", "export"), ("calibrate", "calibrate")):
@@ -117,6 +121,12 @@ def test_past_2gb_through_export_calibrate_build(big_folders, files):
         # the stage's own record agrees with what wait4 saw
         peak = recorded_peak(repo, stage)
         assert 0.5 * rss <= peak * 2**20 <= RSS_GOAL[stage] * weights, (stage, peak, rss)
+    for stage, limit in RSS_LIMIT.items():
+        rss = figures[stage][1]
+        assert rss <= limit * weights, (stage, rss, weights)
+    assert (artifacts / "inspect" / "report.html").stat().st_size < 2 << 20
+    bench = json.loads((repo / "metrics" / "benchmark.json").read_text())
+    assert bench["results"]["onnxruntime"]["status"] == "ok", bench["results"]
     calib = json.loads((artifacts / "calibrate" / "calibration.json").read_text())
     assert calib["gate_passed"] is True
     assert calib["accuracy"]  # the fp32 graph judged against the user's file: equal
