@@ -41,8 +41,24 @@ def _maxrss_bytes(who: int) -> int:
 
 
 def peak_rss_bytes() -> int:
-    """The process's peak resident set size so far (since the last reset_peak)."""
-    return _maxrss_bytes(resource.RUSAGE_SELF)
+    """The process's peak resident set size so far (since the last reset_peak).
+
+    Linux's VmHWM, the high-water mark of this process's own memory. Not getrusage's
+    ru_maxrss: exec carries the parent's peak into it, so a stage started by a large
+    process (pytest, a sweep's launcher) would report at least its parent's size."""
+    hwm = _status_kib("VmHWM")
+    return hwm * 1024 if hwm is not None else _maxrss_bytes(resource.RUSAGE_SELF)
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def children_peak_rss_bytes() -> int:
@@ -51,8 +67,8 @@ def children_peak_rss_bytes() -> int:
 
 
 def reset_peak() -> bool:
-    """Set the process's peak RSS back to its present RSS (Linux 4.0+, /proc/self/clear_refs
-    value 5: getrusage's ru_maxrss follows it). False where the kernel does not allow it."""
+    """Set the process's peak RSS (VmHWM) back to its present RSS (Linux 4.0+,
+    /proc/self/clear_refs value 5). False where the kernel does not allow it."""
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")

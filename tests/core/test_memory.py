@@ -72,6 +72,20 @@ def test_a_child_process_peak_counts():
     assert total - own >= 300 * MIB
 
 
+def test_a_stage_started_by_a_large_process_reports_its_own_peak_not_its_parents():
+    # exec carries the parent's peak into getrusage's ru_maxrss; a stage run by pytest or a
+    # sweep's launcher must not report its parent's size
+    big = _touch(600 * MIB)
+    child = subprocess.run(
+        [sys.executable, "-c", "from pipeline.core import memory; print(memory.peak_rss_bytes())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    del big
+    assert int(child.stdout) < 300 * MIB, int(child.stdout) / MIB
+
+
 def test_record_writes_the_stage_peak_to_a_file_of_its_own(tmp_path):
     peak = memory.StagePeak()
     value = memory.record(tmp_path, "export", peak)

@@ -1,7 +1,7 @@
 """A model past protobuf's 2 GB through the stages, each its own process as DVC runs it:
 weights of 2.2 GB in one external-data file and in 200, compute of one Gather and a small
 MatMul (models/large_table.py), written outside the repository. Each stage's peak RSS
-(the process's, from wait4, and the peak_rss_mib it records) is held to the goals of
+(the peak_rss_mib it records, below what wait4 saw) is held to the goals of
 issue 22: export and calibrate-fp32 <= 1.5x the model's bytes; inspect (graphs read without
 their weights) and the benchmark (ONNX Runtime holds them once) to what their work needs.
 
@@ -108,22 +108,22 @@ def test_past_2gb_through_every_stage(big_folders, files):
     for name in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark"):
         figures[name] = run_stage(repo, name)
     artifacts = repo / "artifacts"
-    for stage, out in (("export", "export"), ("calibrate", "calibrate")):
+    for out in ("export", "calibrate"):
         graph = artifacts / out / "model.onnx"
         # the graph file holds no weights; the data files came along beside it
         assert graph.stat().st_size < 1 << 20
         assert folder_bytes(graph.parent) >= weights
-        rss = figures[stage][1]
-        assert rss <= RSS_GOAL[stage] * weights, (
-            f"{stage}: peak RSS {rss / 2**30:.2f} GiB is over {RSS_GOAL[stage]}x the "
+    # The stage's own record (VmHWM) is held to the goals. wait4's figure is an upper bound
+    # of it only: exec carries the parent's peak into it, and this pytest process may by now
+    # be larger than a small stage.
+    goals = {**RSS_GOAL, **RSS_LIMIT}
+    for stage, goal in goals.items():
+        peak = recorded_peak(repo, stage) * 2**20
+        assert peak <= goal * weights, (
+            f"{stage}: peak RSS {peak / 2**30:.2f} GiB is over {goal}x the "
             f"model's {weights / 2**30:.2f} GiB"
         )
-        # the stage's own record agrees with what wait4 saw
-        peak = recorded_peak(repo, stage)
-        assert 0.5 * rss <= peak * 2**20 <= RSS_GOAL[stage] * weights, (stage, peak, rss)
-    for stage, limit in RSS_LIMIT.items():
-        rss = figures[stage][1]
-        assert rss <= limit * weights, (stage, rss, weights)
+        assert peak <= 1.02 * figures[stage][1], (stage, peak, figures[stage][1])
     assert (artifacts / "inspect" / "report.html").stat().st_size < 2 << 20
     bench = json.loads((repo / "metrics" / "benchmark.json").read_text())
     assert bench["results"]["onnxruntime"]["status"] == "ok", bench["results"]
