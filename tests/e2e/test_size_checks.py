@@ -73,6 +73,7 @@ def test_a_profile_max_of_two_billion_is_refused_before_the_benchmark(in_tmp_rep
     for stage in [*stages, "benchmark"]:
         f = f"metrics/memory/{stage}.json"
         peak = json.loads((repo / f).read_text())["peak_rss_mib"]
-        # a Python process with numpy loaded holds tens of MiB; less than the machine has
-        assert 30 < peak < 1 << 20, (f, peak)
+        # a Python interpreter holds 10 MiB or more (a store hit's build stage ~27 MiB);
+        # less than the machine has
+        assert 10 < peak < 1 << 20, (f, peak)
     assert (repo / "artifacts/build" / fp / "engine.plan").exists()
