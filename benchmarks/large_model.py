@@ -197,10 +197,10 @@ def report(rows: list[tuple[str, float, int]], weights: int, files: int, size: t
             f"{name:<26}{seconds:8.1f}{rss / 1e9:13.2f}{rss / weights:9.2f}"
             f"{seconds / bare[1]:10.2f}{rss / bare[2]:12.2f}"
         )
+    goals = {"export": 1.5, "calibrate (fp32)": 1.5}
+    goals |= {f"calibrate ({p})": 3.0 for p in ("fp16", "bf16", "int8")}
     # inspect and benchmark: what their work needs (no weights; ONNX Runtime's one copy)
-    goals = {"export": 1.5, "calibrate (fp32)": 1.5, "calibrate (fp16)": 3.0}
     goals |= {"inspect": 0.25, "benchmark": 1.5}
-    goals |= {"calibrate (bf16)": 3.0, "calibrate (int8)": 3.0}
     verdicts = [
         f"{name} {'PASS' if rss / weights <= goals[name] else 'FAIL'} (<= {goals[name]}x model)"
         for name, _, rss in rows

@@ -38,11 +38,10 @@ cfg = config.load(Path(sys.argv[1]) / "params.yaml")
 t1 = time.perf_counter()
 steps.build(cfg, Layout(Path(sys.argv[1])), progress=False)
 t2 = time.perf_counter()
-# VmHWM: this process's own peak (ru_maxrss carries the parent's across fork and exec)
-hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+from pipeline.core import memory  # its own peak, as the stages record it (VmHWM)
 print(json.dumps({"step_s": t2 - t1, "trt_imported": any(m.split(".")[0] in ("tensorrt", "tensorrt_rtx")
                                                      for m in sys.modules),
-                  "peak_rss_mib": hwm / 1024}))
+                  "peak_rss_mib": memory.peak_rss_bytes() / 2**20}))
 """
 
 

@@ -2,8 +2,9 @@
 
 Peak RSS: each stage records the most resident memory it held under PEAK_KEY in a file of
 its own, metrics/memory/<stage>.json, which no later stage reads: the figure differs a little
-from run to run, and in a file DVC hashes as a dep it would rerun every later stage. A stage run as its own
-process (`python -m stages.<name>`, what DVC runs) reports the process's peak; where one
+from run to run, and in a file DVC hashes as a dep it would rerun every later stage. A stage
+run as its own process (`python -m stages.<name>`, what DVC runs) reports the process's
+peak; where one
 process runs several stages (a sweep job, run_all), the peak is reset when a later stage
 starts, so each stage reports its own. Child processes (graphviz for the report) add the
 largest child's peak: an upper bound, since a child need not peak while its parent does.
@@ -46,19 +47,8 @@ def peak_rss_bytes() -> int:
     Linux's VmHWM, the high-water mark of this process's own memory. Not getrusage's
     ru_maxrss: exec carries the parent's peak into it, so a stage started by a large
     process (pytest, a sweep's launcher) would report at least its parent's size."""
-    hwm = _status_kib("VmHWM")
-    return hwm * 1024 if hwm is not None else _maxrss_bytes(resource.RUSAGE_SELF)
-
-
-def _status_kib(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    hwm = _proc_bytes("/proc/self/status", "VmHWM")
+    return hwm if hwm is not None else _maxrss_bytes(resource.RUSAGE_SELF)
 
 
 def children_peak_rss_bytes() -> int:
@@ -114,9 +104,10 @@ def row(mib: float) -> tuple[str, str]:
 # -- what the machine has ------------------------------------------------------------
 
 
-def _meminfo_bytes(field: str) -> int | None:
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A `Field:  N kB` line of a /proc file (meminfo, self/status), in bytes."""
     try:
-        with open("/proc/meminfo") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
@@ -161,7 +152,7 @@ def cgroup_available_bytes(
             if not level.is_relative_to(root):
                 break
             limit, used = _read_int(level / names[0]), _read_int(level / names[1])
-            total = _meminfo_bytes("MemTotal")
+            total = _proc_bytes("/proc/meminfo", "MemTotal")
             # v1 writes "no limit" as a huge number
             if limit is not None and used is not None and (total is None or limit < total):
                 best = min(best, limit - used) if best is not None else limit - used
@@ -174,7 +165,7 @@ def available_memory() -> tuple[int | None, str]:
     found = [
         (b, src)
         for b, src in (
-            (_meminfo_bytes("MemAvailable"), "MemAvailable"),
+            (_proc_bytes("/proc/meminfo", "MemAvailable"), "MemAvailable"),
             (cgroup_available_bytes(), "the cgroup's memory limit"),
         )
         if b is not None
