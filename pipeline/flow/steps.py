@@ -242,46 +242,9 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
 def inspect(cfg: Any, layout: Layout) -> dict:
     peak = memory.StagePeak()
     with output_folder.writing(layout, layout.inspect_dir, remove_on_failure=False):
-        return _inspect(cfg, layout, peak)
+        from pipeline.flow import inspect_step
 
-
-def _inspect(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
-    from pipeline.analysis import engine_inspector
-    from pipeline.flow import upstream
-    from pipeline.report import precision_view, report_html, report_markdown
-    from pipeline.report import report as report_lib
-
-    fp = read_fingerprint(layout)
-    engine_dir = layout.engine_dir(fp["id"])
-    upstream.current(cfg, layout, fp)
-    inspection = (
-        engine_inspector.inspect(engine_dir / "engine.plan", fp)
-        if cfg.inspect.engine_inspector
-        else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"}
-    )
-    report = report_lib.make_report(
-        layout.export_dir / "model.onnx",
-        layout.calibrate_dir / "model.onnx",
-        engine_dir,
-        cfg.inspect,
-        inspection,
-    )
-    report["precision_transform"] = precision_view.precision_transform(
-        fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
-    )
-    precision_view.mark_kept_nodes(report)
-    rows = int(cfg.inspect.max_table_rows)
-    with fileio.staged_dir(layout.inspect_dir) as tmp:
-        fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
-        if cfg.inspect.html:
-            fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
-        fileio.write_json(tmp / "report.json", report)
-        # last, so the pages' rendering counts in the peak
-        report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
-    page = "report.html" if cfg.inspect.html else "report.md"
-    shown = [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])]
-    console.table("inspect", shown)
-    return report
+        return inspect_step.run(cfg, layout, read_fingerprint(layout), peak)
 
 
 def benchmark(cfg: Any, layout: Layout) -> dict:
@@ -292,64 +255,9 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
     with output_folder.writing(
         layout, layout.metrics_dir / "benchmark", what, remove_on_failure=False
     ):
-        return _benchmark(cfg, layout, peak)
+        from pipeline.flow import benchmark_step
 
-
-def _benchmark(cfg: Any, layout: Layout, peak: memory.StagePeak) -> dict:
-    from pipeline.bench import benchmark as bench_lib
-    from pipeline.flow import upstream
-    from pipeline.report import benchmark_report, plots, summary
-
-    fp = read_fingerprint(layout)
-    engine_dir = layout.engine_dir(fp["id"])
-    manifest = upstream.current(cfg, layout, fp)
-    paths = {
-        "export": layout.export_dir / "model.onnx",
-        "calibrated": layout.calibrate_dir / "model.onnx",
-        "engine": engine_dir / "engine.plan",
-        "reference": layout.export_dir / "reference.npz",
-    }
-    metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
-    metrics["precision"] = cfg.precision.name
-    metrics["model"] = cfg.model.name
-    rows = benchmark_report.plot_rows(metrics)
-    out = layout.metrics_dir
-    fileio.write_json(out / "benchmark.json", metrics)
-    fileio.write_text(out / "benchmark.md", benchmark_report.to_markdown(metrics))
-    # DVC draws one plot per file, so latency and throughput each get one (same rows).
-    fileio.write_json(out / "benchmark_latency.json", rows)
-    fileio.write_json(out / "benchmark_throughput.json", rows)
-    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
-    for kind in plots.CHARTS:
-        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
-    # The one DVC metrics file: upstream stages' detail files are this stage's deps.
-    fileio.write_json(
-        out / "summary.json",
-        summary.summarize(
-            fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
-            fileio.read_json(out / "gates.json", "build gates (run the build stage)"),
-            manifest,
-            metrics,
-        ),
-    )
-    metrics[memory.PEAK_KEY] = memory.record(out, "benchmark", peak)
-    console.table(
-        f"benchmark: {cfg.model.name} {cfg.precision.name} ({metrics['headline']})",
-        [
-            *[
-                (
-                    k,
-                    f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g}/s"
-                    if r["status"] == "ok"
-                    else f"skipped: {r.get('reason', '')}",
-                )
-                for k, r in metrics["results"].items()
-            ],
-            ("details", str(out / "benchmark.md")),
-            memory.row(metrics[memory.PEAK_KEY]),
-        ],
-    )
-    return metrics
+        return benchmark_step.run(cfg, layout, read_fingerprint(layout), peak)
 
 
 ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")

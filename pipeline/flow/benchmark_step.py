@@ -1,0 +1,66 @@
+"""The benchmark stage's work, under the output lock pipeline.flow.steps takes: every
+backend timed, the metrics files, charts and summary written. Its own module, so that only
+this stage lists its imports (bench, report) as code deps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.core import console, fileio, memory
+from pipeline.core.layout import Layout
+
+
+def run(cfg: Any, layout: Layout, fp: dict, peak: memory.StagePeak) -> dict:
+    from pipeline.bench import benchmark as bench_lib
+    from pipeline.flow import upstream
+    from pipeline.report import benchmark_report, plots, summary
+
+    engine_dir = layout.engine_dir(fp["id"])
+    manifest = upstream.current(cfg, layout, fp)
+    paths = {
+        "export": layout.export_dir / "model.onnx",
+        "calibrated": layout.calibrate_dir / "model.onnx",
+        "engine": engine_dir / "engine.plan",
+        "reference": layout.export_dir / "reference.npz",
+    }
+    metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
+    metrics["precision"] = cfg.precision.name
+    metrics["model"] = cfg.model.name
+    rows = benchmark_report.plot_rows(metrics)
+    out = layout.metrics_dir
+    fileio.write_json(out / "benchmark.json", metrics)
+    fileio.write_text(out / "benchmark.md", benchmark_report.to_markdown(metrics))
+    # DVC draws one plot per file, so latency and throughput each get one (same rows).
+    fileio.write_json(out / "benchmark_latency.json", rows)
+    fileio.write_json(out / "benchmark_throughput.json", rows)
+    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
+    for kind in plots.CHARTS:
+        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    # The one DVC metrics file: upstream stages' detail files are this stage's deps.
+    fileio.write_json(
+        out / "summary.json",
+        summary.summarize(
+            fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
+            fileio.read_json(out / "gates.json", "build gates (run the build stage)"),
+            manifest,
+            metrics,
+        ),
+    )
+    metrics[memory.PEAK_KEY] = memory.record(out, "benchmark", peak)
+    console.table(
+        f"benchmark: {cfg.model.name} {cfg.precision.name} ({metrics['headline']})",
+        [
+            *[
+                (
+                    k,
+                    f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g}/s"
+                    if r["status"] == "ok"
+                    else f"skipped: {r.get('reason', '')}",
+                )
+                for k, r in metrics["results"].items()
+            ],
+            ("details", str(out / "benchmark.md")),
+            memory.row(metrics[memory.PEAK_KEY]),
+        ],
+    )
+    return metrics

@@ -1,0 +1,48 @@
+"""The inspect stage's work, under the output lock pipeline.flow.steps takes: the report
+of what TensorRT made of the graph. Its own module, so that only this stage lists its
+imports (analysis, report) as code deps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.core import console, fileio, memory
+from pipeline.core.layout import Layout
+
+
+def run(cfg: Any, layout: Layout, fp: dict, peak: memory.StagePeak) -> dict:
+    from pipeline.analysis import engine_inspector
+    from pipeline.flow import upstream
+    from pipeline.report import precision_view, report_html, report_markdown
+    from pipeline.report import report as report_lib
+
+    engine_dir = layout.engine_dir(fp["id"])
+    upstream.current(cfg, layout, fp)
+    inspection = (
+        engine_inspector.inspect(engine_dir / "engine.plan", fp)
+        if cfg.inspect.engine_inspector
+        else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"}
+    )
+    report = report_lib.make_report(
+        layout.export_dir / "model.onnx",
+        layout.calibrate_dir / "model.onnx",
+        engine_dir,
+        cfg.inspect,
+        inspection,
+    )
+    report["precision_transform"] = precision_view.precision_transform(
+        fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    )
+    precision_view.mark_kept_nodes(report)
+    rows = int(cfg.inspect.max_table_rows)
+    with fileio.staged_dir(layout.inspect_dir) as tmp:
+        fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
+        if cfg.inspect.html:
+            fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
+        fileio.write_json(tmp / "report.json", report)
+        # last, so the pages' rendering counts in the peak
+        report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
+    page = "report.html" if cfg.inspect.html else "report.md"
+    shown = [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])]
+    console.table("inspect", shown)
+    return report

@@ -1,0 +1,91 @@
+"""The sweep summary's picture: accuracy against latency per job, the Pareto front joined
+(jobs no other job beats on both), marker area by engine size; sweep_pareto.svg and .png."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from pipeline.core import fileio
+
+# The accuracy a picture plots, first present wins: (metric, higher is better).
+PLOT_METRICS = (
+    ("cosine", True),
+    ("top1_agreement", True),
+    ("max_abs_error", False),
+    ("mean_rel_error", False),
+)
+
+
+def metric_to_plot(rows: list[dict]) -> tuple[str, bool] | None:
+    for metric, higher in PLOT_METRICS:
+        key = f"acc:{metric}"
+        if any(r.get(key) is not None for r in rows):
+            return key, higher
+    return None
+
+
+def pareto(rows: list[dict]) -> list[dict]:
+    """The jobs no other job beats on both latency (lower) and accuracy, sorted by latency."""
+    chosen = metric_to_plot(rows)
+    if chosen is None:
+        return []
+    key, higher = chosen
+    pts = [r for r in rows if r.get(key) is not None and r.get("median_ms") is not None]
+    score = (lambda r: r[key]) if higher else (lambda r: -r[key])
+    front, best = [], None
+    for r in sorted(pts, key=lambda r: (r["median_ms"], -score(r))):
+        if best is None or score(r) > best:
+            front.append(r)
+            best = score(r)
+    return front
+
+
+def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
+    """sweep_pareto.svg and .png; nothing when no job has latency and accuracy."""
+    chosen = metric_to_plot(rows)
+    pts = [
+        r
+        for r in rows
+        if chosen and r.get(chosen[0]) is not None and r.get("median_ms") is not None
+    ]
+    if not pts or chosen is None:  # no points without a chosen metric
+        return []
+    # A bare Figure, not pyplot: no GUI backend is chosen or imported (most of pyplot's cost).
+    from matplotlib.figure import Figure
+
+    key, higher = chosen
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    sizes = [40 + 60 * (r.get("engine_mib") or 0) for r in pts]
+    ax.scatter([r["median_ms"] for r in pts], [r[key] for r in pts], s=sizes, alpha=0.5)
+    for r in pts:
+        ax.annotate(
+            f"{r.get('precision')} {r.get('profile') or ''} {str(r.get('fingerprint') or '')[:12]}".strip(),
+            (r["median_ms"], r[key]),
+            fontsize=7,
+            xytext=(4, 4),
+            textcoords="offset points",
+        )
+    front = pareto(pts)
+    ax.plot(
+        [r["median_ms"] for r in front],
+        [r[key] for r in front],
+        "r--",
+        marker="o",
+        label="Pareto front",
+    )
+    ax.set_xlabel(f"median latency, ms ({', '.join(sorted({r['latency_backend'] for r in pts}))})")
+    ax.set_ylabel(
+        f"{key[4:]} ({'higher' if higher else 'lower'} is better); marker area: engine MiB"
+    )
+    ax.set_title(f"Sweep {title}: accuracy against latency", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths = []
+    for ext in ("svg", "png"):
+        buf = io.BytesIO()
+        # No timestamp in the SVG, so an unchanged sweep gives unchanged bytes.
+        fig.savefig(buf, format=ext, metadata={"Date": None} if ext == "svg" else None)
+        paths.append(fileio.write_bytes(out_dir / f"sweep_pareto.{ext}", buf.getvalue()))
+    return paths
