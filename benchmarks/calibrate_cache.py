@@ -75,7 +75,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="calib-bench.") as tmp:
         for model in args.models:
             root = Path(tmp) / model
-            export.export_model(compose(f"model={model}").model, Layout(root).export_dir)
+            cfg = compose(f"model={model}")
+            export.export_model(cfg.model, cfg.profile, Layout(root).export_dir)
             cold, warm = [], []
             for i in range(args.repeats):
                 cache = Path(tmp) / f"cache-{model}-{i}"

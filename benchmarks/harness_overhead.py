@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.bench import benchmark
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
-from pipeline.export import export
+from pipeline.export import export, samples
 from pipeline.export import onnx_model as onnx_lib
 
 LIMIT = 1.05
@@ -45,7 +45,8 @@ def onnx_model(name: str, tmp: Path) -> tuple[Path, DictConfig]:
         )
         return Path(__file__).resolve().parents[1] / "pipeline/zoo/onnx/tiny_mlp.onnx", cfg
     cfg = config.validate({})  # the default model: the CNN from models/
-    export.export_torch(cfg.model, tmp / "model.onnx")
+    dims = samples.factory_dims(cfg.model, cfg.profile)
+    export.export_torch(cfg.model, dims, tmp / "model.onnx")
     return tmp / "model.onnx", cfg
 
 

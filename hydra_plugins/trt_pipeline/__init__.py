@@ -2,9 +2,12 @@
 before composing: in `python -m pipeline.cli.run`, `python -m pipeline params`, the tests,
 and DVC's `exp run -S` (DVC adds the repository root, its default `hydra.plugins_path`).
 
-It registers `schema/open_dims`, which every model option lists first in its defaults:
-a `sample_dims` mapping whose struct flag is off, so an override may name any dim
-(`model.sample_dims={batch: 4, seq: 32}`, `model.sample_dims.seq=64`) without `+`.
+It registers `schema/open_dims`, which every model option lists first in its defaults
+(and `schema/open_shapes`, which every profile option lists, for `profile.shapes`):
+the model's name-keyed mappings (`sample_dims`, `input_ranges`, `sample_axis`,
+`constant_inputs`, `output_tasks`) with their struct flag off, so an override may name any
+dim, input or output (`model.sample_dims={batch: 4, seq: 32}`, `model.constant_inputs.sr=16000`)
+without `+`.
 Hydra closes every other mapping; this is the one a user must be able to extend, and
 YAML cannot open it: a flag lives only on a config node, hence a ConfigStore entry.
 
@@ -28,15 +31,21 @@ from omegaconf import OmegaConf
 # checked_sweeper registers the sweeper with Hydra's ConfigStore when imported.
 from hydra_plugins.trt_pipeline import checked_sweeper, jobdir  # noqa: F401
 
+# Mappings keyed by a dim, input or output name, which an override may extend: the
+# model's (schema/open_dims) and the profile group's per-input shapes (schema/open_shapes).
+OPEN_KEYS = ("sample_dims", "input_ranges", "sample_axis", "constant_inputs", "output_tasks")
+OPEN_PROFILE_KEYS = ("shapes",)
 
-def _open_dims():
-    node = OmegaConf.create({"sample_dims": {}, "input_ranges": {}})
-    for key in ("sample_dims", "input_ranges"):
+
+def _open(keys):
+    node = OmegaConf.create({key: {} for key in keys})
+    for key in keys:
         OmegaConf.set_struct(node[key], False)
     return node
 
 
-ConfigStore.instance().store(group="schema", name="open_dims", node=_open_dims())
+ConfigStore.instance().store(group="schema", name="open_dims", node=_open(OPEN_KEYS))
+ConfigStore.instance().store(group="schema", name="open_shapes", node=_open(OPEN_PROFILE_KEYS))
 if not OmegaConf.has_resolver("trt_or"):
     OmegaConf.register_new_resolver(
         "trt_or", lambda value, default: default if value is None else value

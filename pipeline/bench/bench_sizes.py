@@ -9,18 +9,8 @@ from typing import Any
 
 from pipeline.bench.bench_shapes import Point
 from pipeline.core import memory
-from pipeline.export import sizes
+from pipeline.export import samples, sizes
 from pipeline.export.onnx_model import TensorSpec
-
-
-def point_dims(specs: list[TensorSpec], shapes: dict) -> dict[str, int]:
-    """The symbolic dims of a point's shapes ({"batch": 32, "seq": 128})."""
-    dims: dict[str, int] = {}
-    for spec in specs:
-        for axis, d in enumerate(spec.dims):
-            if isinstance(d, str) and spec.name in shapes:
-                dims[d] = int(shapes[spec.name][axis])
-    return dims
 
 
 def setting(cfg: Any, point: Point) -> str:
@@ -47,12 +37,12 @@ def check(
     the largest point's inputs and outputs."""
     per_point = []
     for p in points:
-        dims = point_dims(specs, p.shapes)
-        kept = sizes.input_bytes(cfg.model, specs, dims, drawn=False)
-        drawing = sizes.input_bytes(cfg.model, specs, dims)
+        kept = sizes.input_bytes(cfg.model, specs, p.shapes, drawn=False)
+        drawing = sizes.input_bytes(cfg.model, specs, p.shapes)
         if kept is None or drawing is None:
             return  # a factory that cannot say; drawing the inputs says what is wrong
-        per_point.append((kept, drawing - kept, sizes.spec_bytes(outputs, dims), p))
+        out = sizes.output_shapes(outputs, samples.named_dims(specs, p.shapes))
+        per_point.append((kept, drawing - kept, sizes.spec_bytes(outputs, out), p))
     if not per_point:
         return
     biggest = max(per_point, key=lambda t: t[0] + t[2])

@@ -20,10 +20,11 @@ from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
 from pipeline.core import console, fileio, hashing, threads
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import export, onnx_model
+from pipeline.export import export, onnx_model, sample_data
 from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import accuracy
+from pipeline.precision.tasks import OutputTasks
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
@@ -34,12 +35,7 @@ OPTIONAL = frozenset({"onnxruntime_calibrated"})
 def bench_inputs(
     model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int
 ) -> dict[str, np.ndarray]:
-    dims: dict[str, int] = {}
-    for spec in specs:
-        for axis, d in enumerate(spec.dims):
-            if isinstance(d, str) and spec.name in shapes:
-                dims[d] = int(shapes[spec.name][axis])
-    feeds = export.sample_inputs(model_cfg, specs, dims, np.random.default_rng(seed))
+    feeds = sample_data.sample_inputs(model_cfg, specs, shapes, np.random.default_rng(seed))
     for name, shape in shapes.items():
         if list(feeds[name].shape) != list(shape):
             raise PipelineError(
@@ -95,8 +91,16 @@ def progress_bar(label: str):
 
 def _summarise(times: dict, batch: int, bench_cfg: Any) -> dict:
     if len(times) > 1:
-        return cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
-    return timing.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
+        out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
+    else:
+        out = timing.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
+    n = len(times["host"])
+    if timing.Budget.of(bench_cfg).cut_short(n):
+        out["cut_short"] = (
+            f"stopped by benchmark.max_duration_s={bench_cfg.max_duration_s} after {n} "
+            f"iteration(s), short of benchmark.min_iterations={bench_cfg.min_iterations}"
+        )
+    return out
 
 
 def brief(result: dict) -> dict:
@@ -116,13 +120,13 @@ def brief(result: dict) -> dict:
     return out
 
 
-def _accuracy(runner: Runner, references: list, profiles: list[dict], task: str) -> dict:
+def _accuracy(runner: Runner, references: list, profiles: list[dict], tasks: OutputTasks) -> dict:
     try:
         index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
     except PipelineError as e:
         return {"status": "skipped", "reason": f"reference inputs do not fit the engine: {e}"}
     got = [runner.infer(inputs, index) for inputs, _ in references]
-    return accuracy.compare([outputs for _, outputs in references], got, task)
+    return accuracy.compare([outputs for _, outputs in references], got, tasks)
 
 
 def measure_backend(
@@ -161,7 +165,7 @@ def _run_backend(
         **measured[headline.key],
     }
     if references:
-        result["accuracy"] = _accuracy(runner, references, profiles, cfg.model.task)
+        result["accuracy"] = _accuracy(runner, references, profiles, OutputTasks.of(cfg.model))
     if bc.layer_profile_top:
         layers = runner.layer_times(
             feeds[headline.key],
@@ -248,6 +252,7 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
             "warmup_s": bc.warmup_s,
             "min_duration_s": bc.min_duration_s,
             "min_iterations": bc.min_iterations,
+            "max_duration_s": bc.max_duration_s,
             "min_tail_samples": bc.min_tail_samples,
             "latency": "host wall clock per iteration (perf_counter_ns); GPU stages by CUDA events",
         },

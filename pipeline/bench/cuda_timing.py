@@ -22,9 +22,7 @@ Stage = tuple[str, Callable[[], None]]
 def measure(
     stages: Sequence[Stage],
     stream: int,
-    warmup_s: float,
-    min_duration_s: float,
-    min_iterations: int,
+    budget: timing.Budget,
     progress: Callable[[float], None] | None = None,
     cuda: Cuda | None = None,
 ) -> dict[str, np.ndarray]:
@@ -53,14 +51,7 @@ def measure(
         total.append(cuda.elapsed_ms(events[0], last))
 
     try:
-        host = timing.measure(
-            iteration,
-            warmup_s,
-            min_duration_s,
-            min_iterations,
-            progress=progress,
-            after=read_events,
-        )
+        host = timing.measure(iteration, budget, progress=progress, after=read_events)
     finally:
         for event in events:
             cuda.release("cudaEventDestroy", event)

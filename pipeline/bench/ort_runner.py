@@ -36,11 +36,5 @@ class OrtRunner(Runner):
         self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
     ) -> tuple[dict[str, np.ndarray], dict]:
         run, names = self.session.run, self.output_names
-        host = timing.measure(
-            lambda: run(names, feeds),
-            bench_cfg.warmup_s,
-            bench_cfg.min_duration_s,
-            bench_cfg.min_iterations,
-            progress,
-        )
+        host = timing.measure(lambda: run(names, feeds), timing.Budget.of(bench_cfg), progress)
         return {"host": host}, {}

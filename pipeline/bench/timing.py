@@ -1,13 +1,16 @@
 """The measuring loop, trtexec style: warm up for a time, then run until both a
-minimum duration and a minimum iteration count are reached; report percentiles
-with the number of samples behind them. The GPU path (pipeline/bench/cuda_timing.py)
-drives this same loop."""
+minimum duration and a minimum iteration count are reached, within a time budget
+(max_duration_s: a model that takes seconds per call stops there with what it has, and
+says so); report percentiles with the number of samples behind them. The GPU path
+(pipeline/bench/cuda_timing.py) drives this same loop."""
 
 from __future__ import annotations
 
 import gc
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -18,11 +21,30 @@ MIN_TAIL_SAMPLES = 10
 PROGRESS_EVERY_NS = 100_000_000
 
 
+@dataclass(frozen=True)
+class Budget:
+    warmup_s: float
+    min_duration_s: float
+    min_iterations: int
+    max_duration_s: float = 0.0  # 0: no limit; else stop here, even short of min_iterations
+
+    @classmethod
+    def of(cls, bench_cfg: Any) -> Budget:
+        return cls(
+            float(bench_cfg.warmup_s),
+            float(bench_cfg.min_duration_s),
+            int(bench_cfg.min_iterations),
+            float(bench_cfg.max_duration_s or 0.0),
+        )
+
+    def cut_short(self, iterations: int) -> bool:
+        """Whether a run of `iterations` stopped at the budget, short of min_iterations."""
+        return iterations < self.min_iterations
+
+
 def measure(
     fn: Callable[[], object],
-    warmup_s: float,
-    min_duration_s: float,
-    min_iterations: int,
+    budget: Budget,
     progress: Callable[[float], None] | None = None,
     after: Callable[[], None] | None = None,
 ) -> np.ndarray:
@@ -35,20 +57,25 @@ def measure(
     while measuring, as in timeit: a collection is the harness's noise, not the
     model's."""
     clock = time.perf_counter_ns
+    min_iterations = budget.min_iterations
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        end = clock() + int(warmup_s * 1e9)
-        if warmup_s > 0:
+        end = clock() + int(budget.warmup_s * 1e9)
+        if budget.warmup_s > 0:
             fn()  # at least once: lazy initialisation belongs to warm-up, whatever its length
         while clock() < end:
             fn()
         samples: list[int] = []
         append = samples.append
         start = last = clock()
-        deadline = start + int(min_duration_s * 1e9)
+        deadline = start + int(budget.min_duration_s * 1e9)
+        # One iteration at least, however slow; then the budget ends the run.
+        stop = start + int(budget.max_duration_s * 1e9) if budget.max_duration_s > 0 else 0
         next_tick = start + PROGRESS_EVERY_NS
-        while last < deadline or len(samples) < min_iterations:
+        while (last < deadline or len(samples) < min_iterations) and not (
+            stop and samples and last >= stop
+        ):
             fn()
             now = clock()
             append(now - last)

@@ -16,7 +16,7 @@ from pipeline.bench import cuda_timing, timing
 from pipeline.bench.runner import Feeds, Progress, Runner
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
-from pipeline.export import export
+from pipeline.export import sample_data
 from pipeline.machine.cudart import D2H, H2D, Cuda
 
 
@@ -51,7 +51,7 @@ class TorchRunner(Runner):
         import torch
 
         self.torch = torch
-        module = export.load_factory(model_cfg.factory)
+        module = sample_data.load_factory(model_cfg.factory)
         self.input_names, self.output_names = list(module.INPUT_NAMES), list(module.OUTPUT_NAMES)
         self.torch_device = torch.device(device)
         self.device = self.torch_device.type
@@ -94,9 +94,7 @@ class TorchRunner(Runner):
             return times, {"device_copies": copies, "cuda_graph": graph}
         net, args, cfg = self.net, self._args(feeds), bench_cfg
         with self.torch.inference_mode():
-            host = timing.measure(
-                lambda: net(*args), cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress
-            )
+            host = timing.measure(lambda: net(*args), timing.Budget.of(cfg), progress)
         return {"host": host}, {}
 
     def _time_cuda(
@@ -141,9 +139,7 @@ class TorchRunner(Runner):
                 + [("compute", compute)]
                 + ([("d2h", d2h)] if copies else [])
             )
-            times = cuda_timing.measure(
-                stages, handle, cfg.warmup_s, cfg.min_duration_s, cfg.min_iterations, progress, cuda
-            )
+            times = cuda_timing.measure(stages, handle, timing.Budget.of(cfg), progress, cuda)
             if not copies:
                 d2h()
             stream.synchronize()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.bench import cuda_timing
+from pipeline.bench import cuda_timing, timing
 from pipeline.bench.runner import Feeds, Progress, Runner
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
@@ -152,9 +152,7 @@ class EngineRunner(Runner):
         times = cuda_timing.measure(
             stages,
             self.stream,
-            bench_cfg.warmup_s,
-            bench_cfg.min_duration_s,
-            bench_cfg.min_iterations,
+            timing.Budget.of(bench_cfg),
             progress,
             self.cuda,
         )

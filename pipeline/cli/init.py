@@ -53,8 +53,10 @@ def config_yaml(model: str | None) -> str:
             "model:",
             "  name: " + json.dumps(Path(model).stem),
             "  onnx_path: " + json.dumps(model),
-            "  # Sizes for the model's symbolic input dims, by their ONNX names.",
-            "  sample_dims: {batch: 4}",
+            "# Each dynamic input's shapes, said once (min, opt, max; the sample inputs take",
+            "# opt), whatever its dims are called; the first run lists any that are missing:",
+            "# profile:",
+            "#   shapes: {x: [1x3x320x320, 1x3x640x640, 4x3x1280x1280]}",
             "",
         ]
     return "\n".join(lines)

@@ -149,8 +149,9 @@ def _stage(args: argparse.Namespace) -> int:
 
 def _exp(args: argparse.Namespace) -> int:
     """`dvc exp run` with its -S overrides checked against conf/ and the schema first."""
-    import os
     import shutil
+    import signal
+    import subprocess
 
     from pipeline.cli import overrides
 
@@ -167,8 +168,11 @@ def _exp(args: argparse.Namespace) -> int:
         if dvc
         else [sys.executable, "-m", "dvc", "exp", "run", *args.dvc_args]
     )
-    os.execv(argv[0], argv)
-    return 0  # not reached
+    # DVC exits 255 when a stage fails; this tool's contract is 1 (130 when interrupted).
+    rc = subprocess.call(argv)
+    if rc == 0:
+        return 0
+    return 130 if rc in (130, -signal.SIGINT) else 1
 
 
 def _version() -> str:

@@ -16,6 +16,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from pipeline.core import shape_forms
 from pipeline.core.config_rules import BENCH_BACKENDS, check_values
 from pipeline.core.errors import PipelineError, first_line
 
@@ -32,11 +33,24 @@ class ModelConfig:
     source: str = "pipeline/zoo"
     opset: int = 17  # ONNX opset of the torch export (7 to 23); older model files are upgraded
     seed: int = 0  # seeds the factory's weights and the random reference inputs
-    task: str = "classification"  # classification | regression | embedding
-    # Values for the ONNX inputs' symbolic dims when making reference inputs. Any dim
-    # name: the mapping is open in Hydra (hydra_plugins/trt_pipeline) and a given
-    # mapping replaces this default instead of merging into it.
-    sample_dims: dict[str, int] = field(default_factory=lambda: {"batch": 2})
+    # What every output is, so the accuracy gate judges it by what matters for it
+    # (pipeline/precision/tasks.py): auto | classification | regression | embedding |
+    # detection | dense | sequence. auto: class scores for [N, C] outputs, dense otherwise.
+    task: str = "auto"
+    # Per output, a task other than `task` (e.g. {boxes: detection, scores: classification}).
+    output_tasks: dict[str, str] = field(default_factory=dict)
+    # Sizes by ONNX dim name for the sample inputs (reference, random calibration, the
+    # torch export's example). Unset dims take the first profile's opt shape, so a model
+    # says each dynamic input's shapes once (profile.shapes). Any dim name: the mapping is
+    # open in Hydra and a given mapping replaces this default instead of merging into it.
+    sample_dims: dict[str, int] = field(default_factory=dict)
+    # Per input, the axis that counts samples where it is not 0: recurrent state
+    # [layers, batch, hidden] has {h: 1}; null for an input shared by the whole batch. Unset
+    # inputs follow the batch dim's name, else their first dynamic axis; rank 0 has none.
+    sample_axis: dict[str, int | None] = field(default_factory=dict)
+    # Inputs frozen to a value and folded into the graph at export (e.g. {sr: 16000}): the
+    # `If` branches a deployment never takes go, and the input is no longer fed.
+    constant_inputs: dict[str, Any] = field(default_factory=dict)
     num_reference_batches: int = 4  # reference batches made when reference_data is null
     # Integer inputs (token ids) are drawn from [low, high) unless the factory says otherwise.
     int_low: int = 0
@@ -59,6 +73,13 @@ class AccuracyGate:
     max_mean_rel_error: float | None = None  # mean relative error over all output elements
     min_cosine: float | None = None  # cosine similarity (task embedding: per row, the worst row)
     min_top1_agreement: float | None = None  # share of rows with the same argmax (classification)
+    # worst sample's ||candidate - reference|| / ||reference|| (regression, detection, dense, sequence)
+    max_rel_error: float | None = None
+    # A task metric of your own, `module:function` (fp32 outputs, candidate outputs, labels)
+    # -> float, judged by metric_max (an error, e.g. CER) or metric_min (a score, e.g. mAP).
+    metric: str | None = None
+    metric_max: float | None = None  # the metric must not exceed this (an error rate)
+    metric_min: float | None = None  # the metric must reach this (a score)
 
 
 @dataclass
@@ -111,6 +132,11 @@ class ProfileSpec:
 @dataclass
 class ProfileConfig:
     name: str = "dynamic"  # the conf/profile option
+    # Per input, its shapes in every profile (a profile's own `shapes` win): the one
+    # statement a dynamic input needs, whatever its dims are called. Written as
+    # {x: [1x3x320x320, 1x3x640x640, 4x3x1280x1280]}, {x: 1x3x640x640} (fixed), a
+    # {min, opt, max} mapping, or trtexec's string x:1x3x640x640 (pipeline/core/shape_forms.py).
+    shapes: dict[str, ShapeRange] = field(default_factory=dict)
     # Optimization profiles, all in one engine; the first is the default one.
     profiles: list[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
 
@@ -182,7 +208,10 @@ class BenchmarkConfig:
     # trtexec's method: warm up for a time, then run until both minimums are met.
     warmup_s: float = 0.2
     min_duration_s: float = 0.5  # timed for at least this long
-    min_iterations: int = 100  # and at least this many iterations
+    min_iterations: int = 10  # and at least this many iterations (trtexec's --iterations)
+    # A budget per measured shape: a model that takes seconds per call stops here with
+    # what it has (at least one iteration; its result says it was cut short). 0: no limit.
+    max_duration_s: float = 10.0
     # A percentile with fewer samples than this beyond it is reported but flagged.
     min_tail_samples: int = 10
     # Side by side in this order; speed-ups are against `baseline`.
@@ -264,23 +293,51 @@ def _schema() -> DictConfig:
 def validate(raw: Any) -> DictConfig:
     """Merge onto the schema (unknown keys and wrong types fail) and check values."""
     try:
+        raw = shape_forms_normalized(raw)
         # Merged onto a DictConfig schema, the result is a DictConfig (merge's type says
         # ListConfig too, for a list schema).
         cfg = cast(DictConfig, OmegaConf.merge(_schema(), raw))
-        # A given sample_dims replaces the default; merged, {seq: 32} would gain batch: 2.
-        given = OmegaConf.select(
-            raw if OmegaConf.is_config(raw) else OmegaConf.create(raw),
-            "model.sample_dims",
-            default=None,
-        )
-        if given is not None:
-            cfg.model.sample_dims = given
         OmegaConf.to_container(cfg, throw_on_missing=True)
     except OmegaConfBaseException as e:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
     return cfg
+
+
+# Mappings keyed by a dim or input name, which a dotted override splits at its dots.
+NAME_KEYED = (
+    ("model", "sample_dims"),
+    ("model", "input_ranges"),
+    ("model", "sample_axis"),
+    ("model", "constant_inputs"),
+    ("model", "output_tasks"),
+    ("profile", "shapes"),
+)
+
+
+def shape_forms_normalized(raw: Any) -> Any:
+    """`raw` with every way of writing names and shapes in the one form the schema holds
+    (pipeline/core/shape_forms.py); a config without those keys is returned as it is."""
+    tree = OmegaConf.to_container(raw) if OmegaConf.is_config(raw) else raw
+    if not isinstance(tree, dict):
+        return raw
+    for group, key in NAME_KEYED:
+        section = tree.get(group)
+        if isinstance(section, dict) and isinstance(section.get(key), dict):
+            section[key] = shape_forms.joined_names(section[key])
+    profile = tree.get("profile")
+    if isinstance(profile, dict):
+        if "shapes" in profile:
+            profile["shapes"] = shape_forms.shapes_mapping(profile["shapes"], "profile.shapes")
+        for i, spec in enumerate(profile.get("profiles") or []):
+            if isinstance(spec, dict):
+                if isinstance(spec.get("dims"), dict):
+                    spec["dims"] = shape_forms.joined_names(spec["dims"])
+                if "shapes" in spec:
+                    where = f"profile.profiles[{i}].shapes"
+                    spec["shapes"] = shape_forms.shapes_mapping(spec["shapes"], where)
+    return tree
 
 
 def load(path: str | Path = "params.yaml") -> DictConfig:

@@ -16,7 +16,7 @@ TRANSFORMS = ("none", "autocast", "qdq")
 BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
 HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
 TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
-TASKS = ("classification", "regression", "embedding")
+TASKS = ("auto", "classification", "regression", "embedding", "detection", "dense", "sequence")
 FALLBACKS = ("none", "auto")
 QDQ_PLACEMENTS = ("gemm_inputs", "modelopt")
 SMOOTHINGS = ("none", "smoothquant", "auto")
@@ -42,6 +42,20 @@ def check_values(cfg: DictConfig) -> None:
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
     _one_of(m.task, TASKS, "model.task")
+    for output, task in m.output_tasks.items():
+        _one_of(task, TASKS, f"model.output_tasks.{output}")
+    for name, axis in m.sample_axis.items():
+        if axis is not None and axis < 0:
+            raise PipelineError(
+                f"invalid config: model.sample_axis.{name}={axis}; give the axis counting "
+                f"samples (0 or more), or null for an input the whole batch shares"
+            )
+    for name, value in m.constant_inputs.items():
+        if value is None:
+            raise PipelineError(
+                f"invalid config: model.constant_inputs.{name} is null; give the value the "
+                f"input is frozen to (a number or a nested list)"
+            )
     for name, bounds in m.input_ranges.items():
         if (
             len(bounds) != 2
@@ -105,6 +119,8 @@ def check_values(cfg: DictConfig) -> None:
         raise PipelineError(
             "invalid config: profile.profiles is empty; give at least one optimization profile"
         )
+    for name, rng in cfg.profile.shapes.items():
+        _check_shape_range(rng, f"profile.shapes input '{name}'")
     for spec in cfg.profile.profiles:
         for dim, triple in spec.dims.items():
             _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
@@ -152,7 +168,7 @@ def _check_triple(triple: list[int], where: str) -> None:
 
 def _check_shape_range(rng: Any, where: str) -> None:
     lo, opt, hi = list(rng.min), list(rng.opt), list(rng.max)
-    if not (len(lo) == len(opt) == len(hi)) or not lo:
+    if not (len(lo) == len(opt) == len(hi)):
         raise PipelineError(
             f"invalid config: {where} needs min, opt and max of one rank, got {lo}, {opt}, {hi}"
         )

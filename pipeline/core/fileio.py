@@ -147,8 +147,9 @@ def npz_bytes(arrays: Mapping[str, Any]) -> bytes:
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name in sorted(arrays):
             member = io.BytesIO()
+            # asarray, not ascontiguousarray: that makes a rank-0 array (a sample rate) rank 1
             np.lib.format.write_array(
-                member, np.ascontiguousarray(arrays[name]), allow_pickle=False
+                member, np.asarray(arrays[name], order="C"), allow_pickle=False
             )
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_ZIP_EPOCH)
             info.compress_type = zipfile.ZIP_DEFLATED

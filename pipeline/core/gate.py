@@ -60,7 +60,10 @@ def describe(r: dict[str, Any]) -> str:
     if r["direction"] in ("max", "min") and r.get("metric"):
         op = "<=" if r["direction"] == "max" else ">="
         of = f" of output '{r['subject']}'" if r.get("subject") else ""
-        return f"{r['metric']}{of} is {exact(r['value'])}, needs {op} {exact(r['threshold'])}"
+        if r.get("task") and r["task"] != "metric":
+            of += f" ({r['task']})"
+        by = f" ({r['setting']})" if r.get("setting") else ""
+        return f"{r['metric']}{of} is {exact(r['value'])}, needs {op} {exact(r['threshold'])}{by}"
     return f"{r['gate']} (threshold {r['threshold']}): {r['detail']}"
 
 

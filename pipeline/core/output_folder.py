@@ -50,12 +50,17 @@ def timeout_s() -> float:
 
 @contextlib.contextmanager
 def writing(
-    layout: Layout, output: Path, what: str | None = None, remove_on_failure: bool = True
+    layout: Layout,
+    output: Path,
+    what: str | None = None,
+    remove_on_failure: bool = True,
+    stage: str | None = None,
 ) -> Iterator[None]:
     """Hold `output`'s lock inside. A failure inside removes the folder `output` (unless
     `remove_on_failure` is False), still under the lock: the previous run's output must
     not look current for the params that just failed (artifacts/build persists across
-    runs, and a later stage run by hand would consume it). A waiter that gives up
+    runs, and a later stage run by hand would consume it). With `stage`, a failure also
+    removes what the stages after it wrote (remove_later_outputs). A waiter that gives up
     removes nothing: the folder is the other process's."""
     path = lock_file(layout, output)
     fd = _acquire(path, what or str(output))
@@ -65,9 +70,41 @@ def writing(
         except BaseException:
             if remove_on_failure and output.exists():
                 shutil.rmtree(output, ignore_errors=True)
+            if stage is not None:
+                remove_later_outputs(layout, stage)
             raise
     finally:
         locking.release(path, fd)
+
+
+def remove_later_outputs(layout: Layout, stage: str) -> list[Path]:
+    """Remove the outputs dvc.yaml declares for the stages after `stage` (persistent ones
+    kept): after a failed run, a report, a summary or a benchmark of the previous run would
+    look like this run's. `dvc status` and `trt-pipeline status` then name those stages as
+    stale. Without a dvc.yaml at the layout's root (a sweep job's folder) nothing is removed."""
+    from pipeline.core import dvc_stages
+
+    if not (layout.root / "dvc.yaml").is_file():
+        return []
+    stages = list(dvc_stages.stages(layout.root).items())
+    names = [name for name, _ in stages]
+    if stage not in names:
+        return []
+    removed = []
+    for _, spec in stages[names.index(stage) + 1 :]:
+        for entry in [*spec.get("outs", []), *spec.get("metrics", []), *spec.get("plots", [])]:
+            rel, opts = next(iter(entry.items())) if isinstance(entry, dict) else (entry, {})
+            if "${" in rel or (opts or {}).get("persist"):
+                continue
+            target = layout.root / rel
+            if target.is_dir():
+                shutil.rmtree(target, ignore_errors=True)
+            elif target.exists():
+                target.unlink()
+            else:
+                continue
+            removed.append(target)
+    return removed
 
 
 def _acquire(path: Path, what: str) -> int:

@@ -15,8 +15,9 @@ from pipeline.core.errors import PipelineError
 FILE = "made_from.json"
 # The config sections each stage's output depends on (dvc.yaml's params, upstream included).
 SECTIONS = {
-    "export": ("model",),
-    "calibrate": ("model", "precision", "calibration"),
+    # The profile's opt shapes are the sample inputs' shapes (pipeline/export/samples.py).
+    "export": ("model", "profile"),
+    "calibrate": ("model", "profile", "precision", "calibration"),
 }
 
 

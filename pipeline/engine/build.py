@@ -246,9 +246,11 @@ def _parse_and_build(
     seconds = time.perf_counter() - t0
     if serialized is None:
         errors = logger.errors()
-        raise PipelineError(
+        raise BuildFailed(
             f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}"
             + strip_hint(trt, build_cfg, errors)
+            + control_flow_hint(onnx_path, errors),
+            logger.records,
         )
     if timing_cache is not None and not stop.requested:  # a stopped run leaves nothing behind
         timing_cache.save(trt, config)
@@ -263,6 +265,39 @@ def _parse_and_build(
         trt_version=trt.__version__,
         flavour=flavour,
         settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})},
+    )
+
+
+class BuildFailed(PipelineError):
+    """A build TensorRT gave up on; carries its log records, which the build step keeps."""
+
+    def __init__(self, line: str, records: list[Any]) -> None:
+        super().__init__(line)
+        self.records = records
+
+
+# Words of TensorRT's own faults (an assertion, an internal error) rather than the user's.
+INTERNAL = ("Assertion", "Internal Error", "internal error", "Error Code 2:", "Error Code 10:")
+
+
+def control_flow_hint(onnx_path: Path, errors: list[str]) -> str:
+    """After an internal error in a graph with If/Loop/Scan nodes: name them and the way out.
+    TensorRT optimizes their subgraphs as scopes, where its internal errors cluster."""
+    if not any(word in e for e in errors for word in INTERNAL):
+        return ""
+    from pipeline.export import onnx_model
+
+    model = onnx_model.load(onnx_path, check=False, weights=False)
+    nodes = [
+        f"{n.op_type} '{n.name}'" for n in model.graph.node if n.op_type in ("If", "Loop", "Scan")
+    ]
+    if not nodes:
+        return ""
+    more = f" (+{len(nodes) - 3} more)" if len(nodes) > 3 else ""
+    return (
+        f"; the graph has control flow ({', '.join(nodes[:3])}{more}), whose subgraphs TensorRT "
+        f"optimizes as scopes: freeze the inputs the conditions read (model.constant_inputs) so "
+        f"the export folds the branches away, or try a newer TensorRT"
     )
 
 

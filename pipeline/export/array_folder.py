@@ -16,11 +16,26 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
+from pipeline.export import samples
+from pipeline.export.onnx_model import ANONYMOUS_DIMS
+
+# Arrays in a reference folder that are not inputs: labels for a task metric of the user's
+# (precision.gate.metric), one row per sample, carried beside the fp32 outputs.
+LABEL_PREFIX = "label:"
 
 
-def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) -> None:
-    """Names, dtypes and shapes against the ONNX inputs. Axis 0 counts samples: for one
-    batch it must also fit a fixed batch dim; for a whole set (batch=False) it is free."""
+def check(
+    arrays: dict[str, np.ndarray],
+    specs,
+    where: str,
+    batch: bool = True,
+    axes: samples.Axes | None = None,
+) -> None:
+    """Names, dtypes and shapes against the ONNX inputs. Each input's sample axis (`axes`,
+    axis 0 where not given; None for an input the batch shares) counts samples: for one
+    batch it must also fit a fixed dim; for a whole set (batch=False) it is free. Dims
+    named `?` or `unk` are anonymous: two of them need not agree."""
+    axes = axes if axes is not None else {s.name: (0 if s.dims else None) for s in specs}
     want = {s.name: s for s in specs}
     got = set(arrays)
     if not got & set(want):
@@ -49,20 +64,27 @@ def check(arrays: dict[str, np.ndarray], specs, where: str, batch: bool = True) 
                 f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
                 f"{len(spec.dims)} {list(spec.dims)}"
             )
-        counts.add(a.shape[0])
+        sample_axis = axes.get(name)
+        if sample_axis is not None:
+            counts.add(a.shape[sample_axis])
         for axis, (d, size) in enumerate(zip(spec.dims, a.shape)):
-            if axis == 0 and (not batch or not isinstance(d, int)):
+            if axis == sample_axis and (not batch or not isinstance(d, int)):
                 continue
             if (isinstance(d, int) and d != size) or (
-                isinstance(d, str) and sizes.setdefault(d, size) != size
+                isinstance(d, str) and d not in ANONYMOUS_DIMS and sizes.setdefault(d, size) != size
             ):
                 raise PipelineError(
                     f"{where}: input '{name}' has shape {list(a.shape)}, which does not fit "
                     f"the model's {list(spec.dims)} (axis {axis})"
                 )
     if len(counts) > 1 or 0 in counts:
+        listed = ", ".join(
+            f"{n} axis {a}: {arrays[n].shape[a]}" for n, a in axes.items() if a is not None
+        )
         raise PipelineError(
-            f"{where}: inputs hold different or zero sample counts {sorted(counts)}"
+            f"{where}: inputs hold different or zero sample counts ({listed}); where an input "
+            f"counts samples on another axis, say which with model.sample_axis (null for one "
+            f"the whole batch shares)"
         )
 
 
@@ -78,11 +100,23 @@ def data_sha256(batches: list[dict[str, np.ndarray]]) -> str:
 
 
 def read_folder(
-    path: str | Path, specs, what: str, count_key: str, n: int, bs: int, key: str | None = None
+    path: str | Path,
+    specs,
+    what: str,
+    count_key: str,
+    n: int,
+    bs: int,
+    key: str | None = None,
+    axes: samples.Axes | None = None,
+    labels: bool = False,
 ) -> list[dict]:
-    """The first n samples (0: all) of the folder in batches of bs. `what` names the data in
-    errors ("calibration data"), `count_key` the setting that asked for n, `key` the one
-    that named the folder (count_key when not given)."""
+    """The first n samples (0: all) of the folder in batches of bs, along each input's
+    sample axis (`axes`: axis 0 where not given; an input the batch shares is the same
+    array in every file and every batch). `what` names the data in errors ("calibration
+    data"), `count_key` the setting that asked for n, `key` the one that named the folder
+    (count_key when not given). labels: arrays keyed `label:<name>` (one row per sample,
+    for a task metric of the user's) come along in each batch under their key."""
+    axes = axes if axes is not None else {s.name: (0 if s.dims else None) for s in specs}
     root = Path(path)
     if not root.exists():
         raise PipelineError(f"{what} not found: {root}")
@@ -106,27 +140,57 @@ def read_folder(
             raise PipelineError(f"{what} file {f} is neither .npz nor .npy")
         for k, v in arrays.items():
             parts.setdefault(k, []).append(v)
-    try:
-        arrays = {k: np.concatenate(v) if len(v) > 1 else v[0] for k, v in parts.items()}
-    except ValueError as e:
-        raise PipelineError(
-            f"{what} files in {root} do not stack along the sample axis: {e}"
-        ) from None
-    check(arrays, specs, f"{what} {root}", batch=False)
+    label_keys = {k for k in parts if labels and k.startswith(LABEL_PREFIX)}
+    axes = {**axes, **{k: 0 for k in label_keys}}
+    stacked = _stacked(parts, axes, f"{what} files in {root}")
+    arrays = {k: v for k, v in stacked.items() if k not in label_keys}
+    check(arrays, specs, f"{what} {root}", batch=False, axes=axes)
     for name, a in arrays.items():
         if a.dtype.kind == "f" and not np.isfinite(a).all():
             raise PipelineError(f"{what} {root}: input '{name}' holds NaN or inf")
-    total = len(next(iter(arrays.values())))
+    total = samples.count(arrays, axes)
+    for k in label_keys:
+        if not stacked[k].ndim or len(stacked[k]) != total:
+            raise PipelineError(
+                f"{what} {root}: '{k}' has {len(stacked[k]) if stacked[k].ndim else 0} rows, "
+                f"the inputs hold {total} samples; a label array has one row per sample"
+            )
     if n > total:
         raise PipelineError(f"{count_key}={n} but {root} holds only {total} samples")
     n = n or total
-    fixed = {s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], int)}
+    fixed = {
+        int(dim)
+        for s in specs
+        if (axis := axes.get(s.name)) is not None and isinstance(dim := s.dims[axis], int)
+    }
     if fixed and (fixed != {bs} or n % bs):
         raise PipelineError(
             f"the model has a fixed batch of {min(fixed)}: the {what} batch size ({bs}) must equal "
             f"it and divide the {n} samples"
         )
-    return [{k: v[s : min(s + bs, n)] for k, v in arrays.items()} for s in range(0, n, bs)]
+    return samples.split(stacked, axes, n, bs)
+
+
+def _stacked(
+    parts: dict[str, list[np.ndarray]], axes: samples.Axes, where: str
+) -> dict[str, np.ndarray]:
+    """Each input's files joined along its sample axis; a shared input must be one array."""
+    out = {}
+    for name, arrays in parts.items():
+        axis = axes.get(name, 0)
+        if axis is None:
+            if any(not np.array_equal(arrays[0], a) for a in arrays[1:]):
+                raise PipelineError(
+                    f"{where} hold different values of input '{name}', which every sample "
+                    f"shares (model.sample_axis.{name} is null, or it has rank 0)"
+                )
+            out[name] = arrays[0]
+            continue
+        try:
+            out[name] = np.concatenate(arrays, axis=axis) if len(arrays) > 1 else arrays[0]
+        except (ValueError, np.exceptions.AxisError) as e:
+            raise PipelineError(f"{where} do not stack along the sample axis: {e}") from None
+    return out
 
 
 def _unpacked_bytes(path: Path) -> int:

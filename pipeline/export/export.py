@@ -3,114 +3,39 @@ inputs/outputs computed with ONNX Runtime on the CPU (the fp32 ground truth)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import factory, onnx_import, onnx_model, sizes
+from pipeline.export import (
+    constant_inputs,
+    factory,
+    input_roles,
+    onnx_import,
+    onnx_model,
+    sample_data,
+    samples,
+    sizes,
+)
+from pipeline.export.array_folder import LABEL_PREFIX
 from pipeline.export.onnx_runtime import run_batches
 
-REFERENCE_SEED_OFFSET = 1_000
 
-
-def load_factory(name: str) -> ModuleType:
-    # A module, or `module:object` (pipeline/export/factory.py); typed as the module it
-    # usually is.
-    module: ModuleType = factory.resolve(name)
-    missing = [a for a in ("build", "INPUT_NAMES", "OUTPUT_NAMES") if not hasattr(module, a)]
-    if missing:
-        raise PipelineError(f"model factory '{name}' lacks {', '.join(missing)}")
-    return module
-
-
-def sample_inputs(
-    model_cfg: Any,
-    specs: list[onnx_model.TensorSpec],
-    dims: dict[str, int],
-    rng: np.random.Generator,
-) -> dict[str, np.ndarray]:
-    """Inputs for the model at the given symbolic dims: the factory's own sampler
-    where there is one (realistic masks, token ranges), else by dtype."""
-    if model_cfg.factory:
-        module = load_factory(model_cfg.factory)
-        if hasattr(module, "sample_inputs"):
-            return module.sample_inputs(dict(dims), rng)
-    out = {}
-    for spec in specs:
-        low, high = input_range(model_cfg, spec.name)
-        shape = []
-        for axis, d in enumerate(spec.dims):
-            if isinstance(d, int):
-                shape.append(d)
-            elif isinstance(d, str) and d in dims:
-                shape.append(int(dims[d]))
-            else:
-                raise PipelineError(
-                    f"input '{spec.name}' axis {axis} ('{d}') has no size: "
-                    f"set model.sample_dims.{d or '<name>'}"
-                )
-        out[spec.name] = random_array(
-            spec.dtype, shape, rng, low, high, model_cfg.int_low, model_cfg.int_high
-        )
-    return out
-
-
-def input_range(model_cfg: Any, name: str) -> tuple[float | None, float | None]:
-    """[low, high) for a random input: model.input_ranges, else 0/1 for a mask, else
-    int_low/int_high for integers and a standard normal (None, None) for floats."""
-    ranges = dict(getattr(model_cfg, "input_ranges", None) or {})
-    if name in ranges:
-        return tuple(ranges[name])
-    if "mask" in name.lower():
-        return 0, 2
-    return None, None
-
-
-def check_input_ranges(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> None:
-    names = [s.name for s in specs]
-    for name in getattr(model_cfg, "input_ranges", None) or {}:
-        if name not in names:
-            raise PipelineError(
-                f"invalid config: model.input_ranges names '{name}', which is not an input of the "
-                f"model (its inputs: {', '.join(names)})"
-            )
-
-
-def random_array(
-    dtype: str,
-    shape: list[int],
-    rng: np.random.Generator,
-    low: float | None,
-    high: float | None,
-    int_low: int = 0,
-    int_high: int = 100,
-) -> np.ndarray:
-    dt = np.dtype(dtype)
-    if dt.kind in "iu":
-        if low is None or high is None:
-            lo, hi = int_low, int_high
-        else:
-            lo, hi = int(np.ceil(low)), int(np.ceil(high))
-        return rng.integers(lo, hi, size=shape).astype(dt)
-    if dt.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    if low is None or high is None:
-        return rng.standard_normal(shape).astype(dt)
-    return rng.uniform(low, high, size=shape).astype(dt)
-
-
-def export_torch(model_cfg: Any, dest: Path) -> None:
+def export_torch(model_cfg: Any, dims: dict[str, int], dest: Path) -> None:
+    """Trace the factory's module on one example batch at `dims` (named dim sizes)."""
     import torch
 
-    module = load_factory(model_cfg.factory)
+    module = sample_data.load_factory(model_cfg.factory)
     net = module.build(int(model_cfg.seed))
     rng = np.random.default_rng(model_cfg.seed)
-    example = module.sample_inputs(dict(model_cfg.sample_dims), rng)
+    example = module.sample_inputs(dims, rng)
     args = tuple(torch.from_numpy(example[n]) for n in module.INPUT_NAMES)
     with warnings.catch_warnings(), torch.no_grad():
         # The TorchScript exporter is deprecated but gives stable, named dynamic axes.
@@ -173,63 +98,6 @@ def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[dict, dict]]:
     return [batches[i] for i in sorted(batches)]
 
 
-def reference_inputs(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> tuple[list[dict], dict]:
-    """The inputs the gate and the benchmark judge by, and where they came from:
-    model.reference_data (the user's arrays), the factory's sampler, or random."""
-    if model_cfg.reference_data:
-        from pipeline.export.array_folder import data_sha256, read_folder
-
-        if not tracked_by(model_cfg.reference_data, model_cfg.reference_source):
-            raise PipelineError(
-                f"model.reference_data={model_cfg.reference_data} is not under model.reference_source="
-                f"{model_cfg.reference_source}, so DVC would not see it change; leave "
-                f"model.reference_source unset or point it at a folder holding the data"
-            )
-
-        first = specs[0].dims[0] if specs[0].dims else None
-        bs = first if isinstance(first, int) else int(model_cfg.sample_dims.get(first, 8))
-        batches = read_folder(
-            model_cfg.reference_data, specs, "reference data", "model.reference_data", 0, bs
-        )
-        return batches, {
-            "source": "folder",
-            "random": False,
-            "path": str(model_cfg.reference_data),
-            "samples": sum(len(next(iter(b.values()))) for b in batches),
-            "sha256": data_sha256(batches),
-        }
-    rng = np.random.default_rng(int(model_cfg.seed) + REFERENCE_SEED_OFFSET)
-    batches = [
-        sample_inputs(model_cfg, specs, model_cfg.sample_dims, rng)
-        for _ in range(int(model_cfg.num_reference_batches))
-    ]
-    if model_cfg.factory and hasattr(load_factory(model_cfg.factory), "sample_inputs"):
-        return batches, {
-            "source": "factory",
-            "random": False,
-            "sampler": f"{model_cfg.factory}.sample_inputs",
-        }
-    return batches, {
-        "source": "random",
-        "random": True,
-        "note": "RANDOM reference inputs (no model.reference_data): the accuracy gate and the benchmark "
-        "say little about real inputs; set model.reference_data to a folder of real ones",
-        "ranges": {s.name: _drawn_from(model_cfg, s) for s in specs},
-    }
-
-
-def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
-    low, high = input_range(model_cfg, spec.name)
-    kind = np.dtype(spec.dtype).kind
-    if kind == "b":
-        return [0, 2]
-    if low is None:
-        return (
-            [int(model_cfg.int_low), int(model_cfg.int_high)] if kind in "iu" else "standard normal"
-        )
-    return [low, high]
-
-
 def reference_info(export_dir: Path) -> dict:
     """Where the export's reference inputs came from (its export.json)."""
     path = Path(export_dir) / "export.json"
@@ -240,15 +108,31 @@ def reference_info(export_dir: Path) -> dict:
     )
 
 
-def export_model(model_cfg: Any, out_dir: Path) -> dict:
-    """Write out_dir/model.onnx, reference.npz and export.json; return the summary."""
-    with fileio.staged_dir(out_dir) as tmp:
+def sample_layout(export_dir: Path) -> samples.SampleLayout:
+    """The sample inputs' layout the export used (its export.json): what calibration
+    batches and splits by."""
+    path = Path(export_dir) / "export.json"
+    got = fileio.read_json(path, "export summary").get("samples")
+    if not isinstance(got, dict) or not isinstance(got.get("shapes"), dict):
+        raise PipelineError(
+            f"{path} has no sample layout (made by an older version); rerun the export stage"
+        )
+    shapes = {str(k): [int(d) for d in v] for k, v in got["shapes"].items()}
+    axes = {str(k): None if v is None else int(v) for k, v in (got.get("axes") or {}).items()}
+    return samples.SampleLayout(shapes, axes)
+
+
+def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
+    """Write out_dir/model.onnx, reference.npz and export.json; return the summary.
+    Sample inputs take the first optimization profile's opt shapes (pipeline/export/samples.py)."""
+    with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
         onnx_path = tmp / "model.onnx"
         changes: list[str] = []
         if model_cfg.factory:
-            # The example torch traces with is one batch at model.sample_dims.
-            sizes.check_sample_batches(model_cfg, [], [], 1, "the export's example", "")
-            export_torch(model_cfg, onnx_path)
+            # The example torch traces with is one batch at the profile's opt dims.
+            dims = samples.factory_dims(model_cfg, profile_cfg)
+            sizes.check_factory_example(model_cfg, dims)
+            export_torch(model_cfg, dims, onnx_path)
             onnx_import.check(onnx_path)
             source = f"factory:{model_cfg.factory}"
             reference_model = onnx_path
@@ -257,33 +141,48 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
             reference_model = Path(model_cfg.onnx_path)
             changes = onnx_import.import_onnx(reference_model, onnx_path)
             source = f"onnx:{reference_model.name}"
+        frozen = _frozen(model_cfg, onnx_path)
+        if frozen:
+            if reference_model == onnx_path:  # the fp32 truth is the graph before folding
+                reference_model = Path(shutil.copy(onnx_path, Path(work) / "unfrozen.onnx"))
+            changes += constant_inputs.freeze(onnx_path, frozen)
         model = infer_shapes(onnx_path)
         specs = onnx_model.inputs(model)
         if not specs:
             raise PipelineError("the ONNX model has no runtime inputs")
-        check_input_ranges(model_cfg, specs)
+        sample_data.check_input_ranges(model_cfg, specs)
+        layout = samples.layout(model_cfg, profile_cfg, specs)
         if not model_cfg.reference_data:  # a folder is checked by its files' sizes
             n = int(model_cfg.num_reference_batches)
             sizes.check_sample_batches(
                 model_cfg,
                 specs,
                 onnx_model.outputs(model),
+                layout.shapes,
                 n,
                 f"{n} reference batches with their outputs",
                 f"model.num_reference_batches={n}",
             )
-        batches, reference = reference_inputs(model_cfg, specs)
+        batches, reference = sample_data.reference_inputs(model_cfg, specs, layout)
+        labels = [
+            {k: b.pop(k) for k in [k for k in b if k.startswith(LABEL_PREFIX)]} for b in batches
+        ]
+        if reference["random"]:
+            input_roles.check_random_inputs(model.graph, specs, model_cfg)
         if not batches:  # here, not when calibrate finds an empty reference.npz
-            raise PipelineError(_no_batches(model_cfg, reference))
+            raise PipelineError(sample_data.no_batches(model_cfg, reference))
         missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
         if missing:
             raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
         arrays: dict[str, np.ndarray] = {}
-        # The fp32 ground truth is the model as the user gave it, not the normalised graph.
-        outputs = run_batches(reference_model if changes else onnx_path, batches)
-        for b, (feeds, outs) in enumerate(zip(batches, outputs)):
+        outputs = _fp32_truth(reference_model if changes else onnx_path, onnx_path, batches, frozen)
+        if outputs.note:
+            reference["truth"] = outputs.note
+        for b, (feeds, outs) in enumerate(zip(batches, outputs.batches)):
             arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
             arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
+            # labels travel beside the fp32 outputs, filtered with them (calibration_data.held_out)
+            arrays.update({reference_key("out", b, k): v for k, v in labels[b].items()})
         fileio.write_npz(tmp / "reference.npz", arrays)
         summary = {
             "source": source,
@@ -296,6 +195,7 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
             "parameters": onnx_model.parameter_count(model),
             "nodes": len(model.graph.node),
             "reference_batches": len(batches),
+            "samples": {"shapes": layout.shapes, "axes": layout.axes},
             "reference": reference,
             "normalized": changes,
             "onnx_sha256": onnx_model.sha256(onnx_path),
@@ -304,23 +204,40 @@ def export_model(model_cfg: Any, out_dir: Path) -> dict:
     return summary
 
 
-def _no_batches(model_cfg: Any, reference: dict) -> str:
-    need = "the accuracy gate and the benchmark need at least one"
-    if reference.get("source") == "folder":
-        return (
-            f"model.reference_data={model_cfg.reference_data} gives no reference batches "
-            f"({reference.get('samples', 0)} samples): {need}; put arrays keyed by input name in it"
+@dataclass
+class Truth:
+    batches: list[dict[str, np.ndarray]]
+    note: str = ""
+
+
+def _fp32_truth(
+    given: Path, normalized: Path, batches: list[dict], frozen: dict[str, np.ndarray]
+) -> Truth:
+    """The fp32 ground truth: the model as the user gave it (fed the frozen inputs' values),
+    not the normalised graph; that one only where ONNX Runtime cannot run the file as given
+    (jax2tf's annotations of different sizes under one name), and said so."""
+    if given == normalized:
+        return Truth(run_batches(normalized, batches))
+    try:
+        return Truth(run_batches(given, batches, frozen or None))
+    except PipelineError as e:
+        try:
+            outputs = run_batches(normalized, batches)
+        except PipelineError:
+            raise e from None
+        return Truth(
+            outputs,
+            f"ONNX Runtime cannot run the file as given ({e}); the reference outputs come "
+            f"from the normalised graph (export.json's `normalized` says what changed)",
         )
-    return (
-        f"model.num_reference_batches={model_cfg.num_reference_batches} gives no reference "
-        f"batches: {need}; set it to 1 or more"
-    )
 
 
-def tracked_by(path: str | Path, dep: str | Path) -> bool:
-    """Whether `path` is the DVC dependency `dep` or lies inside it (links resolved)."""
-    path, dep = Path(path).resolve(), Path(dep).resolve()
-    return path == dep or dep in path.parents
+def _frozen(model_cfg: Any, onnx_path: Path) -> dict[str, np.ndarray]:
+    """model.constant_inputs as arrays of their inputs' types (empty when none is set)."""
+    if not model_cfg.constant_inputs:
+        return {}
+    specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
+    return constant_inputs.values(dict(model_cfg.constant_inputs), specs)
 
 
 def source_sha256(model_cfg: Any) -> str:
@@ -338,7 +255,7 @@ def source_sha256(model_cfg: Any) -> str:
             raise PipelineError(f"model.onnx_path={path} not found")
         files, digest = onnx_model.files_and_sha256(path)
     for f in files:
-        if not tracked_by(f, model_cfg.source):
+        if not sample_data.tracked_by(f, model_cfg.source):
             raise PipelineError(
                 f"{f} is not under model.source={model_cfg.source}, so DVC would not see it "
                 f"change; set model.source to the folder holding the model and its data"

@@ -63,3 +63,18 @@ def source_file(name: str, what: str = "model factory") -> Path:
     if spec is None or not spec.origin:
         raise PipelineError(f"{what} '{name}' not found")
     return Path(spec.origin)
+
+
+def resolve_callable(name: str, what: str) -> Any:
+    """The callable `module:attr` names, not called (a user's metric function)."""
+    module, sep, attr = name.partition(":")
+    if not sep or not attr:
+        raise PipelineError(f"{what}={name}: name a function as module:function")
+    obj = _import(module, what)
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PipelineError(f"{what}={name}: module '{module}' has no attribute '{attr}'")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PipelineError(f"{what}={name} is not a function")
+    return obj

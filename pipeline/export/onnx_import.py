@@ -7,7 +7,13 @@ Normalising, done once here rather than in each transform:
 - initializers out of the graph inputs (IR < 4 lists every weight as an input too, and
   AutoCast refuses such a graph: "initializer but not in graph input");
 - opset below 13 upgraded with ONNX's version converter (per-channel Q/DQ need 13);
-- every node named, uniquely (the fallback search and the report name nodes).
+- input and output dims named `?` or `unk` named per axis (see anonymous_dims_named);
+- `Constant` nodes holding weights made initializers (paddle2onnx writes weights so);
+- every node named, uniquely (the fallback search and the report name nodes);
+- intermediate shape annotations dropped (ONNX Runtime's memory planner trusts them, and
+  exporters write different sizes under one name: jax2tf's `unk`).
+A graph ONNX Runtime quantized (integer kernels TensorRT does not build) is refused here,
+pointing at its fp32 original.
 The user's own file stays the fp32 reference: its outputs are what every transformed
 graph is judged against."""
 
@@ -35,6 +41,25 @@ def check(src: Path) -> None:
         onnx.checker.check_model(str(src), full_check=True)
     except Exception as e:
         raise PipelineError(f"ONNX model {src} fails the ONNX checker: {first_line(e)}") from None
+
+
+# Ops ONNX Runtime's quantization tools write (dynamic and static QOperator formats).
+ORT_QUANTIZED_OPS = frozenset(
+    {
+        "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearConv",
+        "QLinearMatMul", "DynamicQuantizeMatMul", "QAttention", "QLinearAdd", "QLinearMul",
+    }
+)  # fmt: skip
+
+
+def refuse_ort_quantized(model: Any, src: Path) -> None:
+    ops = sorted({n.op_type for n in model.graph.node if n.op_type in ORT_QUANTIZED_OPS})
+    if ops:
+        raise PipelineError(
+            f"ONNX model {src} was quantized by ONNX Runtime ({', '.join(ops[:3])}): TensorRT "
+            f"builds no such integer kernels; give its fp32 original and precision=int8, which "
+            f"quantizes it with Q/DQ nodes TensorRT runs"
+        )
 
 
 def normalize(model: Any) -> list[str]:
@@ -68,6 +93,17 @@ def normalize(model: Any) -> list[str]:
         if new_ir != model.ir_version:
             changes.append(f"IR version {model.ir_version} -> {new_ir}")
             model.ir_version = new_ir
+    renamed_dims = anonymous_dims_named(model)
+    if renamed_dims:
+        changes.append(
+            f"{renamed_dims} input/output dims named `?` or `unk` given names of their own"
+        )
+    moved = constants_to_initializers(model)
+    if moved:
+        changes.append(f"{moved} Constant nodes made initializers")
+    if model.graph.value_info:
+        changes.append(f"{len(model.graph.value_info)} intermediate shape annotations dropped")
+        onnx_model.drop_intermediate_shapes(model)
     seen: set[str] = set()
     renamed = 0
     for i, node in enumerate(model.graph.node):
@@ -78,6 +114,37 @@ def normalize(model: Any) -> list[str]:
     if renamed:
         changes.append(f"{renamed} nodes named")
     return changes
+
+
+def anonymous_dims_named(model: Any) -> int:
+    """Graph input and output dims named `?`, `unk` (or `-1`) renamed `<tensor>:<axis>`:
+    such a name means "some size", but ONNX Runtime and TensorRT take one name for one size
+    (TensorRT refuses a profile where a classifier's H and W are both `?`)."""
+    renamed = 0
+    for vi in [*model.graph.input, *model.graph.output]:
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.HasField("dim_param") and d.dim_param in onnx_model.ANONYMOUS_DIMS:
+                d.dim_param = f"{vi.name}:{axis}"
+                renamed += 1
+    return renamed
+
+
+def constants_to_initializers(model: Any) -> int:
+    """Top-level `Constant` nodes holding a tensor become initializers (paddle2onnx writes
+    every weight so): per-channel weight quantization and the report find weights there.
+    Inside subgraphs they stay (an If branch's constants belong to the branch)."""
+    graph = model.graph
+    moved = [
+        n
+        for n in graph.node
+        if n.op_type == "Constant" and [a.name for a in n.attribute] == ["value"]
+    ]
+    for node in moved:
+        tensor = node.attribute[0].t
+        tensor.name = node.output[0]
+        graph.initializer.append(tensor)
+        graph.node.remove(node)
+    return len(moved)
 
 
 # Domains whose opset versions ONNX's IR version table knows; any other (a custom op's
@@ -107,6 +174,7 @@ def import_onnx(src: Path, dest: Path) -> list[str]:
         model = onnx.load(str(src), load_external_data=False)
     except Exception as e:
         raise PipelineError(f"ONNX model {src} is unreadable: {first_line(e)}") from None
+    refuse_ort_quantized(model, src)
     changes = normalize(model)
     for ext in onnx_model.external_data_files(model, src.parent):
         # a location is read from the user's file: it must name a file beside the model

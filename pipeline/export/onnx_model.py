@@ -4,9 +4,11 @@ types into a PipelineError that names the file."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,9 @@ from typing import Any
 from pipeline.core.errors import PipelineError, first_line
 
 Dim = int | str | None  # fixed size, symbolic name, or unknown
+# Dim names exporters write for "some size" (tf2onnx, jax2tf, hand-edited files): two axes
+# named so need not be the same size, and no size said for one applies to the other.
+ANONYMOUS_DIMS = frozenset({"?", "unk", "-1", ""})
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,32 @@ def save_copy(model: Any, path: str | Path) -> list[Path]:
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     return save(copy, path)
+
+
+@contextlib.contextmanager
+def unnamed_dims_named(model: Any) -> Iterator[None]:
+    """Within the block, each graph input's dynamic axis without a name is named
+    `<input>_axis<N>` (a tool that wants a name or a number gets one); restored after."""
+    named = []
+    for vi in model.graph.input:
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if not d.dim_param and d.dim_value <= 0:
+                d.dim_param = f"{vi.name}_axis{axis}"
+                named.append(d)
+    try:
+        yield
+    finally:
+        for d in named:
+            d.ClearField("dim_param")
+
+
+def drop_intermediate_shapes(model: Any) -> None:
+    """Remove the shape annotations of intermediate tensors (graph.value_info) a transform
+    left. ONNX Runtime's memory planner trusts them: where AutoCast named two different
+    unknown sizes alike (`unk`), it reused a buffer of the wrong size at run time (YOLOv8
+    and jax2tf exports in fp16). Every runtime infers them again from the inputs; dropped,
+    the graph's bytes also no longer depend on the order a transform listed them in."""
+    del model.graph.value_info[:]
 
 
 def _dims(value_info) -> tuple[Dim, ...]:

@@ -30,7 +30,8 @@ def ort_session(
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.log_severity_level = 3
+    # 4: fatal only. A failed run is caught and said in one line; ORT would print it too.
+    opts.log_severity_level = 4
     if threads := threads or intra_op()[0]:  # a job's share of the cores (pipeline/core/threads.py)
         opts.intra_op_num_threads = threads
     if basic_optimizations:
@@ -48,13 +49,14 @@ def _name(path: Path | bytes) -> str:
 
 
 def run_batches(
-    path: Path | bytes, batches: list[dict[str, np.ndarray]]
+    path: Path | bytes, batches: list[dict[str, np.ndarray]], extra: dict | None = None
 ) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds, from one session. Every accuracy figure comes from
     these settings (the fp32 reference, transformed graphs, the fallback search): basic
     graph optimizations only, so a graph left equal to the fp32 one gives its outputs bit
     for bit, and Q/DQ stay simulated in float rather than fused into integer kernels."""
-    return run_session(ort_session(path, basic_optimizations=True), batches, _name(path))
+    session = ort_session(path, basic_optimizations=True)
+    return run_session(session, batches, _name(path), extra)
 
 
 def run_session(

@@ -9,7 +9,7 @@ alone) and the bytes of each input are scaled by the dims it grew with."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,16 +33,21 @@ def shape_of(spec: TensorSpec, dims: Mapping[str, int]) -> list[int] | None:
     return shape
 
 
-def spec_bytes(specs: list[TensorSpec], dims: Mapping[str, int], drawn: bool = False) -> int:
-    """Bytes of arrays of these specs at `dims` (axes without a size count nothing);
+def spec_bytes(
+    specs: list[TensorSpec], shapes: Mapping[str, Sequence[int]], drawn: bool = False
+) -> int:
+    """Bytes of arrays of these specs at `shapes` (inputs without a shape count nothing);
     drawn: plus the largest float64/int64 draw that exists while one is cast."""
     sizes = [
-        (math.prod(shape), np.dtype(s.dtype).itemsize)
-        for s in specs
-        if (shape := shape_of(s, dims)) is not None
+        (math.prod(shapes[s.name]), np.dtype(s.dtype).itemsize) for s in specs if s.name in shapes
     ]
     total = sum(n * item for n, item in sizes)
     return total + (max((n * DRAW_ITEMSIZE for n, _ in sizes), default=0) if drawn else 0)
+
+
+def output_shapes(outputs: list[TensorSpec], dims: Mapping[str, int]) -> dict[str, list[int]]:
+    """The outputs whose every axis has a size at the inputs' named `dims`."""
+    return {o.name: shape for o in outputs if (shape := shape_of(o, dims)) is not None}
 
 
 def factory_bytes(module: Any, dims: Mapping[str, int]) -> int | None:
@@ -67,46 +72,79 @@ def factory_bytes(module: Any, dims: Mapping[str, int]) -> int | None:
 
 
 def input_bytes(
-    model_cfg: Any, specs: list[TensorSpec], dims: Mapping[str, int], drawn: bool = True
+    model_cfg: Any,
+    specs: list[TensorSpec],
+    shapes: Mapping[str, Sequence[int]],
+    drawn: bool = True,
 ) -> int | None:
-    """Bytes of one batch of sample inputs at `dims` as export.sample_inputs makes them
+    """Bytes of one batch of sample inputs at `shapes` as export.sample_inputs makes them
     (drawn: with the largest draw before its cast)."""
-    from pipeline.export import factory
+    from pipeline.export import factory, samples
 
     if model_cfg.factory:
         module = factory.resolve(model_cfg.factory)
         if hasattr(module, "sample_inputs"):
-            return factory_bytes(module, dims)
-    return spec_bytes(specs, dims, drawn)
+            return factory_bytes(module, samples.named_dims(specs, shapes))
+    return spec_bytes(specs, shapes, drawn)
 
 
-def dims_key(prefix: str, dims: Mapping[str, int]) -> str:
-    """The setting to name for a size: the largest of `dims` ("model.sample_dims.batch=10")."""
-    if not dims:
-        return prefix
-    name = max(dims, key=lambda k: int(dims[k]))
-    return f"{prefix}.{name}={dims[name]}"
+def largest_key(
+    model_cfg: Any, specs: list[TensorSpec], shapes: Mapping[str, Sequence[int]]
+) -> str:
+    """The setting to name for a size: of the largest input, its largest dim given in
+    model.sample_dims ("model.sample_dims.batch=10"), else its opt shape from the profile."""
+    if not shapes:
+        return "profile.shapes"
+    name = max(shapes, key=lambda k: math.prod(shapes[k]))
+    spec = next(s for s in specs if s.name == name)
+    given = {
+        str(d): int(size)
+        for d, size in zip(spec.dims, shapes[name])
+        if isinstance(d, str) and d in model_cfg.sample_dims
+    }
+    if given:
+        dim = max(given, key=lambda k: given[k])
+        return f"model.sample_dims.{dim}={given[dim]}"
+    return f"profile.shapes.{name} (opt {'x'.join(map(str, shapes[name]))})"
+
+
+def check_factory_example(model_cfg: Any, dims: Mapping[str, int]) -> None:
+    """The example batch a torch factory traces with fits in memory."""
+    from pipeline.export import factory
+
+    module = factory.resolve(model_cfg.factory)
+    if not hasattr(module, "sample_inputs"):
+        return
+    need = factory_bytes(module, dims)
+    if need is not None and dims:
+        name = max(dims, key=lambda k: int(dims[k]))
+        memory.require_memory(
+            need, f"model.sample_dims.{name}={dims[name]}", "the export's example"
+        )
 
 
 def check_sample_batches(
     model_cfg: Any,
     specs: list[TensorSpec],
     outputs: list[TensorSpec],
+    shapes: Mapping[str, Sequence[int]],
     count: int,
     what: str,
     count_key: str,
 ) -> None:
-    """`count` batches of sample inputs at model.sample_dims, with their `outputs`, fit in
-    memory; else one line naming the largest dim, or `count_key` when one batch would fit."""
-    dims = dict(model_cfg.sample_dims)
+    """`count` batches of sample inputs at `shapes`, with their `outputs`, fit in memory;
+    else one line naming the largest input's shapes, or `count_key` when one batch would fit."""
+    from pipeline.export import samples
+
     inputs, drawing = (
-        input_bytes(model_cfg, specs, dims, False),
-        input_bytes(model_cfg, specs, dims),
+        input_bytes(model_cfg, specs, shapes, False),
+        input_bytes(model_cfg, specs, shapes),
     )
     if inputs is None or drawing is None:
         return
-    one = inputs + spec_bytes(outputs, dims)  # kept: every batch's inputs and outputs
+    dims = samples.named_dims(specs, shapes)
+    one = inputs + spec_bytes(outputs, output_shapes(outputs, dims))  # every batch's in and out
     draw = drawing - inputs  # made and dropped while one batch is cast
     have = memory.available_memory()
-    memory.require_memory(one + draw, dims_key("model.sample_dims", dims), what, have)
+    memory.require_memory(one + draw, largest_key(model_cfg, specs, shapes), what, have)
     memory.require_memory(one * count + draw, count_key, what, have)

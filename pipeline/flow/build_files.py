@@ -125,6 +125,18 @@ def _describe(
     }
 
 
+def keep_failed_log(layout: Layout, fingerprint_id: str, records: list[Any]) -> Path:
+    """A failed build's TensorRT log, kept where the next run's outputs never go (the
+    layout's .cache/, beside its locks) and named in the error line: the build stage leaves
+    no output of its own when it fails."""
+    from pipeline.analysis import buildlog
+
+    path = layout.root / ".cache" / "logs" / f"build-failed-{fingerprint_id}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fileio.write_bytes(path, buildlog.format_log(records).encode())
+    return path
+
+
 def tool_versions() -> dict:
     """The libraries whose version can change an export, a calibration, an engine or a
     measurement (a manifest records them; a sweep job's reuse key includes them)."""

@@ -35,9 +35,9 @@ def export(cfg: Any, layout: Layout) -> dict:
     from pipeline.export import export as export_lib
 
     peak = memory.StagePeak()
-    with output_folder.writing(layout, layout.export_dir):
+    with output_folder.writing(layout, layout.export_dir, stage="export"):
         model_sha256 = export_lib.source_sha256(cfg.model)
-        summary = export_lib.export_model(cfg.model, layout.export_dir)
+        summary = export_lib.export_model(cfg.model, cfg.profile, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
         rss = summary[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "export", peak)
     console.table(
@@ -56,7 +56,7 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
 
     provenance.require(layout.export_dir, cfg, "export")
     peak = memory.StagePeak()
-    with output_folder.writing(layout, layout.calibrate_dir):
+    with output_folder.writing(layout, layout.calibrate_dir, stage="calibrate"):
         try:
             summary = precision.transform(
                 layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model
@@ -134,6 +134,8 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
                 "kept_fp32",
                 "quantized_matmuls",
                 "matmuls_still_quantized",
+                "quantized_gemms",
+                "gemms_still_quantized",
                 "graphs_evaluated",
                 "placement",
                 "error",
@@ -153,7 +155,7 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     peak = memory.StagePeak()
     fp = read_fingerprint(layout)
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
-    with output_folder.writing(layout, layout.engine_dir(fp["id"])):
+    with output_folder.writing(layout, layout.engine_dir(fp["id"]), stage="build"):
         return _build(cfg, layout, fp, progress, peak)
 
 
@@ -176,9 +178,14 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
         if adopted is not None:
             memory.require_disk(store.root, sum(map(len, adopted.values())), "the pulled engine")
             return adopted, labels, "adopted the engine DVC restored"
+        from pipeline.engine import build as build_lib
         from pipeline.flow import build_files
 
-        files = build_files.make(cfg, layout, fp, key, key_in, progress)
+        try:
+            files = build_files.make(cfg, layout, fp, key, key_in, progress)
+        except build_lib.BuildFailed as e:
+            log = build_files.keep_failed_log(layout, fp["id"], e.records)
+            raise PipelineError(f"{e} (TensorRT's log: {log})") from None
         # before the store writes a multi-GB engine (and links it into artifacts/)
         memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
         return files, labels, "miss, built"
@@ -241,7 +248,9 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
 
 def inspect(cfg: Any, layout: Layout) -> dict:
     peak = memory.StagePeak()
-    with output_folder.writing(layout, layout.inspect_dir, remove_on_failure=False):
+    with output_folder.writing(
+        layout, layout.inspect_dir, remove_on_failure=False, stage="inspect"
+    ):
         from pipeline.flow import inspect_step
 
         return inspect_step.run(cfg, layout, read_fingerprint(layout), peak)

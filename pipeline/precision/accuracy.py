@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
+from pipeline.precision import tasks as tasks_lib
 
 
 class GateFailed(PipelineError):
@@ -19,35 +21,109 @@ class GateFailed(PipelineError):
         self.summary = summary
 
 
+@dataclass(frozen=True)
+class Criteria:
+    """What the accuracy gate judges by: the thresholds (precision.gate), each output's task
+    (model.task, model.output_tasks) and the user's metric (precision.gate.metric)."""
+
+    gate: Any
+    tasks: tasks_lib.OutputTasks
+    metric: tasks_lib.UserMetric | None = None
+
+    @classmethod
+    def of(cls, precision_cfg: Any, model_cfg: Any) -> Criteria:
+        return cls(
+            precision_cfg.gate,
+            tasks_lib.OutputTasks.of(model_cfg),
+            tasks_lib.user_metric(precision_cfg.gate, getattr(model_cfg, "source", None)),
+        )
+
+    def judge(self, reference: list[dict], candidate: list[dict]) -> tuple[dict, list[dict]]:
+        """(figures, gate results) of `candidate` against the fp32 `reference` outputs."""
+        figures = compare(reference, candidate, self.tasks, self.metric)
+        return figures, check_gate(figures, self.gate)
+
+    def key(self) -> dict:
+        """What a cache of judgements must be keyed by besides the gate's thresholds (the
+        default task alone, as before output tasks and metrics existed, where they are unset)."""
+        out: dict[str, Any] = {"task": self.tasks.default}
+        if self.tasks.per_output:
+            out["output_tasks"] = dict(sorted(self.tasks.per_output.items()))
+        if self.metric is not None:
+            out["metric"] = self.metric.name
+        return out
+
+
 def compare(
-    reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]], task: str
+    reference: list[dict[str, np.ndarray]],
+    candidate: list[dict[str, np.ndarray]],
+    task: str | tasks_lib.OutputTasks,
+    metric: tasks_lib.UserMetric | None = None,
 ) -> dict:
-    """Per output: max absolute error, mean relative error, cosine similarity, and
-    top-1 agreement for classifiers; each over all batches together. For embeddings
-    (task=embedding) cosine is taken per row: `cosine` is the worst row (what the
-    gate judges), `cosine_mean` the mean, and there is no top-1."""
+    """Per output, each over all batches together: max absolute error, mean relative
+    error, cosine similarity, the worst sample's relative error, and what the output's task
+    adds (pipeline/precision/tasks.py): top-1 agreement along the class axis for class
+    scores; the worst last-axis vector's cosine (`cosine`, with `cosine_mean`) for
+    embeddings and sequences. Each output records its task and the gate keys that judge it.
+    Labels (`label:<name>` beside the fp32 outputs) go to the user's `metric` only."""
+    output_tasks = task if isinstance(task, tasks_lib.OutputTasks) else tasks_lib.OutputTasks(task)
+    split = [tasks_lib.split_labels(b) for b in reference]
+    reference = [outputs for outputs, _ in split]
     result = {}
     for name in reference[0]:
         ref, got = _stacked(name, reference, candidate)
-        diff = np.abs(ref - got)
-        denom = np.linalg.norm(ref) * np.linalg.norm(got)
-        metrics = {
-            "max_abs_error": float(diff.max()) if diff.size else 0.0,
-            "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
-            if diff.size
-            else 0.0,
-            "cosine": float((ref * got).sum() / denom)
-            if denom > 0
-            else float(np.allclose(ref, got)),
-            "finite": bool(np.isfinite(got).all()),
+        first = np.asarray(reference[0][name])
+        kind = output_tasks.task(name, first)
+        last = first.shape[-1] if first.ndim >= 2 else 1
+        result[name] = {**_figures(ref, got, kind, last), "task": kind}
+    if metric is not None:
+        labels = [lb for _, lb in split]
+        value = metric(reference, candidate, labels if any(labels) else None)
+        result[metric.name] = {
+            "metric": value,
+            "finite": bool(np.isfinite(value)),
+            "task": "metric",
         }
-        if task == "embedding" and ref.ndim == 2 and len(ref):
-            rows = row_cosines(ref, got)
-            metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
-        if task == "classification" and ref.ndim == 2 and ref.shape[1] > 1 and len(ref):
-            metrics["top1_agreement"] = float((ref.argmax(1) == got.argmax(1)).mean())
-        result[name] = metrics
     return result
+
+
+def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict:
+    """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
+    `last` the size of the output's last axis (the class axis, a step's vector)."""
+    diff = np.abs(ref - got)
+    denom = np.linalg.norm(ref) * np.linalg.norm(got)
+    metrics: dict[str, Any] = {
+        "max_abs_error": float(diff.max()) if diff.size else 0.0,
+        "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
+        if diff.size
+        else 0.0,
+        "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
+        "rel_error": worst_rel_error(ref, got),
+        "finite": bool(np.isfinite(got).all()),
+    }
+    if ref.ndim != 2 or not ref.size or ref.shape[1] % last:
+        return metrics  # one flat vector: rows of another width in every batch
+    r, g = ref.reshape(-1, last), got.reshape(-1, last)
+    if task in tasks_lib.ROW_COSINE:
+        rows = row_cosines(r, g, skip_tiny=True)
+        if len(rows):
+            metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
+    if task == "classification" and last > 1:
+        metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
+    return metrics
+
+
+def worst_rel_error(ref: np.ndarray, got: np.ndarray) -> float:
+    """max over samples of ||got - ref|| / ||ref|| (one flat vector: over it whole). A
+    sample whose reference is all but zero is measured against the largest sample's norm:
+    an empty map's noise is not an error of 100%."""
+    if not ref.size:
+        return 0.0
+    r = ref if ref.ndim == 2 else ref.reshape(1, -1)
+    g = got.reshape(r.shape)
+    norms = np.linalg.norm(r, axis=1)
+    floor = max(float(norms.max()) * 1e-3, 1e-12)
+    return float((np.linalg.norm(g - r, axis=1) / np.maximum(norms, floor)).max())
 
 
 def _stacked(
@@ -74,8 +150,14 @@ def _stacked(
     return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
 
 
-def row_cosines(ref: np.ndarray, got: np.ndarray) -> np.ndarray:
-    """Cosine similarity of each row; two all-zero rows agree (1.0)."""
+def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np.ndarray:
+    """Cosine similarity of each row; two all-zero rows agree (1.0). skip_tiny: rows whose
+    reference norm is under 1e-3 of the largest are left out (a state or step vector of
+    almost nothing has a direction that rounding alone decides; rel_error covers it)."""
+    if skip_tiny and len(ref):
+        norm = np.linalg.norm(ref, axis=1)
+        keep = norm >= norm.max() * 1e-3
+        ref, got = ref[keep], got[keep]
     norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
     dots = (ref * got).sum(1)
     same = np.all(np.isclose(ref, got), axis=1).astype(np.float64)
@@ -86,9 +168,14 @@ GATE_CHECKS = (
     # (config key, metric, direction): "max" means the metric must not exceed the threshold
     ("max_abs_error", "max_abs_error", "max"),
     ("max_mean_rel_error", "mean_rel_error", "max"),
+    ("max_rel_error", "rel_error", "max"),
     ("min_cosine", "cosine", "min"),
     ("min_top1_agreement", "top1_agreement", "min"),
+    ("metric_max", "metric", "max"),
+    ("metric_min", "metric", "min"),
 )
+# The user's metric is judged whatever the outputs' tasks.
+JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
 
 
 def check_gate(figures: dict, gate: Any) -> list[dict]:
@@ -108,9 +195,10 @@ def check_gate(figures: dict, gate: Any) -> list[dict]:
                     detail=f"output '{output}' has NaN or inf",
                 )
             )
+        task = metrics.get("task", "classification")
         for key, metric, direction in GATE_CHECKS:
             threshold = gate.get(key) if hasattr(gate, "get") else getattr(gate, key, None)
-            if threshold is None or metric not in metrics:
+            if threshold is None or metric not in metrics or key not in JUDGED[task]:
                 continue
             results.append(
                 gate_lib.result(
@@ -120,6 +208,8 @@ def check_gate(figures: dict, gate: Any) -> list[dict]:
                     direction=direction,
                     subject=output,
                     metric=metric,
+                    setting=f"precision.gate.{key}",
+                    task=task,
                 )
             )
     return results

@@ -21,7 +21,8 @@ from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import calibration_cache, quantize
 
-KEY_VERSION = 1
+# 2: the cast graph carries no intermediate shape annotations (see _convert).
+KEY_VERSION = 2
 SETTINGS = (
     "low_precision_type",
     "keep_fp32_nodes",
@@ -88,8 +89,12 @@ def _convert(
         ) from None
     from pipeline.precision.modelopt_log import quiet_modelopt
 
-    calib = work / "autocast_calibration.npz"
-    np.savez(calib, **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+    # A folder of one .npz: AutoCast feeds each file as it is. A single .npz it would split
+    # along axis 0 of the first input, which fails on a rank-0 input (a sample rate) and
+    # cuts recurrent state [layers, batch, hidden] along its layers.
+    calib = work / "autocast_calibration"
+    calib.mkdir()
+    np.savez(calib / "batch.npz", **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     try:
         with quiet_modelopt():
             model = convert_to_mixed_precision(
@@ -109,10 +114,5 @@ def _convert(
         raise PipelineError(
             f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
         ) from None
-    # AutoCast lists value_info in set order, which changes from process to process
-    # (hash seed): sorted, the same graph gives the same bytes, so the engine key and a
-    # sweep's rerun hit the store instead of rebuilding.
-    ordered = sorted(model.graph.value_info, key=lambda vi: vi.name)
-    del model.graph.value_info[:]
-    model.graph.value_info.extend(ordered)
+    onnx_model.drop_intermediate_shapes(model)
     return calibration_cache.graph_files(model, work)

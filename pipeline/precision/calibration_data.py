@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
+from pipeline.export import export, onnx_model, sample_data, samples
 from pipeline.export.array_folder import check, data_sha256, read_folder
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
@@ -32,29 +32,32 @@ RANDOM_STREAM = 0x5A4D
 class CalibrationSet:
     batches: list[dict[str, np.ndarray]]
     info: dict  # JSON-safe description: where the data came from, how much, its sha256
+    axes: samples.Axes  # per input, the axis counting samples (None: shared)
     digests: set[str] = field(default_factory=set)
 
     def uses(self, feeds: dict[str, np.ndarray]) -> bool:
         """True if any sample of `feeds` is also a calibration sample."""
-        return bool(sample_digests(feeds) & self.digests)
+        return bool(sample_digests(feeds, self.axes) & self.digests)
 
 
-def row_digests(batch: dict[str, np.ndarray]) -> list[str]:
-    """One sha256 per sample (axis 0) over every input's row: names, dtypes, shapes, bytes."""
+def row_digests(batch: dict[str, np.ndarray], axes: samples.Axes) -> list[str]:
+    """One sha256 per sample (along each input's sample axis; a shared input whole) over
+    every input's row: names, dtypes, shapes, bytes."""
     names = sorted(batch)
     out = []
-    for i in range(len(batch[names[0]])):
+    for i in range(samples.count(batch, axes)):
         h = hashlib.sha256()
+        one = samples.row(batch, axes, i)
         for name in names:
-            row = np.ascontiguousarray(batch[name][i])
+            row = np.ascontiguousarray(one[name])
             h.update(f"{name}|{row.dtype.str}|{row.shape}|".encode())
             h.update(row.tobytes())
         out.append(h.hexdigest())
     return out
 
 
-def sample_digests(batch: dict[str, np.ndarray]) -> set[str]:
-    return set(row_digests(batch))
+def sample_digests(batch: dict[str, np.ndarray], axes: samples.Axes) -> set[str]:
+    return set(row_digests(batch, axes))
 
 
 def held_out(
@@ -65,23 +68,25 @@ def held_out(
     share the inputs' sample axis is dropped whole when any of its samples overlaps."""
     kept, total, overlap = [], 0, 0
     for inputs, outputs in pairs:
-        fresh = [d not in data.digests for d in row_digests(inputs)]
+        fresh = [d not in data.digests for d in row_digests(inputs, data.axes)]
         total, overlap = total + len(fresh), overlap + fresh.count(False)
         if all(fresh):
             kept.append((inputs, outputs))
-        elif any(fresh) and all(len(v) == len(fresh) for v in outputs.values()):
+        elif any(fresh) and all(np.ndim(v) and len(v) == len(fresh) for v in outputs.values()):
             idx = np.flatnonzero(fresh)
             kept.append(
-                ({k: v[idx] for k, v in inputs.items()}, {k: v[idx] for k, v in outputs.items()})
+                (samples.take(inputs, data.axes, idx), {k: v[idx] for k, v in outputs.items()})
             )
     return kept, {
         "reference_samples": total,
         "overlapping_samples": overlap,
-        "held_out_samples": sum(len(next(iter(p[0].values()))) for p in kept),
+        "held_out_samples": sum(samples.count(p[0], data.axes) for p in kept),
     }
 
 
 def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSet:
+    """The calibration set for the export's graph at `onnx_path`, batched along the
+    sample axes the export recorded beside it (export.json)."""
     specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
     source = calibration_cfg.source
     n, bs, seed = (
@@ -103,12 +108,13 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
         )
     if bs < 1:
         raise PipelineError(f"invalid config: calibration.batch_size={bs}; must be at least 1")
+    layout = export.sample_layout(onnx_path.parent)
     if n < 0 or (n == 0 and source != "directory"):
         raise PipelineError(
             f"invalid config: calibration.num_samples={n}; must be positive for source {source}"
         )
     if source != "directory":
-        _check_size(model_cfg, specs, n, bs)
+        _check_size(model_cfg, specs, layout, n, bs)
     if source == "directory":
         if not calibration_cfg.path:
             raise PipelineError("calibration.source=directory needs calibration.path")
@@ -120,6 +126,7 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
             n,
             bs,
             key="calibration.path",
+            axes=layout.axes,
         )
         info.update(path=str(calibration_cfg.path))
     elif source == "factory":
@@ -135,38 +142,44 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
                 f"calibration_batches(num_samples, batch_size, seed)"
             )
         where = f"{name}.calibration_batches"
-        batches = _take(_checked(fn(n, bs, seed), specs, where), n, where)
+        batches = _take(_checked(fn(n, bs, seed), specs, layout, where), layout, n, where)
         info.update(factory=name)
     else:
         where = "random inputs"
-        batches = _take(_checked(_random(model_cfg, specs, n, bs, seed), specs, where), n, where)
+        drawn = _random(model_cfg, specs, layout, n, bs, seed)
+        batches = _take(_checked(drawn, specs, layout, where), layout, n, where)
         info.update(
             random=True,
             note="calibrated on random inputs, not real data: the scales and the accuracy "
             "figures say little about real inputs",
         )
-    total = sum(len(next(iter(b.values()))) for b in batches)
+    counts = [samples.count(b, layout.axes) for b in batches]
     info.update(
-        num_samples=total,
-        batch_size=max(len(next(iter(b.values()))) for b in batches),
+        num_samples=sum(counts),
+        batch_size=max(counts),
         num_batches=len(batches),
         sha256=data_sha256(batches),
-        inputs={
-            k: {"dtype": str(v.dtype), "shape": ["N", *v.shape[1:]]} for k, v in batches[0].items()
-        },
+        inputs={k: _described(v, layout.axes.get(k)) for k, v in batches[0].items()},
     )
     if source != "directory":
         info["seed"] = seed
-    digests = set().union(*(sample_digests(b) for b in batches))
-    return CalibrationSet(batches, info, digests)
+    digests = set().union(*(sample_digests(b, layout.axes) for b in batches))
+    return CalibrationSet(batches, info, layout.axes, digests)
 
 
-def _check_size(model_cfg: Any, specs, n: int, bs: int) -> None:
-    """n samples of the model's inputs (at model.sample_dims, one per row) fit in memory."""
+def _described(a: np.ndarray, axis: int | None) -> dict:
+    """dtype and shape with the sample axis as N (a shared input: its own shape)."""
+    shape: list[Any] = list(a.shape)
+    if axis is not None:
+        shape[axis] = "N"
+    return {"dtype": str(a.dtype), "shape": shape}
+
+
+def _check_size(model_cfg: Any, specs, layout: samples.SampleLayout, n: int, bs: int) -> None:
+    """n samples of the model's inputs (at the sample layout, one sample each) fit in memory."""
     from pipeline.export import sizes
 
-    dims = {**dict(model_cfg.sample_dims), "batch": 1}
-    one = sizes.input_bytes(model_cfg, specs, dims, drawn=False)
+    one = sizes.input_bytes(model_cfg, specs, layout.at_batch(1), drawn=False)
     if one is not None:
         what = f"{n} calibration samples in batches of {bs}"
         memory.require_memory(one * n, f"calibration.num_samples={n}", what)
@@ -178,41 +191,51 @@ def _module(name: str):
     return factory.resolve(name, "calibration factory")
 
 
-def _random(model_cfg: Any, specs, n: int, bs: int, seed: int) -> Iterable[dict]:
+def _random(
+    model_cfg: Any, specs, layout: samples.SampleLayout, n: int, bs: int, seed: int
+) -> Iterable[dict]:
     """Batches of random inputs until n samples: as many per batch as the model's own
-    batch dimension allows (a static batch of 1 gives n batches of one sample)."""
-    from pipeline.export import export
-
+    sample axes allow (a static batch of 1 gives n batches of one sample)."""
     rng = np.random.default_rng([seed, RANDOM_STREAM])
+    fixed = {
+        s.dims[a]
+        for s in specs
+        if (a := layout.axes.get(s.name)) is not None and isinstance(s.dims[a], int)
+    }
     total = 0
     while total < n:
-        dims = {**dict(model_cfg.sample_dims), "batch": min(bs, n - total)}
-        batch = export.sample_inputs(model_cfg, specs, dims, rng)
-        size = len(next(iter(batch.values())))
+        want = min(fixed) if fixed else min(bs, n - total)
+        batch = sample_data.sample_inputs(model_cfg, specs, layout.at_batch(want), rng)
+        size = samples.count(batch, layout.axes)
         if size < 1:
             raise PipelineError("random inputs: the model's batch dimension is 0")
         total += size
         yield batch
 
 
-def _checked(batches: Iterable[dict], specs, where: str) -> Iterable[dict]:
+def _checked(
+    batches: Iterable[dict], specs, layout: samples.SampleLayout, where: str
+) -> Iterable[dict]:
     for i, b in enumerate(batches):
-        check(b, specs, f"{where} batch {i}")
+        check(b, specs, f"{where} batch {i}", axes=layout.axes)
         yield b
 
 
-def _take(batches: Iterable[dict], n: int, where: str) -> list[dict]:
+def _take(batches: Iterable[dict], layout: samples.SampleLayout, n: int, where: str) -> list[dict]:
     out, total = [], 0
     for b in batches:
-        size = len(next(iter(b.values())))
-        out.append({k: v[: n - total] for k, v in b.items()} if total + size > n else b)
+        size = samples.count(b, layout.axes)
+        out.append(samples.take(b, layout.axes, slice(0, n - total)) if total + size > n else b)
         total += min(size, n - total)
         if total >= n:
             return out
     raise PipelineError(f"calibration.num_samples={n} but {where} gave only {total} samples")
 
 
-def write_set(dest: Path, batches: list[dict[str, np.ndarray]]) -> Path:
-    """One .npz with the batches stacked: how data/calibration/<model>/ was made."""
-    names = sorted(batches[0])
-    return fileio.write_npz(dest, {k: np.concatenate([b[k] for b in batches]) for k in names})
+def write_set(
+    dest: Path, batches: list[dict[str, np.ndarray]], axes: samples.Axes | None = None
+) -> Path:
+    """One .npz with the batches stacked along their sample axes (axis 0 where not
+    given): how data/calibration/<model>/ was made."""
+    axes = axes if axes is not None else {k: 0 for k in batches[0]}
+    return fileio.write_npz(dest, samples.concat(batches, axes))

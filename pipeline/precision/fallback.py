@@ -90,17 +90,16 @@ class Evaluator:
         self,
         outputs: Callable[[list[str]], list[dict]],
         pairs: list[tuple[dict, dict]],
-        gate_cfg: Any,
-        task: str,
+        criteria: accuracy.Criteria,
     ) -> None:
-        self.outputs, self.pairs, self.gate_cfg, self.task = outputs, pairs, gate_cfg, task
+        self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
         self.runs = 0
 
     def __call__(self, keep: list[str]) -> dict:
         got = self.outputs(keep)
         self.runs += 1
-        figures = accuracy.compare([p[1] for p in self.pairs], got, self.task)
-        return judged(accuracy.check_gate(figures, self.gate_cfg))
+        _, results = self.criteria.judge([p[1] for p in self.pairs], got)
+        return judged(results)
 
 
 def _bisect(
@@ -123,8 +122,7 @@ def _bisect(
 def search(
     graphs: QdqGraphs,
     pairs: list[tuple[dict, dict]],
-    gate_cfg: Any,
-    task: str,
+    criteria: accuracy.Criteria,
     plain: dict,
 ) -> tuple[Any, dict]:
     """The graph with the fewest most-sensitive candidates kept in fp32 that passes, and
@@ -138,7 +136,7 @@ def search(
             {"quantized_nodes": 0},
         )
     board = graphs.switchboard([p[0] for p in pairs])
-    keeping = Evaluator(board.outputs, pairs, gate_cfg, task)
+    keeping = Evaluator(board.outputs, pairs, criteria)
     everything = keeping(candidates)
     if not everything["passed"]:
         raise SearchFailed(
@@ -171,6 +169,12 @@ def search(
     kept = [u.name for u in ranked[:n_nodes]]
     group_of = {n: g.name for g in ordered for n in g.nodes}
     matmuls = [c for c in candidates if plan.op_types[c] in qdq_plan.MATMULS]
+    gemms = [c for c in candidates if plan.op_types[c] in qdq_plan.GEMMS]
+    by_op: dict[str, list[int]] = {}
+    for c in gemms:
+        counts = by_op.setdefault(plan.op_types[c], [0, 0])
+        counts[0] += c not in kept
+        counts[1] += 1
     base = everything["score"]
     record = {
         "mode": "auto",
@@ -180,6 +184,10 @@ def search(
         "quantized_matmuls": len(matmuls),
         "kept_fp32": kept,
         "matmuls_still_quantized": sum(1 for n in matmuls if n not in kept),
+        # Convolutions as well as matrix multiplies: what a CNN's int8 is about.
+        "quantized_gemms": len(gemms),
+        "gemms_still_quantized": sum(1 for n in gemms if n not in kept),
+        "gemms_by_op": {op: {"still_quantized": a, "quantized": b} for op, (a, b) in by_op.items()},
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
         "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
         "groups": [

@@ -17,11 +17,13 @@ from pipeline.core.config import to_dict
 from pipeline.core.store_entry import FileData
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import data_sha256
-from pipeline.precision import calibration_cache, fallback
+from pipeline.precision import accuracy, calibration_cache, fallback
 from pipeline.precision.qdq_graphs import QdqGraphs
 
 
-def cache_inputs(qdq_sha256: str, pairs: list[tuple[dict, dict]], gate_cfg: Any, task: str) -> dict:
+def cache_inputs(
+    qdq_sha256: str, pairs: list[tuple[dict, dict]], criteria: accuracy.Criteria
+) -> dict:
     from pipeline.machine.fingerprint import package_version
 
     return {
@@ -29,8 +31,8 @@ def cache_inputs(qdq_sha256: str, pairs: list[tuple[dict, dict]], gate_cfg: Any,
         "qdq_sha256": qdq_sha256,
         "reference_inputs_sha256": data_sha256([p[0] for p in pairs]),
         "reference_outputs_sha256": data_sha256([p[1] for p in pairs]),
-        "gate": to_dict(gate_cfg),
-        "task": task,
+        "gate": to_dict(criteria.gate),
+        **criteria.key(),
         "onnxruntime": package_version("onnxruntime"),
     }
 
@@ -42,7 +44,7 @@ def run(
     pairs: list[tuple[dict, dict]],
     precision_cfg: Any,
     calibration_cfg: Any,
-    task: str,
+    criteria: accuracy.Criteria,
     judge: Callable[[], dict],
 ) -> tuple[dict, dict]:
     """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
@@ -51,7 +53,7 @@ def run(
     graph's onnx_sha256)."""
     from pipeline.precision.quantize import cached
 
-    inputs = cache_inputs(qdq_sha256, pairs, precision_cfg.gate, task)
+    inputs = cache_inputs(qdq_sha256, pairs, criteria)
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
@@ -66,7 +68,7 @@ def run(
             )
             try:
                 graph, record = fallback.search(
-                    graphs, pairs, precision_cfg.gate, task, fallback.judged(final["gate"])
+                    graphs, pairs, criteria, fallback.judged(final["gate"])
                 )
             except fallback.SearchFailed as e:
                 e.plain = final

@@ -4,6 +4,7 @@ int8/fp8 through ModelOpt post-training quantization (explicit Q/DQ)."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,14 +14,15 @@ import numpy as np
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime
-from pipeline.precision import accuracy
+from pipeline.precision import accuracy, tasks
 
 
 def evaluate(
-    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]]
+    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], made_by: str = ""
 ) -> tuple[list[dict], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
-    ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated."""
+    ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated. A failure
+    says which transform (`made_by`) made the graph and which node failed."""
     try:
         return onnx_runtime.run_batches(onnx_path, batches), "onnxruntime (cpu)"
     except PipelineError as e:
@@ -28,7 +30,7 @@ def evaluate(
 
         kinds = emulate.low_precision_types(model)
         if "NOT_IMPLEMENTED" not in str(e) or not kinds:
-            raise
+            raise PipelineError(transformed_failure(str(e), made_by)) from None
         # the weights are read only here, where they are rewritten to fp32
         emulated = emulate.emulated_fp32(onnx_model.load(onnx_path, check=False))
         with tempfile.TemporaryDirectory() as tmp:
@@ -43,6 +45,32 @@ def evaluate(
         )
 
 
+def transformed_failure(error: str, made_by: str) -> str:
+    """ONNX Runtime's failure on a transformed graph, said as what it is: the exported fp32
+    graph ran (the export stage made the reference with it), the transform's graph does not."""
+    detail = error.split(": ", 1)[-1]
+    node = re.search(r"Name:'([^']*)'", error)
+    where = f" at node '{node.group(1)}'" if node else ""
+    keep = (
+        f"; keep that node in fp32 with precision.keep_fp32_nodes=[{node.group(1)}]"
+        if node and "AutoCast" in made_by
+        else ""
+    )
+    return (
+        f"ONNX Runtime cannot run the graph {made_by or 'the precision transform'} made from "
+        f"the exported model (which runs){where}: {detail}{keep}"
+    )
+
+
+def made_by(precision_cfg: Any) -> str:
+    """Who made the calibrated graph, for messages: 'AutoCast (fp16)', 'ModelOpt Q/DQ (int8)'."""
+    if precision_cfg.transform == "autocast":
+        return f"AutoCast ({precision_cfg.low_precision_type})"
+    if precision_cfg.transform == "qdq":
+        return f"ModelOpt Q/DQ ({precision_cfg.quantize_mode})"
+    return "the precision transform"
+
+
 def transform(
     export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
 ) -> dict:
@@ -52,6 +80,9 @@ def transform(
     pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz", "reference data"))
     if not pairs:
         raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
+    # What the gate judges by, checked before any work.
+    criteria = accuracy.Criteria.of(precision_cfg, model_cfg)
+    criteria.tasks.check_outputs(list(tasks.split_labels(pairs[0][1])[0]))
     with fileio.staged_dir(out_dir) as tmp:
         dest = tmp / "model.onnx"
         summary: dict[str, Any] = {
@@ -110,8 +141,8 @@ def transform(
                     held_out,
                     precision_cfg,
                     calibration_cfg,
-                    model_cfg.task,
-                    lambda: judge(dest, held_out, precision_cfg, model_cfg.task),
+                    criteria,
+                    lambda: judge(dest, held_out, precision_cfg, criteria),
                 )
             except fallback.SearchFailed as e:
                 # the plain graph's metrics still go to the metrics file
@@ -121,7 +152,7 @@ def transform(
                 raise accuracy.GateFailed(str(e), summary) from None
             summary.update(judged)
         else:
-            summary.update(judge(dest, held_out, precision_cfg, model_cfg.task))
+            summary.update(judge(dest, held_out, precision_cfg, criteria))
         if precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
             summary["calibration"].update(quantized_view(dest, held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
@@ -144,12 +175,16 @@ def quantized_view(dest: Path, feeds: dict) -> dict:
     }
 
 
-def judge(dest: Path, held_out: list[tuple[dict, dict]], precision_cfg: Any, task: str) -> dict:
+def judge(
+    dest: Path,
+    held_out: list[tuple[dict, dict]],
+    precision_cfg: Any,
+    criteria: accuracy.Criteria,
+) -> dict:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
     model = onnx_model.load(dest, check=False, weights=False)
-    got, evaluated = evaluate(dest, model, [p[0] for p in held_out])
-    figures = accuracy.compare([p[1] for p in held_out], got, task)
-    gate = accuracy.check_gate(figures, precision_cfg.gate)
+    got, evaluated = evaluate(dest, model, [p[0] for p in held_out], made_by(precision_cfg))
+    figures, gate = criteria.judge([p[1] for p in held_out], got)
     return {
         "evaluated_with": evaluated,
         "accuracy": figures,

@@ -79,6 +79,10 @@ def _fallback(fb: dict | None) -> dict | None:
         "kept_fp32": fb["kept_fp32"],
         "quantized_matmuls": fb["quantized_matmuls"],
         "matmuls_still_quantized": fb["matmuls_still_quantized"],
+        # records of an older search count matrix multiplies only
+        "quantized_gemms": fb.get("quantized_gemms", fb["quantized_matmuls"]),
+        "gemms_still_quantized": fb.get("gemms_still_quantized", fb["matmuls_still_quantized"]),
+        "gemms_by_op": fb.get("gemms_by_op", {}),
         "graphs_evaluated": fb["graphs_evaluated"],
         "plain": fb["plain"],
         "cache_hit": (fb.get("cache") or {}).get("hit"),

@@ -8,9 +8,7 @@ from pipeline.bench import timing
 
 def test_measure_respects_minimum_iterations_and_duration():
     calls = []
-    lat = timing.measure(
-        lambda: calls.append(1), warmup_s=0.0, min_duration_s=0.05, min_iterations=500
-    )
+    lat = timing.measure(lambda: calls.append(1), timing.Budget(0.0, 0.05, 500))
     assert lat.size >= 500
     assert lat.sum() >= 50 * 0.99  # ms
     assert len(calls) >= lat.size
@@ -18,9 +16,7 @@ def test_measure_respects_minimum_iterations_and_duration():
 
 def test_warmup_runs_at_least_once_and_is_not_sampled():
     calls = []
-    lat = timing.measure(
-        lambda: calls.append(1), warmup_s=1e-9, min_duration_s=0.0, min_iterations=3
-    )
+    lat = timing.measure(lambda: calls.append(1), timing.Budget(1e-9, 0.0, 3))
     assert lat.size == 3 and len(calls) >= 4
 
 
@@ -38,9 +34,7 @@ def test_progress_and_after_hooks_stay_out_of_the_samples():
 
     lat = timing.measure(
         lambda: None,
-        warmup_s=0.0,
-        min_duration_s=0.0,
-        min_iterations=50,
+        timing.Budget(0.0, 0.0, 50),
         progress=progress,
         after=after,
     )
@@ -51,11 +45,11 @@ def test_progress_and_after_hooks_stay_out_of_the_samples():
 
 def test_garbage_collector_is_restored():
     assert gc.isenabled()
-    timing.measure(lambda: None, 0.0, 0.0, 5)
+    timing.measure(lambda: None, timing.Budget(0.0, 0.0, 5))
     assert gc.isenabled()
     gc.disable()
     try:
-        timing.measure(lambda: None, 0.0, 0.0, 5)
+        timing.measure(lambda: None, timing.Budget(0.0, 0.0, 5))
         assert not gc.isenabled()
     finally:
         gc.enable()
@@ -104,9 +98,7 @@ def test_progress_stays_below_one_until_both_goals_are_met():
         seen = []
         lat = timing.measure(
             lambda s=sleep_s: time.sleep(s),
-            warmup_s=0.0,
-            min_duration_s=duration_s,
-            min_iterations=iterations,
+            timing.Budget(0.0, duration_s, iterations),
             progress=seen.append,
         )
         # 1.0 only on the very iteration that meets both goals (the loop ends there), never before
@@ -117,3 +109,13 @@ def test_progress_stays_below_one_until_both_goals_are_met():
         )
         assert seen == sorted(seen) and seen[-1] > 0.5
         assert lat.size >= iterations and lat.sum() >= duration_s * 1e3 * 0.99
+
+
+def test_the_budget_stops_a_slow_model_short_of_its_iterations_after_one_at_least():
+    budget = timing.Budget(0.0, 0.0, 1000, max_duration_s=0.05)
+    lat = timing.measure(lambda: time.sleep(0.01), budget)
+    assert 3 <= lat.size < 20 and budget.cut_short(lat.size)
+    # a call slower than the whole budget still gives one sample
+    assert timing.measure(lambda: time.sleep(0.03), timing.Budget(0.0, 0.0, 10, 0.001)).size == 1
+    # no budget: every minimum is met
+    assert timing.measure(lambda: None, timing.Budget(0.0, 0.0, 500, 0.0)).size == 500

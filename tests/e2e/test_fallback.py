@@ -53,7 +53,7 @@ def test_dvc_exp_run_with_and_without_fallback(in_tmp_repo_copy):
     metrics = json.loads((repo / "metrics/accuracy.json").read_text())
     assert metrics["gate_passed"] is False and len(metrics["failing"]) == 2
     for r in metrics["failing"]:
-        assert f"{r['metric']} of output 'embedding' is" in line
+        assert f"{r['metric']} of output 'embedding' (embedding) is" in line
 
 
 def readme_command(section: str) -> list[str]:

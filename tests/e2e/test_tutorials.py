@@ -201,3 +201,52 @@ def test_ci_tutorial(in_tmp_repo_copy):
     lines = r.stderr.strip().splitlines()
     assert lines[-1].startswith("error: B regresses against baseline A: fusion ratio"), r.stderr
     assert "fp16→fp32" in lines[-1]
+
+
+@pytest.mark.slow
+def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
+    from tests.wild import fetch
+
+    repo = in_tmp_repo_copy
+    try:  # the page's own `pip download`, from wheels fetched once from PyPI and cached
+        for package, version in (("rapidocr-onnxruntime", "1.4.4"), ("nudenet", "3.4.2")):
+            fetch.wheel_file(package, version)
+    except fetch.FetchError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(fetch.wheels_dir()))
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
+    assert save_files("detector-and-ocr.md", repo) == ["make_data.py", "ocr/metrics.py"]
+    fetched, make, yolo32, yolo16, yolo8, ocr, show = blocks("detector-and-ocr.md")
+    sh(repo, fetched)
+    sh(repo, make)
+
+    def accuracy() -> dict:
+        return json.loads((repo / "metrics/accuracy.json").read_text())
+
+    sh(repo, yolo32)
+    assert accuracy()["gate_passed"] and accuracy()["accuracy"]["output0"]["task"] == "detection"
+    assert list((repo / "artifacts/build").glob("*/engine.plan"))
+    sh(repo, yolo16)
+    assert accuracy()["gate_passed"] and accuracy()["precision"] == "fp16"
+    sh(repo, yolo8)
+    metrics = accuracy()
+    assert metrics["gate_passed"] and metrics["precision"] == "int8"
+    fb = metrics.get("fallback") or {}
+    if fb.get("needed"):  # at least half of the convolutions stay int8
+        assert 2 * fb["gemms_still_quantized"] >= fb["quantized_gemms"], fb
+    fp32_ocr, int8_ocr = blocks_lines(ocr)
+    sh(repo, fp32_ocr)
+    assert accuracy()["gate_passed"]
+    sh(repo, int8_ocr)
+    metrics = accuracy()
+    assert metrics["gate_passed"], metrics["failing"]
+    assert metrics["gate"]["ocr.metrics:cer_increase"]["metric"]["passed"]
+    fb = metrics.get("fallback") or {}
+    if fb.get("needed"):
+        assert 2 * fb["gemms_still_quantized"] >= fb["quantized_gemms"], fb
+    assert "int8" in sh(repo, show).stdout
+
+
+def blocks_lines(block: str) -> list[str]:
+    return [line for line in block.strip().splitlines() if line.strip()]

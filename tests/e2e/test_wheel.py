@@ -2,15 +2,18 @@
 in a fresh virtualenv, `trt-pipeline init` in an empty git repository, then `dvc repro`
 there on the CPU with the default toy model.
 
-The virtualenv sees this interpreter's packages (--system-site-packages) so that torch and
-the rest are not downloaded again; pip still resolves the wheel's ranges against them
-(offline: a range the installed versions miss fails the install), and the test checks that
-`pipeline` is imported from the virtualenv, not from this checkout."""
+The virtualenv sees the packages of the interpreter running the suite (a .pth file adds its
+site directories: the base interpreter's, or those of the virtualenv the suite runs in, which
+--system-site-packages would miss) so that torch and the rest are not downloaded again; pip
+still resolves the wheel's ranges against them (offline: a range the installed versions miss
+fails the install), and the test checks that `pipeline` is imported from the virtualenv, not
+from this checkout."""
 
 from __future__ import annotations
 
 import json
 import os
+import site
 import subprocess
 import sys
 import zipfile
@@ -80,24 +83,41 @@ def test_the_wheel_carries_the_package_and_no_generic_top_level_module(wheel):
         assert needed in names, needed
 
 
+def suite_site_dirs() -> list[str]:
+    """The site directories this interpreter has on sys.path, in its order (user site
+    first, as site.main adds them): a virtualenv's own, and its base interpreter's only
+    where it sees them itself."""
+    dirs = [site.getusersitepackages()] if site.ENABLE_USER_SITE else []
+    return [d for d in [*dirs, *site.getsitepackages()] if Path(d).is_dir()]
+
+
 def install_in_fresh_venv(wheel: Path, tmp_path: Path, *pinned: str) -> Path:
     """A virtualenv seeing this interpreter's packages, the wheel installed into it (not
     editable), and `pinned` requirements from the package index over what it sees."""
     venv = tmp_path / "venv"
-    # No pip of its own: the interpreter's pip and setuptools (seen through the system
-    # site) install into it, so the venv's bundled old setuptools shadows nothing.
-    run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-        tmp_path,
-    )
+    # No pip of its own: the interpreter's pip and setuptools (seen through the .pth below)
+    # install into it, so the venv's bundled old setuptools shadows nothing. Not
+    # --system-site-packages: from a virtualenv, that shows the base interpreter's
+    # packages, not this one's.
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path)
     py = venv / "bin" / "python"
+    purelib = subprocess.check_output(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], text=True
+    )
+    # addsitedir, not bare paths: their own .pth files (editable installs, namespace
+    # packages) run as they do here; appended after the venv's site-packages, so what is
+    # installed into the venv comes first.
+    adds = "; ".join(f"site.addsitedir({d!r})" for d in suite_site_dirs())
+    (Path(purelib.strip()) / "_suite_site_packages.pth").write_text(f"import site; {adds}\n")
     run([str(py), "-m", "pip", "install", "--no-index", "-q", f"{wheel}[rtx]"], tmp_path)
     if pinned:
         run([str(py), "-m", "pip", "install", "-q", "--no-deps", *pinned], tmp_path)
         # the wheel's ranges hold with the pinned versions in place
         run([str(py), "-m", "pip", "check"], tmp_path)
-    site = Path(run([str(py), "-c", "import pipeline; print(pipeline.__file__)"], tmp_path).strip())
-    assert site.is_relative_to(venv) and not site.is_relative_to(REPO)
+    module = Path(
+        run([str(py), "-c", "import pipeline; print(pipeline.__file__)"], tmp_path).strip()
+    )
+    assert module.is_relative_to(venv) and not module.is_relative_to(REPO)
     return venv
 
 

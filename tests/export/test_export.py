@@ -34,7 +34,7 @@ def test_transformer_export_takes_int64_ids_and_mask(built_transformer):
 
 def test_export_is_deterministic(tmp_path, built_cnn):
     cfg, layout = built_cnn
-    export.export_model(cfg.model, tmp_path / "again")
+    export.export_model(cfg.model, cfg.profile, tmp_path / "again")
     assert hashing.sha256_file(tmp_path / "again" / "model.onnx") == hashing.sha256_file(
         layout.export_dir / "model.onnx"
     )
@@ -45,7 +45,7 @@ def test_export_is_deterministic(tmp_path, built_cnn):
 
 def test_onnx_file_model(tmp_path):
     cfg = compose("model=onnx_file", f"model.onnx_path={REPO / 'pipeline/zoo/onnx/tiny_mlp.onnx'}")
-    summary = export.export_model(cfg.model, tmp_path / "export")
+    summary = export.export_model(cfg.model, cfg.profile, tmp_path / "export")
     assert summary["inputs"][0]["dims"] == ["batch", 16]
 
 
@@ -54,7 +54,7 @@ def test_corrupt_onnx_is_one_clear_error_and_no_output(tmp_path):
     bad.write_bytes(b"\x08\x07garbage" * 50)
     cfg = compose("model=onnx_file", f"model.onnx_path={bad}")
     with pytest.raises(PipelineError, match="bad.onnx"):
-        export.export_model(cfg.model, tmp_path / "export")
+        export.export_model(cfg.model, cfg.profile, tmp_path / "export")
     assert not (tmp_path / "export").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bad.onnx"]
 
@@ -62,7 +62,7 @@ def test_corrupt_onnx_is_one_clear_error_and_no_output(tmp_path):
 def test_missing_model_file(tmp_path):
     cfg = compose("model=onnx_file", f"model.onnx_path={tmp_path / 'nope.onnx'}")
     with pytest.raises(PipelineError, match="not found"):
-        export.export_model(cfg.model, tmp_path / "export")
+        export.export_model(cfg.model, cfg.profile, tmp_path / "export")
 
 
 def test_sha256_covers_external_data(tmp_path):

@@ -83,7 +83,7 @@ def test_a_wrong_name_is_one_line_naming_it(user_pkg, name, message):
 
 def test_export_runs_a_factory_named_module_colon_callable(user_pkg, tmp_path):
     cfg = compose("model=cnn", "model.factory=teammodels.nets:make", f"model.source={user_pkg}")
-    summary = export.export_model(cfg.model, tmp_path / "export")
+    summary = export.export_model(cfg.model, cfg.profile, tmp_path / "export")
     assert summary["source"] == "factory:teammodels.nets:make"
     assert (tmp_path / "export" / "model.onnx").is_file()
     # the factory's file must lie under model.source, or DVC would not see it change

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline.export import export, sizes
+from pipeline.export import sample_data, sizes
 from pipeline.export.onnx_model import TensorSpec
 
 
@@ -31,21 +31,26 @@ def test_specs_are_sized_exactly_with_the_draw_before_the_cast():
         TensorSpec("x", "float32", ("batch", 3, "seq")),
         TensorSpec("ids", "int32", ("batch", "seq")),
     ]
-    dims = {"batch": 4, "seq": 10}
+    shapes = {"x": [4, 3, 10], "ids": [4, 10]}
     # a model without a factory: the tool draws its inputs from the specs
     model_cfg = SimpleNamespace(factory=None, input_ranges={}, int_low=0, int_high=100)
-    made = export.sample_inputs(model_cfg, specs, dims, np.random.default_rng(0))
+    made = sample_data.sample_inputs(model_cfg, specs, shapes, np.random.default_rng(0))
     kept = sum(a.nbytes for a in made.values())
-    assert sizes.spec_bytes(specs, dims) == kept == 4 * 3 * 10 * 4 + 4 * 10 * 4
+    assert sizes.spec_bytes(specs, shapes) == kept == 4 * 3 * 10 * 4 + 4 * 10 * 4
     # numpy draws x as float64 first: 120 values of 8 bytes exist beside the result
-    assert sizes.spec_bytes(specs, dims, drawn=True) == kept + 120 * 8
-    # an axis without a size here counts nothing rather than guessing
-    assert sizes.spec_bytes([TensorSpec("y", "float32", ("n",))], dims) == 0
+    assert sizes.spec_bytes(specs, shapes, drawn=True) == kept + 120 * 8
+    # an output sized by the inputs' named dims; one with a dim no input has counts nothing
+    outputs = [TensorSpec("y", "float32", ("batch", "seq")), TensorSpec("z", "float32", ("n",))]
+    assert sizes.output_shapes(outputs, {"batch": 4, "seq": 10}) == {"y": [4, 10]}
 
 
-def test_the_largest_dim_is_named():
-    assert sizes.dims_key("model.sample_dims", {"batch": 9, "seq": 128}) == (
-        "model.sample_dims.seq=128"
+def test_the_setting_behind_the_largest_input_is_named():
+    specs = [TensorSpec("x", "float32", ("batch", 3, "seq")), TensorSpec("m", "int64", (2,))]
+    shapes = {"x": [9, 3, 128], "m": [2]}
+    given = SimpleNamespace(sample_dims={"batch": 9})
+    assert sizes.largest_key(given, specs, shapes) == "model.sample_dims.batch=9"
+    assert sizes.largest_key(SimpleNamespace(sample_dims={}), specs, shapes) == (
+        "profile.shapes.x (opt 9x3x128)"
     )
 
 

@@ -155,8 +155,11 @@ def test_none_falls_back_to_the_model_factory_and_says_so(cnn_onnx):
     assert s.info["num_samples"] == calibration_data.FALLBACK_SAMPLES and s.info["random"] is False
 
 
-def test_none_without_a_factory_names_the_ways_out():
+def test_none_without_a_factory_names_the_ways_out(tmp_path):
     onnx_path = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
     with pytest.raises(PipelineError, match="calibration.source=random"):
         load("onnx_file", onnx_path)
-    assert load("onnx_file", onnx_path, "calibration=random").info["random"] is True
+    cfg = compose("model=onnx_file")
+    export.export_model(cfg.model, cfg.profile, tmp_path / "export")
+    exported = tmp_path / "export" / "model.onnx"
+    assert load("onnx_file", exported, "calibration=random").info["random"] is True

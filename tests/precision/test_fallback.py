@@ -13,6 +13,7 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.flow import steps
 from pipeline.precision import accuracy, fallback, qdq_plan
+from pipeline.precision.tasks import OutputTasks
 from pipeline.report import precision_view
 from tests.conftest import compose
 from tests.precision.conftest import fresh, quantized, reference_pairs
@@ -42,8 +43,8 @@ def test_plain_int8_misses_the_gate_naming_every_failing_metric_and_writes_them_
         steps.calibrate(cfg, layout)
     line = str(failed.value)
     assert "\n" not in line and "more)" not in line
-    assert "cosine of output 'embedding' is" in line and "needs >= 0.999" in line
-    assert "max_abs_error of output 'embedding' is" in line and "needs <= 0.05" in line
+    assert "cosine of output 'embedding' (embedding) is" in line and "needs >= 0.999" in line
+    assert "max_abs_error of output 'embedding' (embedding) is" in line and "needs <= 0.05" in line
     metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
     assert metrics["gate_passed"] is False
     assert metrics["gate"]["embedding"]["cosine"]["passed"] is False
@@ -158,7 +159,10 @@ def test_a_gate_the_fp32_graph_cannot_meet_is_one_clear_error(bert_export, tmp_p
         fallback.SearchFailed, match=r"even with all 17 quantized nodes kept in fp32"
     ):
         fallback.search(
-            result.graphs, pairs, gate, "embedding", {"score": 2, "metrics": {}, "failing": []}
+            result.graphs,
+            pairs,
+            accuracy.Criteria(gate, OutputTasks("embedding")),
+            {"score": 2, "metrics": {}, "failing": []},
         )
 
 

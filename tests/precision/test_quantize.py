@@ -135,7 +135,7 @@ def test_bad_calibration_set_fails_the_gate_naming_the_metric(request, tmp_path)
         f"calibration.path={tmp_path / 'zeros'}",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    needle = r"gate failed for int8 ONNX: (cosine|max_abs_error|top1_agreement) of output 'logits' is [0-9.e-]+, needs"
+    needle = r"gate failed for int8 ONNX: (cosine|max_abs_error|top1_agreement) of output 'logits' \(classification\) is [0-9.e-]+, needs"
     with pytest.raises(PipelineError, match=needle) as failed:
         steps.calibrate(cfg, layout)
     # no graph is left behind, but every metric is, pass or fail, and the line names each failure
@@ -146,7 +146,7 @@ def test_bad_calibration_set_fails_the_gate_naming_the_metric(request, tmp_path)
         "cosine",
         "top1_agreement",
     }
-    failing = [f"{r['metric']} of output 'logits' is" for r in metrics["failing"]]
+    failing = [f"{r['metric']} of output 'logits' (classification) is" for r in metrics["failing"]]
     assert (
         failing
         and all(f in str(failed.value) for f in failing)

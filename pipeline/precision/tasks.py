@@ -1,0 +1,119 @@
+"""What each output is, and so what the accuracy gate judges on it.
+
+Top-1 agreement means something for class scores only; boxes and maps want the relative
+error of each sample; sequences (a CTC matrix, per-step features) and recurrent states want
+the cosine of each step's vector. model.task names the kind of every output,
+model.output_tasks one output's; `auto` takes class scores for [N, C] outputs, a value per
+sample for rank 0 and 1, and a dense map otherwise.
+
+A task metric of the user's (precision.gate.metric: `mypkg.metrics:cer`) is called with the
+fp32 and the candidate outputs, batch by batch, and the labels from the reference folder
+(arrays keyed `label:<name>`, None where there are none), and returns one number that
+precision.gate.metric_max / metric_min judge, in the gate and the fallback search alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.export.array_folder import LABEL_PREFIX
+
+# The gate keys each task is judged by (the others are reported, not judged): absolute
+# error means nothing for boxes in pixels, top-1 nothing for a map.
+JUDGED: dict[str, tuple[str, ...]] = {
+    "classification": ("max_abs_error", "max_mean_rel_error", "min_cosine", "min_top1_agreement"),
+    "embedding": ("max_abs_error", "max_mean_rel_error", "min_cosine"),
+    "regression": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
+    "detection": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
+    "dense": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
+    "sequence": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
+}
+# Tasks whose cosine is the worst of each last-axis vector's (a row, a step, a state).
+ROW_COSINE = frozenset({"embedding", "sequence"})
+
+
+@dataclass(frozen=True)
+class OutputTasks:
+    default: str = "auto"
+    per_output: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model_cfg: Any) -> OutputTasks:
+        given = getattr(model_cfg, "output_tasks", None) or {}
+        return cls(str(model_cfg.task), {str(k): str(v) for k, v in given.items()})
+
+    def task(self, name: str, reference: np.ndarray) -> str:
+        """The output's task; `auto` resolved by the shape of its fp32 values."""
+        task = self.per_output.get(name, self.default)
+        if task != "auto":
+            return task
+        if reference.ndim == 2 and reference.shape[1] > 1:
+            return "classification"
+        return "regression" if reference.ndim <= 1 else "dense"
+
+    def check_outputs(self, outputs: list[str]) -> None:
+        unknown = sorted(set(self.per_output) - set(outputs))
+        if unknown:
+            raise PipelineError(
+                f"invalid config: model.output_tasks names '{unknown[0]}', which is not an "
+                f"output of the model (its outputs: {', '.join(outputs)})"
+            )
+
+
+Metric = Callable[[list[dict], list[dict], list[dict] | None], float]
+
+
+@dataclass(frozen=True)
+class UserMetric:
+    name: str  # as configured: "mypkg.metrics:cer"
+    fn: Metric
+
+    def __call__(
+        self, reference: list[dict], candidate: list[dict], labels: list[dict] | None
+    ) -> float:
+        try:
+            value = float(self.fn(reference, candidate, labels))
+        except Exception as e:
+            raise PipelineError(
+                f"precision.gate.metric={self.name} failed: {type(e).__name__}: {first_line(e)}"
+            ) from None
+        return value
+
+
+def user_metric(gate_cfg: Any, source: str | None = None) -> UserMetric | None:
+    """The configured task metric, imported and checked; None when there is none. Its
+    module must lie under `source` (model.source, which the calibrate stage tracks), or
+    DVC would not rerun the gate when the metric changes."""
+    name = getattr(gate_cfg, "metric", None)
+    if not name:
+        return None
+    from pipeline.export import factory, sample_data
+
+    fn = factory.resolve_callable(str(name), "precision.gate.metric")
+    module_file = factory.source_file(str(name), "precision.gate.metric")
+    if source is not None and not sample_data.tracked_by(module_file, source):
+        raise PipelineError(
+            f"precision.gate.metric={name} lives in {module_file}, outside model.source="
+            f"{source}, so DVC would not see it change; put it in the folder model.source names"
+        )
+    if (
+        getattr(gate_cfg, "metric_max", None) is None
+        and getattr(gate_cfg, "metric_min", None) is None
+    ):
+        raise PipelineError(
+            f"precision.gate.metric={name} has no threshold; set precision.gate.metric_max "
+            f"(an error such as CER) or precision.gate.metric_min (a score such as mAP)"
+        )
+    return UserMetric(str(name), fn)
+
+
+def split_labels(outputs: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+    """(model outputs, labels) of a reference batch: labels travel beside the fp32 outputs
+    under `label:<name>` and are never compared as outputs."""
+    real = {k: v for k, v in outputs.items() if not k.startswith(LABEL_PREFIX)}
+    labels = {k[len(LABEL_PREFIX) :]: v for k, v in outputs.items() if k.startswith(LABEL_PREFIX)}
+    return real, labels

@@ -1,0 +1,150 @@
+"""Production ONNX files from PyPI wheels (PaddleOCR's PP-OCRv4 detector and recognizer and
+its angle classifier from rapidocr-onnxruntime 1.4.4; NudeNet 3.4.2's YOLOv8n), each with one
+shape statement, through fp32, fp16 and int8 (realistic inputs made in tests/wild,
+precision.fallback=auto) to a TensorRT-RTX engine. int8 must pass a task gate keeping at
+least half of the convolutions and matrix multiplies in int8."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.core.layout import Layout
+from pipeline.flow import steps
+from tests.conftest import compose
+from tests.wild import fetch, inputs
+
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+OCR_METRIC = """
+import numpy as np
+
+KEYS = ["", *open(__file__.replace("metrics.py", "ppocr_keys.txt"), encoding="utf-8").read().splitlines(), " "]
+
+
+def _texts(batches):
+    out = []
+    for batch in batches:
+        for row in next(iter(batch.values())).argmax(-1):
+            keep = (row != 0) & np.r_[True, row[1:] != row[:-1]]
+            out.append("".join(KEYS[i] for i in row[keep]))
+    return out
+
+
+def _distance(a, b):
+    d = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, cb in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (ca != cb))
+    return d[-1]
+
+
+def cer(fp32, candidate, labels):
+    refs, hyps = _texts(fp32), _texts(candidate)
+    return sum(map(_distance, refs, hyps)) / max(1, sum(map(len, refs)))
+"""
+
+
+@dataclass(frozen=True)
+class Wild:
+    package: Callable[[], dict[str, Path]]
+    role: str
+    input: str
+    batches: Callable[..., list[np.ndarray]]
+    shapes: str
+    task: tuple[str, ...]  # the task gate's overrides
+    batch: int = 4
+
+
+MODELS = {
+    "ocr_cls": Wild(
+        fetch.rapidocr, "cls", "x", inputs.cls_batches,
+        "{x: [1x3x48x192, 4x3x48x192, 8x3x48x192]}", ("model.task=classification",),
+    ),
+    "ocr_det": Wild(
+        fetch.rapidocr, "det", "x", lambda n, bs, seed: inputs.det_batches(n, bs, seed, width=320),
+        "{x: [1x3x416x320, 1x3x416x320, 1x3x416x320]}", ("model.task=dense",), batch=1,
+    ),
+    "ocr_rec": Wild(
+        fetch.rapidocr, "rec", "x", inputs.rec_batches,
+        "{x: [1x3x48x320, 4x3x48x320, 8x3x48x320]}",
+        (
+            "model.task=sequence",
+            "precision.gate.metric=ocr_model.metrics:cer",
+            "precision.gate.metric_max=0.01",
+            "precision.gate.min_cosine=null",
+            "precision.gate.max_rel_error=null",
+        ),
+    ),
+    "yolov8n": Wild(
+        fetch.nudenet, "det", "images", inputs.yolo_batches,
+        "{images: [1x3x320x320, 4x3x320x320, 8x3x320x320]}", ("model.task=detection",),
+    ),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def wild_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("wild")
+
+
+def prepared(root: Path, name: str, wild: Wild) -> tuple[Path, Path, Path]:
+    """The model in a folder of its own (with the OCR metric beside it) and its data."""
+    try:
+        files = wild.package()
+    except fetch.FetchError as e:
+        pytest.skip(str(e))
+    folder = root / name / "ocr_model"
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        shutil.copy(files[wild.role], folder / "model.onnx")
+        if "rec_keys" in files:
+            shutil.copy(files["rec_keys"], folder / "ppocr_keys.txt")
+            (folder / "metrics.py").write_text(OCR_METRIC)
+        bs = wild.batch
+        inputs.write_npz_folder(root / name / "cal", wild.input, wild.batches(16 // bs, bs, 1))
+        inputs.write_npz_folder(root / name / "ref", wild.input, wild.batches(8 // bs, bs, 2))
+    return folder, root / name / "cal", root / name / "ref"
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypatch):
+    wild = MODELS[name]
+    folder, cal, ref = prepared(wild_root, name, wild)
+    monkeypatch.chdir(wild_root / name)  # the metric imports as ocr_model.metrics from here
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(wild_root / "store"))
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={folder / 'model.onnx'}",
+        f"model.source={folder}",
+        f"model.reference_data={ref}",
+        f"model.reference_source={ref}",
+        f"profile.shapes={wild.shapes}",
+        f"precision={precision}",
+        "calibration=directory",
+        f"calibration.path={cal}",
+        f"calibration.batch_size={wild.batch}",
+        f"calibration.cache_dir={wild_root / 'cache'}",
+        "build.backend=tensorrt_rtx",
+        *(["precision.fallback=auto"] if precision == "int8" else []),
+        *wild.task,
+    )
+    layout = Layout(wild_root / name / precision)
+    steps.fingerprint(cfg, layout)
+    steps.export(cfg, layout)
+    summary = steps.calibrate(cfg, layout)
+    assert summary["gate_passed"]
+    fb = summary.get("fallback") or {}
+    if fb.get("needed"):
+        assert 2 * fb["gemms_still_quantized"] >= fb["quantized_gemms"], fb
+    if precision == "int8":
+        assert summary["calibration"]["data"]["random"] is False
+    steps.build(cfg, layout, progress=False)
+    assert list(layout.build_dir.glob("*/engine.plan"))

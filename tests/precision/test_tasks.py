@@ -1,0 +1,130 @@
+"""The accuracy gate per kind of output: what each task judges, and a metric of the user's."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from pipeline.core import config_rules
+from pipeline.core.errors import PipelineError
+from pipeline.precision import accuracy, tasks
+from tests.conftest import compose
+
+RNG = np.random.default_rng(0)
+
+
+def judged(results: list[dict]) -> set[tuple[str, str]]:
+    return {(r["subject"], r["gate"]) for r in results}
+
+
+def test_every_task_but_auto_says_what_it_judges():
+    assert set(tasks.JUDGED) == set(config_rules.TASKS) - {"auto"}
+
+
+def test_boxes_in_pixels_are_judged_by_relative_error_not_absolute():
+    """A YOLO head: [batch, 4 + classes, anchors] in pixels. Half a pixel off everywhere is
+    a fine int8 result; its absolute error is not a fault, and its argmax means nothing."""
+    ref = [{"boxes": RNG.uniform(0, 320, (2, 22, 100))}]
+    got = [{"boxes": ref[0]["boxes"] + 0.5}]
+    gate = compose("precision=int8").precision.gate
+    criteria = accuracy.Criteria(gate, tasks.OutputTasks("detection"))
+    figures, results = criteria.judge(ref, got)
+    assert figures["boxes"]["max_abs_error"] == pytest.approx(0.5)
+    assert "top1_agreement" not in figures["boxes"]
+    assert judged(results) == {
+        ("boxes", "max_rel_error"),
+        ("boxes", "min_cosine"),
+    }
+    assert accuracy.passed(results)
+    # judged as class scores, the same output fails on its absolute error
+    _, as_classes = accuracy.Criteria(gate, tasks.OutputTasks("classification")).judge(ref, got)
+    assert not accuracy.passed(as_classes)
+
+
+def test_auto_takes_class_scores_for_n_by_c_and_dense_maps_otherwise():
+    auto = tasks.OutputTasks("auto", {"hn": "sequence"})
+    assert auto.task("logits", np.zeros((4, 10))) == "classification"
+    assert auto.task("map", np.zeros((4, 1, 32, 32))) == "dense"
+    assert auto.task("score", np.zeros(4)) == "regression"
+    assert auto.task("hn", np.zeros((1, 4, 32))) == "sequence"
+    auto.check_outputs(["hn", "y"])
+    with pytest.raises(PipelineError, match="model.output_tasks names 'hn'"):
+        auto.check_outputs(["h", "y"])
+
+
+def test_top1_runs_along_the_class_axis_of_every_step():
+    ref = RNG.standard_normal((2, 40, 50))  # a CTC matrix: [batch, steps, classes]
+    got = ref.copy()
+    got[0, 3] = -got[0, 3]  # one step of 80 reads another class
+    figures = accuracy.compare([{"y": ref}], [{"y": got}], "classification")
+    assert figures["y"]["top1_agreement"] == pytest.approx(79 / 80)
+
+
+def test_sequence_cosine_is_the_worst_step_and_steps_of_nothing_are_left_out():
+    ref = RNG.standard_normal((2, 10, 16))
+    ref[1, 4] *= 1e-9  # a state of nothing: its direction is noise
+    got = ref + 1e-3 * RNG.standard_normal(ref.shape)
+    figures = accuracy.compare([{"h": ref}], [{"h": got}], "sequence")["h"]
+    assert figures["rows"] == 19 and figures["cosine"] > 0.999
+
+
+def test_a_failing_line_names_the_task_and_the_key_behind_the_threshold():
+    ref = [{"map": RNG.uniform(0, 1, (2, 1, 8, 8))}]
+    got = [{"map": ref[0]["map"] * 1.5}]
+    gate = compose("precision=fp16").precision.gate
+    _, results = accuracy.Criteria(gate, tasks.OutputTasks("dense")).judge(ref, got)
+    with pytest.raises(accuracy.GateFailed) as e:
+        accuracy.raise_on_failure(results, "fp16 ONNX", {})
+    assert (
+        "rel_error of output 'map' (dense) is 0.5, needs <= 0.03 (precision.gate.max_rel_error)"
+        in str(e.value)
+    )
+
+
+@pytest.fixture
+def metric_module(tmp_path, monkeypatch):
+    pkg = tmp_path / "mymetrics"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ocr.py").write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+
+            def flips(fp32, candidate, labels):
+                seen = [labels is not None]
+                changed = sum(int((a["y"].argmax(-1) != b["y"].argmax(-1)).sum())
+                              for a, b in zip(fp32, candidate))
+                return changed + (100 if labels and "text" not in labels[0] else 0)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield tmp_path
+    sys.modules.pop("mymetrics.ocr", None)
+    sys.modules.pop("mymetrics", None)
+
+
+def test_a_metric_of_the_users_is_judged_with_labels_beside_the_outputs(metric_module):
+    gate = OmegaConf.create(
+        {**OmegaConf.to_container(compose().precision.gate), "metric": "mymetrics.ocr:flips"}
+    )
+    with pytest.raises(PipelineError, match="has no threshold"):
+        tasks.user_metric(gate)
+    gate.metric_max = 0
+    with pytest.raises(PipelineError, match="outside model.source"):
+        tasks.user_metric(gate, str(metric_module / "elsewhere"))
+    metric = tasks.user_metric(gate, str(metric_module))
+    ref = [{"y": RNG.standard_normal((4, 5)), "label:text": np.array(["a", "b", "c", "d"])}]
+    got = [{"y": ref[0]["y"].copy()}]
+    got[0]["y"][0] = -got[0]["y"][0]
+    criteria = accuracy.Criteria(gate, tasks.OutputTasks("classification"), metric)
+    figures, results = criteria.judge(ref, got)
+    assert figures["mymetrics.ocr:flips"]["metric"] == 1  # labels arrived under "text"
+    assert "label:text" not in figures  # labels are never compared as outputs
+    failed = [r for r in results if not r["passed"]]
+    assert [(r["subject"], r["gate"]) for r in failed][-1] == ("mymetrics.ocr:flips", "metric_max")
