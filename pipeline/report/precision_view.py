@@ -134,19 +134,35 @@ def mark_kept_nodes(report: dict) -> None:
                 )
 
 
-ACCURACY_HEADERS = ["output", "max abs error", "mean rel error", "cosine", "top-1 agreement"]
+ACCURACY_HEADERS = [
+    "output",
+    "task",
+    "max abs error",
+    "worst sample rel error",
+    "cosine",
+    "top-1 agreement",
+    "metric",
+]
 
 
 def accuracy_rows(figures: dict) -> list[list]:
-    """One row per output; an embedding's cosine is its worst row, with the mean beside it."""
+    """One row per output (and one for a metric of the user's); an embedding's or a
+    sequence's cosine is its worst row, with the mean beside it. A figure an entry does not
+    have is left blank."""
+
+    def num(m: dict, key: str, fmt: str = ".3g") -> str:
+        return format(m[key], fmt) if isinstance(m.get(key), (int, float)) else ""
+
     return [
         [
             out,
-            f"{m['max_abs_error']:.3g}",
-            f"{m['mean_rel_error']:.3g}",
-            f"{m['cosine']:.6f}"
+            m.get("task", ""),
+            num(m, "max_abs_error"),
+            num(m, "rel_error"),
+            num(m, "cosine", ".6f")
             + (f" (worst row; mean {m['cosine_mean']:.6f})" if "cosine_mean" in m else ""),
             m.get("top1_agreement", ""),
+            num(m, "metric", ".4g"),
         ]
         for out, m in figures.items()
     ]

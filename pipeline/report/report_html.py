@@ -90,18 +90,8 @@ def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
             line[2:]
             for line in precision_view.quantization_lines((transform or {}).get("quantization"))
         ],
-        "accuracy_rows": [
-            [
-                o,
-                f"{m['max_abs_error']:.3g}",
-                f"{m['mean_rel_error']:.3g}",
-                f"{m['cosine']:.6f}",
-                m.get("top1_agreement", ""),
-            ]
-            for o, m in transform["accuracy"].items()
-        ]
-        if transform
-        else [],
+        "accuracy_headers": precision_view.ACCURACY_HEADERS,
+        "accuracy_rows": precision_view.accuracy_rows(transform["accuracy"]) if transform else [],
         "engine_counts": templating.ranked(eng["precisions"]),
         "network_counts": templating.ranked(report["network"]["precisions"]),
         "fusion_rows": report["fusion"]["rows"][:max_rows],

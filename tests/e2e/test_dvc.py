@@ -107,3 +107,31 @@ def test_hydra_multirun_leaves_one_result_per_job(in_tmp_repo_copy):
     results = [json.loads(p.read_text()) for p in reversed(jobs)]
     assert [x["precision"] for x in results] == ["fp32", "fp16"]
     assert results[0]["engine_sha256"] != results[1]["engine_sha256"]
+
+
+def test_a_failed_run_leaves_nothing_that_looks_current_and_exp_run_exits_1(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    dvc(repo, "repro")
+    later = ["metrics/summary.json", "metrics/benchmark.json", "metrics/gates.json"]
+    assert all((repo / p).is_file() for p in later) and (repo / "artifacts/inspect").is_dir()
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, capture_output=True)
+    subprocess.run(["git", "commit", "-qm", "ran"], cwd=repo, check=True, capture_output=True)
+    gate = "precision.gate.max_abs_error=0"  # int8 cannot be bit-exact: calibrate fails
+    failed = subprocess.run(
+        [sys.executable, "-m", "pipeline", "exp", "run", "-S", "precision=int8", "-S", gate],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert failed.returncode == 1, failed.stderr[-2000:]
+    assert "accuracy gate failed for int8 ONNX" in failed.stderr
+    # the experiment ran in the workspace: the failed gate's metrics are there, pass or fail,
+    # and nothing of the earlier fp32 run after calibrate is left to read as this run's
+    accuracy = json.loads((repo / "metrics/accuracy.json").read_text())
+    assert accuracy["precision"] == "int8" and not accuracy["gate_passed"]
+    assert not any((repo / p).exists() for p in later), later
+    assert not (repo / "artifacts/inspect").exists()
+    status = subprocess.run(
+        [sys.executable, "-m", "pipeline", "status"], cwd=repo, capture_output=True, text=True
+    )
+    assert status.returncode == 1 and "calibrate" in status.stdout + status.stderr

@@ -37,6 +37,7 @@ def commands(page: str) -> list[list[str]]:
 def save_files(page: str, repo: Path) -> list[str]:
     found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', _text(page), flags=re.S | re.M)
     for name, body in found:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(body)
     return [name for name, _ in found]
 
