@@ -20,25 +20,22 @@ def jobs(*given: str, batch: int | None = None) -> list:
 
 def test_stage_ranks_follow_dvc_yaml_and_leave_out_the_stage_that_always_runs():
     stages = job_order.shared_stage_params()
-    assert stages[0] == ("model",)  # export; the fingerprint stage (always_changed) shares nothing
+    # export (the profile's opt shapes are its sample inputs'); the fingerprint stage
+    # (always_changed) shares nothing
+    assert stages[0] == ("model", "profile")
     rank = lambda key: job_order.stage_rank(key, stages)
-    assert rank("model") < rank("model.opset") + 1 < rank("precision") + 1 < rank("profile") + 1
-    assert (
-        rank("precision")
-        == rank("calibration.batches")
-        < rank("build.workspace_mib")
-        == rank("profile")
-    )
+    assert rank("model") == rank("model.opset") == rank("profile") < rank("precision")
+    assert rank("precision") == rank("calibration.batches") < rank("build.workspace_mib")
     assert rank("sweep.reuse") == rank("hydra.launcher.n_jobs") == len(stages)
 
 
-def test_the_key_calibration_reads_varies_faster_than_the_profile_and_overrides_keep_their_order():
+def test_the_profile_the_export_reads_varies_faster_than_precision_and_overrides_keep_their_order():
     got = jobs("precision=fp32,fp16,int8", "profile=dynamic,two_profiles", "model=transformer")
     assert got == [
         [
             [f"precision={p}", f"profile={f}", "model=transformer"]
-            for f in ("dynamic", "two_profiles")
             for p in ("fp32", "fp16", "int8")
+            for f in ("dynamic", "two_profiles")
         ]
     ]
     # Same jobs as Hydra's own order, just started in another order.
