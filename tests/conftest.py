@@ -72,10 +72,11 @@ def pytest_collection_modifyitems(config, items):
 
 def _pipeline_through(tmp: Path, cfg, last: str):
     from pipeline.core.layout import Layout
+    from pipeline.core.stages import STAGES
     from pipeline.flow import steps
 
     layout = Layout(tmp)
-    for name in steps.ORDER:
+    for name in STAGES:
         getattr(steps, name)(cfg, layout)
         if name == last:
             break

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipeline.core.stages import PARAMS, STAGES
 from tests.test_layers import PACKAGE, graph
 
 REPO = PACKAGE.parent
-STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
 
 
 def _imports_of(node: ast.AST, known: set[str]) -> set[str]:
@@ -101,3 +101,12 @@ def test_no_dependency_is_an_empty_file():
     deps = {d for stage in stages.values() for d in stage.get("deps", []) if "${" not in d}
     empty = sorted(d for d in deps if (REPO / d).is_file() and (REPO / d).stat().st_size == 0)
     assert not empty, f"empty files as dvc.yaml deps (DVC warns on each): {empty}"
+
+
+@pytest.mark.parametrize("path", ["dvc.yaml", "pipeline/cli/init_files/dvc.yaml.in"])
+def test_each_dvc_yaml_names_the_stages_and_params_written_once_in_core(path):
+    """pipeline/core/stages.py holds the stage list and what each reads; this repository's
+    dvc.yaml and the one `init` writes must say the same, in the same order."""
+    stages = yaml.safe_load((REPO / path).read_text())["stages"]
+    assert tuple(stages) == STAGES
+    assert {name: tuple(spec["params"]) for name, spec in stages.items()} == PARAMS

@@ -15,6 +15,7 @@ LAYERS = (
     "conf",
     "zoo",
     "core",
+    "store",
     "machine",
     "export",
     "precision",
@@ -37,7 +38,8 @@ def module_name(path: Path) -> str:
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 and parts[1] in LAYERS else TOP
+    # a subpackage itself (its __init__, the API `pipeline.store` gives) is of its layer
+    return parts[1] if len(parts) >= 2 and parts[1] in LAYERS else TOP
 
 
 def rank(layer: str) -> int:
@@ -131,3 +133,26 @@ def test_the_checker_sees_function_level_imports(tmp_path):
     p = tmp_path / "m.py"
     p.write_text("def f():\n    from pipeline.engine import store\n")
     assert imports(p, {"pipeline.engine.store", "pipeline.engine"}) == {"pipeline.engine.store"}
+
+
+def test_nothing_outside_the_store_imports_its_private_modules():
+    """pipeline/store's modules are private (`_verified`, `_entry`, ...); every other module
+    imports the package's one API."""
+    private = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.is_relative_to(PACKAGE / "store"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            private += [
+                f"{path.relative_to(PACKAGE)}: {n}"
+                for n in names
+                if n.startswith("pipeline.store._")
+            ]
+    assert not private, private

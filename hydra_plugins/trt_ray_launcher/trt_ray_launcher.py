@@ -187,13 +187,13 @@ class TrtRayLauncher(Launcher):
         return configs
 
     def _task_env(self, configs: list[DictConfig]) -> dict:
-        from pipeline.engine import store as store_lib
+        from pipeline.store import ENGINES
 
         store = self.params.store_dir or configs[0].get("build", {}).get("store_dir")
         package_file = __import__("pipeline").__file__
         assert package_file is not None  # pipeline is a regular package
         env = {
-            "TRT_PIPELINE_STORE": str(store_lib.default_root(store).resolve()),
+            ENGINES.env: str(ENGINES.root(store).resolve()),
             "PYTHONPATH": os.pathsep.join(
                 p
                 for p in (

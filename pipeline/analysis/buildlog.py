@@ -20,10 +20,10 @@ from pathlib import Path
 
 from pipeline.analysis import fusion, report_layers
 from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import MIB
 from pipeline.engine.trt_hooks import Record
 
 SEVERITIES = ("internal_error", "error", "warning", "info", "verbose")
-MIB = 1 << 20
 MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
 # Bump when summarize() changes what it reports: summaries of another version are
 # recomputed from the saved build.log rather than trusted.

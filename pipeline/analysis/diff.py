@@ -13,8 +13,6 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
 from pipeline.engine import manifest as manifest_lib
 
-MIB = 1 << 20
-
 
 def _build_folder(path: Path) -> Path | None:
     if (path / "manifest.json").exists():

@@ -14,7 +14,7 @@ from pipeline.core import config as config_lib
 from pipeline.core import fileio
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
-from pipeline.core.numbers import plain
+from pipeline.core.numbers import MIB, plain
 
 GATES = (
     "max_warnings",
@@ -24,13 +24,6 @@ GATES = (
     "max_peak_memory_mib",
 )
 SHOWN_MATCHES = 2
-
-
-def _result(name: str, threshold: Any, value: Any, passed: bool, detail: str, matches=None) -> dict:
-    extra = {"matches": matches} if matches is not None else {}
-    return gate_lib.result(
-        name, value, threshold, passed=passed, subject="build", detail=detail, **extra
-    )
 
 
 def _compile(patterns: Iterable[str]) -> list[re.Pattern]:
@@ -51,13 +44,15 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
         if hits
         else f"none of {len(compiled)} pattern(s) matched"
     )
-    return _result(
+    shown = [{"pattern": p, "line": line} for p, line in hits[:SHOWN_MATCHES]]
+    return gate_lib.result(
         "forbid_patterns",
-        list(patterns),
         len(hits),
-        not hits,
-        detail,
-        [{"pattern": p, "line": line} for p, line in hits[:SHOWN_MATCHES]],
+        list(patterns),
+        passed=not hits,
+        subject="build",
+        detail=detail,
+        matches=shown,
     )
 
 
@@ -70,7 +65,8 @@ def evaluate(
 ) -> list[dict]:
     """Every gate, switched on or not (a switched-off gate passes and still reports its
     value, so metrics show the trend before anyone sets a threshold). `records` may be
-    the build.log text; without `engine`, the manifest's engine size is used."""
+    the build.log text; without `engine`, the manifest's engine size is used. Pass or fail
+    is decided in one place, pipeline/core/gate.py, from each value's direction."""
     g = {
         k: plain(v)
         for k, v in (config_lib.to_dict(gates_cfg) if gates_cfg is not None else {}).items()
@@ -83,65 +79,45 @@ def evaluate(
     engine_bytes = (
         len(engine) if engine is not None else (manifest or {}).get("engine", {}).get("bytes")
     )
-    results = []
+    mib = round(engine_bytes / MIB, 3) if engine_bytes is not None else None
+    warnings = len(summary.get("warnings", []))
+    peak = summary.get("peak_memory_mib")
+    return [
+        _measured("max_warnings", warnings, g.get("max_warnings"), "max", f"{warnings} warning(s)"),
+        _forbidden(list(g.get("forbid_patterns") or []), records),
+        _measured(
+            "min_fusion_ratio", summary.get("fusion_ratio"), g.get("min_fusion_ratio"), "min",
+            _fusion(summary),
+        ),
+        _measured("max_engine_mib", mib, g.get("max_engine_mib"), "max", f"engine {mib} MiB"),
+        _measured("max_peak_memory_mib", peak, g.get("max_peak_memory_mib"), "max",
+                  f"peak memory {peak} MiB"),
+    ]  # fmt: skip
 
-    limit, n = g.get("max_warnings"), len(summary.get("warnings", []))
-    results.append(
-        _result(
-            "max_warnings",
-            limit,
-            n,
-            limit is None or n <= limit,
-            f"{n} warning(s), at most {limit} allowed" if limit is not None else f"{n} warning(s)",
-        )
+
+# How a gate's detail names its threshold, by direction.
+BOUND = {"max": "at most", "min": "at least"}
+UNIT = {"max_engine_mib": " MiB", "max_peak_memory_mib": " MiB"}
+
+
+def _measured(name: str, value: Any, threshold: Any, direction: str, measured: str) -> dict:
+    """A gate on one measured value; the threshold's words end its detail when it is set."""
+    if threshold is not None:
+        allowed = "required" if direction == "min" else "allowed"
+        measured += f", {BOUND[direction]} {threshold}{UNIT.get(name, '')} {allowed}"
+    return gate_lib.result(
+        name, value, threshold, direction=direction, subject="build", detail=measured
     )
 
-    results.append(_forbidden(list(g.get("forbid_patterns") or []), records))
 
-    limit, ratio = g.get("min_fusion_ratio"), summary.get("fusion_ratio")
-    ok = limit is None or (ratio is not None and ratio >= limit)
-    measured = (
+def _fusion(summary: dict) -> str:
+    ratio = summary.get("fusion_ratio")
+    if ratio is None:
+        return f"fusion ratio {summary.get('fusion_basis') or 'unknown'}"
+    return (
         f"fusion ratio {ratio} ({summary.get('layers_original')} ONNX compute nodes → "
         f"{summary.get('layers_final')} engine layers)"
-        if ratio is not None
-        else f"fusion ratio {summary.get('fusion_basis') or 'unknown'}"
     )
-    results.append(
-        _result(
-            "min_fusion_ratio",
-            limit,
-            ratio,
-            ok,
-            measured + (f", at least {limit} required" if limit is not None else ""),
-        )
-    )
-
-    limit = g.get("max_engine_mib")
-    mib = round(engine_bytes / buildlog.MIB, 3) if engine_bytes is not None else None
-    ok = limit is None or (mib is not None and mib <= limit)
-    results.append(
-        _result(
-            "max_engine_mib",
-            limit,
-            mib,
-            ok,
-            f"engine {mib} MiB" + (f", at most {limit} MiB allowed" if limit is not None else ""),
-        )
-    )
-
-    limit, peak = g.get("max_peak_memory_mib"), summary.get("peak_memory_mib")
-    ok = limit is None or (peak is not None and peak <= limit)
-    results.append(
-        _result(
-            "max_peak_memory_mib",
-            limit,
-            peak,
-            ok,
-            f"peak memory {peak} MiB"
-            + (f", at most {limit} MiB allowed" if limit is not None else ""),
-        )
-    )
-    return results
 
 
 failures = gate_lib.failures

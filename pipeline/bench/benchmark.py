@@ -1,4 +1,4 @@
-"""BenchmarkFromBuild: every configured backend side by side at the same shapes,
+"""Every configured backend side by side at the same shapes,
 timed by one method (pipeline.bench.timing; CUDA events on a GPU), checked against the
 fp32 reference outputs, with the conditions it ran under. The shapes, and their
 check against the engine's optimization profiles, come from pipeline.bench.bench_shapes;

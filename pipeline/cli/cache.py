@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import sys
@@ -13,8 +14,8 @@ from typing import Any
 from pipeline.core import tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import size
-from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import store as store_lib
+from pipeline.store import CALIBRATION, VerifiedStore
 from pipeline.sweeps import job_cache
 
 LS_COLUMNS = (
@@ -129,9 +130,7 @@ def cache_info_here(
 ) -> int:
     """`cache info`: the engine store and the calibration cache this config uses, and a
     note on a store left at the old per-repository default."""
-    from pipeline.precision import calibration_cache
-
-    calib, calib_source = calibration_cache.cache_location(cfg.calibration if cfg else None)
+    calib, calib_source = CALIBRATION.location(cfg.calibration.cache_dir if cfg else None)
     if calib_source == "setting":
         calib_source = f"calibration.cache_dir in {params}"
     old = [
@@ -320,3 +319,63 @@ def reproduce_engine(path: str, params: str) -> int:
     if report["more_runs"]:
         print(f"  … {report['more_runs']} more differing runs")
     return 2
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """`cache` and its actions (info, ls, verify, prune, rm) on the CLI's subparsers."""
+    ca = sub.add_parser("cache", help="the engine store: info, ls, verify, prune, rm")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store",
+        help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, or the "
+        "user cache folder's trt-pipeline/engines)",
+    )
+    common.add_argument(
+        "--params", default="params.yaml", help="config to read build.store_dir from"
+    )
+    actions = ca.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for name, text in LISTINGS:
+        a = actions.add_parser(name, parents=[common], help=text, description=text)
+        a.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_verify(actions, common)
+    _add_removals(actions, common)
+    return ca
+
+
+LISTINGS = (
+    ("info", "where the engine store and calibration cache are, their size and who can read them"),
+    ("ls", "key, model, precision, profile, calibration, fallback, GPU, TensorRT, size, last used"),
+)
+
+
+def _add_verify(actions: Any, common: argparse.ArgumentParser) -> None:
+    a = actions.add_parser(
+        "verify",
+        parents=[common],
+        help="re-hash every entry; exit 1 if any is damaged",
+        description="Re-hash every entry and check its entry.json and manifest; exit 1 if any "
+        "is damaged. --repair moves damaged entries to quarantine and removes "
+        "unfinished writes and stale lock files.",
+    )
+    a.add_argument(
+        "--repair", action="store_true", help="quarantine damaged entries, remove debris"
+    )
+
+
+def _add_removals(actions: Any, common: argparse.ArgumentParser) -> None:
+    dry = "say what would be removed, remove nothing"
+    a = actions.add_parser(
+        "prune",
+        parents=[common],
+        help="remove least recently used entries to fit a size",
+        description="Remove least recently used entries until the store fits in --max-size.",
+    )
+    a.add_argument(
+        "--max-size", required=True, help="keep at most this much, with a unit: 500M, 2G, 1.5GiB"
+    )
+    a.add_argument("--dry-run", action="store_true", help=dry)
+    a = actions.add_parser(
+        "rm", parents=[common], help="remove one entry", description="Remove one entry."
+    )
+    a.add_argument("key", help="a key or a unique prefix of one, as `cache ls` prints it")
+    a.add_argument("--dry-run", action="store_true", help=dry)

@@ -64,8 +64,9 @@ def diff_source(arg: str, store_dir: str | None, work: Path) -> Path:
         return path
     if _HEX.fullmatch(arg):
         from pipeline.engine import store as store_lib
+        from pipeline.store import ENGINES
 
-        st = store_lib.EngineStore(store_lib.default_root(store_dir))
+        st = store_lib.EngineStore(ENGINES.root(store_dir))
         if any(k.startswith(arg) for k in st.keys()):
             entry = st.get(st.resolve(arg))
             if entry is None:

@@ -1,20 +1,6 @@
-"""`python -m pipeline <command>`: tools around the pipeline.
-
-    python -m pipeline fingerprint [--json]    this machine's engine fingerprint
-    python -m pipeline params [OVERRIDE ...]   write params.yaml from conf/ (what DVC does on exp run -S)
-    python -m pipeline cache info|ls|verify [--repair]|prune --max-size SIZE|rm KEY    the engine store
-    python -m pipeline verify ENGINE           is ENGINE current for the present inputs and this machine?
-    python -m pipeline reproduce ENGINE        rebuild ENGINE's inputs and compare the bytes
-    python -m pipeline status [--json]         exit 0 when every stage is current here, 1 naming the stale one
-    python -m pipeline diff A B [--json] [--fail-on-regression]    compare two builds (or inspect reports)
-    python -m pipeline run [HYDRA ARGS]         every stage through Hydra (overrides checked first)
-    python -m pipeline init [--model PATH]      set up this git repository: dvc.yaml, conf/, params.yaml
-    python -m pipeline stage NAME [--params P]  one DVC stage (what init's dvc.yaml runs)
-    python -m pipeline exp run [DVC ARGS]       dvc exp run, with its -S overrides checked first
-
-`trt-pipeline` (the console script) is the same CLI.
-    python -m pipeline sweep-report DIR | --dvc [--out DIR]    one row per sweep job, Markdown, CSV, Pareto picture
-"""
+"""`python -m pipeline <command>` (the `trt-pipeline` console script): tools around the
+pipeline. Each subcommand's parser is added by its own function; `trt-pipeline --help` and
+the generated reference (docs/reference/cli.md) list them, so nothing here repeats them."""
 
 from __future__ import annotations
 
@@ -23,9 +9,11 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import TypeAlias
 
 from pipeline.core import cli
 from pipeline.core.errors import PipelineError
+from pipeline.core.stages import STAGES
 
 
 def _fingerprint(args: argparse.Namespace) -> int:
@@ -55,12 +43,13 @@ def _cache(args: argparse.Namespace) -> int:
     from pipeline.cli import cache as cache_cmd
     from pipeline.core import config
     from pipeline.engine import store
+    from pipeline.store import ENGINES
 
     cfg = config.load(args.params) if args.params and Path(args.params).exists() else None
     where, source = (
         (Path(args.store), "--store")
         if args.store
-        else store.location(cfg.build.store_dir if cfg else None)
+        else ENGINES.location(cfg.build.store_dir if cfg else None)
     )
     if source == "setting":
         source = f"build.store_dir in {args.params}"
@@ -185,6 +174,8 @@ def _version() -> str:
 
 
 def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
+    """The command line: each subcommand adds its own parser below (the cache command's is
+    in cli/cache.py, beside its code); `--help` of each is the reference."""
     p = argparse.ArgumentParser(prog=prog, description="TensorRT engine pipeline tools")
     p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     p.add_argument(
@@ -192,6 +183,20 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also show third-party log records")
     sub = p.add_subparsers(dest="command", required=True)
+    for add in (_add_run, _add_exp, _add_init, _add_stage, _add_fingerprint, _add_params):
+        add(sub)
+    from pipeline.cli import cache as cache_cmd
+
+    cache_cmd.add_parser(sub).set_defaults(func=_cache)
+    for add in (_add_verify_and_reproduce, _add_status, _add_diff, _add_sweep_report):
+        add(sub)
+    return p
+
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_run(sub: Subparsers) -> None:
     ru = sub.add_parser(
         "run",
         help="every stage for one composed config through Hydra (same as python -m pipeline.cli.run)",
@@ -203,6 +208,9 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         help="Hydra overrides and flags, e.g. --multirun a=1,2",
     )
     ru.set_defaults(func=_run)
+
+
+def _add_exp(sub: Subparsers) -> None:
     ex = sub.add_parser("exp", help="dvc exp run with -S overrides checked first")
     ex.add_argument("action", choices=["run"])
     ex.add_argument("--conf", default="conf")
@@ -210,6 +218,9 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         "dvc_args", nargs=argparse.REMAINDER, help="passed to dvc exp run, e.g. -S precision=fp16"
     )
     ex.set_defaults(func=_exp)
+
+
+def _add_init(sub: Subparsers) -> None:
     it = sub.add_parser(
         "init",
         help="set up this git repository for the pipeline (dvc.yaml, conf/, params.yaml); "
@@ -219,12 +230,16 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         "--model", metavar="PATH", help="your ONNX model (model=onnx_file with this path)"
     )
     it.set_defaults(func=_init)
+
+
+def _add_stage(sub: Subparsers) -> None:
     sg = sub.add_parser("stage", help="run one DVC stage, as the dvc.yaml init writes calls it")
-    sg.add_argument(
-        "name", choices=["fingerprint", "export", "calibrate", "build", "inspect", "benchmark"]
-    )
+    sg.add_argument("name", choices=STAGES)
     sg.add_argument("--params", default="params.yaml")
     sg.set_defaults(func=_stage)
+
+
+def _add_fingerprint(sub: Subparsers) -> None:
     fp = sub.add_parser("fingerprint", help="print this machine's engine fingerprint")
     fp.add_argument("--json", action="store_true")
     fp.add_argument(
@@ -233,65 +248,17 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         help="config to read build settings from ('' for defaults)",
     )
     fp.set_defaults(func=_fingerprint)
+
+
+def _add_params(sub: Subparsers) -> None:
     pa = sub.add_parser("params", help="compose conf/ into params.yaml")
     pa.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. precision=fp16")
     pa.add_argument("--conf", default="conf")
     pa.add_argument("--out", default="params.yaml")
     pa.set_defaults(func=_params)
-    ca = sub.add_parser("cache", help="the engine store: info, ls, verify, prune, rm")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--store",
-        help="store folder (default: build.store_dir, $TRT_PIPELINE_STORE, or the "
-        "user cache folder's trt-pipeline/engines)",
-    )
-    common.add_argument(
-        "--params", default="params.yaml", help="config to read build.store_dir from"
-    )
-    actions = ca.add_subparsers(dest="action", required=True, metavar="ACTION")
-    for name, text in (
-        (
-            "info",
-            "where the engine store and calibration cache are, their size and who can read them",
-        ),
-        (
-            "ls",
-            "key, model, precision, profile, calibration, fallback, GPU, TensorRT, size, last used",
-        ),
-    ):
-        a = actions.add_parser(name, parents=[common], help=text, description=text)
-        a.add_argument("--json", action="store_true", help="machine-readable output")
-    a = actions.add_parser(
-        "verify",
-        parents=[common],
-        help="re-hash every entry; exit 1 if any is damaged",
-        description="Re-hash every entry and check its entry.json and manifest; exit 1 if any "
-        "is damaged. --repair moves damaged entries to quarantine and removes "
-        "unfinished writes and stale lock files.",
-    )
-    a.add_argument(
-        "--repair", action="store_true", help="quarantine damaged entries, remove debris"
-    )
-    a = actions.add_parser(
-        "prune",
-        parents=[common],
-        help="remove least recently used entries to fit a size",
-        description="Remove least recently used entries until the store fits in --max-size.",
-    )
-    a.add_argument(
-        "--max-size", required=True, help="keep at most this much, with a unit: 500M, 2G, 1.5GiB"
-    )
-    a.add_argument(
-        "--dry-run", action="store_true", help="say what would be removed, remove nothing"
-    )
-    a = actions.add_parser(
-        "rm", parents=[common], help="remove one entry", description="Remove one entry."
-    )
-    a.add_argument("key", help="a key or a unique prefix of one, as `cache ls` prints it")
-    a.add_argument(
-        "--dry-run", action="store_true", help="say what would be removed, remove nothing"
-    )
-    ca.set_defaults(func=_cache)
+
+
+def _add_verify_and_reproduce(sub: Subparsers) -> None:
     for name, func, text in (
         ("verify", _verify, "say whether ENGINE is current here, and why not"),
         ("reproduce", _reproduce, "rebuild ENGINE's inputs and compare bytes"),
@@ -300,12 +267,18 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         v.add_argument("engine", help="engine.plan or its build folder")
         v.add_argument("--params", default="params.yaml")
         v.set_defaults(func=func)
+
+
+def _add_status(sub: Subparsers) -> None:
     st = sub.add_parser(
         "status", help="exit 0 if every stage is current on this machine, 1 naming the stale one"
     )
     st.add_argument("--json", action="store_true")
     st.add_argument("--params", default="params.yaml")
     st.set_defaults(func=_status)
+
+
+def _add_diff(sub: Subparsers) -> None:
     di = sub.add_parser("diff", help="compare build B with baseline A (build or inspect folders)")
     di.add_argument(
         "a",
@@ -323,6 +296,9 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         help="exit 1 when B has a lower fusion ratio or a layer at a wider precision than A",
     )
     di.set_defaults(func=_diff)
+
+
+def _add_sweep_report(sub: Subparsers) -> None:
     sw = sub.add_parser(
         "sweep-report", help="summarise a Hydra multirun folder (or DVC experiments with --dvc)"
     )
@@ -334,7 +310,6 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
         "--out", help="where to write sweep_summary.{md,csv} and sweep_pareto.{svg,png}"
     )
     sw.set_defaults(func=_sweep_report)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

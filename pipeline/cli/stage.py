@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pipeline.core.layout import Layout
 
-STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
-
 
 def run(name: str, params: str = "params.yaml") -> int:
     from pipeline.flow import steps

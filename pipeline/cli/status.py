@@ -13,7 +13,7 @@ from typing import Any
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow.steps import ORDER
+from pipeline.core.stages import STAGES
 
 
 def stale_stages(repo: Path = Path("."), build_cfg: Any = None) -> list[tuple[str, str]]:
@@ -37,7 +37,7 @@ def stale_stages(repo: Path = Path("."), build_cfg: Any = None) -> list[tuple[st
         why = [c for c in changes if c != "always changed"]
         if why:
             out.append((stage, _describe(why)))
-    return sorted(out, key=lambda s: ORDER.index(s[0]) if s[0] in ORDER else len(ORDER))
+    return sorted(out, key=lambda s: STAGES.index(s[0]) if s[0] in STAGES else len(STAGES))
 
 
 def _dvc_status(repo: Path) -> dict:

@@ -37,6 +37,19 @@ def set_verbosity(level: int) -> None:
     os.environ[ENV] = {-1: "quiet", 0: "normal", 1: "verbose"}[max(-1, min(1, level))]
 
 
+def warn(message: str) -> None:
+    """'warning: <message>' on stderr, one line, at every verbosity: something the user
+    should know that does not stop the run (a store that could not keep an entry)."""
+    print(f"warning: {' '.join(message.split())}", file=sys.stderr)
+
+
+def note(message: str) -> None:
+    """One line on stderr of what the tool is doing or did (a store hit, a search starting),
+    left out when quiet."""
+    if verbosity() >= 0:
+        print(" ".join(message.split()), file=sys.stderr)
+
+
 def _stderr_console() -> Console:
     from rich.console import Console
 

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import MIB
 
 PEAK_KEY = "peak_rss_mib"
-MIB = 1 << 20
 # Room left beside a file of `need` bytes: the filesystem's own blocks, the small files
 # written with it, and a little for everyone else on the disk.
 DISK_MARGIN_MIN = 16 * MIB

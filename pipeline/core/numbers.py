@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 MISSING = "–"
+MIB = 1 << 20  # bytes in a MiB: every size a person reads is in these
 
 
 def fmt(value: Any, digits: int = 3) -> str:

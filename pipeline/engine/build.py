@@ -1,4 +1,4 @@
-"""EngineFromOnnx: parse, check profiles against the parsed network, build a
+"""Parse, check profiles against the parsed network, build a
 strongly typed engine, and keep every log record for the analysis."""
 
 from __future__ import annotations

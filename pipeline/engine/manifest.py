@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.core.store_entry import plain_name_problem
+from pipeline.store import plain_name_problem
 
 MANIFEST_VERSION = 1
 

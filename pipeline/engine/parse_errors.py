@@ -11,6 +11,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pipeline.core.errors import PipelineError
+
 STANDARD = ("", "ai.onnx")
 # Where ops of well-known non-standard domains come from, for the way out.
 DOMAIN_ORIGIN = {
@@ -84,11 +86,11 @@ def way_out(trt: ModuleType, parser: Any, op: str, node: Any, graph: Any, said: 
 def _graph(onnx_path: Path) -> Any:
     """The model without its weights, or None where it cannot be read (the parse
     error is then reported with what the parser said alone)."""
-    try:
-        import onnx
+    from pipeline.export import onnx_model
 
-        return onnx.load(str(onnx_path), load_external_data=False)
-    except Exception:  # any reader failure: the parser's own text still goes out
+    try:
+        return onnx_model.load(onnx_path, check=False, weights=False)
+    except PipelineError:  # the parser's own text still goes out
         return None
 
 

@@ -1,4 +1,4 @@
-"""The engine store: a verified store (pipeline.core.verified_store) whose entries hold
+"""The engine store: a verified store (pipeline.store) whose entries hold
 an engine and its manifest, shared by `dvc repro`, sweeps, every clone and every
 experiment workspace of a user, plus the size policy `cache prune` applies."""
 
@@ -11,22 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.core.locations import cache_folder
-from pipeline.core.store_entry import FileData
-from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import manifest as manifest_lib
-
-STORE_ENV = "TRT_PIPELINE_STORE"
-
-
-def location(store_dir: str | None = None) -> tuple[Path, str]:
-    """(folder, what chose it): build.store_dir, $TRT_PIPELINE_STORE, or the user
-    cache folder's trt-pipeline/engines."""
-    return cache_folder(store_dir, STORE_ENV, "engines")
-
-
-def default_root(store_dir: str | None = None) -> Path:
-    return location(store_dir)[0]
+from pipeline.store import FileData, VerifiedStore
 
 
 class EngineStore(VerifiedStore):

@@ -7,13 +7,13 @@ the misses, and `strict` makes any miss an error for reproducible tactic choice.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, locking
+from pipeline.core import console, fileio, locking
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
+from pipeline.store import ENGINES
 
 
 class TimingCache:
@@ -30,9 +30,8 @@ class TimingCache:
     ) -> TimingCache | None:
         if mode == "off":
             return None
-        from pipeline.engine.store import default_root
 
-        return cls(default_root(store_dir) / "timing" / f"{fingerprint_id}.cache", mode)
+        return cls(ENGINES.root(store_dir) / "timing" / f"{fingerprint_id}.cache", mode)
 
     def attach(self, trt: Any, config: Any) -> None:
         if backend.is_rtx(trt):
@@ -76,7 +75,7 @@ class TimingCache:
                 fileio.write_bytes(self.path, bytes(self._cache.serialize()))
         except OSError as e:  # a read-only or full store: the engine is still good
             self.status = f"not saved: {e.strerror} ({e.filename or self.path})"
-            print(f"warning: timing cache {self.status}", file=sys.stderr)
+            console.warn(f"timing cache {self.status}")
             return
         self.status = "saved"
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import hashing, verified_stat
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.store_entry import SHA256, regular_file_problem
 from pipeline.engine import cache_key as key_lib
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
+from pipeline.store import SHA256, regular_file_problem, vouches
 
 
 def engine_folder(path: str | Path) -> Path:
@@ -35,7 +35,7 @@ def engine_intact(folder: Path, manifest: dict[str, Any], store: Any = None) -> 
         return False
     key = manifest.get("cache_key")
     if store is not None and isinstance(key, str) and SHA256.match(key):
-        if verified_stat.vouches(store.entries / key, name, folder / name, want):
+        if vouches(store.entries / key, name, folder / name, want):
             return True
     return hashing.sha256_file(folder / name) == want
 

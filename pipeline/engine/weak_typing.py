@@ -11,10 +11,10 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-from pipeline.core.store_entry import SHA256
 from pipeline.engine import backend
 from pipeline.export import export
 from pipeline.precision.weak_precision import CALIBRATORS, INPUTS_FILE, STRONG_HINT
+from pipeline.store import CALIBRATION, SHA256
 
 
 def refuse_if_strongly_typed_only(trt: ModuleType) -> None:
@@ -84,11 +84,8 @@ def checked_info(info: Any) -> dict[str, Any]:
 
 
 def _cache_path(info: dict[str, Any], trt: ModuleType) -> Path:
-    from types import SimpleNamespace
 
-    from pipeline.precision.calibration_cache import cache_root
-
-    root = cache_root(SimpleNamespace(cache_dir=info.get("cache_dir")))
+    root = CALIBRATION.root(info.get("cache_dir"))
     # TensorRT rejects a cache from another version, so the version is in the name.
     path: Path = root / info["cache_key"] / f"trt-{trt.__version__}-{info['calibrator']}.cache"
     return path

@@ -1,4 +1,4 @@
-"""ArraysFromFolder: the one loader for folders of arrays keyed by input name, used for
+"""The one loader for folders of arrays keyed by input name, used for
 calibration sets (calibration.path) and reference data (model.reference_data) alike.
 
 A folder holds .npz files keyed by input name, or <input>.npy files (or is one .npz);

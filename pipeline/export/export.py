@@ -1,4 +1,4 @@
-"""ExportFromModel: torch factory or ONNX file -> checked model.onnx plus reference
+"""Torch factory or ONNX file -> checked model.onnx plus reference
 inputs/outputs computed with ONNX Runtime on the CPU (the fp32 ground truth)."""
 
 from __future__ import annotations
@@ -66,10 +66,7 @@ def infer_shapes(path: Path) -> Any:
     plugins) have no ONNX shape function and are left as they are."""
     import onnx
 
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as e:
-        raise PipelineError(f"ONNX model {path.name} is unreadable: {first_line(e)}") from None
+    model = onnx_model.load(path, check=False, weights=False)
     # Inline weights past 1 GiB (a torch export below 2 GB) go to a data file first, which
     # empties them in memory: inference would otherwise copy them twice over.
     if onnx_model.weight_bytes(model) >= onnx_model.inline_limit():

@@ -167,13 +167,8 @@ def _min_ir_version(onnx: Any, model: Any) -> int:
 def import_onnx(src: Path, dest: Path) -> list[str]:
     """Write dest (the graph, normalised) and copies of its external-data files beside it;
     what normalising changed."""
-    import onnx
-
     check(src)
-    try:
-        model = onnx.load(str(src), load_external_data=False)
-    except Exception as e:
-        raise PipelineError(f"ONNX model {src} is unreadable: {first_line(e)}") from None
+    model = onnx_model.load(src, check=False, weights=False)
     refuse_ort_quantized(model, src)
     changes = normalize(model)
     for ext in onnx_model.external_data_files(model, src.parent):
@@ -194,9 +189,7 @@ def import_onnx(src: Path, dest: Path) -> list[str]:
 def copy_graph(src: Path, dest: Path) -> None:
     """A graph file and the external-data files it names, copied as files: a stage that
     passes a graph on unchanged never parses or re-serialises its weights."""
-    import onnx
-
-    model = onnx.load(str(src), load_external_data=False)
+    model = onnx_model.load(src, check=False, weights=False)
     for ext in onnx_model.external_data_files(model, src.parent):
         target = dest.parent / ext.relative_to(src.parent)
         target.parent.mkdir(parents=True, exist_ok=True)

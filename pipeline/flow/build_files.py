@@ -11,7 +11,7 @@ from typing import Any
 from pipeline.core import config as config_lib
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
-from pipeline.core.pending_files import PendingFiles
+from pipeline.store import PendingFiles
 
 
 def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:

@@ -3,13 +3,12 @@ serve an entry into the folder, adopt an engine DVC pulled into it, label an ent
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, memory
-from pipeline.core.store_entry import FileData, FileOnDisk
+from pipeline.core import console, fileio, memory
+from pipeline.store import FileData, FileOnDisk
 
 
 def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
@@ -55,9 +54,7 @@ def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, FileData] | 
         return None  # an engine of other inputs (an earlier config): nothing claims otherwise
     why = bad[0] if manifest is None else adoption_refusal(folder, manifest, key, key_in)
     if why is not None:
-        print(
-            f"warning: not adopting {folder / 'engine.plan'}: {why}; building it", file=sys.stderr
-        )
+        console.warn(f"not adopting {folder / 'engine.plan'}: {why}; building it")
         return None
     # Left on disk: the store copies each file once, hashing it on the way, never
     # holding a multi-GB engine in memory.

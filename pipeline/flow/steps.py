@@ -8,13 +8,15 @@ of it not the config schema (OmegaConf), which the always-run fingerprint stage 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pipeline.core import console, fileio, memory, output_folder
+from pipeline.core import console, fileio, memory
 from pipeline.core.errors import Interrupted, PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.numbers import MIB
+from pipeline.core.stages import STAGES
+from pipeline.flow import output_folder
 
 
 def fingerprint(cfg: Any, layout: Layout) -> dict:
@@ -31,8 +33,8 @@ def read_fingerprint(layout: Layout) -> dict:
 
 
 def export(cfg: Any, layout: Layout) -> dict:
-    from pipeline.core import provenance
     from pipeline.export import export as export_lib
+    from pipeline.flow import provenance
 
     peak = memory.StagePeak()
     with output_folder.writing(layout, layout.export_dir, stage="export"):
@@ -50,7 +52,7 @@ def export(cfg: Any, layout: Layout) -> dict:
 def calibrate(cfg: Any, layout: Layout) -> dict:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
-    from pipeline.core import provenance
+    from pipeline.flow import provenance
     from pipeline.precision import accuracy
     from pipeline.precision import transform as precision
 
@@ -150,7 +152,7 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
 def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
-    from pipeline.core import provenance
+    from pipeline.flow import provenance
 
     peak = memory.StagePeak()
     fp = read_fingerprint(layout)
@@ -160,10 +162,10 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
 
 
 def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.StagePeak) -> dict:
-    from pipeline.core.store_entry import FileData
     from pipeline.engine import cache_key
     from pipeline.engine import store as store_lib
     from pipeline.flow import engine_folder
+    from pipeline.store import ENGINES, FileData
 
     onnx_path = layout.calibrate_dir / "model.onnx"
     if not onnx_path.exists():
@@ -190,27 +192,22 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
         memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
         return files, labels, "miss, built"
 
-    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
     try:
         got = engine_folder.serve_into(folder, store, key, make)
     except (KeyboardInterrupt, Interrupted):
         # A signal after the store's commit interrupts this stage, not the build: the
         # entry is whole (written, hashed, renamed in one step) and the next run serves it.
         if store.entry_unverified(key)[0] is not None:
-            print(
+            console.note(
                 f"engine store: the signal came after engine {key[:16]} was stored whole; "
-                "the next run serves it",
-                file=sys.stderr,
+                "the next run serves it"
             )
         raise
     if got.not_stored:  # a read-only store still serves hits; a miss is built here only
-        print(
-            f"warning: {got.not_stored}; the engine is in {folder} only, not in the store",
-            file=sys.stderr,
-        )
-    print(
-        f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})",
-        file=sys.stderr,
+        console.warn(f"{got.not_stored}; the engine is in {folder} only, not in the store")
+    console.note(
+        f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})"
     )
     # Gates judge what was built and what the store served alike; a failure leaves
     # metrics/gates.json saying why, and build() drops this machine's folder.
@@ -233,7 +230,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
             ("engine store", f"{got.event}, key {key[:16]}"),
             (
                 "engine",
-                f"{manifest['engine']['bytes'] / 2**20:.2f} MiB, "
+                f"{manifest['engine']['bytes'] / MIB:.2f} MiB, "
                 f"built in {manifest.get('build_seconds')} s",
             ),
             ("build gates", "passed"),
@@ -269,9 +266,6 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
         return benchmark_step.run(cfg, layout, read_fingerprint(layout), peak)
 
 
-ORDER = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
-
-
 def run_all(
     cfg: Any,
     layout: Layout,
@@ -281,7 +275,7 @@ def run_all(
     """Every stage in order but those `done` holds results of; `on_step(name, result)`
     after each (a Hydra job logs it)."""
     results = dict(done or {})
-    for name in ORDER:
+    for name in STAGES:
         if name in results:
             continue
         results[name] = globals()[name](cfg, layout)

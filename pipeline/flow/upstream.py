@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.core import fileio, provenance
+from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.flow import provenance
 
 
 def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
@@ -50,11 +51,12 @@ def current(cfg: Any, layout: Layout, fp: dict) -> dict:
     present params and this machine; the manifest of that engine."""
     from pipeline.engine import store as store_lib
     from pipeline.engine import verify
+    from pipeline.store import ENGINES
 
     provenance.require(layout.export_dir, cfg, "export")
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     engine_dir = layout.engine_dir(fp["id"])
-    store = store_lib.EngineStore(store_lib.default_root(cfg.build.store_dir))
+    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
     manifest = verify.assert_loadable(engine_dir, fp, store)  # this machine's, and intact
     reasons = verify.input_differences(manifest, cfg, layout, fp)
     if reasons:

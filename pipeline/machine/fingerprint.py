@@ -16,6 +16,7 @@ from typing import Any
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.numbers import MIB
 
 NO_GPU_TARGET = "no GPU: portable ahead-of-time target"
 # Distribution names that provide each module, newest naming first.
@@ -75,7 +76,7 @@ def probe_gpu() -> tuple[dict | None, str]:
         gpu = {
             "name": name.decode() if isinstance(name, bytes) else name,
             "compute_capability": f"{major}.{minor}",
-            "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // (1 << 20),
+            "memory_mib": pynvml.nvmlDeviceGetMemoryInfo(h).total // MIB,
             "index": 0,
             "count": count,
         }

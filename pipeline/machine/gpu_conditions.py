@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.core.numbers import MIB
+
 # NVML clock-event (formerly "throttle") reason bits, as named in nvml.h.
 CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle",
@@ -86,7 +88,7 @@ def _reading(nv: Any, h: Any) -> dict:
         if bits is None
         else [name for bit, name in CLOCK_EVENT_REASONS.items() if int(bits) & bit],
         "utilization_pct": None if util is None else int(util.gpu),
-        "memory_used_mib": None if mem is None else int(mem.used) // (1 << 20),
+        "memory_used_mib": None if mem is None else int(mem.used) // MIB,
     }
 
 

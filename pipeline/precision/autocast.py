@@ -16,10 +16,10 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.core.store_entry import FileData
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision import calibration_cache, quantize
+from pipeline.precision import calibration_cache
+from pipeline.store import FileData
 
 # 2: the cast graph carries no intermediate shape annotations (see _convert).
 KEY_VERSION = 2
@@ -62,7 +62,7 @@ def autocast(
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     key = hashing.sha256_json(inputs)
     with tempfile.TemporaryDirectory(prefix="autocast.") as tmp:
-        got, cache = quantize.cached(
+        got, cache = calibration_cache.cached(
             calibration_cfg,
             key,
             lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs), inputs, "miss"),

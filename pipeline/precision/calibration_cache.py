@@ -8,22 +8,35 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio
-from pipeline.core.locations import cache_folder
-from pipeline.core.store_entry import FileData, FileOnDisk, Outcome
+from pipeline.core import console, fileio
 from pipeline.export import onnx_model
-
-CACHE_ENV = "TRT_PIPELINE_CALIB_CACHE"
-
-
-def cache_location(calibration_cfg: Any) -> tuple[Path, str]:
-    """(folder, what chose it): calibration.cache_dir, $TRT_PIPELINE_CALIB_CACHE, or
-    the user cache folder's trt-pipeline/calibration."""
-    return cache_folder(getattr(calibration_cfg, "cache_dir", None), CACHE_ENV, "calibration")
+from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 
-def cache_root(calibration_cfg: Any) -> Path:
-    return cache_location(calibration_cfg)[0]
+def store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)) -> VerifiedStore:
+    """The calibration cache (calibration.cache_dir, else $TRT_PIPELINE_CALIB_CACHE, else the
+    user cache folder): Q/DQ and AutoCast graphs, and fallback searches (with search.json)."""
+    root = CALIBRATION.root(calibration_cfg.cache_dir)
+    return VerifiedStore(root, required=required, what="calibration cache")
+
+
+def cached(
+    calibration_cfg: Any,
+    key: str,
+    make: Any,
+    what: str,
+    required: tuple[str, ...] = ("model.onnx",),
+) -> tuple[Any, dict]:
+    """get_or_make on the calibration cache, and the record a summary keeps of it (key,
+    hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
+    waits, then hits. A read-only cache still serves; a miss is then made and not kept."""
+    got = store(calibration_cfg, required).get_or_make(key, make)
+    if got.not_stored:
+        console.warn(f"{got.not_stored}; the {what} is not cached")
+    record: dict[str, Any] = {"key": key, "hit": got.hit}
+    if got.damage:
+        record["replaced_corrupt_entry"] = "; ".join(got.damage)
+    return got, record
 
 
 def graph_files(model: Any, work: Path, name: str = "model.onnx") -> dict[str, FileData]:

@@ -1,4 +1,4 @@
-"""CalibrationSetFromConfig: the batches that calibrate a Q/DQ graph, checked against
+"""The batches that calibrate a Q/DQ graph, checked against
 the model's inputs before any calibration runs, with a content hash for the cache.
 
 Sources: `directory` (a folder of .npz files keyed by input name, or <input>.npy files;

@@ -6,19 +6,18 @@ Runtime at all."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, hashing
+from pipeline.core import console, fileio, hashing
 from pipeline.core.config import to_dict
-from pipeline.core.store_entry import FileData
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import data_sha256
 from pipeline.precision import accuracy, calibration_cache, fallback
 from pipeline.precision.qdq_graphs import QdqGraphs
+from pipeline.store import FileData
 
 
 def cache_inputs(
@@ -51,8 +50,6 @@ def run(
     against the gate (transform.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
     graph's onnx_sha256)."""
-    from pipeline.precision.quantize import cached
-
     inputs = cache_inputs(qdq_sha256, pairs, criteria)
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
@@ -61,10 +58,9 @@ def run(
         final = judge()
         record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:
-            print(
+            console.note(
                 f"precision.fallback=auto: {precision_cfg.name} misses the gate; searching for "
-                f"the fewest nodes to keep in fp32 (groups first, then nodes)",
-                file=sys.stderr,
+                f"the fewest nodes to keep in fp32 (groups first, then nodes)"
             )
             try:
                 graph, record = fallback.search(
@@ -82,7 +78,7 @@ def run(
         meta = {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}
         return files, meta, "miss"
 
-    got, cache = cached(
+    got, cache = calibration_cache.cached(
         calibration_cfg, key, make, "fallback search", required=("model.onnx", "search.json")
     )
     if got.hit:

@@ -1,4 +1,4 @@
-"""QdqOnnxFromCalibration: ModelOpt post-training quantization (explicit Q/DQ, int8
+"""ModelOpt post-training quantization (explicit Q/DQ, int8
 or fp8), calibrated with ONNX Runtime on the CPU, behind a content-addressed cache.
 
 The cache key is the sha256 of the input ONNX, of the calibration data and of every
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,15 +16,13 @@ from typing import Any
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.core.store_entry import FileData
-from pipeline.core.verified_store import VerifiedStore
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import calibration_cache, calibration_data, qdq_plan, smoothing
-from pipeline.precision.calibration_cache import cache_root
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.precision.smoothing import SmoothGroup
+from pipeline.store import FileData
 
 KEY_VERSION = 2
 # ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
@@ -71,30 +68,6 @@ def key_inputs(
 
 def cache_key(inputs: dict) -> str:
     return hashing.sha256_json(inputs)
-
-
-def cache_store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)) -> VerifiedStore:
-    """The calibration cache: Q/DQ graphs, and fallback searches (which also hold search.json)."""
-    return VerifiedStore(cache_root(calibration_cfg), required=required, what="calibration cache")
-
-
-def cached(
-    calibration_cfg: Any,
-    key: str,
-    make: Any,
-    what: str,
-    required: tuple[str, ...] = ("model.onnx",),
-) -> tuple[Any, dict]:
-    """get_or_make on the calibration cache, and the record a summary keeps of it (key,
-    hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
-    waits, then hits. A read-only cache still serves; a miss is then made and not kept."""
-    got = cache_store(calibration_cfg, required).get_or_make(key, make)
-    if got.not_stored:
-        print(f"warning: {got.not_stored}; the {what} is not cached", file=sys.stderr)
-    record: dict[str, Any] = {"key": key, "hit": got.hit}
-    if got.damage:
-        record["replaced_corrupt_entry"] = "; ".join(got.damage)
-    return got, record
 
 
 def check_exclusions(src: Path, calibration_cfg: Any) -> None:
@@ -157,7 +130,7 @@ def quantize(
             # ops.json spares a hit parsing the graph again (large models: a second or more)
             return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
-        got, cache = cached(calibration_cfg, key, make, "calibration result")
+        got, cache = calibration_cache.cached(calibration_cfg, key, make, "calibration result")
         modelopt_graph = calibration_cache.read_graph(got)
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)

@@ -1,4 +1,4 @@
-"""OnnxFromPrecision: the strongly typed precision transform done before the build.
+"""The strongly typed precision transform done before the build.
 fp32/tf32 leave the graph alone; fp16/bf16 go through ModelOpt AutoCast;
 int8/fp8 through ModelOpt post-training quantization (explicit Q/DQ)."""
 

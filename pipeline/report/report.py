@@ -1,4 +1,4 @@
-"""InspectFromBuild: what went into the engine and what TensorRT did with it, as
+"""What went into the engine and what TensorRT did with it, as
 report.json (for tools), report.md (for people) and report.html (report_html.py).
 
 Engine layers come from the best source there is: the EngineInspector on a GPU that

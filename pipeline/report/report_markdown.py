@@ -21,14 +21,32 @@ def _optimizer_line(opt: dict) -> list[str]:
 
 
 def to_markdown(report: dict, max_rows: int) -> str:
-    exp, built, eng, log = (
-        report["model"]["exported"],
-        report["model"]["built"],
-        report["engine"],
-        report["build_log"],
-    )
-    fusion, insp = report["fusion"], eng["inspector"]
+    """The report's sections in order, each from its own function."""
     md = [
+        *_summary(report),
+        *(
+            precision_view.transform_markdown(report["precision_transform"])
+            if report.get("precision_transform")
+            else []
+        ),
+        *_onnx_model(report["model"]["exported"], report["model"]["built"]),
+        *_precision(report),
+        *_build_log(report["build_log"]),
+        *_fusions(report["fusion"], max_rows),
+        *_engine_layers(report["engine"], max_rows),
+        *_network(report["network"]["layers"], max_rows),
+    ]
+    return "\n".join(md) + "\n"
+
+
+def _summary(report: dict) -> list[str]:
+    eng, log, insp = report["engine"], report["build_log"], report["engine"]["inspector"]
+    inspector = (
+        f"available ({insp.get('layout')})"
+        if insp.get("available")
+        else f"absent: {insp.get('reason')}"
+    )
+    return [
         f"# Engine report: {report['precision']}",
         "",
         f"- backend: {eng['backend']['flavour']} {eng['backend']['version']}",
@@ -38,18 +56,21 @@ def to_markdown(report: dict, max_rows: int) -> str:
         *_optimizer_line(log.get("optimizer") or {}),
         f"- peak memory: {log['peak_memory_mib']} MiB; warnings: {len(log['warnings'])}",
         f"- engine layers from: {eng['layers_source']}",
-        "- engine inspector: "
-        + (
-            f"available ({insp.get('layout')})"
-            if insp.get("available")
-            else f"absent: {insp.get('reason')}"
-        ),
+        f"- engine inspector: {inspector}",
         "",
-        *(
-            precision_view.transform_markdown(report["precision_transform"])
-            if report.get("precision_transform")
-            else []
-        ),
+    ]
+
+
+def _tensors(specs: list[dict]) -> str:
+    return "; ".join(f"{t['name']} {t['dtype']}{t['dims']}" for t in specs)
+
+
+def _onnx_model(exp: dict, built: dict) -> list[str]:
+    ops = sorted(
+        set(exp["ops"]) | set(built["ops"]),
+        key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o),
+    )
+    return [
         "## ONNX model",
         "",
         tables.markdown(
@@ -58,64 +79,55 @@ def to_markdown(report: dict, max_rows: int) -> str:
                 ["opset", exp["opset"], built["opset"]],
                 ["nodes", exp["nodes"], built["nodes"]],
                 ["parameters", f"{exp['parameters']:,}", f"{built['parameters']:,}"],
-                [
-                    "inputs",
-                    "; ".join(f"{i['name']} {i['dtype']}{i['dims']}" for i in exp["inputs"]),
-                    "; ".join(f"{i['name']} {i['dtype']}{i['dims']}" for i in built["inputs"]),
-                ],
-                [
-                    "outputs",
-                    "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in exp["outputs"]),
-                    "; ".join(f"{o['name']} {o['dtype']}{o['dims']}" for o in built["outputs"]),
-                ],
+                ["inputs", _tensors(exp["inputs"]), _tensors(built["inputs"])],
+                ["outputs", _tensors(exp["outputs"]), _tensors(built["outputs"])],
             ],
         ),
         "",
         tables.markdown(
             ["op", "exported", "built"],
-            [
-                [op, exp["ops"].get(op, 0), built["ops"].get(op, 0)]
-                for op in sorted(
-                    set(exp["ops"]) | set(built["ops"]),
-                    key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o),
-                )
-            ],
+            [[op, exp["ops"].get(op, 0), built["ops"].get(op, 0)] for op in ops],
         ),
         "",
+    ]
+
+
+def _precision(report: dict) -> list[str]:
+    engine, network = report["engine"]["precisions"], report["network"]["precisions"]
+    return [
         "## Precision",
         "",
         tables.markdown(
             ["precision", "engine layers", "network layers"],
             [
-                [p, eng["precisions"].get(p, 0), report["network"]["precisions"].get(p, 0)]
-                for p in dict.fromkeys(
-                    list(eng["precisions"]) + list(report["network"]["precisions"])
-                )
+                [p, engine.get(p, 0), network.get(p, 0)]
+                for p in dict.fromkeys(list(engine) + list(network))
             ],
         ),
         "",
+    ]
+
+
+def _build_log(log: dict) -> list[str]:
+    md = [
         "## Build log",
         "",
         tables.markdown(["severity", "count"], [[k, v] for k, v in log["counts"].items()]),
         "",
     ]
     if log["memory"]:
-        md += [
-            tables.markdown(["memory", "value"], [[k, f"{v:,}"] for k, v in log["memory"].items()]),
-            "",
-        ]
+        rows = [[k, f"{v:,}"] for k, v in log["memory"].items()]
+        md += [tables.markdown(["memory", "value"], rows), ""]
     if log["layer_passes"]:
-        md += [
-            tables.markdown(
-                ["optimizer pass", "layers"],
-                [[p["pass"], p["layers"]] for p in log["layer_passes"]],
-            ),
-            "",
-        ]
+        rows = [[p["pass"], p["layers"]] for p in log["layer_passes"]]
+        md += [tables.markdown(["optimizer pass", "layers"], rows), ""]
     if log["timing_cache"]:
         md += ["### Timing cache", ""] + [f"- {t}" for t in log["timing_cache"]] + [""]
-    md += ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
-    md += [
+    return md + ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
+
+
+def _fusions(fusion: dict, max_rows: int) -> list[str]:
+    md = [
         "## Fusions",
         "",
         f"From the {fusion['source']}: {fusion['onnx_nodes_mapped']} of "
@@ -123,58 +135,51 @@ def to_markdown(report: dict, max_rows: int) -> str:
         "",
     ]
     if fusion["rows"]:
-        md += [
-            tables.markdown(
-                ["engine layer", "type", "precision", "ONNX nodes"],
-                [
-                    [
-                        r["engine_layer"],
-                        r["type"],
-                        r["precision"],
-                        f"{len(r['onnx_nodes'])}: {first(r['onnx_nodes'], 6)}",
-                    ]
-                    for r in fusion["rows"][:max_rows]
-                ],
-            ),
-            "",
+        rows = [
+            [
+                r["engine_layer"],
+                r["type"],
+                r["precision"],
+                f"{len(r['onnx_nodes'])}: {first(r['onnx_nodes'], 6)}",
+            ]
+            for r in fusion["rows"][:max_rows]
         ]
+        md += [tables.markdown(["engine layer", "type", "precision", "ONNX nodes"], rows), ""]
     if fusion["unmapped"]:
-        md += [
-            f"ONNX nodes in no engine layer (folded or removed): {first(fusion['unmapped'], 20)}",
-            "",
+        unmapped = first(fusion["unmapped"], 20)
+        md += [f"ONNX nodes in no engine layer (folded or removed): {unmapped}", ""]
+    return md
+
+
+def _engine_layers(eng: dict, max_rows: int) -> list[str]:
+    if not eng["layers"]:
+        return []
+    rows = [
+        [l["name"], l["type"], l["precision"], l["tactic"], first(l["onnx_nodes"], 3)]
+        for l in eng["layers"][:max_rows]
+    ]
+    headers = ["name", "type", "precision", "tactic", "ONNX nodes"]
+    return [f"## Engine layers ({eng['layers_source']})", "", tables.markdown(headers, rows), ""]
+
+
+def _network(layers: list[dict], max_rows: int) -> list[str]:
+    if not layers:
+        return []
+    rows = [
+        [
+            l["index"],
+            l["name"],
+            l["type"],
+            l["precision"],
+            "; ".join(f"{o['dtype']}{o['shape']}" for o in l["outputs"]),
         ]
-    if eng["layers"]:
-        md += [
-            f"## Engine layers ({eng['layers_source']})",
-            "",
-            tables.markdown(
-                ["name", "type", "precision", "tactic", "ONNX nodes"],
-                [
-                    [l["name"], l["type"], l["precision"], l["tactic"], first(l["onnx_nodes"], 3)]
-                    for l in eng["layers"][:max_rows]
-                ],
-            ),
-            "",
-        ]
-    layers = report["network"]["layers"]
-    if layers:
-        md += [
-            "## TensorRT network after parsing",
-            "",
-            tables.markdown(
-                ["#", "layer", "type", "precision", "outputs"],
-                [
-                    [
-                        l["index"],
-                        l["name"],
-                        l["type"],
-                        l["precision"],
-                        "; ".join(f"{o['dtype']}{o['shape']}" for o in l["outputs"]),
-                    ]
-                    for l in layers[:max_rows]
-                ],
-            ),
-        ]
-        if len(layers) > max_rows:
-            md.append(f"\n… {len(layers) - max_rows} more layers in report.json")
-    return "\n".join(md) + "\n"
+        for l in layers[:max_rows]
+    ]
+    md = [
+        "## TensorRT network after parsing",
+        "",
+        tables.markdown(["#", "layer", "type", "precision", "outputs"], rows),
+    ]
+    if len(layers) > max_rows:
+        md.append(f"\n… {len(layers) - max_rows} more layers in report.json")
+    return md

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pipeline.core.numbers import MIB
+
 # Worst over every output: the direction that is worse for each figure.
 ACCURACY_WORST = {
     "max_abs_error": max,
@@ -32,7 +34,7 @@ def summarize(
     accuracy: dict, gates: dict, manifest: dict, benchmark: dict
 ) -> dict[str, float | int]:
     out: dict[str, float | int | None] = {
-        "engine_mib": round(manifest["engine"]["bytes"] / 2**20, 3),
+        "engine_mib": round(manifest["engine"]["bytes"] / MIB, 3),
         "build_s": manifest.get("build_seconds"),
         "accuracy_gate_pass": int(bool(accuracy.get("gate_passed"))),
         "build_gates_pass": int(bool(gates.get("passed"))),

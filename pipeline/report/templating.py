@@ -9,7 +9,7 @@ from functools import lru_cache
 import jinja2
 
 from pipeline.analysis.report_layers import PRECISION_COLOURS
-from pipeline.core.numbers import fmt
+from pipeline.core.numbers import MIB, fmt
 
 
 def colour(precision: str | None) -> str:
@@ -23,7 +23,7 @@ def text_colour(fill: str) -> str:
 
 
 def mib(n) -> str:
-    return f"{n / (1 << 20):,.2f} MiB" if isinstance(n, (int, float)) else "–"
+    return f"{n / MIB:,.2f} MiB" if isinstance(n, (int, float)) else "–"
 
 
 def ranked(counts: dict[str, int]) -> list[tuple[str, int]]:

@@ -25,6 +25,7 @@ from pipeline.core import config, fileio
 from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.numbers import MIB
 from pipeline.flow import steps
 from pipeline.sweeps import job_cache
 from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
@@ -92,7 +93,7 @@ def stage_line(name: str, result: dict) -> str:
         return f"calibrate: accuracy gate {'passed' if passed else 'failed'}"
     if name == "build":
         return (
-            f"build: engine store {result.get('store_event')}, {result['engine']['bytes'] / 2**20:.2f} MiB, "
+            f"build: engine store {result.get('store_event')}, {result['engine']['bytes'] / MIB:.2f} MiB, "
             f"built in {result.get('build_seconds')} s, key {str(result.get('cache_key'))[:16]}"
         )
     if name == "benchmark":

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import socket
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -28,12 +27,12 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from pipeline.core import config as config_lib
-from pipeline.core import dvc_stages, fileio, hashing
+from pipeline.core import console, dvc_stages, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.verified_store import VerifiedStore
 from pipeline.engine import store as engine_store
 from pipeline.flow import build_files
+from pipeline.store import ENGINES, VerifiedStore
 
 RESULT = "result.json"
 JOBS = "jobs"
@@ -48,7 +47,7 @@ _KEY = re.compile(r"[0-9a-f]{64}")
 
 
 def job_store(cfg: Any) -> VerifiedStore:
-    return store_beside(engine_store.default_root(cfg.build.store_dir))
+    return store_beside(ENGINES.root(cfg.build.store_dir))
 
 
 def store_beside(engine_root: Path) -> VerifiedStore:
@@ -153,7 +152,7 @@ def restorable(repo: Path, cfg: Any) -> bool:
         return False
     entry, _ = job_store(cfg).entry_unverified(job_key(repo, cfg, fp_lib.collect(cfg.build)["id"]))
     found = _saved_result(entry) if entry else None
-    engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
+    engines = engine_store.EngineStore(ENGINES.root(cfg.build.store_dir))
     return found is not None and engines.entry_unverified(found[1])[0] is not None
 
 
@@ -247,7 +246,7 @@ def reuse_or_run(
     if not cfg.sweep.reuse:
         return run_job()
     key = job_key(repo, cfg, fp["id"])
-    engines = engine_store.EngineStore(engine_store.default_root(cfg.build.store_dir))
+    engines = engine_store.EngineStore(ENGINES.root(cfg.build.store_dir))
     ran: dict = {}
 
     def make() -> tuple[dict[str, bytes], dict, str]:
@@ -270,10 +269,7 @@ def reuse_or_run(
     got = job_store(cfg).get_or_make(key, make, usable=usable)
     if not got.hit:
         if got.not_stored:
-            print(
-                f"warning: {got.not_stored}; this job's outputs are not saved for reuse",
-                file=sys.stderr,
-            )
+            console.warn(f"{got.not_stored}; this job's outputs are not saved for reuse")
         return ran["result"]
     saved = ran["saved"]  # the served entry was the last one looked at
     if not _restore(got.entry, saved[1], layout, fp):

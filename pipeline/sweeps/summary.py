@@ -30,7 +30,7 @@ from hydra.experimental.callback import Callback
 
 from pipeline.core import fileio, imports, tables
 from pipeline.core.errors import PipelineError
-from pipeline.core.numbers import fmt
+from pipeline.core.numbers import MIB, fmt
 from pipeline.sweeps.pareto import pareto, plot
 
 log = logging.getLogger("pipeline.sweeps.summary")
@@ -74,7 +74,7 @@ def row_from_result(job: str, r: dict) -> dict:
         "precision": r.get("precision"),
         "profile": r.get("profile"),
         "fingerprint": r.get("fingerprint"),
-        "engine_mib": round(r["engine_bytes"] / 2**20, 3)
+        "engine_mib": round(r["engine_bytes"] / MIB, 3)
         if r.get("engine_bytes") is not None
         else None,
         "build_s": r.get("build_seconds"),

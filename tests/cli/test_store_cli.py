@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from pipeline.engine import store as store_lib
+from pipeline.store import CALIBRATION, ENGINES
 from tests.conftest import REPO
 from tests.engine.test_store import KEY, OTHER, damage_entry, put
 
@@ -158,19 +159,17 @@ def test_info_says_where_the_caches_are_and_who_can_read_them(tmp_path):
 
 
 def test_default_locations_follow_xdg_and_can_be_overridden(monkeypatch, tmp_path):
-    from pipeline.precision import calibration_cache
-
     monkeypatch.delenv("TRT_PIPELINE_STORE", raising=False)
-    monkeypatch.delenv(calibration_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CALIBRATION.env, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert store_lib.default_root() == tmp_path / "xdg" / "trt-pipeline" / "engines"
-    assert calibration_cache.cache_root(None) == tmp_path / "xdg" / "trt-pipeline" / "calibration"
+    assert ENGINES.root() == tmp_path / "xdg" / "trt-pipeline" / "engines"
+    assert CALIBRATION.root(None) == tmp_path / "xdg" / "trt-pipeline" / "calibration"
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert store_lib.default_root() == tmp_path / "home" / ".cache" / "trt-pipeline" / "engines"
+    assert ENGINES.root() == tmp_path / "home" / ".cache" / "trt-pipeline" / "engines"
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "env"))
-    assert store_lib.location() == (tmp_path / "env", "$TRT_PIPELINE_STORE")
-    assert store_lib.default_root("~/team") == tmp_path / "home" / "team"
+    assert ENGINES.location() == (tmp_path / "env", "$TRT_PIPELINE_STORE")
+    assert ENGINES.root("~/team") == tmp_path / "home" / "team"
 
 
 @pytest.mark.parametrize("command", ["verify", "diff"])

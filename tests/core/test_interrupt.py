@@ -123,7 +123,7 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
     _reset(repo, store, env)
     after_commit = (
         "import os, runpy, signal\n"
-        "from pipeline.core import verified_store as vs\n"
+        "from pipeline.store import _verified as vs\n"
         "put = vs.VerifiedStore.put\n"
         "def put_then_signal(self, *a, **k):\n"
         "    entry = put(self, *a, **k)\n"

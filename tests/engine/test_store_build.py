@@ -246,7 +246,7 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
     """`cache rm` or `prune` in one terminal while a build hits in another."""
     import shutil
 
-    from pipeline.core import store_entry
+    from pipeline.store import _entry as store_entry
 
     cfg, layout = built_cnn
     repo = prepared_copy(layout, tmp_path / "r")

@@ -10,10 +10,9 @@ import numpy as np
 import onnxruntime as ort
 
 from models import large_table
-from pipeline.core.store_entry import FileOnDisk
-from pipeline.core.verified_store import VerifiedStore
 from pipeline.export import onnx_model
 from pipeline.precision import calibration_cache
+from pipeline.store import FileOnDisk, VerifiedStore
 
 
 def test_entry_holds_graph_and_external_data(tmp_path, monkeypatch):

@@ -16,6 +16,7 @@ from pipeline.core.layout import Layout
 from pipeline.engine import backend, build, weak_typing
 from pipeline.export import export, onnx_runtime
 from pipeline.flow import steps
+from pipeline.store import CALIBRATION
 from tests.conftest import REPO, compose
 
 BUILT = {"cnn": "built_cnn", "transformer": "built_transformer"}
@@ -315,18 +316,17 @@ def test_weak_int8_calibrates_implicitly_on_tensorrt_10(request, tmp_path):
 
 
 def test_cache_location_config_then_env_then_user_cache_folder(monkeypatch, tmp_path):
-    from pipeline.precision import calibration_cache
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv(calibration_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv(CALIBRATION.env, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert (
-        calibration_cache.cache_root(compose().calibration)
+        CALIBRATION.root(compose().calibration.cache_dir)
         == tmp_path / "xdg" / "trt-pipeline" / "calibration"
     )
-    monkeypatch.setenv(calibration_cache.CACHE_ENV, str(tmp_path / "env"))
-    assert calibration_cache.cache_root(compose().calibration) == tmp_path / "env"
-    assert calibration_cache.cache_root(compose("calibration.cache_dir=mine").calibration) == Path(
+    monkeypatch.setenv(CALIBRATION.env, str(tmp_path / "env"))
+    assert CALIBRATION.root(compose().calibration.cache_dir) == tmp_path / "env"
+    assert CALIBRATION.root(compose("calibration.cache_dir=mine").calibration.cache_dir) == Path(
         "mine"
     )
 

@@ -1,14 +1,14 @@
 """A hit trusts a verified file whose (size, mtime_ns, inode) are unchanged since it was
-known whole, and hashes it again otherwise (pipeline.core.verified_stat)."""
+known whole, and hashes it again otherwise (pipeline.store._stat)."""
 
 import json
 import os
 
 import pytest
 
-from pipeline.core import hashing, verified_stat
-from pipeline.core.store_entry import FileOnDisk
-from pipeline.core.verified_store import VerifiedStore
+from pipeline.core import hashing
+from pipeline.store import FileOnDisk, VerifiedStore
+from pipeline.store import _stat as verified_stat
 
 KEY = "ab" * 32
 BIG = os.urandom(3 << 20)

@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.core.pending_files import PendingFiles
 from pipeline.engine import store as store_lib
+from pipeline.store import PendingFiles
 from tests.engine.test_store import KEY, manifest_bytes
 
 ENGINE = b"engine-bytes" * 100

@@ -9,20 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import config as config_lib
-from pipeline.core import fileio, hashing
+from pipeline.core import fileio, hashing, stages
 from pipeline.core.errors import PipelineError
 
 FILE = "made_from.json"
-# The config sections each stage's output depends on (dvc.yaml's params, upstream included).
-SECTIONS = {
-    # The profile's opt shapes are the sample inputs' shapes (pipeline/export/samples.py).
-    "export": ("model", "profile"),
-    "calibrate": ("model", "profile", "precision", "calibration"),
-}
 
 
 def record(cfg: Any, stage: str, **extra: Any) -> dict[str, Any]:
-    params = {k: config_lib.to_dict(cfg[k]) for k in SECTIONS[stage]}
+    params = {k: config_lib.to_dict(cfg[k]) for k in stages.made_from(stage)}
     return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
 
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from pipeline.core import fileio, hashing
-from pipeline.core.store_entry import LARGE_BYTES, FileData, FileOnDisk
+from pipeline.store._entry import LARGE_BYTES, FileData, FileOnDisk
 
 CHUNK = 16 << 20
 

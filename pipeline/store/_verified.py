@@ -23,15 +23,16 @@ import errno
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, locking, store_files, verified_stat
+from pipeline.core import console, fileio, locking
 from pipeline.core.errors import PipelineError
-from pipeline.core.store_entry import (
+from pipeline.store import _files as store_files
+from pipeline.store import _stat as verified_stat
+from pipeline.store._entry import (
     ENTRY_FILE,
     LAST_USED,
     SHA256,
@@ -87,7 +88,7 @@ class VerifiedStore:
         """Digests a put can take from its other files (the engine store: the manifest,
         made from the very buffer being put, or checked against the file being adopted),
         so a large file is hashed once. The put records the file as known whole on the
-        strength of it (pipeline.core.verified_stat), so it must come from those bytes."""
+        strength of it (pipeline.store._stat), so it must come from those bytes."""
         return {}
 
     def content_problems(self, path: Path, meta: dict[str, Any]) -> list[str]:
@@ -98,7 +99,7 @@ class VerifiedStore:
     def problems(self, key: str, trust_stat: bool = False) -> list[str]:
         """Why the entry for `key` must not be loaded; [] when it is whole. Every file is
         hashed, except with `trust_stat` one whose stat is the one recorded when it was
-        last known whole (pipeline.core.verified_stat): a hit on a large entry."""
+        last known whole (pipeline.store._stat): a hit on a large entry."""
         path = self.entries / key
         meta, out = self._read_meta(key)
         if meta is None:
@@ -124,10 +125,9 @@ class VerifiedStore:
         if bad:
             if key in self._held:
                 moved = self.quarantine(key)
-                print(
-                    f"warning: {self.what} entry {key[:16]} is damaged ({'; '.join(bad)}); "
-                    f"moved to {moved} and will be recomputed",
-                    file=sys.stderr,
+                console.warn(
+                    f"{self.what} entry {key[:16]} is damaged ({'; '.join(bad)}); "
+                    f"moved to {moved} and will be recomputed"
                 )
             return None, bad
         meta, bad = self._read_meta(key)

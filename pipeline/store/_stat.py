@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import fileio, hashing
-from pipeline.core.store_entry import ENTRY_FILE, regular_file_problem
-from pipeline.core.store_entry import VERIFIED as RECORD
+from pipeline.store._entry import ENTRY_FILE, regular_file_problem
+from pipeline.store._entry import VERIFIED as RECORD
 
 COARSEST_MTIME_NS = 2 * 10**9  # FAT's 2 s; ext4, xfs and NFS are finer
 BACKDATE_NS = 10 * 10**9

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future
 
-from pipeline.core.store_entry import FileData
+from pipeline.store._entry import FileData
 
 
 class PendingFiles(Mapping[str, FileData]):

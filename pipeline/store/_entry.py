@@ -1,4 +1,4 @@
-"""An entry of a verified store (pipeline.core.verified_store), what get_or_make did
+"""An entry of a verified store (pipeline.store._verified), what get_or_make did
 with it, and what is checked before anything read from an entry is trusted:
 entry.json's schema, and that every file it names is a plain, regular file of the
 entry's own folder (no `..`, no absolute path, no link leading elsewhere)."""
@@ -19,7 +19,7 @@ from pipeline.core import fileio
 
 ENTRY_FILE = "entry.json"
 LAST_USED = ".last_used"
-VERIFIED = ".verified"  # each file's stat when last known whole (pipeline.core.verified_stat)
+VERIFIED = ".verified"  # each file's stat when last known whole (pipeline.store._stat)
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Large entry files (engines): linked from the store when just made, and not flushed
 # to disk file by file (every read re-hashes them).

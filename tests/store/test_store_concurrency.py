@@ -13,7 +13,7 @@ import time
 import pytest
 
 from pipeline.core import fileio, hashing
-from pipeline.core.verified_store import VerifiedStore
+from pipeline.store import VerifiedStore
 from tests.conftest import REPO
 
 BUILDERS = 8
@@ -23,7 +23,7 @@ FRESH = "cd" * 32
 
 BUILDER = """
 import os, sys, time
-from pipeline.core.verified_store import VerifiedStore
+from pipeline.store import VerifiedStore
 root, log = sys.argv[1], sys.argv[2]
 store = VerifiedStore(root, required=("engine.plan",), what="engine store")
 for key in sys.argv[3:]:

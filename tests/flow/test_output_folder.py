@@ -13,9 +13,10 @@ import sys
 
 import pytest
 
-from pipeline.core import locking, output_folder
+from pipeline.core import locking
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.flow import output_folder
 
 
 def _start_builds(repo, env, n):

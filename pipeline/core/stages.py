@@ -1,0 +1,35 @@
+"""The pipeline's stages, in order, and the config each one reads: written once here.
+
+dvc.yaml and the dvc.yaml `trt-pipeline init` writes name the same params per stage
+(tests/test_dvc_deps.py checks both against PARAMS); provenance records, for each output
+another stage consumes, the sections it and the stages before it read (made_from)."""
+
+from __future__ import annotations
+
+STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+
+# dvc.yaml's `params` of each stage: what its output depends on in params.yaml.
+PARAMS: dict[str, tuple[str, ...]] = {
+    "fingerprint": (
+        "build.backend",
+        "build.hardware_compatibility",
+        "build.version_compatible",
+        "build.compute_capabilities",
+    ),
+    # the profile's opt shapes are the sample inputs' (pipeline/export/samples.py)
+    "export": ("model", "profile"),
+    "calibrate": ("precision", "calibration", "model", "profile"),
+    "build": ("precision", "profile", "build"),
+    "inspect": ("inspect",),
+    "benchmark": ("benchmark", "model", "precision.name"),
+}
+
+# The stage whose output each one reads as its input graph, for made_from.json.
+UPSTREAM = {"calibrate": "export"}
+
+
+def made_from(stage: str) -> tuple[str, ...]:
+    """The config sections an output of `stage` is made from: its own params and those of
+    the stages it reads (calibrate's graph is made from the export's too)."""
+    before = made_from(UPSTREAM[stage]) if stage in UPSTREAM else ()
+    return tuple(dict.fromkeys((*before, *PARAMS[stage])))
