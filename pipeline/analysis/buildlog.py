@@ -16,9 +16,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.analysis import fusion, report_layers
+from pipeline.analysis import fusion, plan_dump, report_layers
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
 from pipeline.engine.trt_hooks import Record
@@ -49,8 +50,6 @@ _LAYER_MEMORY = re.compile(
     r"Scratch Memory: (\d+) bytes"
 )
 _FUSED = re.compile(r"^(?:ForeignNode|Layer) (.+?) metadata: (\[ONNX Layer: .*)$")
-_ENGINE_LAYER = re.compile(r"^Layer\(([^)]*)\): (.+?), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*)$")
-_IO_TENSOR = re.compile(r"\s*(.+?) \((\w+)\[([-\d,]*)\]\)(?:,|$)")
 _PARSED_NODE = re.compile(
     r"^(.+?) \[([\w.:]+)\] outputs: \[.*?\)\[(\w+)\]"
 )  # the ONNX parser's view of a node
@@ -60,91 +59,6 @@ _TIMING_CACHE = re.compile(r"timing cache", re.IGNORECASE)
 _FUSION_LINE = re.compile(
     r"^(?:Running: (\w+) on (.+)|(\w+): Fusing (.+)|(Removing|Eliminating) (.+))$"
 )
-# ProfilingVerbosity.DETAILED one-line dump (the EngineInspector's ONELINE format).
-_PLAN_LAYER = re.compile(
-    r"^Name: (?P<name>.*?), LayerType: (?P<type>[^,]*), Inputs: \[(?P<inputs>.*?)\], "
-    r"(?:Constants: \[.*?\], )?Outputs: \[(?P<outputs>.*?)\], TacticName: (?P<tactic>.*?), "
-    r"(?:StreamId: \S+, )?Metadata: ?(?P<meta>.*)$"
-)
-_PLAN_TENSOR = re.compile(
-    r"\{ Name: (.*?), Dimensions: \[([^\]]*)\],.*?Datatype: (\w+), Format: ([^}]*?) \}"
-)
-_PLAN_IO = re.compile(r"^\s*Name: (.*?), IOMode: (\w+), DataType: (\w+), Dimensions: \[([^\]]*)\]")
-
-
-def _dims(text: str) -> list[int]:
-    return [int(d) for d in text.split(",") if d.strip()]
-
-
-def _io_side(text: str) -> list[dict]:
-    return [
-        {
-            "name": m.group(1).strip(),
-            "dtype": report_layers.dtype(m.group(2)),
-            "shape": _dims(m.group(3)),
-            "format": "",
-        }
-        for m in _IO_TENSOR.finditer(text)
-    ]
-
-
-def _engine_layer(m: re.Match) -> dict:
-    ins, _, outs = m.group(4).partition(" -> ")
-    inputs, outputs = _io_side(ins), _io_side(outs)
-    matrix = report_layers.is_matrix_kernel(m.group(1), m.group(2))
-    return {
-        "name": m.group(2),
-        "type": m.group(1),
-        "precision": report_layers.layer_precision(inputs, outputs, matrix),
-        "inputs": inputs,
-        "outputs": outputs,
-        "onnx_nodes": [],
-        "tactic": m.group(3),
-    }
-
-
-def _plan_tensors(text: str) -> list[dict]:
-    return [
-        {"Name": n, "Dimensions": _dims(d), "Datatype": dt, "Format": f}
-        for n, d, dt, f in _PLAN_TENSOR.findall(text)
-    ]
-
-
-def parse_plan_dump(message: str) -> dict | None:
-    """The `Layers:` / `I/O Tensors:` dump in inspector-JSON shape, then normalised."""
-    lines = message.split("\n")
-    if not lines or lines[0].strip() != "Layers:":
-        return None
-    raw_layers, io, section = [], [], "layers"
-    for line in lines[1:]:
-        if line.strip() == "I/O Tensors:":
-            section = "io"
-        elif section == "layers" and (m := _PLAN_LAYER.match(line)):
-            raw_layers.append(
-                {
-                    "Name": m["name"],
-                    "LayerType": m["type"],
-                    "Inputs": _plan_tensors(m["inputs"]),
-                    "Outputs": _plan_tensors(m["outputs"]),
-                    "TacticName": m["tactic"],
-                    "Metadata": m["meta"],
-                }
-            )
-        elif section == "io" and (m := _PLAN_IO.match(line)):
-            io.append(
-                {
-                    "Name": m.group(1),
-                    "IOMode": m.group(2),
-                    "DataType": m.group(3),
-                    "Dimensions": _dims(m.group(4)),
-                }
-            )
-    parsed = report_layers.from_inspector_json({"Layers": raw_layers, "I/O Tensors": io})
-    return {
-        "source": "build log (ProfilingVerbosity.DETAILED)",
-        "layers": parsed["layers"],
-        "io_tensors": parsed["io_tensors"],
-    }
 
 
 def _fusion_event(line: str) -> dict | None:
@@ -170,97 +84,130 @@ def _phases(records: list[Record]) -> dict:
     }
 
 
+@dataclass
+class _LogScan:
+    """What one pass over the records collects, before engine layers meet their regions."""
+
+    passes: list[dict] = field(default_factory=list)
+    memory: dict[str, int] = field(default_factory=dict)
+    layer_memory: list[dict] = field(default_factory=list)
+    fused: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)
+    engine_layers: list[dict] = field(default_factory=list)
+    plan: dict | None = None
+    timing_cache: list[str] = field(default_factory=list)
+    parsed: dict[str, dict] = field(default_factory=dict)
+
+
 def summarize(records: Iterable[Record]) -> dict:
     records = list(records)
     counts = Counter(r.severity for r in records)
-    passes: list[dict] = []
-    memory: dict[str, int] = {}
-    layer_memory: list[dict] = []
-    fused: list[dict] = []
-    events: list[dict] = []
-    engine_layers: list[dict] = []
-    plan: dict | None = None
-    timing_cache: list[str] = []
-    parsed: dict[str, dict] = {}
-    for r in records:
-        if r.message.startswith("Layers:") and (dump := parse_plan_dump(r.message)):
-            if plan is None:
-                plan = dump
-            else:  # one dump per build; more would be more profiles or subgraphs
-                plan["layers"] += dump["layers"]
-            continue
-        for line in r.message.split(
-            "\n"
-        ):  # splitlines() would also cut at \x1e, the metadata separator
-            line = line.strip()
-            if r.phase == "parse" and (m := _PARSED_NODE.match(line)):
-                parsed[m.group(1)] = {"op": m.group(2), "dtype": report_layers.dtype(m.group(3))}
-            elif m := _LAYERS.match(line):
-                passes.append({"pass": m.group(1), "layers": int(m.group(2))})
-            elif m := _FUSED.match(line):
-                nodes = report_layers.onnx_nodes(m.group(2))
-                fused.append({"layer": m.group(1), "onnx_nodes": nodes})
-                events.append(
-                    {"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"}
-                )
-            elif m := _ENGINE_LAYER.match(line):
-                engine_layers.append(_engine_layer(m))
-            elif m := _LAYER_MEMORY.match(line):
-                layer_memory.append(
-                    {
-                        "layer": m.group(1),
-                        "host_persistent_bytes": int(m.group(2)),
-                        "device_persistent_bytes": int(m.group(3)),
-                        "scratch_bytes": int(m.group(4)),
-                    }
-                )
-            elif ev := _fusion_event(line):
-                events.append(ev)
-            for key, pattern in _MEMORY.items():
-                if m := pattern.search(line):
-                    memory[key] = int(m.group(1))
-            if m := _PEAK.search(line):
-                memory["peak_cpu_mib"], memory["peak_gpu_mib"] = int(m.group(1)), int(m.group(2))
-            elif m := _MEM_NOW.search(line):
-                memory["peak_cpu_mib"] = max(memory.get("peak_cpu_mib", 0), int(m.group(1)))
-                memory["peak_gpu_mib"] = max(memory.get("peak_gpu_mib", 0), int(m.group(2)))
-            if _TIMING_CACHE.search(line) and len(timing_cache) < MAX_EVENTS:
-                timing_cache.append(line)
-    by_name = {f["layer"]: f["onnx_nodes"] for f in fused}
-    for layer in engine_layers:
-        layer["onnx_nodes"] = by_name.get(layer["name"], [])
-        if layer[
-            "onnx_nodes"
-        ]:  # a Myelin region: its I/O types say little, its nodes' types say more
-            layer["precision"] = region_precision(layer["onnx_nodes"], parsed) or layer["precision"]
-    engine_device = sum(
-        memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes")
-    )
-    known = plan["layers"] if plan else engine_layers
+    scan = _scan(records)
+    by_name = _attach_regions(scan.engine_layers, scan.fused, scan.parsed)
+    peak_memory_mib = _peak_memory_mib(scan.memory)
+    known = scan.plan["layers"] if scan.plan else scan.engine_layers
     return {
         "summary_version": SUMMARY_VERSION,
         "counts": {s: counts.get(s, 0) for s in SEVERITIES},
         "warnings": [r.message for r in records if r.severity == "warning"],
         "errors": [r.message for r in records if r.severity in ("error", "internal_error")],
         "phases": _phases(records),
-        "layer_passes": passes,
-        **fusion.measure(parsed, plan, engine_layers, set(by_name), passes),
-        "fused_layers": fused,
-        "fusion_events": events[:MAX_EVENTS],
-        "fusion_event_count": len(events),
-        "engine_layers": engine_layers,
-        "engine_plan": plan,
+        "layer_passes": scan.passes,
+        **fusion.measure(scan.parsed, scan.plan, scan.engine_layers, set(by_name), scan.passes),
+        "fused_layers": scan.fused,
+        "fusion_events": scan.events[:MAX_EVENTS],
+        "fusion_event_count": len(scan.events),
+        "engine_layers": scan.engine_layers,
+        "engine_plan": scan.plan,
         "engine_precisions": report_layers.histogram(known) if known else {},
-        "memory": memory,
-        "layer_memory": layer_memory,
-        # The most device memory the log accounts for: the builder's own peak, or what the
-        # engine needs to run (weights + activations + persistent), whichever is larger.
-        "peak_memory_mib": round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3)
-        if memory
-        else None,
-        "timing_cache": timing_cache,
-        "onnx_nodes": parsed,
+        "memory": scan.memory,
+        "layer_memory": scan.layer_memory,
+        "peak_memory_mib": peak_memory_mib,
+        "timing_cache": scan.timing_cache,
+        "onnx_nodes": scan.parsed,
     }
+
+
+def _scan(records: list[Record]) -> _LogScan:
+    scan = _LogScan()
+    for r in records:
+        if r.message.startswith("Layers:") and (dump := plan_dump.parse_plan_dump(r.message)):
+            if scan.plan is None:
+                scan.plan = dump
+            else:  # one dump per build; more would be more profiles or subgraphs
+                scan.plan["layers"] += dump["layers"]
+            continue
+        # split("\n"), not splitlines(): that would also cut at \x1e, the metadata separator
+        for line in r.message.split("\n"):
+            line = line.strip()
+            _read_structure(scan, line, r.phase)
+            _read_memory(scan.memory, line)
+            if _TIMING_CACHE.search(line) and len(scan.timing_cache) < MAX_EVENTS:
+                scan.timing_cache.append(line)
+    return scan
+
+
+def _read_structure(scan: _LogScan, line: str, phase: str) -> None:
+    """The one thing a line can say about the graph: a parsed node, an optimizer pass, a
+    region's fused nodes, an engine layer, a layer's memory, or a fusion event."""
+    if phase == "parse" and (m := _PARSED_NODE.match(line)):
+        scan.parsed[m.group(1)] = {"op": m.group(2), "dtype": report_layers.dtype(m.group(3))}
+    elif m := _LAYERS.match(line):
+        scan.passes.append({"pass": m.group(1), "layers": int(m.group(2))})
+    elif m := _FUSED.match(line):
+        nodes = report_layers.onnx_nodes(m.group(2))
+        scan.fused.append({"layer": m.group(1), "onnx_nodes": nodes})
+        scan.events.append(
+            {"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"}
+        )
+    elif m := plan_dump.ENGINE_LAYER.match(line):
+        scan.engine_layers.append(plan_dump.engine_layer(m))
+    elif m := _LAYER_MEMORY.match(line):
+        scan.layer_memory.append(
+            {
+                "layer": m.group(1),
+                "host_persistent_bytes": int(m.group(2)),
+                "device_persistent_bytes": int(m.group(3)),
+                "scratch_bytes": int(m.group(4)),
+            }
+        )
+    elif ev := _fusion_event(line):
+        scan.events.append(ev)
+
+
+def _read_memory(memory: dict[str, int], line: str) -> None:
+    for key, pattern in _MEMORY.items():
+        if m := pattern.search(line):
+            memory[key] = int(m.group(1))
+    if m := _PEAK.search(line):
+        memory["peak_cpu_mib"], memory["peak_gpu_mib"] = int(m.group(1)), int(m.group(2))
+    elif m := _MEM_NOW.search(line):
+        memory["peak_cpu_mib"] = max(memory.get("peak_cpu_mib", 0), int(m.group(1)))
+        memory["peak_gpu_mib"] = max(memory.get("peak_gpu_mib", 0), int(m.group(2)))
+
+
+def _attach_regions(
+    engine_layers: list[dict], fused: list[dict], parsed: dict[str, dict]
+) -> dict[str, list[str]]:
+    """Each engine layer's fused ONNX nodes; returns the regions by layer name."""
+    by_name = {f["layer"]: f["onnx_nodes"] for f in fused}
+    for layer in engine_layers:
+        layer["onnx_nodes"] = by_name.get(layer["name"], [])
+        # A Myelin region: its I/O types say little, its nodes' types say more.
+        if layer["onnx_nodes"]:
+            layer["precision"] = region_precision(layer["onnx_nodes"], parsed) or layer["precision"]
+    return by_name
+
+
+def _peak_memory_mib(memory: dict[str, int]) -> float | None:
+    """The most device memory the log accounts for: the builder's own peak, or what the
+    engine needs to run (weights + activations + persistent), whichever is larger."""
+    if not memory:
+        return None
+    engine_device = sum(
+        memory.get(k, 0) for k in ("weights_bytes", "activation_bytes", "device_persistent_bytes")
+    )
+    return round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3)
 
 
 def region_precision(nodes: list[str], parsed: dict[str, dict]) -> str | None:

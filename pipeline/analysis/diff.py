@@ -215,23 +215,52 @@ def format_table(d: dict) -> str:
         ("", "A", "B", "change"),
         ("precision", d["a"]["precision"], d["b"]["precision"], ""),
         ("TensorRT", d["a"]["tensorrt"], d["b"]["tensorrt"], ""),
+        *_metric_rows(d["metrics"]),
+        *_precision_mix_rows(d),
     ]
-    labels = {
-        "engine_bytes": "engine bytes",
-        "build_seconds": "build time (s)",
-        "layers_original": "ONNX compute nodes",
-        "layers_final": "engine layers",
-        "fusion_ratio": "fusion ratio",
-        "peak_memory_mib": "peak memory (MiB)",
-        "weights_bytes": "weights bytes",
-        "activation_bytes": "activation bytes",
-        "warnings": "warnings",
-    }
-    for key, label in labels.items():
-        m = d["metrics"][key]
+    lines = [
+        f"A: {d['a']['path']} ({d['a']['kind']})",
+        f"B: {d['b']['path']} ({d['b']['kind']})",
+        "",
+        tables.text(rows, max_width=60),
+    ]
+    lines += _precision_change_lines(d)
+    for title, key in (
+        ("warnings added", "warnings_added"),
+        ("warnings removed", "warnings_removed"),
+    ):
+        if d[key]:
+            lines += ["", f"{title}:"] + [f"  {w}" for w in d[key]]
+    lines += ["", "regressions: " + ("; ".join(d["regressions"]) if d["regressions"] else "none")]
+    return "\n".join(lines)
+
+
+_METRIC_LABELS = {
+    "engine_bytes": "engine bytes",
+    "build_seconds": "build time (s)",
+    "layers_original": "ONNX compute nodes",
+    "layers_final": "engine layers",
+    "fusion_ratio": "fusion ratio",
+    "peak_memory_mib": "peak memory (MiB)",
+    "weights_bytes": "weights bytes",
+    "activation_bytes": "activation bytes",
+    "warnings": "warnings",
+}
+
+
+def _metric_rows(metrics: dict) -> list[tuple[str, str, str, str]]:
+    rows = []
+    for key, label in _METRIC_LABELS.items():
+        m = metrics[key]
         ch = m["change"]
         shown = "" if ch in (None, 0) else (f"+{fmt(ch)}" if ch > 0 else fmt(ch))
         rows.append((label, fmt(m["a"]), fmt(m["b"]), shown))
+    return rows
+
+
+def _precision_mix_rows(d: dict) -> list[tuple[str, str, str, str]]:
+    """Layers per precision, engine then network, each precision either side has."""
+    rows = []
     for what in ("engine_precisions", "network_precisions"):
         ha, hb = d[what]["a"], d[what]["b"]
         for p in dict.fromkeys(list(ha) + list(hb)):
@@ -244,33 +273,24 @@ def format_table(d: dict) -> str:
                     "" if na == nb else f"{nb - na:+d}",
                 )
             )
-    lines = [
-        f"A: {d['a']['path']} ({d['a']['kind']})",
-        f"B: {d['b']['path']} ({d['b']['kind']})",
-        "",
-        tables.text(rows, max_width=60),
-    ]
+    return rows
+
+
+def _precision_change_lines(d: dict) -> list[str]:
+    """The layers whose precision changed, counted by direction, the first 12 listed."""
     changes = d["precision_changes"]
-    if changes:
-        kinds = {
-            k: sum(1 for c in changes if c["change"] == k) for k in ("narrower", "wider", "other")
-        }
-        lines += [
-            "",
-            f"precision per layer: {len(changes)} of {d['layers_compared']} layers changed "
-            f"({kinds['narrower']} narrower, {kinds['wider']} wider, {kinds['other']} other)",
-        ]
-        lines += [f"  {c['layer']}: {c['a']} → {c['b']}" for c in changes[:12]]
-        if len(changes) > 12:
-            lines.append(f"  … {len(changes) - 12} more (--json lists them all)")
-    for title, key in (
-        ("warnings added", "warnings_added"),
-        ("warnings removed", "warnings_removed"),
-    ):
-        if d[key]:
-            lines += ["", f"{title}:"] + [f"  {w}" for w in d[key]]
-    lines += ["", "regressions: " + ("; ".join(d["regressions"]) if d["regressions"] else "none")]
-    return "\n".join(lines)
+    if not changes:
+        return []
+    kinds = {k: sum(1 for c in changes if c["change"] == k) for k in ("narrower", "wider", "other")}
+    lines = [
+        "",
+        f"precision per layer: {len(changes)} of {d['layers_compared']} layers changed "
+        f"({kinds['narrower']} narrower, {kinds['wider']} wider, {kinds['other']} other)",
+    ]
+    lines += [f"  {c['layer']}: {c['a']} → {c['b']}" for c in changes[:12]]
+    if len(changes) > 12:
+        lines.append(f"  … {len(changes) - 12} more (--json lists them all)")
+    return lines
 
 
 def gate(d: dict) -> None:

@@ -196,7 +196,6 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         export.reference_info(paths["reference"].parent),
         export.split_reference(fileio.read_npz(paths["reference"], "reference data")),
     )
-    references = pairs if bc.accuracy else []
     feeds, from_reference = choose_feeds(
         points,
         pairs,
@@ -204,50 +203,18 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         lambda shapes: bench_inputs(cfg.model, specs, shapes, seed),
     )
     gpu_before = gpu_conditions.snapshot(pci)
-
-    results: dict[str, dict] = {}
-    by_point: dict[str, dict] = {}
+    side_by_side = Measuring(cfg, profiles, points, headline, feeds, pairs if bc.accuracy else [])
     for name in bc.backends:
-        runner = open_backend(name, cfg, paths, fingerprint, device)
-        if isinstance(runner, str):
-            results[name] = {"status": "skipped", "reason": runner}
-            continue
-        try:
-            results[name], measured = _run_backend(
-                name, runner, points, headline, feeds, references, profiles, cfg
-            )
-        except Exception as e:
-            if name not in OPTIONAL:
-                if isinstance(e, PipelineError):
-                    raise
-                # The runtime failing on this model and these inputs (ONNX Runtime's Fail on
-                # a Mod by zero of random integers): the user's to fix, in one line.
-                hint = (
-                    " (the inputs are random: model.reference_data or model.input_ranges "
-                    "gives it real ones)"
-                    if reference.get("random")
-                    else ""
-                )
-                raise PipelineError(
-                    f"benchmark: {runner.label} failed: {type(e).__name__}: {first_line(e)}{hint}"
-                ) from None
-            results[name], measured = (
-                {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"},
-                {},
-            )
-        finally:
-            runner.close()
-        for key, summary in measured.items():
-            by_point.setdefault(key, {})[name] = brief(summary)
-    _add_speedups(results, by_point, bc.baseline)
+        side_by_side.backend(name, open_backend(name, cfg, paths, fingerprint, device), reference)
+    _add_speedups(side_by_side.results, side_by_side.by_point, bc.baseline)
     return {
         "profile": headline.profile,
         "shapes": headline.shapes,
         "headline": headline.key,
         "inputs": {"reference": reference, "from_reference_data": from_reference},
         "baseline": bc.baseline,
-        "results": results,
-        "by_shape": {p.key: by_point.get(p.key, {}) for p in sweep},
+        "results": side_by_side.results,
+        "by_shape": {p.key: side_by_side.by_point.get(p.key, {}) for p in sweep},
         "method": {
             "warmup_s": bc.warmup_s,
             "min_duration_s": bc.min_duration_s,
@@ -258,6 +225,62 @@ def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
         },
         "conditions": conditions(bc, fingerprint, gpu_before, gpu_conditions.snapshot(pci)),
     }
+
+
+class Measuring:
+    """Every backend at the same points and inputs; each one's result, and each point's
+    figures by backend."""
+
+    def __init__(
+        self,
+        cfg: Any,
+        profiles: list[dict],
+        points: list[Point],
+        headline: Point,
+        feeds: dict,
+        references: list,
+    ) -> None:
+        self.cfg, self.profiles, self.points, self.headline = cfg, profiles, points, headline
+        self.feeds, self.references = feeds, references
+        self.results: dict[str, dict] = {}
+        self.by_point: dict[str, dict] = {}
+
+    def backend(self, name: str, runner: Runner | str, reference: dict) -> None:
+        if isinstance(runner, str):
+            self.results[name] = {"status": "skipped", "reason": runner}
+            return
+        try:
+            self.results[name], measured = _run_backend(
+                name, runner, self.points, self.headline, self.feeds, self.references,
+                self.profiles, self.cfg,
+            )  # fmt: skip
+        except Exception as e:
+            if name not in OPTIONAL:
+                raise _backend_failure(runner, e, reference) from None
+            self.results[name], measured = (
+                {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"},
+                {},
+            )
+        finally:
+            runner.close()
+        for key, summary in measured.items():
+            self.by_point.setdefault(key, {})[name] = brief(summary)
+
+
+def _backend_failure(runner: Runner, e: Exception, reference: dict) -> Exception:
+    """A required backend's failure: this tool's own errors as they are; the runtime failing
+    on this model and these inputs (ONNX Runtime's Fail on a Mod by zero of random
+    integers) is the user's to fix, in one line."""
+    if isinstance(e, PipelineError):
+        return e
+    hint = (
+        " (the inputs are random: model.reference_data or model.input_ranges gives it real ones)"
+        if reference.get("random")
+        else ""
+    )
+    return PipelineError(
+        f"benchmark: {runner.label} failed: {type(e).__name__}: {first_line(e)}{hint}"
+    )
 
 
 def _add_speedups(results: dict, by_point: dict, baseline: str) -> None:

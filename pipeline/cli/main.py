@@ -66,15 +66,15 @@ def _cache(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from pipeline.cli import cache as cache_cmd
+    from pipeline.cli import engine_check
 
-    return cache_cmd.verify_engine(args.engine, args.params)
+    return engine_check.verify_engine(args.engine, args.params)
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from pipeline.cli import cache as cache_cmd
+    from pipeline.cli import engine_check
 
-    return cache_cmd.reproduce_engine(args.engine, args.params)
+    return engine_check.reproduce_engine(args.engine, args.params)
 
 
 def _diff(args: argparse.Namespace) -> int:

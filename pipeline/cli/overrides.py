@@ -192,10 +192,6 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
     value; PipelineError naming the key and the nearest valid ones otherwise. `multirun`
     None (DVC's -S, params): a sweep is checked value by value; False: a sweep is refused
     (Hydra without --multirun); True: each job must also get a folder of its own."""
-    from omegaconf import OmegaConf, open_dict
-
-    from pipeline.core import config
-
     global checked_sweep
     checked_sweep = None  # until this check has passed
     conf_dir = Path(conf_dir)
@@ -205,54 +201,80 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
             f"{o.get_key_element()}={values[0]}" if values else o.input_line
             for o, values, _ in items
         ]
-        # Keys, Hydra's own (hydra.launcher.n_jobs) too, are checked against what the group
-        # picks compose before any key is set, added or deleted: Hydra names an unknown key
-        # without the valid ones, and an added one (+a.b) creates its parents. With no key
-        # added or deleted, the whole job composed is that tree where it composes at all.
-        edits = any(o.is_add() or o.is_force_add() or o.is_delete() for o, _, _ in items)
-        composed = None
-        if not edits:
-            with contextlib.suppress(
-                PipelineError
-            ):  # the key check names the key; else raised below
-                composed = _compose(conf_dir, first, with_hydra=True)
-        if composed is None:
-            picks = [
-                line for line, (o, _, options) in zip(first, items) if options and not o.is_delete()
-            ]
-            # A composed config (a DictConfig) becomes a dict; to_container's type also
-            # covers lists and scalars.
-            _check_keys(
-                cast(
-                    dict[str, Any],
-                    OmegaConf.to_container(
-                        _compose(conf_dir, picks, with_hydra=True), resolve=False
-                    ),
-                ),
-                items,
-            )
-            composed = _compose(conf_dir, first, with_hydra=True)
-        tree = cast(dict[str, Any], OmegaConf.to_container(composed, resolve=False))
-        if not edits:
-            _check_keys(tree, items)
+        composed, tree = _compose_checked(conf_dir, items, first)
         if multirun:
             _check_folders(tree, items)
-
-        # Through the schema (wrong types): the first value of each sweep, then each other
-        # value with the rest at their first; Hydra's own settings were composed above.
-        with open_dict(composed):
-            del composed["hydra"]
-        raw = composed
-        config.validate(raw)
-        job = [i for i, (o, _, _) in enumerate(items) if not o.is_hydra_override()]
-        for i in job:
-            o, values, _ = items[i]
-            for value in dict.fromkeys(values[1:]):
-                line = f"{o.get_key_element()}={value}"
-                try:
-                    config.validate(_compose(conf_dir, [line if j == i else first[j] for j in job]))
-                except PipelineError as e:
-                    raise PipelineError(f"{e} (the job with {line} of '{o.input_line}')") from None
+        raw = _validate_jobs(conf_dir, composed, items, first)
     if multirun:
         checked_sweep = tuple(o.input_line for o, _, _ in items if not o.is_hydra_override())
+    return raw
+
+
+def _compose_checked(
+    conf_dir: Path, items: list[tuple[Any, list[str], list[str]]], first: list[str]
+) -> tuple[Any, dict[str, Any]]:
+    """The first job composed with Hydra's settings, as it is and as a plain tree, once
+    every override's key has been checked."""
+    from omegaconf import OmegaConf
+
+    # Keys, Hydra's own (hydra.launcher.n_jobs) too, are checked against what the group
+    # picks compose before any key is set, added or deleted: Hydra names an unknown key
+    # without the valid ones, and an added one (+a.b) creates its parents. With no key
+    # added or deleted, the whole job composed is that tree where it composes at all.
+    edits = any(o.is_add() or o.is_force_add() or o.is_delete() for o, _, _ in items)
+    composed = None
+    if not edits:
+        # The key check names the key; else raised below.
+        with contextlib.suppress(PipelineError):
+            composed = _compose(conf_dir, first, with_hydra=True)
+    if composed is None:
+        _check_keys_against_picks(conf_dir, items, first)
+        composed = _compose(conf_dir, first, with_hydra=True)
+    tree = cast(dict[str, Any], OmegaConf.to_container(composed, resolve=False))
+    if not edits:
+        _check_keys(tree, items)
+    return composed, tree
+
+
+def _check_keys_against_picks(
+    conf_dir: Path, items: list[tuple[Any, list[str], list[str]]], first: list[str]
+) -> None:
+    """The keys checked against the config the group picks alone compose."""
+    from omegaconf import OmegaConf
+
+    picks = [line for line, (o, _, options) in zip(first, items) if options and not o.is_delete()]
+    # A composed config (a DictConfig) becomes a dict; to_container's type also
+    # covers lists and scalars.
+    _check_keys(
+        cast(
+            dict[str, Any],
+            OmegaConf.to_container(_compose(conf_dir, picks, with_hydra=True), resolve=False),
+        ),
+        items,
+    )
+
+
+def _validate_jobs(
+    conf_dir: Path, composed: Any, items: list[tuple[Any, list[str], list[str]]], first: list[str]
+) -> Any:
+    """The job config (Hydra's settings dropped) once it has passed the schema."""
+    from omegaconf import open_dict
+
+    from pipeline.core import config
+
+    # Through the schema (wrong types): the first value of each sweep, then each other
+    # value with the rest at their first; Hydra's own settings were composed above.
+    with open_dict(composed):
+        del composed["hydra"]
+    raw = composed
+    config.validate(raw)
+    job = [i for i, (o, _, _) in enumerate(items) if not o.is_hydra_override()]
+    for i in job:
+        o, values, _ = items[i]
+        for value in dict.fromkeys(values[1:]):
+            line = f"{o.get_key_element()}={value}"
+            try:
+                config.validate(_compose(conf_dir, [line if j == i else first[j] for j in job]))
+            except PipelineError as e:
+                raise PipelineError(f"{e} (the job with {line} of '{o.input_line}')") from None
     return raw

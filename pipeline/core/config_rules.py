@@ -33,8 +33,19 @@ def _one_of(value: Any, allowed: tuple[str, ...], key: str) -> None:
 
 
 def check_values(cfg: DictConfig) -> None:
-    """Rules the types alone cannot say; the first broken one is one PipelineError line."""
-    m, p, b = cfg.model, cfg.precision, cfg.build
+    """Rules the types alone cannot say; the first broken one is one PipelineError line.
+    Group by group, in the order the stages read them."""
+    _check_model(cfg.model)
+    _check_model_maps(cfg.model)
+    _check_precision(cfg.precision)
+    _check_build(cfg.build)
+    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
+    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
+    _check_benchmark(cfg.benchmark)
+    _check_profile(cfg.profile)
+
+
+def _check_model(m: DictConfig) -> None:
     if (m.factory is None) == (m.onnx_path is None):
         raise PipelineError(
             "invalid config: model needs exactly one of model.factory or model.onnx_path"
@@ -44,6 +55,10 @@ def check_values(cfg: DictConfig) -> None:
     _one_of(m.task, TASKS, "model.task")
     for output, task in m.output_tasks.items():
         _one_of(task, TASKS, f"model.output_tasks.{output}")
+
+
+def _check_model_maps(m: DictConfig) -> None:
+    """The mappings keyed by an input or dim name."""
     for name, axis in m.sample_axis.items():
         if axis is not None and axis < 0:
             raise PipelineError(
@@ -57,11 +72,7 @@ def check_values(cfg: DictConfig) -> None:
                 f"input is frozen to (a number or a nested list)"
             )
     for name, bounds in m.input_ranges.items():
-        if (
-            len(bounds) != 2
-            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
-            or not bounds[0] < bounds[1]
-        ):
+        if not _is_range(bounds):
             raise PipelineError(
                 f"invalid config: model.input_ranges.{name}={list(bounds)}; needs [low, high] "
                 f"with low < high"
@@ -71,6 +82,14 @@ def check_values(cfg: DictConfig) -> None:
             raise PipelineError(
                 f"invalid config: model.sample_dims.{dim}={size}; must be at least 1"
             )
+
+
+def _is_range(bounds: Any) -> bool:
+    numbers = all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bounds)
+    return len(bounds) == 2 and numbers and bounds[0] < bounds[1]
+
+
+def _check_precision(p: DictConfig) -> None:
     _one_of(p.name, PRECISIONS, "precision.name")
     _one_of(p.fallback, FALLBACKS, "precision.fallback")
     _one_of(p.qdq_placement, QDQ_PLACEMENTS, "precision.qdq_placement")
@@ -80,6 +99,17 @@ def check_values(cfg: DictConfig) -> None:
             f"invalid config: precision.smoothing_alpha={p.smoothing_alpha}; expected a number "
             f"in [0, 1] (0 leaves the activations alone, 1 moves all of their range into the weights)"
         )
+    _check_precision_combinations(p)
+    _one_of(p.transform, TRANSFORMS, "precision.transform")
+    _one_of(p.mode, ("strong", "weak"), "precision.mode")
+    if p.transform == "autocast":
+        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
+    if p.transform == "qdq":
+        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
+
+
+def _check_precision_combinations(p: DictConfig) -> None:
+    """Settings that apply to some precisions only."""
     if p.smoothing != "none" and p.transform != "qdq":
         raise PipelineError(
             f"invalid config: precision.smoothing={p.smoothing} with precision={p.name}: smoothing "
@@ -95,12 +125,9 @@ def check_values(cfg: DictConfig) -> None:
             f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
             f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)"
         )
-    _one_of(p.transform, TRANSFORMS, "precision.transform")
-    _one_of(p.mode, ("strong", "weak"), "precision.mode")
-    if p.transform == "autocast":
-        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
-    if p.transform == "qdq":
-        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
+
+
+def _check_build(b: DictConfig) -> None:
     _one_of(b.backend, BACKENDS, "build.backend")
     _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
     _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
@@ -112,16 +139,16 @@ def check_values(cfg: DictConfig) -> None:
         raise PipelineError(
             f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5"
         )
-    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
-    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
-    _check_benchmark(cfg.benchmark)
-    if not cfg.profile.profiles:
+
+
+def _check_profile(profile: DictConfig) -> None:
+    if not profile.profiles:
         raise PipelineError(
             "invalid config: profile.profiles is empty; give at least one optimization profile"
         )
-    for name, rng in cfg.profile.shapes.items():
+    for name, rng in profile.shapes.items():
         _check_shape_range(rng, f"profile.shapes input '{name}'")
-    for spec in cfg.profile.profiles:
+    for spec in profile.profiles:
         for dim, triple in spec.dims.items():
             _check_triple(list(triple), f"profile '{spec.name}' dim '{dim}'")
         for name, rng in spec.shapes.items():

@@ -4,6 +4,7 @@ strongly typed engine, and keep every log record for the analysis."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -96,49 +97,62 @@ def configure(
     if build_cfg.version_compatible:
         config.set_flag(trt.BuilderFlag.VERSION_COMPATIBLE)
     if getattr(build_cfg, "strip_weights", False):
-        # REFIT_IDENTICAL: refitted with the very weights it was built from (the ONNX), so
-        # the builder may optimise as for constant weights; plain REFIT would not.
-        for name in ("STRIP_PLAN", "REFIT_IDENTICAL"):
-            if name not in trt.BuilderFlag.__members__:
-                raise PipelineError(
-                    f"build.strip_weights: {trt.__name__} {trt.__version__} has no {name}; "
-                    "weight-stripped engines need TensorRT 10+ or TensorRT-RTX"
-                )
-            config.set_flag(trt.BuilderFlag.__members__[name])
-    for name in build_cfg.extra_flags:
+        _set_strip_weights(trt, config)
+    _set_extra_flags(trt, config, build_cfg.extra_flags)
+    if build_cfg.hardware_compatibility != "none":
+        _set_hardware_compatibility(trt, config, build_cfg.hardware_compatibility)
+    if build_cfg.compute_capabilities:
+        _set_compute_capabilities(trt, config, build_cfg.compute_capabilities)
+    add_profiles(builder, network, config, resolved_profiles)
+    return config
+
+
+def _set_strip_weights(trt: ModuleType, config: Any) -> None:
+    # REFIT_IDENTICAL: refitted with the very weights it was built from (the ONNX), so
+    # the builder may optimise as for constant weights; plain REFIT would not.
+    for name in ("STRIP_PLAN", "REFIT_IDENTICAL"):
+        if name not in trt.BuilderFlag.__members__:
+            raise PipelineError(
+                f"build.strip_weights: {trt.__name__} {trt.__version__} has no {name}; "
+                "weight-stripped engines need TensorRT 10+ or TensorRT-RTX"
+            )
+        config.set_flag(trt.BuilderFlag.__members__[name])
+
+
+def _set_extra_flags(trt: ModuleType, config: Any, names: Sequence[str]) -> None:
+    """build.extra_flags: builder flags by name, each checked against this TensorRT."""
+    for name in names:
         if name not in trt.BuilderFlag.__members__:
             raise PipelineError(
                 f"build.extra_flags: {name} is not a builder flag of {trt.__name__} "
                 f"{trt.__version__}"
             )
         config.set_flag(trt.BuilderFlag.__members__[name])
-    if build_cfg.hardware_compatibility != "none":
-        if backend.is_rtx(trt):
-            raise PipelineError(
-                "build.hardware_compatibility is not supported by TensorRT-RTX "
-                "(its engines are portable across RTX GPUs already); use none"
-            )
-        config.hardware_compatibility_level = getattr(
-            trt.HardwareCompatibilityLevel, HW_LEVELS[build_cfg.hardware_compatibility]
+
+
+def _set_hardware_compatibility(trt: ModuleType, config: Any, level: str) -> None:
+    if backend.is_rtx(trt):
+        raise PipelineError(
+            "build.hardware_compatibility is not supported by TensorRT-RTX "
+            "(its engines are portable across RTX GPUs already); use none"
         )
-    if build_cfg.compute_capabilities:
-        if not backend.is_rtx(trt):
+    config.hardware_compatibility_level = getattr(trt.HardwareCompatibilityLevel, HW_LEVELS[level])
+
+
+def _set_compute_capabilities(trt: ModuleType, config: Any, capabilities: Sequence[str]) -> None:
+    if not backend.is_rtx(trt):
+        raise PipelineError(
+            "build.compute_capabilities is a TensorRT-RTX setting; full TensorRT "
+            "builds for the GPU it runs on"
+        )
+    config.num_compute_capabilities = len(capabilities)
+    for i, cc in enumerate(capabilities):
+        if cc not in trt.ComputeCapability.__members__:
+            allowed = ", ".join(k for k in trt.ComputeCapability.__members__ if k.startswith("SM"))
             raise PipelineError(
-                "build.compute_capabilities is a TensorRT-RTX setting; full TensorRT "
-                "builds for the GPU it runs on"
+                f"build.compute_capabilities: unknown {cc}; expected one of {allowed}"
             )
-        config.num_compute_capabilities = len(build_cfg.compute_capabilities)
-        for i, cc in enumerate(build_cfg.compute_capabilities):
-            if cc not in trt.ComputeCapability.__members__:
-                allowed = ", ".join(
-                    k for k in trt.ComputeCapability.__members__ if k.startswith("SM")
-                )
-                raise PipelineError(
-                    f"build.compute_capabilities: unknown {cc}; expected one of {allowed}"
-                )
-            config.set_compute_capability(trt.ComputeCapability.__members__[cc], i)
-    add_profiles(builder, network, config, resolved_profiles)
-    return config
+        config.set_compute_capability(trt.ComputeCapability.__members__[cc], i)
 
 
 def add_profiles(

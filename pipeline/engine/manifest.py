@@ -77,27 +77,47 @@ def problems(manifest: Any) -> list[str]:
         return [
             f"it is {type(manifest).__name__ if manifest is not None else 'null'}, not an object"
         ]
-    out = []
-
-    def section(name: str) -> dict[str, Any] | None:
-        value = manifest.get(name)
-        if not isinstance(value, dict):
-            out.append(f"{name} is missing or not an object")
-            return None
-        return value
-
+    out: list[str] = []
     engine, fingerprint, config, backend = (
-        section(n) for n in ("engine", "fingerprint", "config", "backend")
+        _section(manifest, n, out) for n in ("engine", "fingerprint", "config", "backend")
     )
     if engine is not None:
-        if (bad := plain_name_problem(engine.get("file"), "engine.file")) is not None:
-            out.append(bad)
-        if type(engine.get("bytes")) is not int:
-            out.append("engine.bytes is not an integer")
-        if not isinstance(engine.get("sha256"), str):
-            out.append("engine.sha256 is not a string")
-        if not isinstance(engine.get("stripped", False), bool):
-            out.append("engine.stripped is not a boolean")
+        out += _engine_problems(engine)
+    out += _fingerprint_problems(fingerprint)
+    if config is not None:
+        out += _config_problems(config)
+    if backend is not None and not all(
+        isinstance(backend.get(k), str) for k in ("flavour", "version")
+    ):
+        out.append("backend.flavour/version are not strings")
+    out += _top_level_problems(manifest)
+    return out
+
+
+def _section(manifest: dict[str, Any], name: str, out: list[str]) -> dict[str, Any] | None:
+    """manifest[name] when it is an object; else None, and `out` says so."""
+    value = manifest.get(name)
+    if not isinstance(value, dict):
+        out.append(f"{name} is missing or not an object")
+        return None
+    return value
+
+
+def _engine_problems(engine: dict[str, Any]) -> list[str]:
+    out = []
+    if (bad := plain_name_problem(engine.get("file"), "engine.file")) is not None:
+        out.append(bad)
+    if type(engine.get("bytes")) is not int:
+        out.append("engine.bytes is not an integer")
+    if not isinstance(engine.get("sha256"), str):
+        out.append("engine.sha256 is not a string")
+    if not isinstance(engine.get("stripped", False), bool):
+        out.append("engine.stripped is not a boolean")
+    return out
+
+
+def _fingerprint_problems(fingerprint: dict[str, Any] | None) -> list[str]:
+    out = []
     if fingerprint is not None and not isinstance(fingerprint.get("id"), str):
         out.append("fingerprint.id is not a string")
     gpu = (fingerprint or {}).get("gpu")
@@ -105,18 +125,24 @@ def problems(manifest: Any) -> list[str]:
         isinstance(gpu, dict) and {"name", "compute_capability", "memory_mib"} <= set(gpu)
     ):
         out.append("fingerprint.gpu is neither null nor a GPU")
-    if config is not None:
-        for name, kind in (("build", dict), ("precision", dict), ("profiles", list)):
-            if not isinstance(config.get(name), kind):
-                out.append(f"config.{name} is not {'an object' if kind is dict else 'a list'}")
-        if isinstance(config.get("precision"), dict) and not isinstance(
-            config["precision"].get("name"), str
-        ):
-            out.append("config.precision.name is not a string")
-    if backend is not None and not all(
-        isinstance(backend.get(k), str) for k in ("flavour", "version")
+    return out
+
+
+def _config_problems(config: dict[str, Any]) -> list[str]:
+    out = []
+    for name, kind in (("build", dict), ("precision", dict), ("profiles", list)):
+        if not isinstance(config.get(name), kind):
+            out.append(f"config.{name} is not {'an object' if kind is dict else 'a list'}")
+    if isinstance(config.get("precision"), dict) and not isinstance(
+        config["precision"].get("name"), str
     ):
-        out.append("backend.flavour/version are not strings")
+        out.append("config.precision.name is not a string")
+    return out
+
+
+def _top_level_problems(manifest: dict[str, Any]) -> list[str]:
+    """The optional top-level fields, when present."""
+    out = []
     if not isinstance(manifest.get("cache_key"), (str, type(None))):
         out.append("cache_key is not a string")
     if not isinstance(manifest.get("key_inputs", {}), dict):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,33 +38,12 @@ def check(
     named `?` or `unk` are anonymous: two of them need not agree."""
     axes = axes if axes is not None else {s.name: (0 if s.dims else None) for s in specs}
     want = {s.name: s for s in specs}
-    got = set(arrays)
-    if not got & set(want):
-        raise PipelineError(
-            f"{where} looks like data for another model: it has inputs "
-            f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}"
-        )
-    if got != set(want):
-        extra, missing = sorted(got - set(want)), sorted(set(want) - got)
-        what = f"unknown input '{extra[0]}'" if extra else f"no array for input '{missing[0]}'"
-        raise PipelineError(f"{where} has {what}; the model's inputs are {', '.join(want)}")
+    _check_names(set(arrays), want, where)
     counts: set[int] = set()
     sizes: dict[str, int] = {}
     for name, spec in want.items():
         a = arrays[name]
-        if not isinstance(a, np.ndarray):
-            raise PipelineError(
-                f"{where}: input '{name}' is a {type(a).__name__}, not a numpy array"
-            )
-        if a.dtype != np.dtype(spec.dtype):
-            raise PipelineError(
-                f"{where}: input '{name}' is {a.dtype}, the model wants {spec.dtype}"
-            )
-        if a.ndim != len(spec.dims):
-            raise PipelineError(
-                f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
-                f"{len(spec.dims)} {list(spec.dims)}"
-            )
+        _check_array(a, spec, where)
         sample_axis = axes.get(name)
         if sample_axis is not None:
             counts.add(a.shape[sample_axis])
@@ -85,6 +65,32 @@ def check(
             f"{where}: inputs hold different or zero sample counts ({listed}); where an input "
             f"counts samples on another axis, say which with model.sample_axis (null for one "
             f"the whole batch shares)"
+        )
+
+
+def _check_names(got: set[str], want: dict, where: str) -> None:
+    if not got & set(want):
+        raise PipelineError(
+            f"{where} looks like data for another model: it has inputs "
+            f"{', '.join(sorted(got)) or 'none'}, the model has {', '.join(want)}"
+        )
+    if got != set(want):
+        extra, missing = sorted(got - set(want)), sorted(set(want) - got)
+        what = f"unknown input '{extra[0]}'" if extra else f"no array for input '{missing[0]}'"
+        raise PipelineError(f"{where} has {what}; the model's inputs are {', '.join(want)}")
+
+
+def _check_array(a: object, spec: Any, where: str) -> None:
+    """A numpy array of the input's dtype and rank."""
+    name = spec.name
+    if not isinstance(a, np.ndarray):
+        raise PipelineError(f"{where}: input '{name}' is a {type(a).__name__}, not a numpy array")
+    if a.dtype != np.dtype(spec.dtype):
+        raise PipelineError(f"{where}: input '{name}' is {a.dtype}, the model wants {spec.dtype}")
+    if a.ndim != len(spec.dims):
+        raise PipelineError(
+            f"{where}: input '{name}' has shape {list(a.shape)}, the model wants rank "
+            f"{len(spec.dims)} {list(spec.dims)}"
         )
 
 
@@ -118,28 +124,7 @@ def read_folder(
     for a task metric of the user's) come along in each batch under their key."""
     axes = axes if axes is not None else {s.name: (0 if s.dims else None) for s in specs}
     root = Path(path)
-    if not root.exists():
-        raise PipelineError(f"{what} not found: {root}")
-    files = (
-        [root]
-        if root.is_file()
-        else sorted(p for p in root.iterdir() if p.suffix in (".npz", ".npy"))
-    )
-    if not files:
-        raise PipelineError(f"{what} folder {root} has no .npz or .npy files")
-    # Every file is read whole, then stacked (a copy) when there are several.
-    need = sum(map(_unpacked_bytes, files)) * (2 if len(files) > 1 else 1)
-    memory.require_memory(need, f"{key or count_key}={root}", f"{what} in {len(files)} file(s)")
-    parts: dict[str, list[np.ndarray]] = {}
-    for f in files:
-        if f.suffix == ".npz":
-            arrays = fileio.read_npz(f, f"{what} file")
-        elif f.suffix == ".npy":
-            arrays = {f.stem: _read_npy(f, what)}
-        else:
-            raise PipelineError(f"{what} file {f} is neither .npz nor .npy")
-        for k, v in arrays.items():
-            parts.setdefault(k, []).append(v)
+    parts = _read_files(root, what, key or count_key)
     label_keys = {k for k in parts if labels and k.startswith(LABEL_PREFIX)}
     axes = {**axes, **{k: 0 for k in label_keys}}
     stacked = _stacked(parts, axes, f"{what} files in {root}")
@@ -158,6 +143,39 @@ def read_folder(
     if n > total:
         raise PipelineError(f"{count_key}={n} but {root} holds only {total} samples")
     n = n or total
+    _check_fixed_batch(specs, axes, bs, n, what)
+    return samples.split(stacked, axes, n, bs)
+
+
+def _read_files(root: Path, what: str, key: str) -> dict[str, list[np.ndarray]]:
+    """Every .npz/.npy file of the folder (or the one file), array by name, in file order."""
+    if not root.exists():
+        raise PipelineError(f"{what} not found: {root}")
+    files = (
+        [root]
+        if root.is_file()
+        else sorted(p for p in root.iterdir() if p.suffix in (".npz", ".npy"))
+    )
+    if not files:
+        raise PipelineError(f"{what} folder {root} has no .npz or .npy files")
+    # Every file is read whole, then stacked (a copy) when there are several.
+    need = sum(map(_unpacked_bytes, files)) * (2 if len(files) > 1 else 1)
+    memory.require_memory(need, f"{key}={root}", f"{what} in {len(files)} file(s)")
+    parts: dict[str, list[np.ndarray]] = {}
+    for f in files:
+        if f.suffix == ".npz":
+            arrays = fileio.read_npz(f, f"{what} file")
+        elif f.suffix == ".npy":
+            arrays = {f.stem: _read_npy(f, what)}
+        else:
+            raise PipelineError(f"{what} file {f} is neither .npz nor .npy")
+        for k, v in arrays.items():
+            parts.setdefault(k, []).append(v)
+    return parts
+
+
+def _check_fixed_batch(specs: list, axes: samples.Axes, bs: int, n: int, what: str) -> None:
+    """A model whose sample axis is fixed takes batches of exactly that many samples."""
     fixed = {
         int(dim)
         for s in specs
@@ -168,7 +186,6 @@ def read_folder(
             f"the model has a fixed batch of {min(fixed)}: the {what} batch size ({bs}) must equal "
             f"it and divide the {n} samples"
         )
-    return samples.split(stacked, axes, n, bs)
 
 
 def _stacked(

@@ -124,24 +124,11 @@ def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
     Sample inputs take the first optimization profile's opt shapes (pipeline/export/samples.py)."""
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
         onnx_path = tmp / "model.onnx"
-        changes: list[str] = []
-        if model_cfg.factory:
-            # The example torch traces with is one batch at the profile's opt dims.
-            dims = samples.factory_dims(model_cfg, profile_cfg)
-            sizes.check_factory_example(model_cfg, dims)
-            export_torch(model_cfg, dims, onnx_path)
-            onnx_import.check(onnx_path)
-            source = f"factory:{model_cfg.factory}"
-            reference_model = onnx_path
-        else:
-            # The user's file was checked by path (errors name it) before normalising.
-            reference_model = Path(model_cfg.onnx_path)
-            changes = onnx_import.import_onnx(reference_model, onnx_path)
-            source = f"onnx:{reference_model.name}"
+        source, given, changes = _graph(model_cfg, profile_cfg, onnx_path)
         frozen = _frozen(model_cfg, onnx_path)
         if frozen:
-            if reference_model == onnx_path:  # the fp32 truth is the graph before folding
-                reference_model = Path(shutil.copy(onnx_path, Path(work) / "unfrozen.onnx"))
+            if given == onnx_path:  # the fp32 truth is the graph before folding
+                given = Path(shutil.copy(onnx_path, Path(work) / "unfrozen.onnx"))
             changes += constant_inputs.freeze(onnx_path, frozen)
         model = infer_shapes(onnx_path)
         specs = onnx_model.inputs(model)
@@ -149,38 +136,11 @@ def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
             raise PipelineError("the ONNX model has no runtime inputs")
         sample_data.check_input_ranges(model_cfg, specs)
         layout = samples.layout(model_cfg, profile_cfg, specs)
-        if not model_cfg.reference_data:  # a folder is checked by its files' sizes
-            n = int(model_cfg.num_reference_batches)
-            sizes.check_sample_batches(
-                model_cfg,
-                specs,
-                onnx_model.outputs(model),
-                layout.shapes,
-                n,
-                f"{n} reference batches with their outputs",
-                f"model.num_reference_batches={n}",
-            )
-        batches, reference = sample_data.reference_inputs(model_cfg, specs, layout)
-        labels = [
-            {k: b.pop(k) for k in [k for k in b if k.startswith(LABEL_PREFIX)]} for b in batches
-        ]
-        if reference["random"]:
-            input_roles.check_random_inputs(model.graph, specs, model_cfg)
-        if not batches:  # here, not when calibrate finds an empty reference.npz
-            raise PipelineError(sample_data.no_batches(model_cfg, reference))
-        missing = sorted({s.name for s in specs} - set(batches[0])) if batches else []
-        if missing:
-            raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
-        arrays: dict[str, np.ndarray] = {}
-        outputs = _fp32_truth(reference_model if changes else onnx_path, onnx_path, batches, frozen)
+        batches, labels, reference = _reference_batches(model_cfg, model, specs, layout)
+        outputs = _fp32_truth(given if changes else onnx_path, onnx_path, batches, frozen)
         if outputs.note:
             reference["truth"] = outputs.note
-        for b, (feeds, outs) in enumerate(zip(batches, outputs.batches)):
-            arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
-            arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
-            # labels travel beside the fp32 outputs, filtered with them (calibration_data.held_out)
-            arrays.update({reference_key("out", b, k): v for k, v in labels[b].items()})
-        fileio.write_npz(tmp / "reference.npz", arrays)
+        _write_reference(tmp / "reference.npz", batches, outputs.batches, labels)
         summary = {
             "source": source,
             "opset": onnx_model.opset(model),
@@ -199,6 +159,62 @@ def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
         }
         fileio.write_json(tmp / "export.json", summary)
     return summary
+
+
+def _graph(model_cfg: Any, profile_cfg: Any, onnx_path: Path) -> tuple[str, Path, list[str]]:
+    """Write the graph to onnx_path: (where it came from, the graph the fp32 truth comes
+    from, what normalising the user's file changed)."""
+    if model_cfg.factory:
+        # The example torch traces with is one batch at the profile's opt dims.
+        dims = samples.factory_dims(model_cfg, profile_cfg)
+        sizes.check_factory_example(model_cfg, dims)
+        export_torch(model_cfg, dims, onnx_path)
+        onnx_import.check(onnx_path)
+        return f"factory:{model_cfg.factory}", onnx_path, []
+    # The user's file was checked by path (errors name it) before normalising.
+    given = Path(model_cfg.onnx_path)
+    changes = onnx_import.import_onnx(given, onnx_path)
+    return f"onnx:{given.name}", given, changes
+
+
+def _reference_batches(
+    model_cfg: Any, model: Any, specs: list, layout: samples.SampleLayout
+) -> tuple[list[dict], list[dict], dict]:
+    """(input batches, their labels, where they came from), every size checked first."""
+    if not model_cfg.reference_data:  # a folder is checked by its files' sizes
+        n = int(model_cfg.num_reference_batches)
+        sizes.check_sample_batches(
+            model_cfg,
+            specs,
+            onnx_model.outputs(model),
+            layout.shapes,
+            n,
+            f"{n} reference batches with their outputs",
+            f"model.num_reference_batches={n}",
+        )
+    batches, reference = sample_data.reference_inputs(model_cfg, specs, layout)
+    labels = [{k: b.pop(k) for k in [k for k in b if k.startswith(LABEL_PREFIX)]} for b in batches]
+    if reference["random"]:
+        input_roles.check_random_inputs(model.graph, specs, model_cfg)
+    if not batches:  # here, not when calibrate finds an empty reference.npz
+        raise PipelineError(sample_data.no_batches(model_cfg, reference))
+    missing = sorted({s.name for s in specs} - set(batches[0]))
+    if missing:
+        raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
+    return batches, labels, reference
+
+
+def _write_reference(
+    path: Path, batches: list[dict], outputs: list[dict], labels: list[dict]
+) -> None:
+    """reference.npz: each batch's inputs and fp32 outputs, and its labels beside the
+    outputs (filtered with them when calibration data overlaps: calibration_data.held_out)."""
+    arrays: dict[str, np.ndarray] = {}
+    for b, (feeds, outs) in enumerate(zip(batches, outputs)):
+        arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
+        arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
+        arrays.update({reference_key("out", b, k): v for k, v in labels[b].items()})
+    fileio.write_npz(path, arrays)
 
 
 @dataclass

@@ -63,36 +63,9 @@ def refuse_ort_quantized(model: Any, src: Path) -> None:
 
 
 def normalize(model: Any) -> list[str]:
-    """Normalise `model` in place (graph only: weights are not touched); what changed."""
-    import onnx
-
-    changes = []
-    before = onnx_model.opset(model)
-    if before < MIN_OPSET:
-        from onnx import version_converter
-
-        try:
-            converted = version_converter.convert_version(model, MIN_OPSET)
-        except Exception as e:
-            raise PipelineError(
-                f"the model's opset {before} is below {MIN_OPSET}, which int8/fp8 Q/DQ and "
-                f"AutoCast need, and ONNX's version converter cannot upgrade it: {first_line(e)}"
-            ) from None
-        model.CopyFrom(converted)
-        changes.append(f"opset {before} upgraded to {MIN_OPSET} (ONNX version converter)")
-    # after converting: the converter reads an IR < 4 graph's weights through its inputs
-    inits = {i.name for i in model.graph.initializer}
-    weights_as_inputs = [i for i in model.graph.input if i.name in inits]
-    if weights_as_inputs:
-        for i in weights_as_inputs:
-            model.graph.input.remove(i)
-        changes.append(f"{len(weights_as_inputs)} initializers taken out of the graph inputs")
-    need_ir = _min_ir_version(onnx, model)
-    if weights_as_inputs or model.ir_version < need_ir:
-        new_ir = max(need_ir, 4 if weights_as_inputs else 0, model.ir_version)
-        if new_ir != model.ir_version:
-            changes.append(f"IR version {model.ir_version} -> {new_ir}")
-            model.ir_version = new_ir
+    """Normalise `model` in place (graph only: weights are not touched); what changed, one
+    line per step that changed something."""
+    changes = [_upgraded_opset(model), *_weights_out_of_inputs(model)]
     renamed_dims = anonymous_dims_named(model)
     if renamed_dims:
         changes.append(
@@ -104,6 +77,52 @@ def normalize(model: Any) -> list[str]:
     if model.graph.value_info:
         changes.append(f"{len(model.graph.value_info)} intermediate shape annotations dropped")
         onnx_model.drop_intermediate_shapes(model)
+    renamed = _nodes_named(model)
+    if renamed:
+        changes.append(f"{renamed} nodes named")
+    return [c for c in changes if c]
+
+
+def _upgraded_opset(model: Any) -> str:
+    before = onnx_model.opset(model)
+    if before >= MIN_OPSET:
+        return ""
+    from onnx import version_converter
+
+    try:
+        converted = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:
+        raise PipelineError(
+            f"the model's opset {before} is below {MIN_OPSET}, which int8/fp8 Q/DQ and "
+            f"AutoCast need, and ONNX's version converter cannot upgrade it: {first_line(e)}"
+        ) from None
+    model.CopyFrom(converted)
+    return f"opset {before} upgraded to {MIN_OPSET} (ONNX version converter)"
+
+
+def _weights_out_of_inputs(model: Any) -> list[str]:
+    """After converting: the converter reads an IR < 4 graph's weights through its inputs.
+    Also raises the IR version to what the opsets need."""
+    import onnx
+
+    inits = {i.name for i in model.graph.initializer}
+    weights_as_inputs = [i for i in model.graph.input if i.name in inits]
+    changes = []
+    if weights_as_inputs:
+        for i in weights_as_inputs:
+            model.graph.input.remove(i)
+        changes.append(f"{len(weights_as_inputs)} initializers taken out of the graph inputs")
+    need_ir = _min_ir_version(onnx, model)
+    if weights_as_inputs or model.ir_version < need_ir:
+        new_ir = max(need_ir, 4 if weights_as_inputs else 0, model.ir_version)
+        if new_ir != model.ir_version:
+            changes.append(f"IR version {model.ir_version} -> {new_ir}")
+            model.ir_version = new_ir
+    return changes
+
+
+def _nodes_named(model: Any) -> int:
+    """Every node named, uniquely (the fallback search and the report name nodes)."""
     seen: set[str] = set()
     renamed = 0
     for i, node in enumerate(model.graph.node):
@@ -111,9 +130,7 @@ def normalize(model: Any) -> list[str]:
             node.name = f"{node.op_type}_{i}" if not node.name else f"{node.name}_{i}"
             renamed += 1
         seen.add(node.name)
-    if renamed:
-        changes.append(f"{renamed} nodes named")
-    return changes
+    return renamed
 
 
 def anonymous_dims_named(model: Any) -> int:

@@ -174,54 +174,25 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
     key = cache_key.cache_key(key_in)
     folder = layout.engine_dir(fp["id"])
     labels = engine_folder.store_labels(cfg, fp)
+    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
 
     def make() -> tuple[Mapping[str, FileData], dict, str]:
         adopted = engine_folder.adopt_pulled(folder, key, key_in)
         if adopted is not None:
             memory.require_disk(store.root, sum(map(len, adopted.values())), "the pulled engine")
             return adopted, labels, "adopted the engine DVC restored"
-        from pipeline.engine import build as build_lib
-        from pipeline.flow import build_files
-
-        try:
-            files = build_files.make(cfg, layout, fp, key, key_in, progress)
-        except build_lib.BuildFailed as e:
-            log = build_files.keep_failed_log(layout, fp["id"], e.records)
-            raise PipelineError(f"{e} (TensorRT's log: {log})") from None
+        files = _built_files(cfg, layout, fp, key, key_in, progress)
         # before the store writes a multi-GB engine (and links it into artifacts/)
         memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
         return files, labels, "miss, built"
 
-    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
-    try:
-        got = engine_folder.serve_into(folder, store, key, make)
-    except (KeyboardInterrupt, Interrupted):
-        # A signal after the store's commit interrupts this stage, not the build: the
-        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
-        if store.entry_unverified(key)[0] is not None:
-            console.note(
-                f"engine store: the signal came after engine {key[:16]} was stored whole; "
-                "the next run serves it"
-            )
-        raise
+    got = _served(store, key, folder, make)
     if got.not_stored:  # a read-only store still serves hits; a miss is built here only
         console.warn(f"{got.not_stored}; the engine is in {folder} only, not in the store")
     console.note(
         f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})"
     )
-    # Gates judge what was built and what the store served alike; a failure leaves
-    # metrics/gates.json saying why, and build() drops this machine's folder.
-    from pipeline.analysis import buildlog, gates
-    from pipeline.engine import manifest as manifest_lib
-
-    manifest = manifest_lib.load(folder)
-    gates.check(
-        cfg.build.gates,
-        buildlog.load_summary(folder),
-        (folder / "build.log").read_text(),
-        manifest=manifest,
-        metrics_path=layout.metrics_dir / "gates.json",
-    )
+    manifest = _gated_manifest(cfg, layout, folder)
     # Every run, store hit or not: a hit records the small cost of a hit.
     rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "build", peak)
     console.table(
@@ -240,6 +211,53 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
     )
     # What this run did with the store (a sweep summary's "hit or built"); not in the file.
     manifest["store_event"] = got.event
+    return manifest
+
+
+def _built_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> Any:
+    """A fresh engine's files; a build TensorRT gives up on keeps its log and names it."""
+    from pipeline.engine import build as build_lib
+    from pipeline.flow import build_files
+
+    try:
+        return build_files.make(cfg, layout, fp, key, key_in, progress)
+    except build_lib.BuildFailed as e:
+        log = build_files.keep_failed_log(layout, fp["id"], e.records)
+        raise PipelineError(f"{e} (TensorRT's log: {log})") from None
+
+
+def _served(store: Any, key: str, folder: Any, make: Callable[[], Any]) -> Any:
+    """The entry for `key` in the engine folder: served from the store, or made and stored."""
+    from pipeline.flow import engine_folder
+
+    try:
+        return engine_folder.serve_into(folder, store, key, make)
+    except (KeyboardInterrupt, Interrupted):
+        # A signal after the store's commit interrupts this stage, not the build: the
+        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
+        if store.entry_unverified(key)[0] is not None:
+            console.note(
+                f"engine store: the signal came after engine {key[:16]} was stored whole; "
+                "the next run serves it"
+            )
+        raise
+
+
+def _gated_manifest(cfg: Any, layout: Layout, folder: Any) -> dict:
+    """The engine's manifest, once its build gates pass. Gates judge what was built and
+    what the store served alike; a failure leaves metrics/gates.json saying why, and
+    build() drops this machine's folder."""
+    from pipeline.analysis import buildlog, gates
+    from pipeline.engine import manifest as manifest_lib
+
+    manifest = manifest_lib.load(folder)
+    gates.check(
+        cfg.build.gates,
+        buildlog.load_summary(folder),
+        (folder / "build.log").read_text(),
+        manifest=manifest,
+        metrics_path=layout.metrics_dir / "gates.json",
+    )
     return manifest
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model, sample_data, samples
+from pipeline.export import export, input_roles, onnx_model, sample_data, samples
 from pipeline.export.array_folder import check, data_sha256, read_folder
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
@@ -88,12 +88,42 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
     """The calibration set for the export's graph at `onnx_path`, batched along the
     sample axes the export recorded beside it (export.json)."""
     specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
+    source, n, bs, info = _requested(calibration_cfg, model_cfg)
+    layout = export.sample_layout(onnx_path.parent)
+    if source == "directory":
+        batches = _from_directory(calibration_cfg, specs, layout, n, bs)
+        info.update(path=str(calibration_cfg.path))
+    else:
+        _check_size(model_cfg, specs, layout, n, bs)
+        seed = int(calibration_cfg.seed)
+        if source == "factory":
+            name = calibration_cfg.factory or model_cfg.factory
+            batches = _from_factory(name, specs, layout, n, bs, seed)
+            info.update(factory=name)
+        else:
+            graph = onnx_model.load(onnx_path, check=False, weights=False).graph
+            input_roles.check_random_inputs(graph, specs, model_cfg)
+            where = "random inputs"
+            drawn = _random(model_cfg, specs, layout, n, bs, seed)
+            batches = _take(_checked(drawn, specs, layout, where), layout, n, where)
+            info.update(random=True, note=RANDOM_NOTE)
+        info["seed"] = seed
+    _describe_set(info, batches, layout)
+    digests = set().union(*(sample_digests(b, layout.axes) for b in batches))
+    return CalibrationSet(batches, info, layout.axes, digests)
+
+
+RANDOM_NOTE = (
+    "calibrated on random inputs, not real data: the scales and the accuracy figures say "
+    "little about real inputs"
+)
+
+
+def _requested(calibration_cfg: Any, model_cfg: Any) -> tuple[str, int, int, dict[str, Any]]:
+    """(source, samples, batch size, the info record so far), checked; calibration=none
+    with a model factory that has calibration_batches() is that factory's set."""
     source = calibration_cfg.source
-    n, bs, seed = (
-        int(calibration_cfg.num_samples),
-        int(calibration_cfg.batch_size),
-        int(calibration_cfg.seed),
-    )
+    n, bs = int(calibration_cfg.num_samples), int(calibration_cfg.batch_size)
     info: dict[str, Any] = {"source": source, "random": False}
     if source == "none":
         if not model_cfg.factory or not hasattr(_module(model_cfg.factory), "calibration_batches"):
@@ -108,51 +138,48 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
         )
     if bs < 1:
         raise PipelineError(f"invalid config: calibration.batch_size={bs}; must be at least 1")
-    layout = export.sample_layout(onnx_path.parent)
     if n < 0 or (n == 0 and source != "directory"):
         raise PipelineError(
             f"invalid config: calibration.num_samples={n}; must be positive for source {source}"
         )
-    if source != "directory":
-        _check_size(model_cfg, specs, layout, n, bs)
-    if source == "directory":
-        if not calibration_cfg.path:
-            raise PipelineError("calibration.source=directory needs calibration.path")
-        batches = read_folder(
-            calibration_cfg.path,
-            specs,
-            "calibration data",
-            "calibration.num_samples",
-            n,
-            bs,
-            key="calibration.path",
-            axes=layout.axes,
+    return source, n, bs, info
+
+
+def _from_directory(
+    calibration_cfg: Any, specs: list, layout: samples.SampleLayout, n: int, bs: int
+) -> list[dict]:
+    if not calibration_cfg.path:
+        raise PipelineError("calibration.source=directory needs calibration.path")
+    return read_folder(
+        calibration_cfg.path,
+        specs,
+        "calibration data",
+        "calibration.num_samples",
+        n,
+        bs,
+        key="calibration.path",
+        axes=layout.axes,
+    )
+
+
+def _from_factory(
+    name: str | None, specs: list, layout: samples.SampleLayout, n: int, bs: int, seed: int
+) -> list[dict]:
+    if not name:
+        raise PipelineError(
+            "calibration.source=factory needs calibration.factory or a model factory"
         )
-        info.update(path=str(calibration_cfg.path))
-    elif source == "factory":
-        name = calibration_cfg.factory or model_cfg.factory
-        if not name:
-            raise PipelineError(
-                "calibration.source=factory needs calibration.factory or a model factory"
-            )
-        fn = getattr(_module(name), "calibration_batches", None)
-        if fn is None:
-            raise PipelineError(
-                f"calibration factory '{name}' has no "
-                f"calibration_batches(num_samples, batch_size, seed)"
-            )
-        where = f"{name}.calibration_batches"
-        batches = _take(_checked(fn(n, bs, seed), specs, layout, where), layout, n, where)
-        info.update(factory=name)
-    else:
-        where = "random inputs"
-        drawn = _random(model_cfg, specs, layout, n, bs, seed)
-        batches = _take(_checked(drawn, specs, layout, where), layout, n, where)
-        info.update(
-            random=True,
-            note="calibrated on random inputs, not real data: the scales and the accuracy "
-            "figures say little about real inputs",
+    fn = getattr(_module(name), "calibration_batches", None)
+    if fn is None:
+        raise PipelineError(
+            f"calibration factory '{name}' has no calibration_batches(num_samples, batch_size, seed)"
         )
+    where = f"{name}.calibration_batches"
+    return _take(_checked(fn(n, bs, seed), specs, layout, where), layout, n, where)
+
+
+def _describe_set(info: dict, batches: list[dict], layout: samples.SampleLayout) -> None:
+    """How much data, in what batches, of what shapes, and its content hash."""
     counts = [samples.count(b, layout.axes) for b in batches]
     info.update(
         num_samples=sum(counts),
@@ -161,10 +188,6 @@ def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSe
         sha256=data_sha256(batches),
         inputs={k: _described(v, layout.axes.get(k)) for k, v in batches[0].items()},
     )
-    if source != "directory":
-        info["seed"] = seed
-    digests = set().union(*(sample_digests(b, layout.axes) for b in batches))
-    return CalibrationSet(batches, info, layout.axes, digests)
 
 
 def _described(a: np.ndarray, axis: int | None) -> dict:

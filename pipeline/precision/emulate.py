@@ -8,6 +8,8 @@ a kernel that also accumulates in the narrow type; summaries say "emulated"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 TYPE_ATTRS = ("to", "dtype")
@@ -15,60 +17,94 @@ TYPE_ATTRS = ("to", "dtype")
 
 def emulated_fp32(model):
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto
 
     low = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
     m = onnx.shape_inference.infer_shapes(model, strict_mode=False)  # types of every intermediate
     g = m.graph
+    low_type = _widen_value_infos(g, low)
+    _widen_initializers(g, low)
+    nodes = []
+    for node in g.node:
+        _widen_attributes(node, low, low_type)
+        nodes += _rounded_through_low(node, low_type)
+    del g.node[:]
+    g.node.extend(nodes)
+    return m
+
+
+def _widen_value_infos(g: Any, low: set[int]) -> dict[str, int]:
+    """Graph inputs, outputs and intermediates of a low type become fp32; returns the
+    low type each of them had, by tensor name."""
+    from onnx import TensorProto
+
     low_type: dict[str, int] = {}
     for vi in list(g.input) + list(g.output) + list(g.value_info):
         if vi.type.tensor_type.elem_type in low:
             low_type[vi.name] = vi.type.tensor_type.elem_type
             vi.type.tensor_type.elem_type = TensorProto.FLOAT
+    return low_type
+
+
+def _widen_initializers(g: Any, low: set[int]) -> None:
+    from onnx import numpy_helper
+
     for i, init in enumerate(g.initializer):
         if init.data_type in low:
             # exact: fp16 and bf16 values are all representable in fp32
             g.initializer[i].CopyFrom(
                 numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float32), init.name)
             )
-    nodes = []
-    for node in g.node:
-        for attr in node.attribute:
-            if attr.name in TYPE_ATTRS and attr.type == onnx.AttributeProto.INT and attr.i in low:
-                for out in node.output:
-                    low_type.setdefault(out, attr.i)
-                attr.i = TensorProto.FLOAT
-            elif attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in low:
-                for out in node.output:
-                    low_type.setdefault(out, attr.t.data_type)
-                attr.t.CopyFrom(
-                    numpy_helper.from_array(
-                        numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name
-                    )
-                )
-        rounded = [o for o in node.output if o in low_type]
-        for i, out in enumerate(node.output):
-            if out in low_type:
-                node.output[i] = f"{out}__fp32"
-        nodes.append(node)
-        for out in rounded:
-            nodes.append(
-                helper.make_node(
-                    "Cast",
-                    [f"{out}__fp32"],
-                    [f"{out}__low"],
-                    to=low_type[out],
-                    name=f"{out}__round",
+
+
+def _widen_attributes(node: Any, low: set[int], low_type: dict[str, int]) -> None:
+    """A type attribute (Cast's `to`, a `dtype`) or a tensor attribute (a Constant's value)
+    of a low type becomes fp32; the node's outputs are recorded as of that low type unless
+    their type is known already."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+
+    for attr in node.attribute:
+        if attr.name in TYPE_ATTRS and attr.type == onnx.AttributeProto.INT and attr.i in low:
+            for out in node.output:
+                low_type.setdefault(out, attr.i)
+            attr.i = TensorProto.FLOAT
+        elif attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type in low:
+            for out in node.output:
+                low_type.setdefault(out, attr.t.data_type)
+            attr.t.CopyFrom(
+                numpy_helper.from_array(
+                    numpy_helper.to_array(attr.t).astype(np.float32), attr.t.name
                 )
             )
-            nodes.append(
-                helper.make_node(
-                    "Cast", [f"{out}__low"], [out], to=TensorProto.FLOAT, name=f"{out}__widen"
-                )
+
+
+def _rounded_through_low(node: Any, low_type: dict[str, int]) -> list[Any]:
+    """The node, its low-type outputs renamed, then for each of them a Cast to its low
+    type and back to fp32 under the original name."""
+    from onnx import TensorProto, helper
+
+    rounded = [o for o in node.output if o in low_type]
+    for i, out in enumerate(node.output):
+        if out in low_type:
+            node.output[i] = f"{out}__fp32"
+    nodes = [node]
+    for out in rounded:
+        nodes.append(
+            helper.make_node(
+                "Cast",
+                [f"{out}__fp32"],
+                [f"{out}__low"],
+                to=low_type[out],
+                name=f"{out}__round",
             )
-    del g.node[:]
-    g.node.extend(nodes)
-    return m
+        )
+        nodes.append(
+            helper.make_node(
+                "Cast", [f"{out}__low"], [out], to=TensorProto.FLOAT, name=f"{out}__widen"
+            )
+        )
+    return nodes
 
 
 def low_precision_types(model) -> list[str]:

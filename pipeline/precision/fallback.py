@@ -135,9 +135,10 @@ def search(
             "higher precision",
             {"quantized_nodes": 0},
         )
-    board = graphs.switchboard([p[0] for p in pairs])
-    keeping = Evaluator(board.outputs, pairs, criteria)
-    everything = keeping(candidates)
+    run = _Run(
+        candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+    )
+    everything = run.keeping(candidates)
     if not everything["passed"]:
         raise SearchFailed(
             f"precision.fallback=auto: even with all {len(candidates)} quantized nodes kept in "
@@ -145,29 +146,55 @@ def search(
             f"fp32 graph, so the gate itself is out of reach on this reference data",
             {"quantized_nodes": len(candidates), "all_high_precision": everything},
         )
-    steps: list[dict] = []
+    # Groups (a role across layers) first, then the nodes of the groups that had to stay.
+    groups = run.alone(node_groups.role_groups(graphs.source, candidates), "group quantized alone")
+    ordered = [g for g, _ in groups]
+    n_groups = _bisect(ordered, run.keep_units, run.steps, "groups kept") if len(ordered) > 1 else 1
+    pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
+    nodes = run.alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
+    ranked = [u for u, _ in nodes]
+    n_nodes = _bisect(ranked, run.keep_units, run.steps, "nodes kept") if len(ranked) > 1 else 1
+    kept = [u.name for u in ranked[:n_nodes]]
+    base = everything["score"]
+    record = {
+        "mode": "auto",
+        "needed": True,
+        "placement": plan.placement,
+        "kept_fp32": kept,
+        **_counts(plan, candidates, kept),
+        "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
+        "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
+        "groups": _group_rows(groups, n_groups, base),
+        "nodes": _node_rows(nodes, plan, ordered, kept, base),
+        "steps": run.steps,
+        "graphs_evaluated": run.keeping.runs,
+    }
+    return graphs.graph(kept), record
 
-    def alone(units: list[Group], stage: str) -> list[tuple[Group, dict]]:
+
+class _Run:
+    """One search's evaluator over the candidates, and the steps it took."""
+
+    def __init__(self, candidates: list[str], keeping: Evaluator) -> None:
+        self.candidates, self.keeping = candidates, keeping
+        self.steps: list[dict] = []
+
+    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, dict]]:
         """Each unit quantized alone (every other candidate kept), most sensitive first."""
         out = []
         for unit in units:
-            result = keeping([c for c in candidates if c not in unit.nodes])
-            steps.append({"stage": stage, "group": unit.name, **result})
+            result = self.keeping([c for c in self.candidates if c not in unit.nodes])
+            self.steps.append({"stage": stage, "group": unit.name, **result})
             out.append((unit, result))
         return sorted(out, key=lambda ur: -ur[1]["score"])
 
-    def keep_units(units: list[Group]) -> dict:
-        return keeping([n for u in units for n in u.nodes])
+    def keep_units(self, units: list[Group]) -> dict:
+        return self.keeping([n for u in units for n in u.nodes])
 
-    groups = alone(node_groups.role_groups(graphs.source, candidates), "group quantized alone")
-    ordered = [g for g, _ in groups]
-    n_groups = _bisect(ordered, keep_units, steps, "groups kept") if len(ordered) > 1 else 1
-    pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
-    nodes = alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
-    ranked = [u for u, _ in nodes]
-    n_nodes = _bisect(ranked, keep_units, steps, "nodes kept") if len(ranked) > 1 else 1
-    kept = [u.name for u in ranked[:n_nodes]]
-    group_of = {n: g.name for g in ordered for n in g.nodes}
+
+def _counts(plan: Any, candidates: list[str], kept: list[str]) -> dict:
+    """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),
+    were quantized and stay so, by op type."""
     matmuls = [c for c in candidates if plan.op_types[c] in qdq_plan.MATMULS]
     gemms = [c for c in candidates if plan.op_types[c] in qdq_plan.GEMMS]
     by_op: dict[str, list[int]] = {}
@@ -175,43 +202,41 @@ def search(
         counts = by_op.setdefault(plan.op_types[c], [0, 0])
         counts[0] += c not in kept
         counts[1] += 1
-    base = everything["score"]
-    record = {
-        "mode": "auto",
-        "needed": True,
-        "placement": plan.placement,
+    return {
         "quantized_nodes": len(candidates),
         "quantized_matmuls": len(matmuls),
-        "kept_fp32": kept,
         "matmuls_still_quantized": sum(1 for n in matmuls if n not in kept),
-        # Convolutions as well as matrix multiplies: what a CNN's int8 is about.
         "quantized_gemms": len(gemms),
         "gemms_still_quantized": sum(1 for n in gemms if n not in kept),
         "gemms_by_op": {op: {"still_quantized": a, "quantized": b} for op, (a, b) in by_op.items()},
-        "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
-        "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
-        "groups": [
-            {
-                "group": g.name,
-                "nodes": list(g.nodes),
-                "score_quantized_alone": r["score"],
-                "sensitivity": round(r["score"] - base, 6),
-                "kept": i < n_groups,
-            }
-            for i, (g, r) in enumerate(groups)
-        ],
-        "nodes": [
-            {
-                "node": u.name,
-                "op_type": plan.op_types[u.name],
-                "group": group_of[u.name],
-                "score_quantized_alone": r["score"],
-                "sensitivity": round(r["score"] - base, 6),
-                "kept": u.name in kept,
-            }
-            for u, r in nodes
-        ],
-        "steps": steps,
-        "graphs_evaluated": keeping.runs,
     }
-    return graphs.graph(kept), record
+
+
+def _group_rows(groups: list[tuple[Group, dict]], n_groups: int, base: float) -> list[dict]:
+    return [
+        {
+            "group": g.name,
+            "nodes": list(g.nodes),
+            "score_quantized_alone": r["score"],
+            "sensitivity": round(r["score"] - base, 6),
+            "kept": i < n_groups,
+        }
+        for i, (g, r) in enumerate(groups)
+    ]
+
+
+def _node_rows(
+    nodes: list[tuple[Group, dict]], plan: Any, groups: list[Group], kept: list[str], base: float
+) -> list[dict]:
+    group_of = {n: g.name for g in groups for n in g.nodes}
+    return [
+        {
+            "node": u.name,
+            "op_type": plan.op_types[u.name],
+            "group": group_of[u.name],
+            "score_quantized_alone": r["score"],
+            "sensitivity": round(r["score"] - base, 6),
+            "kept": u.name in kept,
+        }
+        for u, r in nodes
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,76 +92,100 @@ def transform(
             "source_sha256": hashing.sha256_file(src),
             "reference": export.reference_info(export_dir),
         }
-        held_out = pairs
-        if precision_cfg.mode == "weak":
-            # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
-            from pipeline.precision import weak_precision
-
-            summary.update(
-                transform="none",
-                weak_typing=weak_precision.prepare(
-                    src, tmp, precision_cfg, calibration_cfg, model_cfg
-                ),
-            )
-            onnx_import.copy_graph(src, dest)
-        elif precision_cfg.transform == "none":
-            onnx_import.copy_graph(src, dest)
-        elif precision_cfg.transform == "autocast":
-            # The first reference batch tells AutoCast real activation ranges; the rest are held out.
-            from pipeline.precision import autocast
-
-            summary["autocast"] = autocast.autocast(
-                src, dest, precision_cfg, calibration_cfg, pairs[0][0]
-            )
-            held_out = pairs[1:] if len(pairs) > 1 else pairs
+        made = _make_graph(src, dest, pairs, summary, precision_cfg, calibration_cfg, model_cfg)
+        if made.quantized is not None and precision_cfg.fallback == "auto":
+            summary.update(_searched(dest, made, summary, precision_cfg, calibration_cfg, criteria))
         else:
-            from pipeline.precision import calibration_data, quantize
-
-            result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
-            summary["calibration"] = result.summary
-            # Judge the scales on data they were not fitted to: every sample that is also a
-            # calibration sample (by content) leaves the held-out set, and the count is kept.
-            held_out, summary["reference_overlap"] = calibration_data.held_out(pairs, result.data)
-            if not held_out:
-                raise PipelineError(
-                    "every reference sample is also a calibration sample, so the accuracy gate "
-                    "has no held-out data; calibrate on other data than the reference inputs"
-                )
-        if (
-            precision_cfg.fallback == "auto"
-            and precision_cfg.transform == "qdq"
-            and precision_cfg.mode != "weak"
-        ):
-            from pipeline.precision import fallback, fallback_cache
-
-            try:
-                summary["fallback"], judged = fallback_cache.run(
-                    dest,
-                    result.graphs,
-                    summary["calibration"]["result_sha256"],
-                    held_out,
-                    precision_cfg,
-                    calibration_cfg,
-                    criteria,
-                    lambda: judge(dest, held_out, precision_cfg, criteria),
-                )
-            except fallback.SearchFailed as e:
-                # the plain graph's metrics still go to the metrics file
-                summary.update(
-                    e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
-                )
-                raise accuracy.GateFailed(str(e), summary) from None
-            summary.update(judged)
-        else:
-            summary.update(judge(dest, held_out, precision_cfg, criteria))
-        if precision_cfg.transform == "qdq" and precision_cfg.mode != "weak":
-            summary["calibration"].update(quantized_view(dest, held_out[0][0]))
+            summary.update(judge(dest, made.held_out, precision_cfg, criteria))
+        if made.quantized is not None:
+            summary["calibration"].update(quantized_view(dest, made.held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
         # the build takes the graph's hash from here while the files are unchanged (one read)
         summary["onnx_files"] = onnx_model.file_stats(files)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
         fileio.write_json(tmp / "calibration.json", summary)
     return summary
+
+
+@dataclass
+class Made:
+    held_out: list[tuple[dict, dict]]  # the reference batches the gate judges by
+    quantized: Any = None  # quantize.QuantizeResult of a strongly typed Q/DQ graph
+
+
+def _make_graph(
+    src: Path,
+    dest: Path,
+    pairs: list[tuple[dict, dict]],
+    summary: dict,
+    precision_cfg: Any,
+    calibration_cfg: Any,
+    model_cfg: Any,
+) -> Made:
+    """dest, the graph the precision asks for; what it adds to the summary goes there."""
+    if precision_cfg.mode == "weak":
+        # TensorRT 10 weak typing: the graph stays fp32, builder flags pick the precision.
+        from pipeline.precision import weak_precision
+
+        info = weak_precision.prepare(src, dest.parent, precision_cfg, calibration_cfg, model_cfg)
+        summary.update(transform="none", weak_typing=info)
+        onnx_import.copy_graph(src, dest)
+        return Made(pairs)
+    if precision_cfg.transform == "none":
+        onnx_import.copy_graph(src, dest)
+        return Made(pairs)
+    if precision_cfg.transform == "autocast":
+        # The first reference batch tells AutoCast real activation ranges; the rest are held out.
+        from pipeline.precision import autocast
+
+        summary["autocast"] = autocast.autocast(
+            src, dest, precision_cfg, calibration_cfg, pairs[0][0]
+        )
+        return Made(pairs[1:] if len(pairs) > 1 else pairs)
+    from pipeline.precision import calibration_data, quantize
+
+    result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+    summary["calibration"] = result.summary
+    # Judge the scales on data they were not fitted to: every sample that is also a
+    # calibration sample (by content) leaves the held-out set, and the count is kept.
+    held_out, summary["reference_overlap"] = calibration_data.held_out(pairs, result.data)
+    if not held_out:
+        raise PipelineError(
+            "every reference sample is also a calibration sample, so the accuracy gate "
+            "has no held-out data; calibrate on other data than the reference inputs"
+        )
+    return Made(held_out, result)
+
+
+def _searched(
+    dest: Path,
+    made: Made,
+    summary: dict,
+    precision_cfg: Any,
+    calibration_cfg: Any,
+    criteria: accuracy.Criteria,
+) -> dict:
+    """precision.fallback=auto: the judgement of the graph the search left in dest."""
+    from pipeline.precision import fallback, fallback_cache
+
+    try:
+        summary["fallback"], judged = fallback_cache.run(
+            dest,
+            made.quantized.graphs,
+            summary["calibration"]["result_sha256"],
+            made.held_out,
+            precision_cfg,
+            calibration_cfg,
+            criteria,
+            lambda: judge(dest, made.held_out, precision_cfg, criteria),
+        )
+    except fallback.SearchFailed as e:
+        # the plain graph's metrics still go to the metrics file
+        summary.update(
+            e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
+        )
+        raise accuracy.GateFailed(str(e), summary) from None
+    return judged
 
 
 def quantized_view(dest: Path, feeds: dict) -> dict:

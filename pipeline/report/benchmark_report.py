@@ -52,10 +52,22 @@ def _inputs_lines(inputs: dict | None) -> list[str]:
 
 
 def to_markdown(metrics: dict) -> str:
-    results, baseline = metrics["results"], metrics["baseline"]
-    speed = f"speedup_vs_{baseline}"
+    results = metrics["results"]
+    out = _intro_lines(metrics)
+    ok = {k: r for k, r in results.items() if r["status"] == "ok"}
+    out += _results_lines(metrics, ok)
+    out += _by_shape_lines(metrics)
+    out += _gpu_stage_lines(ok)
+    out += _slowest_layers_lines(ok)
+    out += ["## Conditions", "", *_conditions(metrics["conditions"]), ""]
+    return "\n".join(out)
+
+
+def _intro_lines(metrics: dict) -> list[str]:
+    """The title and how to read the numbers (what latency, speed-up and accuracy measure)."""
+    baseline = metrics["baseline"]
     shapes = ", ".join(f"`{n}={s}`" for n, s in metrics["shapes"].items())
-    out = [
+    return [
         f"# Benchmark: {metrics.get('model', '?')}, {metrics.get('precision', '?')}",
         "",
         f"Headline shape {shapes} (profile `{metrics['profile']}`). Latency is host wall-clock per iteration; "
@@ -64,8 +76,12 @@ def to_markdown(metrics: dict) -> str:
         "",
         *_inputs_lines(metrics.get("inputs")),
     ]
-    ok = {k: r for k, r in results.items() if r["status"] == "ok"}
-    out += _table(
+
+
+def _results_lines(metrics: dict, ok: dict) -> list[str]:
+    """The headline table of the backends that ran, then the skipped ones and thin percentiles."""
+    speed = f"speedup_vs_{metrics['baseline']}"
+    out = _table(
         [
             "backend",
             "runs as",
@@ -102,58 +118,79 @@ def to_markdown(metrics: dict) -> str:
             for k, r in ok.items()
         ],
     )
-    for k, r in results.items():
+    for k, r in metrics["results"].items():
         if r["status"] != "ok":
             out.append(f"- `{k}` skipped: {r['reason']}")
+    out += _low_sample_lines(metrics, ok)
+    out.append("")
+    return out
+
+
+def _low_sample_lines(metrics: dict, ok: dict) -> list[str]:
     flagged = [
         f"{k} {', '.join(r['low_sample_percentiles'])}"
         for k, r in ok.items()
         if r["low_sample_percentiles"]
     ]
-    if flagged:
-        out.append(
-            f"- Percentiles resting on too few samples (fewer than {metrics['method']['min_tail_samples']} "
-            f"beyond them): {'; '.join(flagged)}"
-        )
-    out.append("")
+    if not flagged:
+        return []
+    return [
+        f"- Percentiles resting on too few samples (fewer than {metrics['method']['min_tail_samples']} "
+        f"beyond them): {'; '.join(flagged)}"
+    ]
+
+
+def _by_shape_lines(metrics: dict) -> list[str]:
+    speed = f"speedup_vs_{metrics['baseline']}"
     rows = [
         [_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
         for by in metrics["by_shape"].values()
         for k, r in by.items()
     ]
-    if rows:
-        out += ["## Against batch size", ""]
-        out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
-        # Written beside this file by the same stage; static SVG, so it shows offline.
-        out += [
-            "![latency against batch size](benchmark_latency.svg)",
-            "![throughput against batch size](benchmark_throughput.svg)",
-            "",
-        ]
+    if not rows:
+        return []
+    out = ["## Against batch size", ""]
+    out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
+    # Written beside this file by the same stage; static SVG, so it shows offline.
+    out += [
+        "![latency against batch size](benchmark_latency.svg)",
+        "![throughput against batch size](benchmark_throughput.svg)",
+        "",
+    ]
+    return out
+
+
+def _gpu_stage_lines(ok: dict) -> list[str]:
     gpu = {k: r for k, r in ok.items() if "gpu" in r}
-    if gpu:
-        out += ["## GPU time per stage (CUDA events, median ms)", ""]
-        stages = ["h2d_ms", "compute_ms", "d2h_ms", "gpu_total_ms"]
-        out += _table(
+    if not gpu:
+        return []
+    out = ["## GPU time per stage (CUDA events, median ms)", ""]
+    stages = ["h2d_ms", "compute_ms", "d2h_ms", "gpu_total_ms"]
+    out += _table(
+        [
+            "backend",
+            "host-to-device",
+            "compute",
+            "device-to-host",
+            "GPU total",
+            "host latency",
+            "CUDA graph",
+        ],
+        [
             [
-                "backend",
-                "host-to-device",
-                "compute",
-                "device-to-host",
-                "GPU total",
-                "host latency",
-                "CUDA graph",
-            ],
-            [
-                [
-                    k,
-                    *[r["gpu"].get(s, {}).get("median_ms") for s in stages],
-                    r["median_ms"],
-                    str(r.get("cuda_graph", False)),
-                ]
-                for k, r in gpu.items()
-            ],
-        )
+                k,
+                *[r["gpu"].get(s, {}).get("median_ms") for s in stages],
+                r["median_ms"],
+                str(r.get("cuda_graph", False)),
+            ]
+            for k, r in gpu.items()
+        ],
+    )
+    return out
+
+
+def _slowest_layers_lines(ok: dict) -> list[str]:
+    out: list[str] = []
     for k, r in ok.items():
         if r.get("layers"):
             out += [f"## Slowest layers: {k} (separate IProfiler pass)", ""]
@@ -161,8 +198,7 @@ def to_markdown(metrics: dict) -> str:
                 ["layer", "mean ms", "% of engine"],
                 [[x["layer"], x["mean_ms"], x["percent"]] for x in r["layers"]],
             )
-    out += ["## Conditions", "", *_conditions(metrics["conditions"]), ""]
-    return "\n".join(out)
+    return out
 
 
 def _point(r: dict) -> str:

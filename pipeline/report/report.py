@@ -126,18 +126,10 @@ def make_report(
     inspect_cfg: Any,
     inspection: dict | None = None,
 ) -> dict:
-    manifest_path = engine_dir / "manifest.json"
-    if not manifest_path.exists():
-        raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
-    manifest = fileio.read_json(manifest_path, "build manifest")
-    network = fileio.read_json(engine_dir / "network.json", "network dump")
-    summary = buildlog.load_summary(engine_dir)
+    manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
-    dtype_hist: dict[str, int] = {}
-    for layer in network:
-        for out in layer["outputs"]:
-            dtype_hist[out["dtype"]] = dtype_hist.get(out["dtype"], 0) + 1
+    dtype_hist = _output_dtypes(network)
     layers, io_tensors, source, detailed = engine_layers(summary, inspection)
     live = [n.name for n in report_graph.live_nodes(built_model)]
     precision_of = node_precision.resolver(
@@ -149,34 +141,14 @@ def make_report(
         _onnx_dtypes(built_model),
     )
     max_nodes = int(getattr(inspect_cfg, "graph_max_nodes", 150))
-    inspector = (
-        {k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
-        if inspection
-        else {"available": False, "reason": "not attempted"}
-    )
+    inspector = _inspector_summary(inspection)
     return {
         "model": {
             "exported": onnx_summary(export_onnx),
             "built": onnx_summary(built_onnx, built_model),
         },
-        "network": {
-            "layers": network if inspect_cfg.network_layers else [],
-            "layer_count": len(network),
-            "output_dtypes": dtype_hist,
-            "precisions": report_layers.histogram(network),
-        },
-        "engine": {
-            **manifest["engine"],
-            "backend": manifest["backend"],
-            "fingerprint": manifest["fingerprint"]["id"],
-            "target": manifest["fingerprint"]["target"],
-            "layers_source": source,
-            "layers_detailed": detailed,
-            "layers": layers,
-            "io_tensors": io_tensors,
-            "precisions": report_layers.histogram(layers) if layers else {},
-            "inspector": inspector,
-        },
+        "network": _network_section(network, dtype_hist, inspect_cfg),
+        "engine": _engine_section(manifest, layers, io_tensors, source, detailed, inspector),
         "fusion": fusion_table(layers, detailed, summary, live),
         "build_log": {k: summary.get(k) for k in LOG_KEYS},
         "build_seconds": manifest["build_seconds"],
@@ -185,4 +157,64 @@ def make_report(
         "engine_graph": report_graph.engine_graph(layers, io_tensors, max_nodes)
         if detailed
         else None,
+    }
+
+
+def _read_build(engine_dir: Path) -> tuple[dict, list[dict], dict]:
+    """The build's manifest, network dump and log summary."""
+    manifest_path = engine_dir / "manifest.json"
+    if not manifest_path.exists():
+        raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
+    manifest = fileio.read_json(manifest_path, "build manifest")
+    network = fileio.read_json(engine_dir / "network.json", "network dump")
+    summary = buildlog.load_summary(engine_dir)
+    return manifest, network, summary
+
+
+def _output_dtypes(network: list[dict]) -> dict[str, int]:
+    """How many of the network's layer outputs are of each data type."""
+    dtype_hist: dict[str, int] = {}
+    for layer in network:
+        for out in layer["outputs"]:
+            dtype_hist[out["dtype"]] = dtype_hist.get(out["dtype"], 0) + 1
+    return dtype_hist
+
+
+def _inspector_summary(inspection: dict | None) -> dict:
+    """What the EngineInspector reported, less the layers and tensors the report holds anyway."""
+    return (
+        {k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
+        if inspection
+        else {"available": False, "reason": "not attempted"}
+    )
+
+
+def _network_section(network: list[dict], dtype_hist: dict[str, int], inspect_cfg: Any) -> dict:
+    return {
+        "layers": network if inspect_cfg.network_layers else [],
+        "layer_count": len(network),
+        "output_dtypes": dtype_hist,
+        "precisions": report_layers.histogram(network),
+    }
+
+
+def _engine_section(
+    manifest: dict,
+    layers: list[dict],
+    io_tensors: list[dict],
+    source: str,
+    detailed: bool,
+    inspector: dict,
+) -> dict:
+    return {
+        **manifest["engine"],
+        "backend": manifest["backend"],
+        "fingerprint": manifest["fingerprint"]["id"],
+        "target": manifest["fingerprint"]["target"],
+        "layers_source": source,
+        "layers_detailed": detailed,
+        "layers": layers,
+        "io_tensors": io_tensors,
+        "precisions": report_layers.histogram(layers) if layers else {},
+        "inspector": inspector,
     }

@@ -26,6 +26,7 @@ pipeline.zoo.transformer_encoder (right-padded token ids and a 0/1 mask)."""
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from pipeline.zoo.transformer_encoder import DYNAMIC_AXES as _AXES
 from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
@@ -36,6 +37,10 @@ from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the 
     mean_pool,
     sample_inputs,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 OUTPUT_NAMES = ["embedding"]
 DYNAMIC_AXES = {**{name: _AXES[name] for name in INPUT_NAMES}, "embedding": {0: "batch"}}
@@ -52,30 +57,6 @@ FFN_OUTLIER_SCALE = 20.0
 def build(seed: int = 0):
     import torch
     from torch import nn
-
-    def residual_outliers(writers: list[nn.Linear], norm: nn.LayerNorm) -> None:
-        """The sublayer outputs added into the residual stream carry the outlier
-        dimensions; the LayerNorm after the Add scales them back (gamma, beta)."""
-        with torch.no_grad():
-            for dim, scale in zip(OUTLIER_DIMS, OUTLIER_SCALES):
-                for linear in writers:
-                    linear.weight[dim] *= scale
-                    linear.bias[dim] *= scale
-                norm.weight[dim] /= scale
-                norm.bias[dim] /= scale
-
-    def hidden_outliers(ff1: nn.Linear, ff2: nn.Linear, gen: torch.Generator) -> None:
-        units = torch.randperm(D_FF, generator=gen)[:FFN_OUTLIER_UNITS]
-        with torch.no_grad():
-            ff1.weight[units] *= FFN_OUTLIER_SCALE
-            ff1.bias[units] = ff1.bias[units].abs() * FFN_OUTLIER_SCALE  # GELU keeps them
-            ff2.weight[:, units] /= FFN_OUTLIER_SCALE
-
-    def randomise(norm: nn.LayerNorm, gen: torch.Generator) -> None:
-        """Trained LayerNorms are not the identity: gamma near 1, beta near 0."""
-        with torch.no_grad():
-            norm.weight.copy_(1.0 + 0.1 * torch.randn(D_MODEL, generator=gen))
-            norm.bias.copy_(0.05 * torch.randn(D_MODEL, generator=gen))
 
     class Layer(nn.Module):
         def __init__(self) -> None:
@@ -109,11 +90,11 @@ def build(seed: int = 0):
             self.layers = nn.ModuleList(layers)
             self.pooler = nn.Linear(D_MODEL, D_MODEL)
             for norm in [self.norm] + [n for l in layers for n in (l.norm1, l.norm2)]:
-                randomise(norm, gen)
+                _randomise(norm, gen)
             for layer in layers:
-                residual_outliers([layer.out], layer.norm1)
-                residual_outliers([layer.ff2], layer.norm2)
-                hidden_outliers(layer.ff1, layer.ff2, gen)
+                _residual_outliers([layer.out], layer.norm1)
+                _residual_outliers([layer.ff2], layer.norm2)
+                _hidden_outliers(layer.ff1, layer.ff2, gen)
 
         def forward(self, input_ids, attention_mask):
             pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
@@ -127,3 +108,36 @@ def build(seed: int = 0):
 
     torch.manual_seed(seed)
     return OutlierBert(torch.Generator().manual_seed(seed + 1)).eval()
+
+
+def _residual_outliers(writers: list[nn.Linear], norm: nn.LayerNorm) -> None:
+    """The sublayer outputs added into the residual stream carry the outlier
+    dimensions; the LayerNorm after the Add scales them back (gamma, beta)."""
+    import torch
+
+    with torch.no_grad():
+        for dim, scale in zip(OUTLIER_DIMS, OUTLIER_SCALES):
+            for linear in writers:
+                linear.weight[dim] *= scale
+                linear.bias[dim] *= scale
+            norm.weight[dim] /= scale
+            norm.bias[dim] /= scale
+
+
+def _hidden_outliers(ff1: nn.Linear, ff2: nn.Linear, gen: torch.Generator) -> None:
+    import torch
+
+    units = torch.randperm(D_FF, generator=gen)[:FFN_OUTLIER_UNITS]
+    with torch.no_grad():
+        ff1.weight[units] *= FFN_OUTLIER_SCALE
+        ff1.bias[units] = ff1.bias[units].abs() * FFN_OUTLIER_SCALE  # GELU keeps them
+        ff2.weight[:, units] /= FFN_OUTLIER_SCALE
+
+
+def _randomise(norm: nn.LayerNorm, gen: torch.Generator) -> None:
+    """Trained LayerNorms are not the identity: gamma near 1, beta near 0."""
+    import torch
+
+    with torch.no_grad():
+        norm.weight.copy_(1.0 + 0.1 * torch.randn(D_MODEL, generator=gen))
+        norm.bias.copy_(0.05 * torch.randn(D_MODEL, generator=gen))

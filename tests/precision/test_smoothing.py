@@ -155,7 +155,7 @@ def test_smoothing_is_for_quantized_precisions_only():
 
 def engine_layers(cfg, onnx_path, monkeypatch) -> list[dict]:
     """The engine's own layers from a real TensorRT-RTX build with DETAILED verbosity."""
-    from pipeline.analysis import buildlog
+    from pipeline.analysis import plan_dump
     from pipeline.engine import build
 
     configure = build.configure
@@ -170,7 +170,7 @@ def engine_layers(cfg, onnx_path, monkeypatch) -> list[dict]:
     result = build.build_engine(
         onnx_path, cfg.precision, cfg.build, profiles, "tensorrt_rtx", progress=False
     )
-    dumps = [d for r in result.records if (d := buildlog.parse_plan_dump(r.message))]
+    dumps = [d for r in result.records if (d := plan_dump.parse_plan_dump(r.message))]
     assert dumps, "no DETAILED layer dump in the build log"
     return dumps[0]["layers"]
 
