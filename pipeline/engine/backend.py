@@ -13,8 +13,14 @@ from pipeline.core.errors import PipelineError
 
 
 def import_flavour(flavour: str) -> ModuleType:
+    """The TensorRT module. A signal while its native library initialises only sets a flag
+    (raised as Interrupted once the import is done): raised inside, it made the import fail
+    with "initialization failed" and the stage exit 1 instead of 143."""
+    from pipeline.engine import interrupt
+
     try:
-        return importlib.import_module(flavour)
+        with interrupt.deferred_signals():
+            return importlib.import_module(flavour)
     except ImportError as e:
         raise PipelineError(f"cannot import {flavour}: {e}") from None
 

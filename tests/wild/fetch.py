@@ -94,9 +94,11 @@ def wheel_file(package: str, version: str) -> Path:
     got = [p for p in folder.glob("*.whl") if _is_wheel_of(p, package, version)]
     if got:
         return got[0]
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".dl.") as tmp:
+    # Downloaded beside, then renamed in: a failed download leaves no folder behind.
+    cache_root().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_root(), prefix=".dl.") as tmp:
         wheel = _download(package, version, Path(tmp))
+        folder.mkdir(exist_ok=True)
         target = folder / wheel.name
         os.replace(wheel, target)
     return target

