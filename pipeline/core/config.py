@@ -89,7 +89,14 @@ class PrecisionConfig:
     mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
     tf32: bool = False  # set the builder's TF32 flag (precision=tf32)
     low_precision_type: str | None = None  # autocast: fp16 | bf16
-    quantize_mode: str | None = None  # qdq: int8 | fp8
+    quantize_mode: str | None = None  # qdq: int8 | fp8; int4 for the int4 transform
+    # int4: ModelOpt's weight method, awq_clip (AWQ with clip search) | rtn_dq (round to nearest)
+    int4_method: str | None = None
+    block_size: int = 128  # int4: weights quantized in blocks this long along the reduction axis
+    # int4: the activations' type, fp32 or fp16 (AutoCast after the weights are int4)
+    activations: str = "fp32"
+    # int4: embedding tables (a Gather of a constant) in int4 blocks too
+    int4_embeddings: bool = False
     # AutoCast (fp16/bf16): op types kept in fp32.
     keep_fp32_op_types: list[str] = field(default_factory=list)
     # AutoCast: node-name regexes kept in fp32.

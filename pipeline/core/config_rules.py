@@ -11,8 +11,14 @@ if TYPE_CHECKING:
 
 from pipeline.core.errors import PipelineError
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8")
-TRANSFORMS = ("none", "autocast", "qdq")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4_awq", "int4_rtn")
+TRANSFORMS = ("none", "autocast", "qdq", "int4")
+# Transforms that quantize nodes, which precision.fallback=auto may keep in higher precision.
+QUANTIZING = ("qdq", "int4")
+INT4_METHODS = ("awq_clip", "rtn_dq")
+ACTIVATIONS = ("fp32", "fp16")
+# TensorRT-RTX targets that cannot run int4 weights (Myelin: "HW-specific datatypes: int4").
+INT4_UNSUPPORTED_TARGETS = ("SM75",)
 BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
 HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
 TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
@@ -39,6 +45,7 @@ def check_values(cfg: DictConfig) -> None:
     _check_model_maps(cfg.model)
     _check_precision(cfg.precision)
     _check_build(cfg.build)
+    _check_int4_targets(cfg.precision, cfg.build)
     _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
     _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
     _check_benchmark(cfg.benchmark)
@@ -106,6 +113,14 @@ def _check_precision(p: DictConfig) -> None:
         _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
     if p.transform == "qdq":
         _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
+    if p.transform == "int4":
+        _one_of(p.int4_method, INT4_METHODS, "precision.int4_method")
+        _one_of(p.activations, ACTIVATIONS, "precision.activations")
+        if p.block_size < 1:
+            raise PipelineError(
+                f"invalid config: precision.block_size={p.block_size}; give the int4 block "
+                f"length along each weight's reduction axis, e.g. 128 (it must divide that axis)"
+            )
 
 
 def _check_precision_combinations(p: DictConfig) -> None:
@@ -120,10 +135,15 @@ def _check_precision_combinations(p: DictConfig) -> None:
             "invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
             "weak typing leaves the precision to TensorRT 10's builder flags"
         )
-    if p.fallback == "auto" and p.transform != "qdq":
+    if p.fallback == "auto" and p.transform not in QUANTIZING:
         raise PipelineError(
             f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
-            f"quantized nodes to keep in higher precision (fallback applies to int8 and fp8)"
+            f"quantized nodes to keep in higher precision (fallback applies to int8, fp8 and int4)"
+        )
+    if p.transform == "int4" and p.mode == "weak":
+        raise PipelineError(
+            f"invalid config: precision={p.name} needs precision.mode=strong: int4 weights are "
+            f"DequantizeLinear nodes in the graph, which TensorRT 10's weak typing does not take"
         )
 
 
@@ -138,6 +158,20 @@ def _check_build(b: DictConfig) -> None:
     if not 0 <= b.optimization_level <= 5:
         raise PipelineError(
             f"invalid config: build.optimization_level={b.optimization_level}; expected 0 to 5"
+        )
+
+
+def _check_int4_targets(p: DictConfig, b: DictConfig) -> None:
+    """int4 weights run on Ampere and newer: a build for an older target is refused before
+    any work (calibration included), not by the builder after it."""
+    if p.transform != "int4":
+        return
+    old = [c for c in b.compute_capabilities if str(c).upper() in INT4_UNSUPPORTED_TARGETS]
+    if old:
+        raise PipelineError(
+            f"invalid config: precision={p.name} with build.compute_capabilities={list(b.compute_capabilities)}: "
+            f"{', '.join(old)} cannot run int4 weights (Ampere, SM80, and newer can); drop "
+            f"{', '.join(old)} or pick another precision"
         )
 
 

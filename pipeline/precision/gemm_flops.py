@@ -70,7 +70,8 @@ def summary(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
             unknown.append(node.name)
             continue
         total += flops
-        if producer.get(node.input[0]) == "DequantizeLinear":
+        # int8/fp8 quantize the input (and the weight); int4 weight-only, the weight alone
+        if any(producer.get(x) == "DequantizeLinear" for x in node.input[:2]):
             quantized += flops
     return {
         "gemm_flops": total,

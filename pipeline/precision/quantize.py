@@ -97,8 +97,8 @@ def check_exclusions(src: Path, calibration_cfg: Any) -> None:
 @dataclass
 class QuantizeResult:
     summary: dict
-    data: CalibrationSet
-    graphs: QdqGraphs
+    data: CalibrationSet | None  # None: a method that reads no data (int4 round-to-nearest)
+    graphs: Any  # QdqGraphs, or int4_graphs.Int4Graphs: one surface the fallback search uses
 
 
 def quantize(
@@ -198,7 +198,7 @@ def smoothing_groups(
     return groups, rec
 
 
-def _reader(batches: list[dict], progress):
+def reader(batches: list[dict], progress):
     from onnxruntime.quantization.calibrate import CalibrationDataReader
 
     class Reader(CalibrationDataReader):
@@ -259,7 +259,7 @@ def run_modelopt(
                     onnx_path=str(src),
                     quantize_mode=mode,
                     calibration_method=method,
-                    calibration_data_reader=_reader(data.batches, bar),
+                    calibration_data_reader=reader(data.batches, bar),
                     calibration_eps=["cpu"],
                     output_path=str(out),
                     op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,

@@ -69,6 +69,8 @@ def made_by(precision_cfg: Any) -> str:
         return f"AutoCast ({precision_cfg.low_precision_type})"
     if precision_cfg.transform == "qdq":
         return f"ModelOpt Q/DQ ({precision_cfg.quantize_mode})"
+    if precision_cfg.transform == "int4":
+        return f"ModelOpt int4 ({precision_cfg.int4_method})"
     return "the precision transform"
 
 
@@ -96,6 +98,9 @@ def transform(
         if made.quantized is not None and precision_cfg.fallback == "auto":
             summary.update(_searched(dest, made, summary, precision_cfg, calibration_cfg, criteria))
         else:
+            summary.update(judge(dest, made.held_out, precision_cfg, criteria))
+        if precision_cfg.transform == "int4" and precision_cfg.activations == "fp16":
+            summary.update(_fp16_activations(dest, made, summary, precision_cfg, calibration_cfg))
             summary.update(judge(dest, made.held_out, precision_cfg, criteria))
         if made.quantized is not None:
             summary["calibration"].update(quantized_view(dest, made.held_out[0][0]))
@@ -142,10 +147,13 @@ def _make_graph(
             src, dest, precision_cfg, calibration_cfg, pairs[0][0]
         )
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
-    from pipeline.precision import calibration_data, quantize
+    from pipeline.precision import calibration_data, int4, quantize
 
-    result = quantize.quantize(src, dest, precision_cfg, calibration_cfg, model_cfg)
+    make = int4.quantize_int4 if precision_cfg.transform == "int4" else quantize.quantize
+    result = make(src, dest, precision_cfg, calibration_cfg, model_cfg)
     summary["calibration"] = result.summary
+    if result.data is None:  # int4 round-to-nearest: no calibration data, all of it held out
+        return Made(pairs, result)
     # Judge the scales on data they were not fitted to: every sample that is also a
     # calibration sample (by content) leaves the held-out set, and the count is kept.
     held_out, summary["reference_overlap"] = calibration_data.held_out(pairs, result.data)
@@ -190,14 +198,38 @@ def _searched(
 
 def quantized_view(dest: Path, feeds: dict) -> dict:
     """Of the graph that goes to the build: which tensors are quantized and who reads them,
-    and the share of GEMM FLOPs that runs in int8/fp8 (the report's precision view)."""
-    from pipeline.precision import gemm_flops, qdq_plan
+    the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
+    for int4 which GEMMs hold int4 weights and their share of the weights."""
+    from pipeline.precision import gemm_flops, int4_graphs, qdq_plan
 
     model = onnx_model.load(dest, check=False, weights=False)
-    return {
+    view = {
         "quantized_tensors": qdq_plan.quantized_tensors(model),
         "gemm_flops": gemm_flops.summary(model, feeds),
     }
+    if any(i.data_type in int4_graphs.INT4_TYPES for i in model.graph.initializer):
+        view["int4"] = int4_graphs.weight_view(model)
+    return view
+
+
+def _fp16_activations(
+    dest: Path, made: Made, summary: dict, precision_cfg: Any, calibration_cfg: Any
+) -> dict:
+    """precision.activations=fp16 for int4: AutoCast on the int4 graph the search settled on
+    (its weights stay int4; scales and activations go to fp16). The search judged fp32
+    activations; the graph written is judged again, as built."""
+    from omegaconf import OmegaConf
+
+    from pipeline.precision import autocast
+
+    cast_cfg = OmegaConf.merge(precision_cfg, {"low_precision_type": "fp16"})
+    with tempfile.TemporaryDirectory(prefix="fp16.") as tmp:
+        cast = Path(tmp) / "model.onnx"
+        record = autocast.autocast(dest, cast, cast_cfg, calibration_cfg, made.held_out[0][0])
+        for f in onnx_model.files_and_sha256(dest)[0]:
+            f.unlink()
+        onnx_import.copy_graph(cast, dest)
+    return {"activations": {"type": "fp16", "autocast": record}}
 
 
 def judge(

@@ -251,3 +251,31 @@ def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
 
 def blocks_lines(block: str) -> list[str]:
     return [line for line in block.strip().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
+    repo = in_tmp_repo_copy
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
+    rtn, rtn_fallback, awq, show = commands("int4-transformer.md")
+    assert all(c[0] == "dvc" for c in (rtn, rtn_fallback, awq, show))
+
+    def accuracy() -> dict:
+        return json.loads((repo / "metrics/accuracy.json").read_text())
+
+    failed = dvc(repo, *rtn[1:], check=False)
+    assert failed.returncode != 0
+    assert "accuracy gate failed for int4_rtn ONNX: cosine of output 'embedding'" in failed.stderr
+    assert not accuracy()["gate_passed"] and accuracy()["precision"] == "int4_rtn"
+
+    dvc(repo, *rtn_fallback[1:])
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    assert calibration["gate_passed"] and calibration["fallback"]["needed"]
+    assert calibration["calibration"]["int4"]["int4_weight_share"] >= 0.75
+
+    dvc(repo, *awq[1:])
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    assert calibration["gate_passed"] and calibration["activations"]["type"] == "fp16"
+    assert calibration["calibration"]["int4"]["int4_weight_share"] == 1.0
+    assert list((repo / "artifacts/build").glob("*/engine.plan"))
+    assert "int4_awq" in dvc(repo, *show[1:]).stdout

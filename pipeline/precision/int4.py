@@ -1,0 +1,186 @@
+"""int4 weight-only (precision=int4_awq, int4_rtn): ModelOpt's ONNX int4 quantization on the
+CPU (AWQ with clip search, or round-to-nearest), behind the calibration cache.
+
+Each MatMul/Gemm with a constant weight reads it through a blocked DequantizeLinear of an
+INT4 initializer (opset 21, precision.block_size along the reduction axis); activations stay
+in the source's precision. TensorRT and TensorRT-RTX build it on Ampere and newer (compute
+capability 8.0 and up). Learned the hard way, and handled here:
+- ModelOpt's `rtn` writes a graph ONNX Runtime refuses (2-D scales without block_size):
+  round-to-nearest is its `rtn_dq`.
+- Its AWQ misreads Gemm(transB=1) weights (scales along the wrong axis): such weights are
+  transposed first (transB=0), which computes the same product.
+- Its top-level call quantizes every GEMM (an lm_head too): calibration.exclude_nodes
+  (anchored regexes, as ModelOpt matches them) keeps some out; the fallback search keeps
+  the most sensitive ones in the source's precision."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import hashing
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.export import onnx_model
+from pipeline.machine.fingerprint import package_version
+from pipeline.precision import calibration_cache, calibration_data, quantize
+from pipeline.precision.calibration_data import CalibrationSet
+from pipeline.precision.int4_graphs import Int4Graphs
+from pipeline.store import FileData
+
+KEY_VERSION = 1
+METHODS = ("awq_clip", "rtn_dq")  # what precision.int4_method names: ModelOpt's own names
+NEEDS_DATA = ("awq_clip",)
+OPSET = 21  # blocked DequantizeLinear
+
+
+def key_inputs(
+    src: Path, data: CalibrationSet | None, precision_cfg: Any, calibration_cfg: Any
+) -> dict:
+    """What ModelOpt's int4 weights depend on."""
+    return {
+        "key_version": KEY_VERSION,
+        "transform": "int4",
+        "onnx_sha256": onnx_model.sha256(src),
+        "data_sha256": data.info["sha256"] if data is not None else None,
+        "method": precision_cfg.int4_method,
+        "block_size": int(precision_cfg.block_size),
+        "embeddings": bool(precision_cfg.int4_embeddings),
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        **{
+            dist: package_version(dist) or "not installed"
+            for dist in ("nvidia-modelopt", "onnx", "onnxruntime")
+        },
+    }
+
+
+def quantize_int4(
+    src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
+) -> quantize.QuantizeResult:
+    """Write dest (the plain int4 graph); return the summary, the calibration data (None for
+    round-to-nearest, which reads none) and every graph the fallback search may write."""
+    method = precision_cfg.int4_method
+    data = calibration_data.load(calibration_cfg, model_cfg, src) if method in NEEDS_DATA else None
+    source = onnx_model.load(src, check=False)  # its weights: Gemm weights are transposed
+    untransposed = untranspose_gemm_weights(source)
+    inputs = key_inputs(src, data, precision_cfg, calibration_cfg)
+    with tempfile.TemporaryDirectory(prefix="int4.") as tmp:
+
+        def make() -> tuple[dict[str, FileData], dict, str]:
+            files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
+            return files, {"kind": "int4", **inputs}, "miss"
+
+        got, cache = calibration_cache.cached(
+            calibration_cfg, hashing.sha256_json(inputs), make, "int4 result"
+        )
+        int4 = calibration_cache.read_graph(got)
+    graphs = Int4Graphs.of(source, int4, int(precision_cfg.block_size), src.parent)
+    plain = graphs.graph()
+    calibration_cache.save_beside(plain, dest, src.parent)
+    ops = onnx_model.op_histogram(plain)
+    summary = {
+        "quantize_mode": "int4",
+        "method": method,
+        "block_size": int(precision_cfg.block_size),
+        "embeddings": bool(precision_cfg.int4_embeddings),
+        "data": data.info if data is not None else NO_DATA,
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "gemm_weights_untransposed": untransposed,
+        "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
+        "modelopt_version": inputs["nvidia-modelopt"],
+        "onnxruntime_version": inputs["onnxruntime"],
+        "result_sha256": onnx_model.sha256(dest),
+        "cache": cache,
+    }
+    return quantize.QuantizeResult(summary, data, graphs)
+
+
+NO_DATA = {
+    "source": "none",
+    "random": False,
+    "num_samples": 0,
+    "note": "round-to-nearest reads no calibration data",
+}
+
+
+def _gather_kwargs(precision_cfg: Any) -> dict[str, int]:
+    """precision.int4_embeddings: embedding tables (a Gather of a constant) in int4 too, in
+    blocks along the hidden axis; TensorRT reads them as a Gather over a DequantizeLinear."""
+    if not precision_cfg.int4_embeddings:
+        return {}
+    return {"gather_quantize_axis": 1, "gather_block_size": int(precision_cfg.block_size)}
+
+
+def untranspose_gemm_weights(model: Any) -> int:
+    """Gemm(transB=1) with a constant weight read by that Gemm alone: the weight stored
+    transposed and transB=0 (the same product). ModelOpt's AWQ blocks a transposed weight
+    along the wrong axis, which ONNX Runtime and TensorRT refuse."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for n in model.graph.node:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
+    done = 0
+    for node in model.graph.node:
+        trans_b = next((a for a in node.attribute if a.name == "transB"), None)
+        if node.op_type != "Gemm" or trans_b is None or trans_b.i != 1:
+            continue
+        w = inits.get(node.input[1])
+        if w is None or readers.get(w.name) != 1:
+            continue
+        w.CopyFrom(
+            numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(w).T), w.name)
+        )
+        node.attribute.remove(trans_b)
+        node.attribute.append(helper.make_attribute("transB", 0))
+        done += 1
+    return done
+
+
+def run_modelopt(
+    model: Any, work: Path, precision_cfg: Any, calibration_cfg: Any, data: CalibrationSet | None
+) -> dict[str, FileData]:
+    """The int4 graph ModelOpt makes of `model` (weights in memory), as a cache entry's files."""
+    from pipeline.core import console
+    from pipeline.precision.modelopt_log import quiet_modelopt
+
+    try:
+        from modelopt.onnx.quantization import quantize as mo_quantize
+    except ImportError as e:
+        raise PipelineError(f"int4 needs nvidia-modelopt with its ONNX dependencies: {e}") from None
+    (work / "in").mkdir()
+    src = work / "in" / "model.onnx"
+    with onnx_model.unnamed_dims_named(model):
+        external = onnx_model.save_copy(model, src)[1:]
+    out = work / "model.int4.onnx"
+    batches = data.batches if data is not None else []
+    with console.bar(total=len(batches), desc="int4 weights", unit="batch") as bar:
+        try:
+            with quiet_modelopt():
+                mo_quantize(
+                    onnx_path=str(src),
+                    quantize_mode="int4",
+                    calibration_method=precision_cfg.int4_method,
+                    calibration_data_reader=quantize.reader(batches, bar) if batches else None,
+                    calibration_eps=["cpu"],
+                    block_size=int(precision_cfg.block_size),
+                    nodes_to_exclude=list(calibration_cfg.exclude_nodes),
+                    use_external_data_format=bool(external),
+                    **_gather_kwargs(precision_cfg),
+                    output_path=str(out),
+                    log_level="WARNING",
+                )
+        except Exception as e:
+            raise PipelineError(f"ModelOpt int4 quantization failed: {first_line(e)}") from None
+    if not out.is_file():
+        raise PipelineError("ModelOpt int4 quantization wrote no model")
+    model_out = onnx_model.load(out, check=False, weights=False)
+    if not any(i.data_type in (21, 22) for i in model_out.graph.initializer):
+        raise PipelineError(
+            "ModelOpt quantized no weight to int4: the graph has no MatMul or Gemm with a "
+            "constant weight (or calibration.exclude_nodes names them all)"
+        )
+    return calibration_cache.entry_files(out)
