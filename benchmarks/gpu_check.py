@@ -103,7 +103,9 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
 
     factory, dims = MODELS[key]
     model_cfg = SimpleNamespace(factory=factory, seed=0)
-    bench: dict[str, Any] = dict(warmup_s=0.2, min_duration_s=seconds, min_iterations=100)
+    bench: dict[str, Any] = dict(
+        warmup_s=0.2, min_duration_s=seconds, min_iterations=100, max_duration_s=0.0
+    )
     module = __import__(factory, fromlist=["sample_inputs"])
     feeds = module.sample_inputs(dims, np.random.default_rng(7))
     runner = torch_runner.TorchRunner(model_cfg, "cuda")

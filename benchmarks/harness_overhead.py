@@ -17,22 +17,23 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import numpy as np
-from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.bench import benchmark
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
+from pipeline.core.config import PipelineConfig
 from pipeline.export import export, samples
 from pipeline.export import onnx_model as onnx_lib
 
 LIMIT = 1.05
 
 
-def onnx_model(name: str, tmp: Path) -> tuple[Path, DictConfig]:
+def onnx_model(name: str, tmp: Path) -> tuple[Path, PipelineConfig]:
     if name == "tiny_mlp":
         cfg = config.validate(
             {
@@ -90,7 +91,11 @@ def main() -> int:
             }
         ).benchmark
         specs = onnx_lib.inputs(onnx_lib.load(path, check=False))
-        shapes = {s.name: [args.batch if d == "batch" else d for d in s.dims] for s in specs}
+        # the harness's two models have a named `batch` and fixed sizes otherwise
+        shapes = {
+            s.name: [args.batch if d == "batch" else int(cast(int, d)) for d in s.dims]
+            for s in specs
+        }
         feeds = benchmark.bench_inputs(cfg.model, specs, shapes, seed=0)
         harness = OrtRunner(path, bench_cfg, "cpu", "harness overhead check")
         session = harness.session

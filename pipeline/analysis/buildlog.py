@@ -18,11 +18,12 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pipeline.analysis import fusion, plan_dump, report_layers
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
-from pipeline.engine.trt_hooks import Record
+from pipeline.engine.trt_hooks import Record as Record  # re-exported: buildlog.Record
 
 SEVERITIES = ("internal_error", "error", "warning", "info", "verbose")
 MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
@@ -61,7 +62,7 @@ _FUSION_LINE = re.compile(
 )
 
 
-def _fusion_event(line: str) -> dict | None:
+def _fusion_event(line: str) -> dict[str, str] | None:
     m = _FUSION_LINE.match(line)
     if not m:
         return None
@@ -72,8 +73,8 @@ def _fusion_event(line: str) -> dict | None:
     return {"event": m.group(5).lower(), "detail": m.group(6)}
 
 
-def _phases(records: list[Record]) -> dict:
-    out: dict[str, dict] = {}
+def _phases(records: list[Record]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
     for r in records:
         p = out.setdefault(r.phase, {"records": 0, "first_s": r.seconds, "last_s": r.seconds})
         p["records"] += 1
@@ -88,18 +89,18 @@ def _phases(records: list[Record]) -> dict:
 class _LogScan:
     """What one pass over the records collects, before engine layers meet their regions."""
 
-    passes: list[dict] = field(default_factory=list)
+    passes: list[dict[str, Any]] = field(default_factory=list)
     memory: dict[str, int] = field(default_factory=dict)
-    layer_memory: list[dict] = field(default_factory=list)
-    fused: list[dict] = field(default_factory=list)
-    events: list[dict] = field(default_factory=list)
-    engine_layers: list[dict] = field(default_factory=list)
-    plan: dict | None = None
+    layer_memory: list[dict[str, Any]] = field(default_factory=list)
+    fused: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    engine_layers: list[dict[str, Any]] = field(default_factory=list)
+    plan: dict[str, Any] | None = None
     timing_cache: list[str] = field(default_factory=list)
-    parsed: dict[str, dict] = field(default_factory=dict)
+    parsed: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def summarize(records: Iterable[Record]) -> dict:
+def summarize(records: Iterable[Record]) -> dict[str, Any]:
     records = list(records)
     counts = Counter(r.severity for r in records)
     scan = _scan(records)
@@ -187,7 +188,9 @@ def _read_memory(memory: dict[str, int], line: str) -> None:
 
 
 def _attach_regions(
-    engine_layers: list[dict], fused: list[dict], parsed: dict[str, dict]
+    engine_layers: list[dict[str, Any]],
+    fused: list[dict[str, Any]],
+    parsed: dict[str, dict[str, str]],
 ) -> dict[str, list[str]]:
     """Each engine layer's fused ONNX nodes; returns the regions by layer name."""
     by_name = {f["layer"]: f["onnx_nodes"] for f in fused}
@@ -210,7 +213,7 @@ def _peak_memory_mib(memory: dict[str, int]) -> float | None:
     return round(max(memory.get("peak_gpu_mib", 0), engine_device / MIB), 3)
 
 
-def region_precision(nodes: list[str], parsed: dict[str, dict]) -> str | None:
+def region_precision(nodes: list[str], parsed: dict[str, dict[str, str]]) -> str | None:
     """The compute type most of a region's ONNX nodes produce (ties: the narrower)."""
     counts = Counter(
         parsed[n]["dtype"]
@@ -222,7 +225,7 @@ def region_precision(nodes: list[str], parsed: dict[str, dict]) -> str | None:
     return min(counts, key=lambda d: (-counts[d], report_layers.COMPUTE_ORDER.index(d)))
 
 
-def compile_patterns(patterns: Iterable[str], key: str) -> list[re.Pattern]:
+def compile_patterns(patterns: Iterable[str], key: str) -> list[re.Pattern[str]]:
     """Regexes from config; a bad one is a one-line error naming its config key."""
     compiled = []
     for p in patterns:
@@ -233,11 +236,11 @@ def compile_patterns(patterns: Iterable[str], key: str) -> list[re.Pattern]:
     return compiled
 
 
-def compile_redactions(patterns: Iterable[str]) -> list[re.Pattern]:
+def compile_redactions(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return compile_patterns(patterns, "build.log_redactions")
 
 
-def redact(text: str, patterns: Iterable[str | re.Pattern]) -> str:
+def redact(text: str, patterns: Iterable[str | re.Pattern[str]]) -> str:
     for p in patterns:
         text = (p if isinstance(p, re.Pattern) else re.compile(p)).sub("<redacted>", text)
     return text
@@ -294,7 +297,7 @@ def parse_log(text: str) -> list[Record]:
     return records
 
 
-def load_summary(build_dir: Path) -> dict:
+def load_summary(build_dir: Path) -> dict[str, Any]:
     """The build's summary as this code makes it: the saved build_summary.json when it
     is of this SUMMARY_VERSION, else the saved build.log analysed again (an engine
     from the store may have been summarised by older code)."""
@@ -303,7 +306,7 @@ def load_summary(build_dir: Path) -> dict:
     build_dir = Path(build_dir)
     saved = build_dir / "build_summary.json"
     if saved.exists():
-        summary = fileio.read_json(saved, "build summary")
+        summary: dict[str, Any] = fileio.read_json(saved, "build summary")
         if summary.get("summary_version") == SUMMARY_VERSION:
             return summary
     log = build_dir / "build.log"

@@ -6,6 +6,7 @@ precision than it did in A, is a regression."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pipeline.analysis import buildlog, report_layers
 from pipeline.core import fileio, tables
@@ -26,7 +27,7 @@ def _build_folder(path: Path) -> Path | None:
     return found[0] if found else None
 
 
-def load(path: str | Path) -> dict:
+def load(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_dir():
         raise PipelineError(
@@ -48,7 +49,7 @@ def load(path: str | Path) -> dict:
     return _from_build(folder)
 
 
-def _from_build(folder: Path) -> dict:
+def _from_build(folder: Path) -> dict[str, Any]:
     manifest = manifest_lib.load(folder)
     has_log = (folder / "build.log").exists() or (folder / "build_summary.json").exists()
     summary = buildlog.load_summary(folder) if has_log else manifest.get("log", {})
@@ -70,7 +71,7 @@ def _from_build(folder: Path) -> dict:
     )
 
 
-def _from_report(folder: Path, r: dict) -> dict:
+def _from_report(folder: Path, r: dict[str, Any]) -> dict[str, Any]:
     eng = r["engine"]
     return _view(
         str(folder),
@@ -87,8 +88,17 @@ def _from_report(folder: Path, r: dict) -> dict:
 
 
 def _view(
-    path, kind, precision, trt, engine_bytes, seconds, log, network, engine_prec, network_prec=None
-) -> dict:
+    path: str,
+    kind: str,
+    precision: str,
+    trt: str,
+    engine_bytes: int,
+    seconds: float | None,
+    log: dict[str, Any],
+    network: list[dict[str, Any]],
+    engine_prec: dict[str, int],
+    network_prec: dict[str, int] | None = None,
+) -> dict[str, Any]:
     layers = {l["name"]: l.get("precision") or report_layers.network_precision(l) for l in network}
     memory = log.get("memory") or {}
     # Older summaries (no fusion_basis) divided by the optimizer's region count: not comparable.
@@ -129,7 +139,7 @@ def _mean_rank(hist: dict[str, int]) -> float | None:
     return sum(r * n for r, n in ranked) / total if total else None
 
 
-def compare(a: dict, b: dict) -> dict:
+def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     changed = []
     for name, pa in a["layer_precisions"].items():
         pb = b["layer_precisions"].get(name)
@@ -144,7 +154,7 @@ def compare(a: dict, b: dict) -> dict:
             )
             changed.append({"layer": name, "a": pa, "b": pb, "change": way})
 
-    def delta(key):
+    def delta(key: str) -> dict[str, Any]:
         va, vb = a.get(key), b.get(key)
         return {
             "a": va,
@@ -187,7 +197,7 @@ def compare(a: dict, b: dict) -> dict:
     return out
 
 
-def regressions(d: dict) -> list[str]:
+def regressions(d: dict[str, Any]) -> list[str]:
     found = []
     fr = d["metrics"]["fusion_ratio"]
     if (
@@ -210,7 +220,7 @@ def regressions(d: dict) -> list[str]:
     return found
 
 
-def format_table(d: dict) -> str:
+def format_table(d: dict[str, Any]) -> str:
     rows = [
         ("", "A", "B", "change"),
         ("precision", d["a"]["precision"], d["b"]["precision"], ""),
@@ -248,7 +258,7 @@ _METRIC_LABELS = {
 }
 
 
-def _metric_rows(metrics: dict) -> list[tuple[str, str, str, str]]:
+def _metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     rows = []
     for key, label in _METRIC_LABELS.items():
         m = metrics[key]
@@ -258,7 +268,7 @@ def _metric_rows(metrics: dict) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _precision_mix_rows(d: dict) -> list[tuple[str, str, str, str]]:
+def _precision_mix_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """Layers per precision, engine then network, each precision either side has."""
     rows = []
     for what in ("engine_precisions", "network_precisions"):
@@ -276,7 +286,7 @@ def _precision_mix_rows(d: dict) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _precision_change_lines(d: dict) -> list[str]:
+def _precision_change_lines(d: dict[str, Any]) -> list[str]:
     """The layers whose precision changed, counted by direction, the first 12 listed."""
     changes = d["precision_changes"]
     if not changes:
@@ -293,7 +303,7 @@ def _precision_change_lines(d: dict) -> list[str]:
     return lines
 
 
-def gate(d: dict) -> None:
+def gate(d: dict[str, Any]) -> None:
     """--fail-on-regression: one line, exit 1 (through the CLI's PipelineError handling)."""
     if d["regressions"]:
         raise PipelineError(f"B regresses against baseline A: {'; '.join(d['regressions'])}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pipeline.analysis import report_layers
 from pipeline.core.errors import PipelineError
@@ -14,7 +15,7 @@ from pipeline.engine import backend
 
 
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
-def engine_information(engine_path: Path, flavour: str) -> dict:
+def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     """Deserialize the engine and return EngineInspector JSON, parsed. GPU only."""
     from pipeline.engine.interrupt import deferred_signals
     from pipeline.engine.trt_hooks import make_logger
@@ -27,12 +28,13 @@ def engine_information(engine_path: Path, flavour: str) -> dict:
         text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)
         del inspector, engine, _runtime  # freed while deferred: TensorRT may log as it frees
     try:
-        return json.loads(text)
+        doc: dict[str, Any] = json.loads(text)  # an object; from_inspector_json checks its keys
     except json.JSONDecodeError as e:
         raise PipelineError(f"engine inspector output is not JSON ({e})") from None
+    return doc
 
 
-def inspect(engine_path: Path, fingerprint: dict) -> dict:
+def inspect(engine_path: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
     """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
     why = backend.why_engine_cannot_run(fingerprint)
     if why:

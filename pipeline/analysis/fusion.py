@@ -9,6 +9,8 @@ with the model, not with fusion. Those counts are kept, as what they are (`optim
 
 from __future__ import annotations
 
+from typing import Any
+
 # Nodes that compute nothing an engine layer could fuse: constants, pass-throughs, and
 # the Q/DQ pairs that only say which precision the next kernel reads (counting them would
 # make every int8 graph look better fused than its fp32 original).
@@ -16,12 +18,12 @@ NON_COMPUTE_OPS = frozenset({"Constant", "Identity", "QuantizeLinear", "Dequanti
 
 
 def measure(
-    parsed: dict[str, dict],
-    plan: dict | None,
-    engine_layers: list[dict],
+    parsed: dict[str, dict[str, str]],
+    plan: dict[str, Any] | None,
+    engine_layers: list[dict[str, Any]],
     regions: set[str],
-    passes: list[dict],
-) -> dict:
+    passes: list[dict[str, Any]],
+) -> dict[str, Any]:
     """The summary keys other code reads (layers_original, layers_final, fusion_ratio),
     with their meaning written down (fusion_basis) and the optimizer's counts apart.
     parsed: ONNX node name -> {op, dtype}; plan: the DETAILED engine-layer dump or None;

@@ -26,11 +26,11 @@ GATES = (
 SHOWN_MATCHES = 2
 
 
-def _compile(patterns: Iterable[str]) -> list[re.Pattern]:
+def _compile(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return buildlog.compile_patterns(patterns, "build.gates.forbid_patterns")
 
 
-def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> dict:
+def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> dict[str, Any]:
     compiled = _compile(patterns)
     lines: list[str] = []
     if compiled:
@@ -57,12 +57,12 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
 
 
 def evaluate(
-    gates_cfg: Any,
-    summary: dict,
+    gates_cfg: config_lib.GatesConfig | None,
+    summary: dict[str, Any],
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
-    manifest: dict | None = None,
-) -> list[dict]:
+    manifest: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Every gate, switched on or not (a switched-off gate passes and still reports its
     value, so metrics show the trend before anyone sets a threshold). `records` may be
     the build.log text; without `engine`, the manifest's engine size is used. Pass or fail
@@ -100,7 +100,9 @@ BOUND = {"max": "at most", "min": "at least"}
 UNIT = {"max_engine_mib": " MiB", "max_peak_memory_mib": " MiB"}
 
 
-def _measured(name: str, value: Any, threshold: Any, direction: str, measured: str) -> dict:
+def _measured(
+    name: str, value: float | None, threshold: float | None, direction: str, measured: str
+) -> dict[str, Any]:
     """A gate on one measured value; the threshold's words end its detail when it is set."""
     if threshold is not None:
         allowed = "required" if direction == "min" else "allowed"
@@ -110,7 +112,7 @@ def _measured(name: str, value: Any, threshold: Any, direction: str, measured: s
     )
 
 
-def _fusion(summary: dict) -> str:
+def _fusion(summary: dict[str, Any]) -> str:
     ratio = summary.get("fusion_ratio")
     if ratio is None:
         return f"fusion ratio {summary.get('fusion_basis') or 'unknown'}"
@@ -123,7 +125,7 @@ def _fusion(summary: dict) -> str:
 failures = gate_lib.failures
 
 
-def message(result: dict) -> str:
+def message(result: dict[str, Any]) -> str:
     text = (
         f"build gate {result['gate']} failed (threshold {result['threshold']}): {result['detail']}"
     )
@@ -132,7 +134,7 @@ def message(result: dict) -> str:
     return " ".join(text.split())
 
 
-def enforce(results: list[dict]) -> None:
+def enforce(results: list[dict[str, Any]]) -> None:
     failed = failures(results)
     if failed:
         more = (
@@ -143,7 +145,7 @@ def enforce(results: list[dict]) -> None:
         raise PipelineError(message(failed[0]) + more)
 
 
-def metrics(results: list[dict]) -> dict:
+def metrics(results: list[dict[str, Any]]) -> dict[str, Any]:
     """metrics/gates.json: numbers DVC can show and compare, plus what matched."""
     return {
         "passed": not failures(results),
@@ -152,18 +154,18 @@ def metrics(results: list[dict]) -> dict:
     }
 
 
-def write_metrics(path: str | Path, results: list[dict]) -> Path:
+def write_metrics(path: str | Path, results: list[dict[str, Any]]) -> Path:
     return fileio.write_json(path, metrics(results))
 
 
 def check(
-    gates_cfg: Any,
-    summary: dict,
+    gates_cfg: config_lib.GatesConfig | None,
+    summary: dict[str, Any],
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
-    manifest: dict | None = None,
+    manifest: dict[str, Any] | None = None,
     metrics_path: str | Path | None = None,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Evaluate, record the results (when metrics_path is given), then fail on the first
     broken gate, so a failed build still leaves the reason in metrics/gates.json."""
     records = records if isinstance(records, str) else list(records)

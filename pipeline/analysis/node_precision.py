@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 from pipeline.analysis import report_layers
 
@@ -34,7 +35,7 @@ MATRIX_OPS = frozenset(
 )
 
 
-def kernel_of(layers: list[dict]) -> dict:
+def kernel_of(layers: list[dict[str, Any]]) -> dict[str, Any]:
     """The layer that does a matrix node's arithmetic, from those that name it."""
     kernels = [
         l for l in layers if report_layers.is_matrix_kernel(l.get("type", ""), l["name"])
@@ -48,15 +49,15 @@ def kernel_of(layers: list[dict]) -> dict:
 
 def resolver(
     ops: dict[str, str],
-    layers: list[dict],
+    layers: list[dict[str, Any]],
     detailed: bool,
     network: dict[str, str],
-    parsed: dict[str, dict],
+    parsed: dict[str, dict[str, str]],
     onnx_dtypes: dict[str, str],
 ) -> Callable[[str, str], tuple[str, str]]:
     """precision_of(node name, first output) -> (precision, where it came from).
     ops: node name -> op type; network: network layer name -> precision."""
-    naming: dict[str, list[dict]] = defaultdict(list)
+    naming: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for layer in layers if detailed else []:
         for node in layer["onnx_nodes"]:
             naming[node].append(layer)

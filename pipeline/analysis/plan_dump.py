@@ -6,6 +6,7 @@ and the engine's I/O tensors. The build-log summary (buildlog.py) reads them fro
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from pipeline.analysis import report_layers
 
@@ -27,7 +28,7 @@ def _dims(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
 
-def _io_side(text: str) -> list[dict]:
+def _io_side(text: str) -> list[dict[str, Any]]:
     return [
         {
             "name": m.group(1).strip(),
@@ -39,7 +40,7 @@ def _io_side(text: str) -> list[dict]:
     ]
 
 
-def engine_layer(m: re.Match) -> dict:
+def engine_layer(m: re.Match[str]) -> dict[str, Any]:
     ins, _, outs = m.group(4).partition(" -> ")
     inputs, outputs = _io_side(ins), _io_side(outs)
     matrix = report_layers.is_matrix_kernel(m.group(1), m.group(2))
@@ -54,14 +55,14 @@ def engine_layer(m: re.Match) -> dict:
     }
 
 
-def _plan_tensors(text: str) -> list[dict]:
+def _plan_tensors(text: str) -> list[dict[str, Any]]:
     return [
         {"Name": n, "Dimensions": _dims(d), "Datatype": dt, "Format": f}
         for n, d, dt, f in _PLAN_TENSOR.findall(text)
     ]
 
 
-def parse_plan_dump(message: str) -> dict | None:
+def parse_plan_dump(message: str) -> dict[str, Any] | None:
     """The `Layers:` / `I/O Tensors:` dump in inspector-JSON shape, then normalised."""
     lines = message.split("\n")
     if not lines or lines[0].strip() != "Layers:":

@@ -87,13 +87,15 @@ def is_matrix_kernel(layer_type: str, name: str) -> bool:
     return bool(_MATRIX_KERNEL.search(layer_type or "") or _MATRIX_KERNEL.search(name or ""))
 
 
-def layer_precision(inputs: list[dict], outputs: list[dict], matrix: bool = True) -> str:
+def layer_precision(
+    inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], matrix: bool = True
+) -> str:
     """What the layer computes in. A matrix kernel (GEMM, convolution): its narrowest
     floating/quantized input, else output. Any other kernel that touches quantized data
     converts at its edge and computes in the widest float type it sees (an int8 → fp32
     dequantize-and-add is fp32 arithmetic). Shape and index layers (int64, bool only)
     keep their integer type."""
-    seen = [t["dtype"] for t in inputs + outputs]
+    seen: list[str] = [t["dtype"] for t in inputs + outputs]
     wide = [d for d in seen if d in COMPUTE_ORDER and d not in QUANTIZED]
     if not matrix and wide and any(d in QUANTIZED for d in seen):
         return max(wide, key=COMPUTE_ORDER.index)
@@ -108,7 +110,7 @@ def onnx_nodes(metadata: Any) -> list[str]:
     return _ONNX_LAYER.findall(str(metadata or ""))
 
 
-def _tensor(raw: dict) -> dict:
+def _tensor(raw: dict[str, Any]) -> dict[str, Any]:
     # TensorRT 10 joins format and type in one string; TensorRT 11 splits them.
     fmt = raw.get("Format/Datatype")
     dt = raw.get("Datatype", raw.get("DataType"))
@@ -120,7 +122,7 @@ def _tensor(raw: dict) -> dict:
     }
 
 
-def normalize_layer(raw: Any) -> dict:
+def normalize_layer(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY gives bare names
         return {
             "name": raw,
@@ -149,7 +151,7 @@ def normalize_layer(raw: Any) -> dict:
     }
 
 
-def _io_tensor(raw: Any) -> dict:
+def _io_tensor(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):  # TensorRT 10 `Bindings`: names only
         return {"name": raw, "mode": None, "dtype": "unknown", "shape": []}
     return {
@@ -160,7 +162,7 @@ def _io_tensor(raw: Any) -> dict:
     }
 
 
-def from_inspector_json(doc: Any) -> dict:
+def from_inspector_json(doc: Any) -> dict[str, Any]:
     """EngineInspector.get_engine_information(JSON), parsed, in either layout."""
     if not isinstance(doc, dict) or not isinstance(doc.get("Layers"), list):
         raise PipelineError(
@@ -176,12 +178,12 @@ def from_inspector_json(doc: Any) -> dict:
     return {"layout": layout, "layers": layers, "io_tensors": [_io_tensor(t) for t in io]}
 
 
-def histogram(layers: Iterable[dict], key: str = "precision") -> dict[str, int]:
+def histogram(layers: Iterable[dict[str, Any]], key: str = "precision") -> dict[str, int]:
     counts = Counter(l[key] for l in layers)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def network_precision(layer: dict) -> str:
+def network_precision(layer: dict[str, Any]) -> str:
     """A parsed-network layer (network.json) only lists its outputs."""
     outs = [{"dtype": dtype(o["dtype"])} for o in layer.get("outputs", [])]
     return layer_precision([], outs)

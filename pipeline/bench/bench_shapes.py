@@ -4,20 +4,30 @@ lengths), every one placed in a profile that holds it before anything is measure
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_model
 from pipeline.export import profiles as profiles_lib
+from pipeline.export.profiles import Profile
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.core.config import BenchmarkConfig
 
 BATCH_DIM, SEQ_DIM = "batch", "seq"
+Shapes = dict[str, list[int]]  # a concrete shape per input
+Arrays = dict[str, "np.ndarray"]  # arrays by input (or output) name
+Pair = tuple[Arrays, Arrays]  # a reference batch: (inputs, fp32 outputs)
 
 
 @dataclass(frozen=True)
 class Point:
     key: str  # "batch8" or "batch8_seq32": stable names for dvc metrics diff
-    shapes: dict
+    shapes: Shapes
     batch: int
     seq: int | None
     profile_index: int
@@ -28,11 +38,11 @@ def _axes(specs: list[onnx_model.TensorSpec], dim: str) -> dict[str, list[int]]:
     return {s.name: [a for a, d in enumerate(s.dims) if d == dim] for s in specs if dim in s.dims}
 
 
-def _dim_value(shapes: dict, axes: dict[str, list[int]]) -> int | None:
+def _dim_value(shapes: Mapping[str, Sequence[int]], axes: dict[str, list[int]]) -> int | None:
     return next((int(shapes[name][ax[0]]) for name, ax in axes.items() if name in shapes), None)
 
 
-def _with(shapes: dict, axes: dict[str, list[int]], value: int | None) -> dict:
+def _with(shapes: Shapes, axes: dict[str, list[int]], value: int | None) -> Shapes:
     out = {name: list(shape) for name, shape in shapes.items()}
     if value is not None:
         for name, ax in axes.items():
@@ -41,11 +51,11 @@ def _with(shapes: dict, axes: dict[str, list[int]], value: int | None) -> dict:
     return out
 
 
-def _describe(shapes: dict) -> str:
+def _describe(shapes: Mapping[str, Sequence[int]]) -> str:
     return ", ".join(f"{n}={list(s)}" for n, s in shapes.items())
 
 
-def locate(shapes: dict, profiles: list[dict]) -> int:
+def locate(shapes: Shapes, profiles: list[Profile]) -> int:
     """Index of the first profile that holds every input shape, else a one-line error."""
     for i, profile in enumerate(profiles):
         if profiles_lib.contains(profile, shapes):
@@ -61,7 +71,7 @@ def locate(shapes: dict, profiles: list[dict]) -> int:
 
 
 def plan(
-    bench_cfg: Any, specs: list[onnx_model.TensorSpec], profiles: list[dict]
+    bench_cfg: BenchmarkConfig, specs: list[onnx_model.TensorSpec], profiles: list[Profile]
 ) -> tuple[Point, list[Point]]:
     """(headline, sweep). Every shape is checked against the profiles here, before any measuring."""
     if not profiles:
@@ -74,21 +84,25 @@ def plan(
         )
     base = profiles[names.index(bench_cfg.profile) if bench_cfg.profile is not None else 0]
     batch_axes, seq_axes = _axes(specs, BATCH_DIM), _axes(specs, SEQ_DIM)
-    for key, axes, dim in (("batch_sizes", batch_axes, BATCH_DIM), ("seq_lens", seq_axes, SEQ_DIM)):
-        if bench_cfg[key] and not axes:
+    for key, values, axes, dim in (
+        ("batch_sizes", bench_cfg.batch_sizes, batch_axes, BATCH_DIM),
+        ("seq_lens", bench_cfg.seq_lens, seq_axes, SEQ_DIM),
+    ):
+        if values and not axes:
             raise PipelineError(f"benchmark.{key} is set but no model input has a '{dim}' dim")
     head_shapes = {n: list(r[bench_cfg.shape]) for n, r in base["inputs"].items()}
     head_seq = _dim_value(head_shapes, seq_axes)
-    batches = list(bench_cfg.batch_sizes) or sorted(
-        {
-            _dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes)
-            for p in profiles_lib.POINTS
-        }
-        - {None}
+    at_points = (
+        _dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes)
+        for p in profiles_lib.POINTS
     )
-    seqs = list(bench_cfg.seq_lens) or [head_seq]
+    # None where the model has no such dim: one point along it
+    batches: list[int | None] = list(bench_cfg.batch_sizes) or [
+        *sorted({b for b in at_points if b is not None})
+    ]
+    seqs: list[int | None] = list(bench_cfg.seq_lens) or [head_seq]
 
-    def point(shapes: dict) -> Point:
+    def point(shapes: Shapes) -> Point:
         batch, seq = _dim_value(shapes, batch_axes), _dim_value(shapes, seq_axes)
         key = (f"batch{batch}" if batch is not None else "fixed") + (
             f"_seq{seq}" if seq is not None else ""
@@ -105,7 +119,7 @@ def plan(
     return headline, sweep
 
 
-def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict | None:
+def reference_feeds(references: list[Pair], shapes: Shapes) -> Arrays | None:
     """Inputs of the given shapes taken from the reference inputs (model.reference_data):
     their rows, repeated as needed to fill the batch, cut to the point's size on every
     other axis (a prefix of each sequence); None where the data is smaller than the point."""
@@ -114,7 +128,7 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
     if not references:
         return None
     pool = {k: np.concatenate([inputs[k] for inputs, _ in references]) for k in references[0][0]}
-    out = {}
+    out: Arrays = {}
     for name, shape in shapes.items():
         a = pool.get(name)
         if (
@@ -123,7 +137,7 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
             or any(have < want for have, want in zip(a.shape[1:], shape[1:]))
         ):
             return None
-        index: tuple[Any, ...] = (
+        index: tuple[np.ndarray | slice, ...] = (
             np.arange(shape[0]) % len(a),
             *tuple(slice(0, int(n)) for n in shape[1:]),
         )
@@ -132,12 +146,16 @@ def reference_feeds(references: list[tuple[dict, dict]], shapes: dict) -> dict |
 
 
 def choose_feeds(
-    points: list[Point], pairs: list[tuple[dict, dict]], use_reference: bool, sample
-) -> tuple[dict, list[str]]:
+    points: list[Point],
+    pairs: list[Pair],
+    use_reference: bool,
+    sample: Callable[[Shapes], Arrays],
+) -> tuple[dict[str, Arrays], list[str]]:
     """Per point: the user's reference inputs (model.reference_data) where they fit
     (use_reference), else sample(shapes);
     and the keys of the points that got reference inputs."""
-    feeds, used = {}, []
+    feeds: dict[str, Arrays] = {}
+    used: list[str] = []
     for p in points:
         got = reference_feeds(pairs, p.shapes) if use_reference else None
         if got is not None:

@@ -5,15 +5,18 @@ setting, not in a MemoryError halfway through drawing inputs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipeline.bench.bench_shapes import Point
 from pipeline.core import memory
 from pipeline.export import samples, sizes
 from pipeline.export.onnx_model import TensorSpec
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
-def setting(cfg: Any, point: Point) -> str:
+
+def setting(cfg: PipelineConfig, point: Point) -> str:
     """The config key that asked for `point`'s size."""
     bc = cfg.benchmark
     if bc.batch_sizes:
@@ -22,12 +25,12 @@ def setting(cfg: Any, point: Point) -> str:
     i = names.index(point.profile) if point.profile in names else 0
     spec = cfg.profile.profiles[i]
     if "batch" in spec.dims:
-        return f"profile.profiles.{i}.dims.batch={list(spec.dims.batch)}"
+        return f"profile.profiles.{i}.dims.batch={list(spec.dims['batch'])}"
     return f"profile.profiles.{i}.shapes (profile '{point.profile}')"
 
 
 def check(
-    cfg: Any,
+    cfg: PipelineConfig,
     specs: list[TensorSpec],
     outputs: list[TensorSpec],
     points: list[Point],
@@ -35,7 +38,8 @@ def check(
 ) -> None:
     """Host memory for every point's inputs; GPU memory (gpu_free, None without a GPU) for
     the largest point's inputs and outputs."""
-    per_point = []
+    # (inputs' bytes, a draw's extra bytes, outputs' bytes, the point)
+    per_point: list[tuple[int, int, int, Point]] = []
     for p in points:
         kept = sizes.input_bytes(cfg.model, specs, p.shapes, drawn=False)
         drawing = sizes.input_bytes(cfg.model, specs, p.shapes)

@@ -1,30 +1,33 @@
 """Every configured backend side by side at the same shapes,
 timed by one method (pipeline.bench.timing; CUDA events on a GPU), checked against the
-fp32 reference outputs, with the conditions it ran under. The shapes, and their
-check against the engine's optimization profiles, come from pipeline.bench.bench_shapes;
-every backend is a pipeline.bench.runner.Runner, driven the same way."""
+fp32 reference outputs, with the conditions it ran under (pipeline.bench.conditions).
+The shapes, and their check against the engine's optimization profiles, come from
+pipeline.bench.bench_shapes; every backend is a pipeline.bench.runner.Runner, driven the
+same way."""
 
 from __future__ import annotations
 
-import os
-import platform
-import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.bench import bench_sizes, cuda_timing, timing
-from pipeline.bench.bench_shapes import Point, choose_feeds, locate, plan
+from pipeline.bench.bench_shapes import Pair, Point, choose_feeds, locate, plan
+from pipeline.bench.conditions import conditions
 from pipeline.bench.ort_runner import OrtRunner
-from pipeline.bench.runner import Runner
-from pipeline.core import console, fileio, hashing, threads
+from pipeline.bench.runner import Feeds, Runner
+from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import export, onnx_model, sample_data
+from pipeline.export.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
-from pipeline.machine.fingerprint import package_version
 from pipeline.precision import accuracy
 from pipeline.precision.tasks import OutputTasks
+
+if TYPE_CHECKING:
+    from pipeline.core.config import BenchmarkConfig, ModelConfig, PipelineConfig
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
@@ -33,7 +36,10 @@ OPTIONAL = frozenset({"onnxruntime_calibrated"})
 
 
 def bench_inputs(
-    model_cfg: Any, specs: list[onnx_model.TensorSpec], shapes: dict, seed: int
+    model_cfg: ModelConfig,
+    specs: list[onnx_model.TensorSpec],
+    shapes: Mapping[str, Sequence[int]],
+    seed: int,
 ) -> dict[str, np.ndarray]:
     feeds = sample_data.sample_inputs(model_cfg, specs, shapes, np.random.default_rng(seed))
     for name, shape in shapes.items():
@@ -44,7 +50,9 @@ def bench_inputs(
     return feeds
 
 
-def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: str) -> Runner | str:
+def open_backend(
+    name: str, cfg: PipelineConfig, paths: dict[str, Path], fingerprint: dict[str, Any], device: str
+) -> Runner | str:
     """The backend's runner, or why it does not run here (a string)."""
     bc = cfg.benchmark
     if name == "onnxruntime":
@@ -79,7 +87,7 @@ def open_backend(name: str, cfg: Any, paths: dict, fingerprint: dict, device: st
     return trt_runner.EngineRunner(paths["engine"], fingerprint["trt_flavour"], refit_onnx=refit)
 
 
-def progress_bar(label: str):
+def progress_bar(label: str) -> tuple[console.Bar, Callable[[float], None]]:
     """(bar, update): update takes the loop's fraction done (pipeline.bench.timing)."""
     bar = console.bar(total=100, desc=f"benchmark {label}", percent=True)
 
@@ -89,7 +97,9 @@ def progress_bar(label: str):
     return bar, update
 
 
-def _summarise(times: dict, batch: int, bench_cfg: Any) -> dict:
+def _summarise(
+    times: dict[str, np.ndarray], batch: int, bench_cfg: BenchmarkConfig
+) -> dict[str, Any]:
     if len(times) > 1:
         out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
     else:
@@ -103,7 +113,7 @@ def _summarise(times: dict, batch: int, bench_cfg: Any) -> dict:
     return out
 
 
-def brief(result: dict) -> dict:
+def brief(result: dict[str, Any]) -> dict[str, Any]:
     keep = (
         "median_ms",
         "mean_ms",
@@ -120,7 +130,9 @@ def brief(result: dict) -> dict:
     return out
 
 
-def _accuracy(runner: Runner, references: list, profiles: list[dict], tasks: OutputTasks) -> dict:
+def _accuracy(
+    runner: Runner, references: list[Pair], profiles: list[Profile], tasks: OutputTasks
+) -> dict[str, Any]:
     try:
         index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
     except PipelineError as e:
@@ -130,9 +142,13 @@ def _accuracy(runner: Runner, references: list, profiles: list[dict], tasks: Out
 
 
 def measure_backend(
-    name: str, runner: Runner, points: list[Point], feeds: dict, bench_cfg: Any
-) -> dict[str, dict]:
-    out = {}
+    name: str,
+    runner: Runner,
+    points: list[Point],
+    feeds: dict[str, Feeds],
+    bench_cfg: BenchmarkConfig,
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
     for point in points:
         bar, update = progress_bar(f"{name} {point.key}")
         try:
@@ -150,14 +166,14 @@ def _run_backend(
     runner: Runner,
     points: list[Point],
     headline: Point,
-    feeds: dict,
-    references: list,
-    profiles: list[dict],
-    cfg: Any,
-) -> tuple[dict, dict]:
+    feeds: dict[str, Feeds],
+    references: list[Pair],
+    profiles: list[Profile],
+    cfg: PipelineConfig,
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     bc = cfg.benchmark
     measured = measure_backend(name, runner, points, feeds, bc)
-    result = {
+    result: dict[str, Any] = {
         "status": "ok",
         "label": runner.label,
         "device": runner.device,
@@ -178,7 +194,12 @@ def _run_backend(
     return result, measured
 
 
-def run(cfg: Any, profiles: list[dict], paths: dict, fingerprint: dict) -> dict:
+def run(
+    cfg: PipelineConfig,
+    profiles: list[Profile],
+    paths: dict[str, Path],
+    fingerprint: dict[str, Any],
+) -> dict[str, Any]:
     """paths: export, calibrated (ONNX files), engine, reference (npz)."""
     bc = cfg.benchmark
     # The graph only: weights in external data stay on disk (sizes need the I/O specs).
@@ -233,19 +254,20 @@ class Measuring:
 
     def __init__(
         self,
-        cfg: Any,
-        profiles: list[dict],
+        cfg: PipelineConfig,
+        profiles: list[Profile],
         points: list[Point],
         headline: Point,
-        feeds: dict,
-        references: list,
+        feeds: dict[str, Feeds],
+        references: list[Pair],
     ) -> None:
         self.cfg, self.profiles, self.points, self.headline = cfg, profiles, points, headline
         self.feeds, self.references = feeds, references
-        self.results: dict[str, dict] = {}
-        self.by_point: dict[str, dict] = {}
+        self.results: dict[str, dict[str, Any]] = {}
+        # point key -> backend -> brief()
+        self.by_point: dict[str, dict[str, dict[str, Any]]] = {}
 
-    def backend(self, name: str, runner: Runner | str, reference: dict) -> None:
+    def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
         if isinstance(runner, str):
             self.results[name] = {"status": "skipped", "reason": runner}
             return
@@ -267,7 +289,7 @@ class Measuring:
             self.by_point.setdefault(key, {})[name] = brief(summary)
 
 
-def _backend_failure(runner: Runner, e: Exception, reference: dict) -> Exception:
+def _backend_failure(runner: Runner, e: Exception, reference: dict[str, Any]) -> Exception:
     """A required backend's failure: this tool's own errors as they are; the runtime failing
     on this model and these inputs (ONNX Runtime's Fail on a Mod by zero of random
     integers) is the user's to fix, in one line."""
@@ -283,7 +305,11 @@ def _backend_failure(runner: Runner, e: Exception, reference: dict) -> Exception
     )
 
 
-def _add_speedups(results: dict, by_point: dict, baseline: str) -> None:
+def _add_speedups(
+    results: dict[str, dict[str, Any]],
+    by_point: dict[str, dict[str, dict[str, Any]]],
+    baseline: str,
+) -> None:
     """Baseline median over each backend's median: above 1 is faster than the baseline."""
     key = f"speedup_vs_{baseline}"
     base = results.get(baseline, {})
@@ -301,7 +327,7 @@ def _ratio(a: float, b: float) -> float:
     return float(f"{a / b:.4g}")
 
 
-def _device(requested: str, fingerprint: dict) -> str:
+def _device(requested: str, fingerprint: dict[str, Any]) -> str:
     """Where ONNX Runtime runs (and the GPU readings come from): the fingerprint
     already knows whether this machine has a GPU, without importing torch."""
     has_gpu = fingerprint.get("gpu") is not None
@@ -319,44 +345,3 @@ def _pci_bus_id() -> str | None:
         return Cuda.get().pci_bus_id(0)
     except PipelineError:
         return None
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def conditions(bench_cfg: Any, fingerprint: dict, gpu_before: dict, gpu_after: dict) -> dict:
-    governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
-    torch = sys.modules.get("torch")
-    intra_op, threads_from = threads.intra_op(int(bench_cfg.intra_op_threads))
-    return {
-        "fingerprint": fingerprint["id"],
-        "target": fingerprint.get("target"),
-        "cpu": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "usable_cpus": len(os.sched_getaffinity(0))
-        if hasattr(os, "sched_getaffinity")
-        else os.cpu_count(),
-        "cpu_governor": governor.read_text().strip() if governor.exists() else None,
-        "intra_op_threads": intra_op or "library default",
-        "threads_from": threads_from,
-        "torch_threads": torch.get_num_threads() if torch is not None else None,
-        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-        "versions": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "onnxruntime": package_version("onnxruntime") or package_version("onnxruntime-gpu"),
-            "torch": package_version("torch"),
-            "tensorrt": f"{fingerprint['trt_flavour']} {fingerprint['trt_version']}",
-            "nvidia-ml-py": package_version("nvidia-ml-py"),
-        },
-        "gpu_before": gpu_before,
-        "gpu_after": gpu_after,
-    }

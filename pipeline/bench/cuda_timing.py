@@ -10,6 +10,7 @@ loop is pipeline.bench.timing.measure, the same one ONNX Runtime is timed with."
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def measure(
     }
 
 
-def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict:
+def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict[str, Any]:
     """Host latency stats at the top level (comparable with CPU backends), GPU
     stats per stage under "gpu"."""
     out = timing.stats(times["host"], batch, min_tail_samples)
@@ -74,7 +75,7 @@ def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -
     return out
 
 
-def _brief(s: dict) -> dict:
+def _brief(s: dict[str, Any]) -> dict[str, Any]:
     keep = (
         "mean_ms",
         "median_ms",

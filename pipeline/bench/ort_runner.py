@@ -7,17 +7,20 @@ stages for CUDA events to tell apart."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.bench import timing
-from pipeline.bench.runner import Feeds, Progress, Runner
+from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
 from pipeline.export import onnx_runtime
+
+if TYPE_CHECKING:
+    from pipeline.core.config import BenchmarkConfig
 
 
 class OrtRunner(Runner):
-    def __init__(self, path: Path, bench_cfg: Any, device: str, graph: str) -> None:
+    def __init__(self, path: Path, bench_cfg: BenchmarkConfig, device: str, graph: str) -> None:
         import onnxruntime as ort
 
         providers: tuple[str, ...] = ("CPUExecutionProvider",)
@@ -33,8 +36,12 @@ class OrtRunner(Runner):
         return dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
 
     def time(
-        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
-    ) -> tuple[dict[str, np.ndarray], dict]:
+        self,
+        feeds: Feeds,
+        profile_index: int,
+        bench_cfg: TimingSettings,
+        progress: Progress | None = None,
+    ) -> tuple[dict[str, np.ndarray], Notes]:
         run, names = self.session.run, self.output_names
         host = timing.measure(lambda: run(names, feeds), timing.Budget.of(bench_cfg), progress)
         return {"host": host}, {}

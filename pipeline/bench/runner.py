@@ -8,12 +8,26 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
+from pipeline.bench.timing import BudgetSettings
+
 Feeds = dict[str, np.ndarray]
 Progress = Callable[[float], None]
+Notes = dict[str, bool | str]  # how a backend was timed (copies, CUDA graph), for benchmark.json
+LayerRow = dict[str, str | float]  # {"layer": name, "mean_ms": ..., "percent": ...}
+
+
+class TimingSettings(BudgetSettings, Protocol):
+    """What `Runner.time` reads of the benchmark group (config.BenchmarkConfig): the time
+    budget, and on a GPU whether copies are timed and the compute replayed from a CUDA graph."""
+
+    @property
+    def device_copies(self) -> bool: ...
+    @property
+    def cuda_graph(self) -> bool: ...
 
 
 class Runner(ABC):
@@ -27,15 +41,19 @@ class Runner(ABC):
 
     @abstractmethod
     def time(
-        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
-    ) -> tuple[dict[str, np.ndarray], dict]:
+        self,
+        feeds: Feeds,
+        profile_index: int,
+        bench_cfg: TimingSettings,
+        progress: Progress | None = None,
+    ) -> tuple[dict[str, np.ndarray], Notes]:
         """(times, notes): {"host": ms per iteration} plus, on a GPU, each stage's
         CUDA-event ms (pipeline.bench.cuda_timing); notes say how it was run
         (copies, CUDA graph) and land beside the stats in benchmark.json."""
 
     def layer_times(
         self, feeds: Feeds, profile_index: int, iterations: int, top: int
-    ) -> list[dict] | None:
+    ) -> list[LayerRow] | None:
         """Per-layer times where the backend has a profiler; None where it has none."""
         return None
 
@@ -45,5 +63,5 @@ class Runner(ABC):
     def __enter__(self) -> Runner:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

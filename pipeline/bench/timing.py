@@ -10,7 +10,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -21,6 +21,20 @@ MIN_TAIL_SAMPLES = 10
 PROGRESS_EVERY_NS = 100_000_000
 
 
+class BudgetSettings(Protocol):
+    """What a time budget is made of: the benchmark group (config.BenchmarkConfig), or a
+    stand-in with these four settings."""
+
+    @property
+    def warmup_s(self) -> float: ...
+    @property
+    def min_duration_s(self) -> float: ...
+    @property
+    def min_iterations(self) -> int: ...
+    @property
+    def max_duration_s(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class Budget:
     warmup_s: float
@@ -29,7 +43,7 @@ class Budget:
     max_duration_s: float = 0.0  # 0: no limit; else stop here, even short of min_iterations
 
     @classmethod
-    def of(cls, bench_cfg: Any) -> Budget:
+    def of(cls, bench_cfg: BudgetSettings) -> Budget:
         return cls(
             float(bench_cfg.warmup_s),
             float(bench_cfg.min_duration_s),
@@ -102,7 +116,9 @@ def fraction_done(elapsed_ns: int, duration_ns: int, iterations: int, min_iterat
     return max(0.0, min(1.0, by_time, by_count))
 
 
-def stats(latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL_SAMPLES) -> dict:
+def stats(
+    latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL_SAMPLES
+) -> dict[str, Any]:
     """mean, median, p90/p95/p99, min, max, std and throughput (samples/s at this
     batch), with the number of samples beyond each percentile and the percentiles
     that rest on too few of them."""
@@ -111,7 +127,7 @@ def stats(latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL
     if n == 0:
         raise ValueError("no latencies to summarise")
     total_s = float(lat.sum()) / 1e3
-    out: dict = {
+    out: dict[str, Any] = {
         "iterations": n,
         "seconds": total_s,
         "mean_ms": float(lat.mean()),

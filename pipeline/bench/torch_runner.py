@@ -8,19 +8,28 @@ runner contract and ignore it."""
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from pipeline.bench import cuda_timing, timing
-from pipeline.bench.runner import Feeds, Progress, Runner
+from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
 from pipeline.export import sample_data
 from pipeline.machine.cudart import D2H, H2D, Cuda
 
 
-def why_not(model_cfg: Any) -> str | None:
+class TorchModel(Protocol):
+    """What the torch runner reads of the model group (config.ModelConfig)."""
+
+    @property
+    def factory(self) -> str | None: ...
+    @property
+    def seed(self) -> int: ...
+
+
+def why_not(model_cfg: TorchModel) -> str | None:
     if not model_cfg.factory:
         return (
             "the model is an ONNX file, not a factory (model.factory): "
@@ -40,17 +49,18 @@ def resolve_device(requested: str) -> str:
     return "cuda" if has_cuda and requested != "cpu" else "cpu"
 
 
-def _as_tuple(result: Any) -> tuple:
+def _as_tuple(result: Any) -> tuple[Any, ...]:  # torch tensors
     return tuple(result) if isinstance(result, (tuple, list)) else (result,)
 
 
 class TorchRunner(Runner):
     def __init__(
-        self, model_cfg: Any, device: str = "cpu", threads: int = 0, tf32: bool = False
+        self, model_cfg: TorchModel, device: str = "cpu", threads: int = 0, tf32: bool = False
     ) -> None:
         import torch
 
         self.torch = torch
+        assert model_cfg.factory, "a torch runner needs model.factory (see why_not)"
         module = sample_data.load_factory(model_cfg.factory)
         self.input_names, self.output_names = list(module.INPUT_NAMES), list(module.OUTPUT_NAMES)
         self.torch_device = torch.device(device)
@@ -70,13 +80,13 @@ class TorchRunner(Runner):
             f"PyTorch {torch.__version__} eager fp32{' (TF32 on)' if self.tf32 else ''}, {where}"
         )
 
-    def _args(self, feeds: Feeds) -> tuple:
+    def _args(self, feeds: Feeds) -> tuple[Any, ...]:  # torch tensors
         return tuple(
             self.torch.from_numpy(np.ascontiguousarray(feeds[n])).to(self.torch_device)
             for n in self.input_names
         )
 
-    def _named(self, tensors: tuple) -> dict[str, np.ndarray]:
+    def _named(self, tensors: tuple[Any, ...]) -> dict[str, np.ndarray]:
         return {n: t.detach().cpu().numpy() for n, t in zip(self.output_names, tensors)}
 
     def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
@@ -84,8 +94,12 @@ class TorchRunner(Runner):
             return self._named(_as_tuple(self.net(*self._args(feeds))))
 
     def time(
-        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
-    ) -> tuple[dict[str, np.ndarray], dict]:
+        self,
+        feeds: Feeds,
+        profile_index: int,
+        bench_cfg: TimingSettings,
+        progress: Progress | None = None,
+    ) -> tuple[dict[str, np.ndarray], Notes]:
         """{"host": ms} on the CPU; on CUDA also the GPU time of each stage, with
         copies and CUDA graph replay as bench_cfg.device_copies / cuda_graph say."""
         if self.device == "cuda":
@@ -98,7 +112,12 @@ class TorchRunner(Runner):
         return {"host": host}, {}
 
     def _time_cuda(
-        self, feeds, cfg, progress, copies: bool, cuda_graph: bool
+        self,
+        feeds: Feeds,
+        cfg: timing.BudgetSettings,
+        progress: Progress | None,
+        copies: bool,
+        cuda_graph: bool,
     ) -> dict[str, np.ndarray]:
         torch, cuda = self.torch, Cuda.get()
         stream = torch.cuda.Stream(self.torch_device)
@@ -107,7 +126,7 @@ class TorchRunner(Runner):
             torch.from_numpy(np.ascontiguousarray(feeds[n])).pin_memory() for n in self.input_names
         ]
         dev_in = [torch.empty_like(h, device=self.torch_device) for h in host_in]
-        held: dict[str, tuple] = {}
+        held: dict[str, tuple[Any, ...]] = {}  # the outputs (torch tensors) of the last compute
         with torch.inference_mode(), torch.cuda.stream(stream):
             for h, d in zip(host_in, dev_in):
                 d.copy_(h)

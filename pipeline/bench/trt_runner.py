@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.bench import cuda_timing, timing
-from pipeline.bench.runner import Feeds, Progress, Runner
+from pipeline.bench.runner import Feeds, LayerRow, Notes, Progress, Runner, TimingSettings
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.machine.cudart import D2H, H2D, Cuda
@@ -131,12 +131,16 @@ class EngineRunner(Runner):
         return (lambda: self.cuda.launch(graph_exec, self.stream)), None
 
     def time(
-        self, feeds: Feeds, profile_index: int, bench_cfg: Any, progress: Progress | None = None
-    ) -> tuple[dict[str, np.ndarray], dict]:
+        self,
+        feeds: Feeds,
+        profile_index: int,
+        bench_cfg: TimingSettings,
+        progress: Progress | None = None,
+    ) -> tuple[dict[str, np.ndarray], Notes]:
         """(times, notes): per-iteration host and per-stage GPU milliseconds."""
         self.prepare(feeds, profile_index)
         self.h2d()
-        notes: dict[str, Any] = {
+        notes: Notes = {
             "device_copies": bool(bench_cfg.device_copies),
             "cuda_graph": False,
         }
@@ -160,13 +164,13 @@ class EngineRunner(Runner):
 
     def layer_times(
         self, feeds: Feeds, profile_index: int, iterations: int, top: int
-    ) -> list[dict]:
+    ) -> list[LayerRow]:
         """Mean time per layer over `iterations` profiled runs, the `top` slowest
         first. Layer names are only as good as the engine's profiling verbosity."""
         # TensorRT ships no type information: a class of the flavour's, known at run time.
         trt: Any = self.trt
 
-        class LayerTimes(trt.IProfiler):
+        class LayerTimes(trt.IProfiler):  # type: ignore[misc]  # subclassing Any: see above
             def __init__(self) -> None:
                 trt.IProfiler.__init__(self)
                 self.total: dict[str, float] = defaultdict(float)

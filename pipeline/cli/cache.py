@@ -6,9 +6,9 @@ import argparse
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeline.core import tables
 from pipeline.core.errors import PipelineError
@@ -16,6 +16,14 @@ from pipeline.core.numbers import size
 from pipeline.engine import store as store_lib
 from pipeline.store import CALIBRATION, VerifiedStore
 from pipeline.sweeps import job_cache
+
+if TYPE_CHECKING:
+    import grp
+    import pwd
+
+    from pipeline.core.config import PipelineConfig
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 LS_COLUMNS = (
     ("key", "key"),
@@ -80,7 +88,7 @@ def _cell(value: object, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def who_can_read(path: Path) -> dict:
+def who_can_read(path: Path) -> dict[str, str]:
     """Mode, owner and group of a folder, and in words who may read and write it."""
     import grp
     import pwd
@@ -88,7 +96,7 @@ def who_can_read(path: Path) -> dict:
 
     st = path.stat()
 
-    def name(lookup, ident: int) -> str:
+    def name(lookup: Callable[[int], pwd.struct_passwd | grp.struct_group], ident: int) -> str:
         try:
             return lookup(ident)[0]
         except KeyError:
@@ -125,7 +133,11 @@ def folder_usage(root: Path, leave_out: Path | None = None) -> int:
 
 
 def cache_info_here(
-    st: store_lib.EngineStore, source: str, cfg: Any, params: str, as_json: bool
+    st: store_lib.EngineStore,
+    source: str,
+    cfg: PipelineConfig | None,
+    params: str,
+    as_json: bool,
 ) -> int:
     """`cache info`: the engine store and the calibration cache this config uses, and a
     note on a store left at the old per-repository default."""
@@ -248,7 +260,7 @@ def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
     return 0
 
 
-def add_parser(sub: Any) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers) -> argparse.ArgumentParser:
     """`cache` and its actions (info, ls, verify, prune, rm) on the CLI's subparsers."""
     ca = sub.add_parser("cache", help="the engine store: info, ls, verify, prune, rm")
     common = argparse.ArgumentParser(add_help=False)
@@ -275,7 +287,7 @@ LISTINGS = (
 )
 
 
-def _add_verify(actions: Any, common: argparse.ArgumentParser) -> None:
+def _add_verify(actions: Subparsers, common: argparse.ArgumentParser) -> None:
     a = actions.add_parser(
         "verify",
         parents=[common],
@@ -289,7 +301,7 @@ def _add_verify(actions: Any, common: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_removals(actions: Any, common: argparse.ArgumentParser) -> None:
+def _add_removals(actions: Subparsers, common: argparse.ArgumentParser) -> None:
     dry = "say what would be removed, remove nothing"
     a = actions.add_parser(
         "prune",

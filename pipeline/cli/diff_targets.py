@@ -80,5 +80,5 @@ def diff_source(arg: str, store_dir: str | None, work: Path) -> Path:
     )
 
 
-def temp_dir() -> tempfile.TemporaryDirectory:
+def temp_dir() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="trt-pipeline-diff.")

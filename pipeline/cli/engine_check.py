@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+    from pipeline.core.layout import Layout
 
-def _current_context(params: str):
+
+def _current_context(params: str) -> tuple[PipelineConfig, Layout, dict[str, Any]]:
     from pipeline.core import config
     from pipeline.core.layout import Layout
     from pipeline.machine import fingerprint

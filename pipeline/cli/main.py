@@ -8,6 +8,7 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeAlias
 
@@ -331,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quiet or args.verbose:
         term.set_verbosity(1 if args.verbose else -1)
         term.capture_third_party_logs()
-    return args.func(args)
+    func: Callable[[argparse.Namespace], int] = args.func  # each parser's set_defaults
+    return func(args)
 
 
 def console() -> None:

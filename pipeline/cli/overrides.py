@@ -12,9 +12,12 @@ import contextlib
 import difflib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 # The job overrides (Hydra's own left out, in order) of the last multirun that check()
 # passed in this process: the sweeper then skips composing each job twice
@@ -38,7 +41,7 @@ def _hydra(conf_dir: Path) -> Iterator[Any]:
         yield GlobalHydra.instance().config_loader()
 
 
-def _compose(conf_dir: Path, overrides: list[str], with_hydra: bool = False) -> Any:
+def _compose(conf_dir: Path, overrides: list[str], with_hydra: bool = False) -> DictConfig:
     from hydra import compose
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -96,7 +99,7 @@ def _values(o: Any, options: list[str], sweeps: bool) -> list[str]:
             raise PipelineError(
                 f"'{text}': glob() picks options of a config group and '{key}' is not one"
             )
-        values = o.value().filter(options)
+        values: list[str] = o.value().filter(options)
         if not values:
             raise PipelineError(
                 f"'{text}' matches no option of config group '{key}' (all: {', '.join(options)})"
@@ -110,7 +113,7 @@ def _values(o: Any, options: list[str], sweeps: bool) -> list[str]:
     return [] if o.value() is None else [o.get_value_element_as_str()]
 
 
-def _check_key(tree: Any, key: str, original: str) -> None:
+def _check_key(tree: object, key: str, original: str) -> None:
     """Walk the composed config; a list or a dict with no keys yet (free-form, like
     profile shapes) ends the check there and the schema judges the rest."""
     node = tree
@@ -187,7 +190,9 @@ def _check_folders(tree: dict[str, Any], items: list[Any]) -> None:
             )
 
 
-def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | None = None) -> Any:
+def check(
+    overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | None = None
+) -> DictConfig:
     """The composition (checked by the schema) the overrides give, each sweep at its first
     value; PipelineError naming the key and the nearest valid ones otherwise. `multirun`
     None (DVC's -S, params): a sweep is checked value by value; False: a sweep is refused
@@ -212,7 +217,7 @@ def check(overrides: list[str], conf_dir: str | Path = "conf", multirun: bool | 
 
 def _compose_checked(
     conf_dir: Path, items: list[tuple[Any, list[str], list[str]]], first: list[str]
-) -> tuple[Any, dict[str, Any]]:
+) -> tuple[DictConfig, dict[str, Any]]:
     """The first job composed with Hydra's settings, as it is and as a plain tree, once
     every override's key has been checked."""
     from omegaconf import OmegaConf
@@ -222,7 +227,7 @@ def _compose_checked(
     # without the valid ones, and an added one (+a.b) creates its parents. With no key
     # added or deleted, the whole job composed is that tree where it composes at all.
     edits = any(o.is_add() or o.is_force_add() or o.is_delete() for o, _, _ in items)
-    composed = None
+    composed: DictConfig | None = None
     if not edits:
         # The key check names the key; else raised below.
         with contextlib.suppress(PipelineError):
@@ -255,8 +260,11 @@ def _check_keys_against_picks(
 
 
 def _validate_jobs(
-    conf_dir: Path, composed: Any, items: list[tuple[Any, list[str], list[str]]], first: list[str]
-) -> Any:
+    conf_dir: Path,
+    composed: DictConfig,
+    items: list[tuple[Any, list[str], list[str]]],
+    first: list[str],
+) -> DictConfig:
     """The job config (Hydra's settings dropped) once it has passed the schema."""
     from omegaconf import open_dict
 

@@ -8,16 +8,22 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.stages import STAGES
 
+if TYPE_CHECKING:
+    from pipeline.core.config import BuildConfig
 
-def stale_stages(repo: Path = Path("."), build_cfg: Any = None) -> list[tuple[str, str]]:
-    """[(stage, why)] in pipeline order; [] when everything is current here."""
+
+def stale_stages(
+    repo: Path = Path("."), build_cfg: BuildConfig | None = None
+) -> list[tuple[str, str]]:
+    """[(stage, why)] in pipeline order; [] when everything is current here. Without
+    `build_cfg`, the machine is probed with the schema's default build settings."""
     from pipeline.machine import fingerprint
 
     layout = Layout(repo)
@@ -25,6 +31,10 @@ def stale_stages(repo: Path = Path("."), build_cfg: Any = None) -> list[tuple[st
     if not layout.fingerprint.is_file():
         return [("fingerprint", f"{layout.fingerprint} missing")]
     recorded = fileio.read_json(layout.fingerprint, "fingerprint")
+    if build_cfg is None:
+        from pipeline.core import config
+
+        build_cfg = config.BuildConfig()
     now = fingerprint.collect(build_cfg, require_trt=False)
     if fingerprint.identity(recorded) != fingerprint.identity(now):
         out.append(
@@ -40,18 +50,20 @@ def stale_stages(repo: Path = Path("."), build_cfg: Any = None) -> list[tuple[st
     return sorted(out, key=lambda s: STAGES.index(s[0]) if s[0] in STAGES else len(STAGES))
 
 
-def _dvc_status(repo: Path) -> dict:
+def _dvc_status(repo: Path) -> dict[str, Any]:
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     try:
         with Repo(str(repo)) as r:
-            return r.status()
+            # DVC's API is untyped: stage name -> its changes (names, or {kind: items})
+            status: dict[str, Any] = r.status()
+            return status
     except DvcException as e:
         raise PipelineError(f"dvc status failed in {repo}: {e}") from None
 
 
-def _describe(changes: list) -> str:
+def _describe(changes: list[str | dict[str, Any]]) -> str:
     parts = []
     for c in changes:
         if isinstance(c, dict):
@@ -63,7 +75,7 @@ def _describe(changes: list) -> str:
     return "; ".join(parts)
 
 
-def main(repo: Path, as_json: bool, build_cfg: Any = None) -> int:
+def main(repo: Path, as_json: bool, build_cfg: BuildConfig | None = None) -> int:
     stale = stale_stages(repo, build_cfg)
     if as_json:
         print(

@@ -297,8 +297,13 @@ def _schema() -> DictConfig:
     return schema
 
 
-def validate(raw: Any) -> DictConfig:
-    """Merge onto the schema (unknown keys and wrong types fail) and check values."""
+def validate(raw: Any) -> PipelineConfig:
+    """Merge onto the schema (unknown keys and wrong types fail) and check values.
+
+    Typed as the schema, as Hydra hands a structured config to its task: library code takes
+    the group it reads (`precision: PrecisionConfig`) and the type checker sees every access.
+    At run time it is the read-only DictConfig the schema was merged into, so a misspelt key
+    also fails when read, and `config.to_dict` gives any group as plain data."""
     try:
         raw = shape_forms_normalized(raw)
         # Merged onto a DictConfig schema, the result is a DictConfig (merge's type says
@@ -309,7 +314,7 @@ def validate(raw: Any) -> DictConfig:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
-    return cfg
+    return cast(PipelineConfig, cfg)
 
 
 # Mappings keyed by a dim or input name, which a dotted override splits at its dots.
@@ -347,7 +352,7 @@ def shape_forms_normalized(raw: Any) -> Any:
     return tree
 
 
-def load(path: str | Path = "params.yaml") -> DictConfig:
+def load(path: str | Path = "params.yaml") -> PipelineConfig:
     path = Path(path)
     if not path.exists():
         raise PipelineError(f"config not found: {path}")

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend, interrupt, network_inputs, parse_errors
@@ -20,6 +20,10 @@ from pipeline.engine.trt_hooks import (
     make_progress_monitor,
 )
 from pipeline.export import profiles as profile_lib
+
+if TYPE_CHECKING:
+    from pipeline.core.config import BuildConfig, PrecisionConfig, ProfileConfig
+    from pipeline.engine.timing_cache import TimingCache
 
 HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}
 
@@ -82,8 +86,8 @@ def configure(
     trt: ModuleType,
     builder: Any,
     network: Any,
-    build_cfg: Any,
-    precision_cfg: Any,
+    build_cfg: BuildConfig,
+    precision_cfg: PrecisionConfig,
     resolved_profiles: list[dict[str, Any]],
 ) -> Any:
     config = builder.create_builder_config()
@@ -196,12 +200,12 @@ def load_plugins(trt: ModuleType, builder: Any, paths: list[str]) -> None:
 
 def build_engine(
     onnx_path: Path,
-    precision_cfg: Any,
-    build_cfg: Any,
+    precision_cfg: PrecisionConfig,
+    build_cfg: BuildConfig,
     resolved_profiles: list[dict[str, Any]],
     flavour: str,
     progress: bool = True,
-    timing_cache: Any = None,
+    timing_cache: TimingCache | None = None,
 ) -> BuildResult:
     trt = backend.import_flavour(flavour)
     strongly_typed = precision_cfg.mode == "strong"
@@ -231,11 +235,11 @@ def _parse_and_build(
     trt: ModuleType,
     flavour: str,
     onnx_path: Path,
-    precision_cfg: Any,
-    build_cfg: Any,
+    precision_cfg: PrecisionConfig,
+    build_cfg: BuildConfig,
     resolved_profiles: list[dict[str, Any]],
     progress: bool,
-    timing_cache: Any,
+    timing_cache: TimingCache | None,
     stop: interrupt.StopFlag,
 ) -> BuildResult:
     """Every TensorRT call of a build; its TensorRT objects are freed when it returns."""
@@ -285,7 +289,7 @@ def _parse_and_build(
 class BuildFailed(PipelineError):
     """A build TensorRT gave up on; carries its log records, which the build step keeps."""
 
-    def __init__(self, line: str, records: list[Any]) -> None:
+    def __init__(self, line: str, records: list[Record]) -> None:
         super().__init__(line)
         self.records = records
 
@@ -315,7 +319,7 @@ def control_flow_hint(onnx_path: Path, errors: list[str]) -> str:
     )
 
 
-def strip_hint(trt: ModuleType, build_cfg: Any, errors: list[str]) -> str:
+def strip_hint(trt: ModuleType, build_cfg: BuildConfig, errors: list[str]) -> str:
     """TensorRT-RTX 1.7 compiles refittable weights with CUDA even ahead of time: on a
     machine without an NVIDIA driver a weight-stripped build fails in Myelin's JIT."""
     if not getattr(build_cfg, "strip_weights", False) or not any(
@@ -328,7 +332,7 @@ def strip_hint(trt: ModuleType, build_cfg: Any, errors: list[str]) -> str:
     )
 
 
-def resolve_profiles(profile_cfg: Any, onnx_path: Path) -> list[dict[str, Any]]:
+def resolve_profiles(profile_cfg: ProfileConfig, onnx_path: Path) -> list[dict[str, Any]]:
     from pipeline.export import onnx_model
 
     # The inputs only: weights in external data stay on disk (TensorRT's parser reads them).

@@ -7,12 +7,17 @@ onnx or numpy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.machine.fingerprint import identity
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+    from pipeline.core.layout import Layout
 
 # 2: engines carry DETAILED profiling verbosity.
 KEY_VERSION = 2
@@ -61,7 +66,7 @@ def key_inputs(
     }
 
 
-def plugin_sha256(paths: Any) -> dict[str, str]:
+def plugin_sha256(paths: Iterable[str]) -> dict[str, str]:
     """Plugin libraries by content; a missing one is the user's error, named once here."""
     out = {}
     for p in paths:
@@ -71,7 +76,7 @@ def plugin_sha256(paths: Any) -> dict[str, str]:
     return out
 
 
-def calibration_result_sha256(layout: Any) -> str | None:
+def calibration_result_sha256(layout: Layout) -> str | None:
     """Implicit (TensorRT 10) int8 calibration happens inside the build, so the
     engine depends on its inputs and calibrator; Q/DQ calibration lives in the
     graph, which the ONNX hash covers already."""
@@ -84,7 +89,7 @@ def calibration_result_sha256(layout: Any) -> str | None:
 
 
 def engine_key_inputs(
-    cfg: Any, layout: Any, fp: dict[str, Any], rehash: bool = False
+    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], rehash: bool = False
 ) -> dict[str, Any]:
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;
@@ -118,7 +123,7 @@ def cache_key(inputs: dict[str, Any] | None) -> str:
     return hashing.sha256_json(inputs)
 
 
-def differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+def differences(old: object, new: object, prefix: str = "") -> list[str]:
     """Dotted paths where two key-input records differ, for `verify` to say why."""
     if isinstance(old, dict) and isinstance(new, dict):
         out = []

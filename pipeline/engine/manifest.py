@@ -4,13 +4,32 @@ is still current. No timestamps or absolute paths: it is a DVC output."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.core.errors import PipelineError
 from pipeline.store import plain_name_problem
 
 MANIFEST_VERSION = 1
+
+
+class Built(Protocol):
+    """What make() reads of a build: pipeline.engine.build.BuildResult. Not imported, even
+    for the type checker: every stage that reads a manifest would depend on the builder."""
+
+    @property
+    def engine(self) -> bytes | memoryview: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def trt_version(self) -> str: ...
+    @property
+    def flavour(self) -> str: ...
+    @property
+    def settings(self) -> dict[str, Any]: ...
+    @property
+    def network_io(self) -> dict[str, Any]: ...
 
 
 def make(
@@ -20,7 +39,7 @@ def make(
     build_cfg: dict[str, Any],
     precision_cfg: dict[str, Any],
     profiles: list[dict[str, Any]],
-    result: Any,
+    result: Built,
     summary: dict[str, Any],
     engine_sha256: str,
     cache_key: str | None = None,
@@ -70,7 +89,7 @@ def log_summary(summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def problems(manifest: Any) -> list[str]:
+def problems(manifest: object) -> list[str]:
     """The manifest against the schema its readers rely on (verify, adoption, the
     store, diff, benchmark): [] when it fits. File names must be plain names."""
     if not isinstance(manifest, dict):
@@ -152,7 +171,7 @@ def _top_level_problems(manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def read(path: Any) -> tuple[dict[str, Any] | None, list[str]]:
+def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]]:
     """(manifest, []) when path holds a well-formed manifest, else (None, why not)."""
     try:
         manifest = json.loads(Path(path).read_text())
@@ -166,7 +185,7 @@ def read(path: Any) -> tuple[dict[str, Any] | None, list[str]]:
     return (None, [f"manifest.json: {'; '.join(bad)}"]) if bad else (manifest, [])
 
 
-def load(folder: Any, hint: str = "") -> dict[str, Any]:
+def load(folder: str | os.PathLike[str], hint: str = "") -> dict[str, Any]:
     """The manifest of a build folder, or one PipelineError line saying what is wrong."""
     path = Path(folder) / "manifest.json"
     manifest, bad = read(path)

@@ -4,7 +4,7 @@ And does rebuilding the same inputs give the same bytes?"""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
@@ -12,7 +12,10 @@ from pipeline.core.layout import Layout
 from pipeline.engine import cache_key as key_lib
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
-from pipeline.store import SHA256, regular_file_problem, vouches
+from pipeline.store import SHA256, VerifiedStore, regular_file_problem, vouches
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 
 def engine_folder(path: str | Path) -> Path:
@@ -26,7 +29,9 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
-def engine_intact(folder: Path, manifest: dict[str, Any], store: Any = None) -> bool:
+def engine_intact(
+    folder: Path, manifest: dict[str, Any], store: VerifiedStore | None = None
+) -> bool:
     """The engine beside a (schema-checked) manifest is a regular file of that folder
     with the bytes the manifest names. With the engine `store`, a hard link to the entry
     the manifest names, whose stat the store recorded as verified, is not read again."""
@@ -72,7 +77,9 @@ def adoption_refusal(
     return None
 
 
-def assert_loadable(folder: Path, fingerprint: dict[str, Any], store: Any = None) -> dict[str, Any]:
+def assert_loadable(
+    folder: Path, fingerprint: dict[str, Any], store: VerifiedStore | None = None
+) -> dict[str, Any]:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine. A
     multi-GB engine linked from the `store` is known intact from the store's record."""
@@ -117,7 +124,7 @@ def refit_source(manifest: dict[str, Any], onnx_path: Path) -> Path | None:
 
 
 def reasons_not_current(
-    folder: Path, cfg: Any, layout: Layout, fingerprint: dict[str, Any]
+    folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: dict[str, Any]
 ) -> list[str]:
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
@@ -132,7 +139,7 @@ def reasons_not_current(
 
 
 def input_differences(
-    manifest: dict[str, Any], cfg: Any, layout: Layout, fingerprint: dict[str, Any]
+    manifest: dict[str, Any], cfg: PipelineConfig, layout: Layout, fingerprint: dict[str, Any]
 ) -> list[str]:
     """Where the inputs the engine was built from differ from the present ones."""
     built = manifest.get("key_inputs")
@@ -147,7 +154,7 @@ def input_differences(
     ]
 
 
-def _at(d: Any, dotted: str) -> Any:
+def _at(d: object, dotted: str) -> object:
     for part in dotted.split("."):
         d = d.get(part) if isinstance(d, dict) else None
     return d

@@ -11,9 +11,10 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.engine import backend
 from pipeline.export import export
-from pipeline.precision.weak_precision import CALIBRATORS, INPUTS_FILE, STRONG_HINT
+from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
 from pipeline.store import CALIBRATION, SHA256
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 import hashlib
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
 from pipeline.export import samples
-from pipeline.export.onnx_model import ANONYMOUS_DIMS
+from pipeline.export.onnx_model import ANONYMOUS_DIMS, TensorSpec
 
 # Arrays in a reference folder that are not inputs: labels for a task metric of the user's
 # (precision.gate.metric), one row per sample, carried beside the fp32 outputs.
@@ -27,7 +26,7 @@ LABEL_PREFIX = "label:"
 
 def check(
     arrays: dict[str, np.ndarray],
-    specs,
+    specs: list[TensorSpec],
     where: str,
     batch: bool = True,
     axes: samples.Axes | None = None,
@@ -68,7 +67,7 @@ def check(
         )
 
 
-def _check_names(got: set[str], want: dict, where: str) -> None:
+def _check_names(got: set[str], want: dict[str, TensorSpec], where: str) -> None:
     if not got & set(want):
         raise PipelineError(
             f"{where} looks like data for another model: it has inputs "
@@ -80,7 +79,7 @@ def _check_names(got: set[str], want: dict, where: str) -> None:
         raise PipelineError(f"{where} has {what}; the model's inputs are {', '.join(want)}")
 
 
-def _check_array(a: object, spec: Any, where: str) -> None:
+def _check_array(a: object, spec: TensorSpec, where: str) -> None:
     """A numpy array of the input's dtype and rank."""
     name = spec.name
     if not isinstance(a, np.ndarray):
@@ -107,7 +106,7 @@ def data_sha256(batches: list[dict[str, np.ndarray]]) -> str:
 
 def read_folder(
     path: str | Path,
-    specs,
+    specs: list[TensorSpec],
     what: str,
     count_key: str,
     n: int,
@@ -115,7 +114,7 @@ def read_folder(
     key: str | None = None,
     axes: samples.Axes | None = None,
     labels: bool = False,
-) -> list[dict]:
+) -> list[dict[str, np.ndarray]]:
     """The first n samples (0: all) of the folder in batches of bs, along each input's
     sample axis (`axes`: axis 0 where not given; an input the batch shares is the same
     array in every file and every batch). `what` names the data in errors ("calibration
@@ -174,7 +173,9 @@ def _read_files(root: Path, what: str, key: str) -> dict[str, list[np.ndarray]]:
     return parts
 
 
-def _check_fixed_batch(specs: list, axes: samples.Axes, bs: int, n: int, what: str) -> None:
+def _check_fixed_batch(
+    specs: list[TensorSpec], axes: samples.Axes, bs: int, n: int, what: str
+) -> None:
     """A model whose sample axis is fixed takes batches of exactly that many samples."""
     fixed = {
         int(dim)
@@ -192,7 +193,7 @@ def _stacked(
     parts: dict[str, list[np.ndarray]], axes: samples.Axes, where: str
 ) -> dict[str, np.ndarray]:
     """Each input's files joined along its sample axis; a shared input must be one array."""
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, arrays in parts.items():
         axis = axes.get(name, 0)
         if axis is None:
@@ -223,6 +224,8 @@ def _unpacked_bytes(path: Path) -> int:
 
 def _read_npy(path: Path, what: str) -> np.ndarray:
     try:
-        return np.load(path, allow_pickle=False)
+        # a .npy file gives one array (numpy's stub says Any: np.load also opens .npz)
+        array: np.ndarray = np.load(path, allow_pickle=False)
+        return array
     except (ValueError, OSError, EOFError) as e:
         raise PipelineError(f"{what} file is unreadable: {path} ({e})") from None

@@ -8,7 +8,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,11 +27,17 @@ from pipeline.export import (
 from pipeline.export.array_folder import LABEL_PREFIX
 from pipeline.export.onnx_runtime import run_batches
 
+if TYPE_CHECKING:
+    from pipeline.core.config import ModelConfig, ProfileConfig
 
-def export_torch(model_cfg: Any, dims: dict[str, int], dest: Path) -> None:
+Arrays = dict[str, np.ndarray]  # arrays by input (or output) name
+
+
+def export_torch(model_cfg: ModelConfig, dims: dict[str, int], dest: Path) -> None:
     """Trace the factory's module on one example batch at `dims` (named dim sizes)."""
     import torch
 
+    assert model_cfg.factory, "only a factory is exported by torch"
     module = sample_data.load_factory(model_cfg.factory)
     net = module.build(int(model_cfg.seed))
     rng = np.random.default_rng(model_cfg.seed)
@@ -60,7 +66,7 @@ def export_torch(model_cfg: Any, dims: dict[str, int], dest: Path) -> None:
             ) from None
 
 
-def infer_shapes(path: Path) -> Any:
+def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
     """Store inferred intermediate shapes in the artifact. The graph only: weights in
     external data stay where they are. Not strict: ops of custom domains (TensorRT
     plugins) have no ONNX shape function and are left as they are."""
@@ -85,9 +91,9 @@ def reference_key(kind: str, batch: int, name: str) -> str:
     return f"{kind}::{batch}::{name}"
 
 
-def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[dict, dict]]:
+def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[Arrays, Arrays]]:
     """reference.npz -> [(inputs, outputs)] per batch."""
-    batches: dict[int, tuple[dict, dict]] = {}
+    batches: dict[int, tuple[Arrays, Arrays]] = {}
     for key, value in arrays.items():
         kind, idx, name = key.split("::", 2)
         pair = batches.setdefault(int(idx), ({}, {}))
@@ -95,14 +101,15 @@ def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[dict, dict]]:
     return [batches[i] for i in sorted(batches)]
 
 
-def reference_info(export_dir: Path) -> dict:
+def reference_info(export_dir: Path) -> dict[str, Any]:
     """Where the export's reference inputs came from (its export.json)."""
     path = Path(export_dir) / "export.json"
     if not path.exists():
         return {"source": "unknown", "random": None}
-    return fileio.read_json(path, "export summary").get(
+    info: dict[str, Any] = fileio.read_json(path, "export summary").get(
         "reference", {"source": "unknown", "random": None}
     )
+    return info
 
 
 def sample_layout(export_dir: Path) -> samples.SampleLayout:
@@ -119,7 +126,9 @@ def sample_layout(export_dir: Path) -> samples.SampleLayout:
     return samples.SampleLayout(shapes, axes)
 
 
-def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
+def export_model(
+    model_cfg: ModelConfig, profile_cfg: ProfileConfig, out_dir: Path
+) -> dict[str, Any]:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary.
     Sample inputs take the first optimization profile's opt shapes (pipeline/export/samples.py)."""
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
@@ -141,7 +150,7 @@ def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
         if outputs.note:
             reference["truth"] = outputs.note
         _write_reference(tmp / "reference.npz", batches, outputs.batches, labels)
-        summary = {
+        summary: dict[str, Any] = {
             "source": source,
             "opset": onnx_model.opset(model),
             "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in specs],
@@ -161,7 +170,9 @@ def export_model(model_cfg: Any, profile_cfg: Any, out_dir: Path) -> dict:
     return summary
 
 
-def _graph(model_cfg: Any, profile_cfg: Any, onnx_path: Path) -> tuple[str, Path, list[str]]:
+def _graph(
+    model_cfg: ModelConfig, profile_cfg: ProfileConfig, onnx_path: Path
+) -> tuple[str, Path, list[str]]:
     """Write the graph to onnx_path: (where it came from, the graph the fp32 truth comes
     from, what normalising the user's file changed)."""
     if model_cfg.factory:
@@ -172,14 +183,18 @@ def _graph(model_cfg: Any, profile_cfg: Any, onnx_path: Path) -> tuple[str, Path
         onnx_import.check(onnx_path)
         return f"factory:{model_cfg.factory}", onnx_path, []
     # The user's file was checked by path (errors name it) before normalising.
+    assert model_cfg.onnx_path is not None, "config_rules: no factory, so an ONNX file"
     given = Path(model_cfg.onnx_path)
     changes = onnx_import.import_onnx(given, onnx_path)
     return f"onnx:{given.name}", given, changes
 
 
 def _reference_batches(
-    model_cfg: Any, model: Any, specs: list, layout: samples.SampleLayout
-) -> tuple[list[dict], list[dict], dict]:
+    model_cfg: ModelConfig,
+    model: Any,
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+) -> tuple[list[Arrays], list[Arrays], dict[str, Any]]:
     """(input batches, their labels, where they came from), every size checked first."""
     if not model_cfg.reference_data:  # a folder is checked by its files' sizes
         n = int(model_cfg.num_reference_batches)
@@ -205,7 +220,7 @@ def _reference_batches(
 
 
 def _write_reference(
-    path: Path, batches: list[dict], outputs: list[dict], labels: list[dict]
+    path: Path, batches: list[Arrays], outputs: list[Arrays], labels: list[Arrays]
 ) -> None:
     """reference.npz: each batch's inputs and fp32 outputs, and its labels beside the
     outputs (filtered with them when calibration data overlaps: calibration_data.held_out)."""
@@ -219,12 +234,12 @@ def _write_reference(
 
 @dataclass
 class Truth:
-    batches: list[dict[str, np.ndarray]]
+    batches: list[Arrays]
     note: str = ""
 
 
 def _fp32_truth(
-    given: Path, normalized: Path, batches: list[dict], frozen: dict[str, np.ndarray]
+    given: Path, normalized: Path, batches: list[Arrays], frozen: dict[str, np.ndarray]
 ) -> Truth:
     """The fp32 ground truth: the model as the user gave it (fed the frozen inputs' values),
     not the normalised graph; that one only where ONNX Runtime cannot run the file as given
@@ -245,7 +260,7 @@ def _fp32_truth(
         )
 
 
-def _frozen(model_cfg: Any, onnx_path: Path) -> dict[str, np.ndarray]:
+def _frozen(model_cfg: ModelConfig, onnx_path: Path) -> dict[str, np.ndarray]:
     """model.constant_inputs as arrays of their inputs' types (empty when none is set)."""
     if not model_cfg.constant_inputs:
         return {}
@@ -253,7 +268,7 @@ def _frozen(model_cfg: Any, onnx_path: Path) -> dict[str, np.ndarray]:
     return constant_inputs.values(dict(model_cfg.constant_inputs), specs)
 
 
-def source_sha256(model_cfg: Any) -> str:
+def source_sha256(model_cfg: ModelConfig) -> str:
     """The bytes the export read, hashed: the factory's module file, or the ONNX file
     with every external-data file it names. Each must lie under model.source, the
     path dvc.yaml tracks for the model, or DVC would not notice it change."""
@@ -261,6 +276,7 @@ def source_sha256(model_cfg: Any) -> str:
         files = [factory.source_file(model_cfg.factory)]
         digest = hashing.sha256_file(files[0])
     else:
+        assert model_cfg.onnx_path is not None, "config_rules: no factory, so an ONNX file"
         path = Path(model_cfg.onnx_path)
         if path.is_dir():
             raise PipelineError(f"model.onnx_path={path} is a folder; give the .onnx file")

@@ -7,12 +7,15 @@ named, and three ways out (a value to freeze, a range, real data)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.export.onnx_model import TensorSpec
+
+if TYPE_CHECKING:
+    from pipeline.core.config import ModelConfig
 
 # Ops a value passes through unchanged in kind (a cast, a reshape, arithmetic): what
 # reads their output reads the input.
@@ -73,11 +76,11 @@ def control_readers(graph: Any, name: str) -> list[str]:
     return found
 
 
-def check_random_inputs(graph: Any, specs: list[TensorSpec], model_cfg: Any) -> None:
+def check_random_inputs(graph: Any, specs: list[TensorSpec], model_cfg: ModelConfig) -> None:
     """Refuse, in one line, integer inputs that steer the graph and would be drawn at
     random (no model.input_ranges entry for them)."""
     ranged = set(getattr(model_cfg, "input_ranges", None) or {})
-    bad = []
+    bad: list[str] = []
     for spec in specs:
         if np.dtype(spec.dtype).kind not in "iub" or spec.name in ranged:
             continue

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pipeline.core.errors import PipelineError, first_line
 
@@ -28,7 +28,7 @@ class TensorSpec:
     dims: tuple[Dim, ...]
 
 
-def load(path: str | Path, check: bool = True, weights: bool = True):
+def load(path: str | Path, check: bool = True, weights: bool = True) -> Any:  # a ModelProto
     """The model; weights=False leaves weights kept in external data on disk (their
     tensors name the file), so a graph of many GB is read as a few KB."""
     import onnx
@@ -139,7 +139,7 @@ def drop_intermediate_shapes(model: Any) -> None:
     del model.graph.value_info[:]
 
 
-def _dims(value_info) -> tuple[Dim, ...]:
+def _dims(value_info: Any) -> tuple[Dim, ...]:
     shape = value_info.type.tensor_type.shape
     out: list[Dim] = []
     for d in shape.dim:
@@ -152,17 +152,17 @@ def _dims(value_info) -> tuple[Dim, ...]:
     return tuple(out)
 
 
-def _dtype(value_info) -> str:
+def _dtype(value_info: Any) -> str:
     import onnx
 
     elem = value_info.type.tensor_type.elem_type
     try:
         return str(onnx.helper.tensor_dtype_to_np_dtype(elem))
     except Exception:
-        return onnx.TensorProto.DataType.Name(elem).lower()
+        return str(onnx.TensorProto.DataType.Name(elem)).lower()
 
 
-def inputs(model) -> list[TensorSpec]:
+def inputs(model: Any) -> list[TensorSpec]:
     """Graph inputs that are fed at run time (initializers listed as inputs are not)."""
     inits = {i.name for i in model.graph.initializer}
     return [
@@ -170,11 +170,11 @@ def inputs(model) -> list[TensorSpec]:
     ]
 
 
-def outputs(model) -> list[TensorSpec]:
+def outputs(model: Any) -> list[TensorSpec]:
     return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.output]
 
 
-def op_histogram(model) -> dict[str, int]:
+def op_histogram(model: Any) -> dict[str, int]:
     counts = collections.Counter(
         f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
         for n in model.graph.node
@@ -182,7 +182,7 @@ def op_histogram(model) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def parameter_count(model) -> int:
+def parameter_count(model: Any) -> int:
     import numpy as np
 
     total = 0
@@ -191,14 +191,14 @@ def parameter_count(model) -> int:
     return total
 
 
-def opset(model) -> int:
+def opset(model: Any) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
 
-def external_data_files(model, base: Path) -> list[Path]:
+def external_data_files(model: Any, base: Path) -> list[Path]:
     from onnx.external_data_helper import uses_external_data
 
-    files = set()
+    files: set[Path] = set()
     for init in model.graph.initializer:
         if uses_external_data(init):
             loc = next((e.value for e in init.external_data if e.key == "location"), None)
@@ -232,7 +232,13 @@ def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:
     return [path, *externals], h.hexdigest()
 
 
-def _stream(path: Path, h: Any, look_for: bytes = b"", chunk: int = 1 << 20) -> bool:
+class _Hash(Protocol):
+    """A hashlib hash, as far as _stream feeds it."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+def _stream(path: Path, h: _Hash, look_for: bytes = b"", chunk: int = 1 << 20) -> bool:
     """Feed the file to `h` block by block; whether `look_for` occurs in it (across blocks too)."""
     found, tail = False, b""
     with open(path, "rb") as f:
@@ -248,13 +254,13 @@ def sha256(path: str | Path) -> str:
     return files_and_sha256(path)[1]
 
 
-def file_stats(files: list[Path]) -> dict:
+def file_stats(files: list[Path]) -> dict[str, dict[str, int]]:
     """Size and mtime of each file of a graph a stage just wrote and hashed, recorded
     beside that hash so the next stage can take it without reading every weight again."""
     return {f.name: {"bytes": (st := f.stat()).st_size, "mtime_ns": st.st_mtime_ns} for f in files}
 
 
-def recorded_sha256(path: str | Path, digest: Any, stats: Any) -> str:
+def recorded_sha256(path: str | Path, digest: object, stats: object) -> str:
     """`digest`, the graph's recorded hash, while every file `file_stats` recorded still
     has its size and mtime (the rule git and DVC apply to unchanged files), else the
     graph read and hashed again. A graph written over in place changes its mtime."""
@@ -270,7 +276,7 @@ def recorded_sha256(path: str | Path, digest: Any, stats: Any) -> str:
     return sha256(path)
 
 
-def _unchanged(folder: Path, name: Any, rec: Any) -> bool:
+def _unchanged(folder: Path, name: object, rec: object) -> bool:
     if not isinstance(name, str) or "/" in name or name in (".", "..") or not isinstance(rec, dict):
         return False
     try:

@@ -22,7 +22,7 @@ def ort_session(
     threads: int = 0,
     providers: tuple[str, ...] = ("CPUExecutionProvider",),
     basic_optimizations: bool = False,
-):
+) -> Any:  # an onnxruntime InferenceSession (onnxruntime ships no type information)
     """The one way this tool opens an ONNX Runtime session, from a file or a serialized
     graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
     optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
@@ -49,7 +49,9 @@ def _name(path: Path | bytes) -> str:
 
 
 def run_batches(
-    path: Path | bytes, batches: list[dict[str, np.ndarray]], extra: dict | None = None
+    path: Path | bytes,
+    batches: list[dict[str, np.ndarray]],
+    extra: dict[str, np.ndarray] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds, from one session. Every accuracy figure comes from
     these settings (the fp32 reference, transformed graphs, the fallback search): basic
@@ -60,11 +62,14 @@ def run_batches(
 
 
 def run_session(
-    session: Any, batches: list[dict[str, np.ndarray]], what: str, extra: dict | None = None
+    session: Any,
+    batches: list[dict[str, np.ndarray]],
+    what: str,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Outputs for each batch of feeds (plus `extra` feeds, the same for every batch)."""
     names = [o.name for o in session.get_outputs()]
-    outs = []
+    outs: list[dict[str, np.ndarray]] = []
     for feeds in batches:
         try:
             outs.append(dict(zip(names, session.run(names, {**feeds, **(extra or {})}))))

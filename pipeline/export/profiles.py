@@ -7,15 +7,22 @@ even imported."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.export.onnx_model import ANONYMOUS_DIMS, TensorSpec
+from pipeline.export.onnx_model import ANONYMOUS_DIMS, Dim, TensorSpec
+
+if TYPE_CHECKING:
+    from pipeline.core.config import ProfileConfig, ProfileSpec, ShapeRange
 
 POINTS = ("min", "opt", "max")
+# A resolved optimization profile, as resolve() makes it and the build manifest records it:
+# {"name": str, "inputs": {input: {"min": [...], "opt": [...], "max": [...]}}}.
+Profile = dict[str, Any]
 
 
-def resolve(profile_cfg: Any, model_inputs: list[TensorSpec]) -> list[dict]:
+def resolve(profile_cfg: ProfileConfig, model_inputs: list[TensorSpec]) -> list[Profile]:
     """-> [{"name": str, "inputs": {input: {"min": [...], "opt": [...], "max": [...]}}}]
 
     An input's shapes come from the profile's own `shapes`, else the group's
@@ -24,7 +31,7 @@ def resolve(profile_cfg: Any, model_inputs: list[TensorSpec]) -> list[dict]:
     by_name = {t.name: t for t in model_inputs}
     group = dict(getattr(profile_cfg, "shapes", None) or {})
     _known_inputs(group, by_name, "profile.shapes")
-    resolved = []
+    resolved: list[Profile] = []
     for spec in profile_cfg.profiles:
         _known_inputs(spec.shapes, by_name, f"profile '{spec.name}'")
         given = {
@@ -33,7 +40,8 @@ def resolve(profile_cfg: Any, model_inputs: list[TensorSpec]) -> list[dict]:
             if t.name in spec.shapes or t.name in group
         }
         dims = {**{str(k): list(v) for k, v in spec.dims.items()}, **_dims_of(given, by_name)}
-        shapes, missing = {}, []
+        shapes: dict[str, dict[str, list[int]]] = {}
+        missing: list[TensorSpec] = []
         for t in model_inputs:
             got = given.get(t.name) or _from_dims(dims, t)
             if got is None:
@@ -59,7 +67,7 @@ def _dims_of(
     return out
 
 
-def _known_inputs(shapes: Any, by_name: dict[str, TensorSpec], where: str) -> None:
+def _known_inputs(shapes: Iterable[str], by_name: dict[str, TensorSpec], where: str) -> None:
     unknown = sorted(set(shapes) - set(by_name))
     if unknown:
         raise PipelineError(
@@ -68,9 +76,9 @@ def _known_inputs(shapes: Any, by_name: dict[str, TensorSpec], where: str) -> No
         )
 
 
-def _given(spec: Any, tensor: TensorSpec, rng: Any) -> dict[str, list[int]]:
+def _given(spec: ProfileSpec, tensor: TensorSpec, rng: ShapeRange) -> dict[str, list[int]]:
     where = f"profile '{spec.name}' input '{tensor.name}'"
-    out = {p: [int(v) for v in rng[p]] for p in POINTS}
+    out = {p: [int(v) for v in s] for p, s in zip(POINTS, (rng.min, rng.opt, rng.max))}
     if len(out["min"]) != len(tensor.dims):
         raise PipelineError(
             f"{where} has rank {len(out['min'])} but the model's input has rank "
@@ -100,7 +108,7 @@ def _from_dims(dims: dict[str, list[int]], tensor: TensorSpec) -> dict[str, list
     return out
 
 
-def describe_dims(dims: tuple[Any, ...] | list[Any]) -> str:
+def describe_dims(dims: Sequence[Dim]) -> str:
     """[?, 3, height, width]: unnamed dynamic axes as `?`."""
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
@@ -138,7 +146,7 @@ def _example(dims: dict[str, list[int]], tensor: TensorSpec) -> str:
     dynamic = [a for a, d in enumerate(tensor.dims) if not isinstance(d, int)]
     for axis, dim in enumerate(tensor.dims):
         if isinstance(dim, int):
-            triple: Any = (dim, dim, dim)
+            triple: Sequence[int] = (dim, dim, dim)
         elif isinstance(dim, str) and dim in dims:
             triple = dims[dim]
         else:
@@ -150,7 +158,7 @@ def _example(dims: dict[str, list[int]], tensor: TensorSpec) -> str:
     return "[" + ", ".join("x".join(map(str, p)) for p in points) + "]"
 
 
-def contains(profile: dict, shapes: dict[str, list[int]]) -> bool:
+def contains(profile: Profile, shapes: dict[str, list[int]]) -> bool:
     for name, shape in shapes.items():
         rng = profile["inputs"].get(name)
         if rng is None or len(shape) != len(rng["min"]):

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.export import factory, onnx_model, samples
+
+if TYPE_CHECKING:
+    from pipeline.core.config import ModelConfig
 
 REFERENCE_SEED_OFFSET = 1_000
 
@@ -28,7 +31,7 @@ def load_factory(name: str) -> ModuleType:
 
 
 def sample_inputs(
-    model_cfg: Any,
+    model_cfg: ModelConfig,
     specs: list[onnx_model.TensorSpec],
     shapes: Mapping[str, Sequence[int]],
     rng: np.random.Generator,
@@ -38,8 +41,12 @@ def sample_inputs(
     if model_cfg.factory:
         module = load_factory(model_cfg.factory)
         if hasattr(module, "sample_inputs"):
-            return module.sample_inputs(samples.named_dims(specs, shapes), rng)
-    out = {}
+            # the user's factory (untyped code): its sampler gives arrays by input name
+            given: dict[str, np.ndarray] = module.sample_inputs(
+                samples.named_dims(specs, shapes), rng
+            )
+            return given
+    out: dict[str, np.ndarray] = {}
     for spec in specs:
         low, high = input_range(model_cfg, spec.name)
         out[spec.name] = random_array(
@@ -54,7 +61,7 @@ def sample_inputs(
     return out
 
 
-def input_range(model_cfg: Any, name: str) -> tuple[float | None, float | None]:
+def input_range(model_cfg: ModelConfig, name: str) -> tuple[float | None, float | None]:
     """[low, high) for a random input: model.input_ranges, else 0/1 for a mask, else
     int_low/int_high for integers and a standard normal (None, None) for floats."""
     ranges = dict(getattr(model_cfg, "input_ranges", None) or {})
@@ -65,7 +72,7 @@ def input_range(model_cfg: Any, name: str) -> tuple[float | None, float | None]:
     return None, None
 
 
-def check_input_ranges(model_cfg: Any, specs: list[onnx_model.TensorSpec]) -> None:
+def check_input_ranges(model_cfg: ModelConfig, specs: list[onnx_model.TensorSpec]) -> None:
     names = [s.name for s in specs]
     for name in getattr(model_cfg, "input_ranges", None) or {}:
         if name not in names:
@@ -99,8 +106,8 @@ def random_array(
 
 
 def reference_inputs(
-    model_cfg: Any, specs: list[onnx_model.TensorSpec], layout: samples.SampleLayout
-) -> tuple[list[dict], dict]:
+    model_cfg: ModelConfig, specs: list[onnx_model.TensorSpec], layout: samples.SampleLayout
+) -> tuple[list[dict[str, np.ndarray]], dict[str, Any]]:
     """The inputs the gate and the benchmark judge by, and where they came from:
     model.reference_data (the user's arrays, in batches of the layout's size), the
     factory's sampler, or random (at the layout's shapes)."""
@@ -150,7 +157,7 @@ def reference_inputs(
     }
 
 
-def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
+def _drawn_from(model_cfg: ModelConfig, spec: onnx_model.TensorSpec) -> list[float | None] | str:
     low, high = input_range(model_cfg, spec.name)
     kind = np.dtype(spec.dtype).kind
     if kind == "b":
@@ -162,7 +169,7 @@ def _drawn_from(model_cfg: Any, spec: onnx_model.TensorSpec) -> Any:
     return [low, high]
 
 
-def no_batches(model_cfg: Any, reference: dict) -> str:
+def no_batches(model_cfg: ModelConfig, reference: dict[str, Any]) -> str:
     need = "the accuracy gate and the benchmark need at least one"
     if reference.get("source") == "folder":
         return (

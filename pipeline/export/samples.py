@@ -15,13 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.export import profiles
 from pipeline.export.onnx_model import TensorSpec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+
+    from pipeline.core.config import ModelConfig, ProfileConfig
 
 Axes = dict[str, int | None]
 
@@ -46,11 +51,13 @@ class SampleLayout:
         return out
 
 
-def layout(model_cfg: Any, profile_cfg: Any, specs: list[TensorSpec]) -> SampleLayout:
+def layout(
+    model_cfg: ModelConfig, profile_cfg: ProfileConfig, specs: list[TensorSpec]
+) -> SampleLayout:
     """The sample inputs' layout for the model: one error lists every input without a shape."""
     first = profiles.resolve(profile_cfg, specs)[0]["inputs"]
     overrides = dict(model_cfg.sample_dims)
-    shapes = {}
+    shapes: dict[str, list[int]] = {}
     for spec in specs:
         shape = list(first[spec.name]["opt"])
         for axis, dim in enumerate(spec.dims):
@@ -62,7 +69,7 @@ def layout(model_cfg: Any, profile_cfg: Any, specs: list[TensorSpec]) -> SampleL
     return SampleLayout(shapes, axes)
 
 
-def factory_dims(model_cfg: Any, profile_cfg: Any) -> dict[str, int]:
+def factory_dims(model_cfg: ModelConfig, profile_cfg: ProfileConfig) -> dict[str, int]:
     """A torch factory's sample dims by name (before an ONNX file exists): the first
     profile's opt sizes, then model.sample_dims."""
     first = profile_cfg.profiles[0]
@@ -87,7 +94,7 @@ def batch_dim(specs: list[TensorSpec]) -> str | None:
     return next((s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], str)), None)
 
 
-def sample_axes(model_cfg: Any, specs: list[TensorSpec]) -> Axes:
+def sample_axes(model_cfg: ModelConfig, specs: list[TensorSpec]) -> Axes:
     given = dict(getattr(model_cfg, "sample_axis", None) or {})
     names = {s.name for s in specs}
     unknown = sorted(set(given) - names)
@@ -136,16 +143,18 @@ def count(batch: Mapping[str, np.ndarray], axes: Axes) -> int:
     return 1
 
 
-def take(batch: Mapping[str, np.ndarray], axes: Axes, index: Any) -> dict[str, np.ndarray]:
+def take(
+    batch: Mapping[str, np.ndarray], axes: Axes, index: slice | npt.ArrayLike
+) -> dict[str, np.ndarray]:
     """The samples `index` (a slice or integer array) of every input; shared ones whole."""
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name, a in batch.items():
         axis = axes.get(name, 0)
         out[name] = a if axis is None else np.take(a, _positions(a, axis, index), axis=axis)
     return out
 
 
-def _positions(a: np.ndarray, axis: int, index: Any) -> np.ndarray:
+def _positions(a: np.ndarray, axis: int, index: slice | npt.ArrayLike) -> np.ndarray:
     if isinstance(index, slice):
         return np.arange(a.shape[axis])[index]
     return np.asarray(index)
@@ -160,7 +169,7 @@ def split(
 
 def concat(parts: Sequence[Mapping[str, np.ndarray]], axes: Axes) -> dict[str, np.ndarray]:
     """Batches joined along their sample axes; a shared input taken from the first."""
-    out = {}
+    out: dict[str, np.ndarray] = {}
     for name in parts[0]:
         axis = axes.get(name, 0)
         if axis is None:

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core import memory
 from pipeline.export.onnx_model import TensorSpec
 
+if TYPE_CHECKING:
+    from pipeline.core.config import ModelConfig
+
 DRAW_ITEMSIZE = 8  # numpy's generators draw float64 / int64 before astype()
 
 
 def shape_of(spec: TensorSpec, dims: Mapping[str, int]) -> list[int] | None:
     """The concrete shape of `spec` at `dims`; None where an axis has no size there."""
-    shape = []
+    shape: list[int] = []
     for d in spec.dims:
         if isinstance(d, int):
             shape.append(d)
@@ -50,7 +53,7 @@ def output_shapes(outputs: list[TensorSpec], dims: Mapping[str, int]) -> dict[st
     return {o.name: shape for o in outputs if (shape := shape_of(o, dims)) is not None}
 
 
-def factory_bytes(module: Any, dims: Mapping[str, int]) -> int | None:
+def factory_bytes(module: Any, dims: Mapping[str, int]) -> int | None:  # the user's factory
     """Bytes `module.sample_inputs(dims)` would return, from tiny calls; None where a
     tiny call fails (the real call then says what is wrong)."""
     names = [k for k, v in dims.items() if isinstance(v, int)]
@@ -72,7 +75,7 @@ def factory_bytes(module: Any, dims: Mapping[str, int]) -> int | None:
 
 
 def input_bytes(
-    model_cfg: Any,
+    model_cfg: ModelConfig,
     specs: list[TensorSpec],
     shapes: Mapping[str, Sequence[int]],
     drawn: bool = True,
@@ -89,7 +92,7 @@ def input_bytes(
 
 
 def largest_key(
-    model_cfg: Any, specs: list[TensorSpec], shapes: Mapping[str, Sequence[int]]
+    model_cfg: ModelConfig, specs: list[TensorSpec], shapes: Mapping[str, Sequence[int]]
 ) -> str:
     """The setting to name for a size: of the largest input, its largest dim given in
     model.sample_dims ("model.sample_dims.batch=10"), else its opt shape from the profile."""
@@ -108,10 +111,11 @@ def largest_key(
     return f"profile.shapes.{name} (opt {'x'.join(map(str, shapes[name]))})"
 
 
-def check_factory_example(model_cfg: Any, dims: Mapping[str, int]) -> None:
+def check_factory_example(model_cfg: ModelConfig, dims: Mapping[str, int]) -> None:
     """The example batch a torch factory traces with fits in memory."""
     from pipeline.export import factory
 
+    assert model_cfg.factory, "only a torch factory traces an example"
     module = factory.resolve(model_cfg.factory)
     if not hasattr(module, "sample_inputs"):
         return
@@ -124,7 +128,7 @@ def check_factory_example(model_cfg: Any, dims: Mapping[str, int]) -> None:
 
 
 def check_sample_batches(
-    model_cfg: Any,
+    model_cfg: ModelConfig,
     specs: list[TensorSpec],
     outputs: list[TensorSpec],
     shapes: Mapping[str, Sequence[int]],

@@ -4,13 +4,18 @@ this stage lists its imports (bench, report) as code deps."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, memory
 from pipeline.core.layout import Layout
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
-def run(cfg: Any, layout: Layout, fp: dict, peak: memory.StagePeak) -> dict:
+
+def run(
+    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], peak: memory.StagePeak
+) -> dict[str, Any]:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import upstream
     from pipeline.report import benchmark_report, plots, summary

@@ -6,15 +6,24 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import config as config_lib
 from pipeline.core import fileio, hashing
+from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.store import PendingFiles
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+    from pipeline.engine.build import BuildResult
+    from pipeline.engine.timing_cache import TimingCache
+    from pipeline.engine.trt_hooks import Record
 
-def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: str) -> list[dict]:
+
+def resolved_profiles(
+    cfg: PipelineConfig, layout: Layout, onnx_path: Path, onnx_sha256: str
+) -> list[dict[str, Any]]:
     """From the input specs calibrate recorded for this very graph (its sha256 is checked),
     so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
     from pipeline.engine import build as build_lib
@@ -29,8 +38,31 @@ def resolved_profiles(cfg: Any, layout: Layout, onnx_path: Path, onnx_sha256: st
     )
 
 
+def built(
+    cfg: PipelineConfig,
+    layout: Layout,
+    fp: dict[str, Any],
+    key: str,
+    key_in: dict[str, Any],
+    progress: bool,
+) -> PendingFiles:
+    """A fresh engine's files; a build TensorRT gives up on keeps its log and names it."""
+    from pipeline.engine import build as build_lib
+
+    try:
+        return make(cfg, layout, fp, key, key_in, progress)
+    except build_lib.BuildFailed as e:
+        log = keep_failed_log(layout, fp["id"], e.records)
+        raise PipelineError(f"{e} (TensorRT's log: {log})") from None
+
+
 def make(
-    cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool
+    cfg: PipelineConfig,
+    layout: Layout,
+    fp: dict[str, Any],
+    key: str,
+    key_in: dict[str, Any],
+    progress: bool,
 ) -> PendingFiles:
     """The entry's files: the engine at once, the files describing it made in a thread
     while the store writes the engine (PendingFiles)."""
@@ -76,15 +108,15 @@ DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json"
 
 
 def _describe(
-    cfg: Any,
+    cfg: PipelineConfig,
     onnx_path: Path,
-    fp: dict,
+    fp: dict[str, Any],
     key: str,
-    key_in: dict,
-    resolved: list[dict],
-    result: Any,
-    tcache: Any,
-    engine_sha256: Future,
+    key_in: dict[str, Any],
+    resolved: list[dict[str, Any]],
+    result: BuildResult,
+    tcache: TimingCache | None,
+    engine_sha256: Future[str],
 ) -> dict[str, bytes]:
     from pipeline.analysis import buildlog
     from pipeline.engine import cache_key
@@ -125,7 +157,7 @@ def _describe(
     }
 
 
-def keep_failed_log(layout: Layout, fingerprint_id: str, records: list[Any]) -> Path:
+def keep_failed_log(layout: Layout, fingerprint_id: str, records: list[Record]) -> Path:
     """A failed build's TensorRT log, kept where the next run's outputs never go (the
     layout's .cache/, beside its locks) and named in the error line: the build stage leaves
     no output of its own when it fails."""
@@ -137,7 +169,7 @@ def keep_failed_log(layout: Layout, fingerprint_id: str, records: list[Any]) -> 
     return path
 
 
-def tool_versions() -> dict:
+def tool_versions() -> dict[str, str]:
     """The libraries whose version can change an export, a calibration, an engine or a
     measurement (a manifest records them; a sweep job's reuse key includes them)."""
     from pipeline.machine.fingerprint import package_version

@@ -3,15 +3,37 @@ serve an entry into the folder, adopt an engine DVC pulled into it, label an ent
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeline.core import console, fileio, memory
-from pipeline.store import FileData, FileOnDisk
+from pipeline.core.errors import Interrupted
+from pipeline.store import FileData, FileOnDisk, Outcome, VerifiedStore
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+
+# What the store's get_or_make calls on a miss: the entry's files, its labels, the event.
+Make: TypeAlias = Callable[[], tuple[Mapping[str, FileData], dict[str, Any], str]]
 
 
-def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
+def served(store: VerifiedStore, key: str, folder: Path, make: Make) -> Outcome:
+    """The entry for `key` in the engine folder: served from the store, or made and stored."""
+    try:
+        return serve_into(folder, store, key, make)
+    except (KeyboardInterrupt, Interrupted):
+        # A signal after the store's commit interrupts this stage, not the build: the
+        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
+        if store.entry_unverified(key)[0] is not None:
+            console.note(
+                f"engine store: the signal came after engine {key[:16]} was stored whole; "
+                "the next run serves it"
+            )
+        raise
+
+
+def serve_into(folder: Path, store: VerifiedStore, key: str, make: Make) -> Outcome:
     """The store's entry for `key` (made by `make` on a miss) copied into this machine's folder."""
     got = store.get_or_make(key, make)
     try:
@@ -25,7 +47,7 @@ def serve_into(folder: Path, store: Any, key: str, make: Callable) -> Any:
     return got
 
 
-def copy_entry(got: Any, folder: Path) -> None:
+def copy_entry(got: Outcome, folder: Path) -> None:
     # Only this machine's folder is replaced: artifacts/build keeps one folder per
     # fingerprint (a persistent DVC output), so engines for other GPUs travel too.
     if got.hit and not memory.same_filesystem(got.served.path, folder):
@@ -36,7 +58,7 @@ def copy_entry(got: Any, folder: Path) -> None:
             got.copy_to(name, out / name)
 
 
-def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, FileData] | None:
+def adopt_pulled(folder: Path, key: str, key_in: dict[str, Any]) -> dict[str, FileData] | None:
     """The files of an engine DVC pulled or kept for this fingerprint, when the key
     recomputed from its own recorded inputs is the key being built and its bytes
     are intact; None (with a warning when something was there) otherwise."""
@@ -65,7 +87,7 @@ def adopt_pulled(folder: Path, key: str, key_in: dict) -> dict[str, FileData] | 
     }
 
 
-def store_labels(cfg: Any, fp: dict) -> dict:
+def store_labels(cfg: PipelineConfig, fp: dict[str, Any]) -> dict[str, str]:
     """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
     gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
     prec, calib = cfg.precision, cfg.calibration

@@ -4,13 +4,18 @@ imports (analysis, report) as code deps."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, memory
 from pipeline.core.layout import Layout
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
-def run(cfg: Any, layout: Layout, fp: dict, peak: memory.StagePeak) -> dict:
+
+def run(
+    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], peak: memory.StagePeak
+) -> dict[str, Any]:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
     from pipeline.report import precision_view, report_html, report_markdown

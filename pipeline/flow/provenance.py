@@ -6,21 +6,25 @@ stage to rerun, instead of building or measuring the wrong thing."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import config as config_lib
 from pipeline.core import fileio, hashing, stages
 from pipeline.core.errors import PipelineError
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+
 FILE = "made_from.json"
 
 
-def record(cfg: Any, stage: str, **extra: Any) -> dict[str, Any]:
-    params = {k: config_lib.to_dict(cfg[k]) for k in stages.made_from(stage)}
+def record(cfg: PipelineConfig, stage: str, **extra: str) -> dict[str, Any]:
+    # made_from names config groups (model, profile, ...): attributes of the schema
+    params = {k: config_lib.to_dict(getattr(cfg, k)) for k in stages.made_from(stage)}
     return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
 
 
-def write(folder: Path, cfg: Any, stage: str, **extra: Any) -> dict[str, Any]:
+def write(folder: Path, cfg: PipelineConfig, stage: str, **extra: str) -> dict[str, Any]:
     rec = record(cfg, stage, **extra)
     fileio.write_json(Path(folder) / FILE, rec)
     return rec
@@ -43,12 +47,12 @@ def read(folder: Path, stage: str) -> dict[str, Any]:
     return rec
 
 
-def differences(rec: dict[str, Any], cfg: Any, stage: str) -> list[str]:
+def differences(rec: dict[str, Any], cfg: PipelineConfig, stage: str) -> list[str]:
     """Dotted param names whose value differs between the output and `cfg`."""
     now = record(cfg, stage)["params"]
     out: list[str] = []
 
-    def walk(a: Any, b: Any, prefix: str) -> None:
+    def walk(a: object, b: object, prefix: str) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted(set(a) | set(b)):
                 walk(a.get(k), b.get(k), f"{prefix}.{k}" if prefix else k)
@@ -59,7 +63,7 @@ def differences(rec: dict[str, Any], cfg: Any, stage: str) -> list[str]:
     return out
 
 
-def require(folder: Path, cfg: Any, stage: str) -> dict[str, Any]:
+def require(folder: Path, cfg: PipelineConfig, stage: str) -> dict[str, Any]:
     """The record, once it is shown to match `cfg`; else one line naming the stage to rerun."""
     rec = read(folder, stage)
     changed = differences(rec, cfg, stage)

@@ -8,31 +8,65 @@ of it not the config schema (OmegaConf), which the always-run fingerprint stage 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pipeline.core import console, fileio, memory
-from pipeline.core.errors import Interrupted, PipelineError
+from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.numbers import MIB
 from pipeline.core.stages import STAGES
 from pipeline.flow import output_folder
 
+if TYPE_CHECKING:
+    # The schema types only: at run time a config is the DictConfig validate() made.
+    from pipeline.core.config import PipelineConfig
 
-def fingerprint(cfg: Any, layout: Layout) -> dict:
+
+class MachineSettings(Protocol):
+    """The build settings the machine fingerprint reads."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def hardware_compatibility(self) -> str: ...
+    @property
+    def version_compatible(self) -> bool: ...
+    @property
+    def compute_capabilities(self) -> Sequence[str]: ...
+
+
+class FingerprintParams(Protocol):
+    """What fingerprint() reads of a config: PipelineConfig, or on the always-run
+    fingerprint stage pipeline.machine.build_settings.Params (read without OmegaConf).
+    That type is not named at this module's top: every stage would depend on its module."""
+
+    @property
+    def build(self) -> MachineSettings: ...
+
+
+def fingerprint(cfg: FingerprintParams, layout: Layout) -> dict[str, Any]:
     from pipeline.machine import fingerprint as fp_lib
 
-    fp = fp_lib.collect(cfg.build)
+    if TYPE_CHECKING:
+        from pipeline.core.config import BuildConfig
+        from pipeline.machine.build_settings import BuildSettings
+    # `build` is one of the two, as FingerprintParams says: collect names them.
+    fp = fp_lib.collect(cast("BuildConfig | BuildSettings", cfg.build))
     # Unchanged (the usual no-op `dvc repro`): the file is left as it is, see fileio.
     fileio.write_bytes_if_changed(layout.fingerprint, fileio.to_json(fp).encode())
     return fp
 
 
-def read_fingerprint(layout: Layout) -> dict:
-    return fileio.read_json(layout.fingerprint, "fingerprint (run the fingerprint stage)")
+def read_fingerprint(layout: Layout) -> dict[str, Any]:
+    fp: dict[str, Any] = fileio.read_json(
+        layout.fingerprint, "fingerprint (run the fingerprint stage)"
+    )
+    return fp
 
 
-def export(cfg: Any, layout: Layout) -> dict:
+def export(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     from pipeline.export import export as export_lib
     from pipeline.flow import provenance
 
@@ -49,7 +83,7 @@ def export(cfg: Any, layout: Layout) -> dict:
     return summary
 
 
-def calibrate(cfg: Any, layout: Layout) -> dict:
+def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import provenance
@@ -103,14 +137,14 @@ def calibrate(cfg: Any, layout: Layout) -> dict:
     return summary
 
 
-def accuracy_metrics(cfg: Any, summary: dict) -> dict:
+def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, Any]:
     gate: dict[str, dict[str, Any]] = {}
     for r in summary["gate"]:
         gate.setdefault(r["subject"], {})[r["metric"]] = {
             k: r[k] for k in ("value", "threshold", "passed")
         }
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
-    metrics = {
+    metrics: dict[str, Any] = {
         "model": cfg.model.name,
         "precision": cfg.precision.name,
         "held_out_batches": summary["held_out_batches"],
@@ -149,7 +183,7 @@ def accuracy_metrics(cfg: Any, summary: dict) -> dict:
     return metrics
 
 
-def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
+def build(cfg: PipelineConfig, layout: Layout, progress: bool = True) -> dict[str, Any]:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
     from pipeline.flow import provenance
@@ -161,7 +195,13 @@ def build(cfg: Any, layout: Layout, progress: bool = True) -> dict:
         return _build(cfg, layout, fp, progress, peak)
 
 
-def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.StagePeak) -> dict:
+def _build(
+    cfg: PipelineConfig,
+    layout: Layout,
+    fp: dict[str, Any],
+    progress: bool,
+    peak: memory.StagePeak,
+) -> dict[str, Any]:
     from pipeline.engine import cache_key
     from pipeline.engine import store as store_lib
     from pipeline.flow import engine_folder
@@ -176,17 +216,19 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
     labels = engine_folder.store_labels(cfg, fp)
     store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
 
-    def make() -> tuple[Mapping[str, FileData], dict, str]:
+    def make() -> tuple[Mapping[str, FileData], dict[str, Any], str]:
         adopted = engine_folder.adopt_pulled(folder, key, key_in)
         if adopted is not None:
             memory.require_disk(store.root, sum(map(len, adopted.values())), "the pulled engine")
             return adopted, labels, "adopted the engine DVC restored"
-        files = _built_files(cfg, layout, fp, key, key_in, progress)
+        from pipeline.flow import build_files  # a miss only: a hit never imports the builder
+
+        files = build_files.built(cfg, layout, fp, key, key_in, progress)
         # before the store writes a multi-GB engine (and links it into artifacts/)
         memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
         return files, labels, "miss, built"
 
-    got = _served(store, key, folder, make)
+    got = engine_folder.served(store, key, folder, make)
     if got.not_stored:  # a read-only store still serves hits; a miss is built here only
         console.warn(f"{got.not_stored}; the engine is in {folder} only, not in the store")
     console.note(
@@ -214,36 +256,7 @@ def _build(cfg: Any, layout: Layout, fp: dict, progress: bool, peak: memory.Stag
     return manifest
 
 
-def _built_files(cfg: Any, layout: Layout, fp: dict, key: str, key_in: dict, progress: bool) -> Any:
-    """A fresh engine's files; a build TensorRT gives up on keeps its log and names it."""
-    from pipeline.engine import build as build_lib
-    from pipeline.flow import build_files
-
-    try:
-        return build_files.make(cfg, layout, fp, key, key_in, progress)
-    except build_lib.BuildFailed as e:
-        log = build_files.keep_failed_log(layout, fp["id"], e.records)
-        raise PipelineError(f"{e} (TensorRT's log: {log})") from None
-
-
-def _served(store: Any, key: str, folder: Any, make: Callable[[], Any]) -> Any:
-    """The entry for `key` in the engine folder: served from the store, or made and stored."""
-    from pipeline.flow import engine_folder
-
-    try:
-        return engine_folder.serve_into(folder, store, key, make)
-    except (KeyboardInterrupt, Interrupted):
-        # A signal after the store's commit interrupts this stage, not the build: the
-        # entry is whole (written, hashed, renamed in one step) and the next run serves it.
-        if store.entry_unverified(key)[0] is not None:
-            console.note(
-                f"engine store: the signal came after engine {key[:16]} was stored whole; "
-                "the next run serves it"
-            )
-        raise
-
-
-def _gated_manifest(cfg: Any, layout: Layout, folder: Any) -> dict:
+def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> dict[str, Any]:
     """The engine's manifest, once its build gates pass. Gates judge what was built and
     what the store served alike; a failure leaves metrics/gates.json saying why, and
     build() drops this machine's folder."""
@@ -261,7 +274,7 @@ def _gated_manifest(cfg: Any, layout: Layout, folder: Any) -> dict:
     return manifest
 
 
-def inspect(cfg: Any, layout: Layout) -> dict:
+def inspect(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     peak = memory.StagePeak()
     with output_folder.writing(
         layout, layout.inspect_dir, remove_on_failure=False, stage="inspect"
@@ -271,7 +284,7 @@ def inspect(cfg: Any, layout: Layout) -> dict:
         return inspect_step.run(cfg, layout, read_fingerprint(layout), peak)
 
 
-def benchmark(cfg: Any, layout: Layout) -> dict:
+def benchmark(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     # Its files lie among other stages' in metrics/; one lock of its own also keeps two
     # benchmarks from measuring each other's load.
     what = f"the benchmark's files in {layout.metrics_dir}"
@@ -285,11 +298,11 @@ def benchmark(cfg: Any, layout: Layout) -> dict:
 
 
 def run_all(
-    cfg: Any,
+    cfg: PipelineConfig,
     layout: Layout,
-    on_step: Callable[[str, dict], None] | None = None,
-    done: dict | None = None,
-) -> dict:
+    on_step: Callable[[str, dict[str, Any]], None] | None = None,
+    done: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, dict[str, Any]]:
     """Every stage in order but those `done` holds results of; `on_step(name, result)`
     after each (a Hydra job logs it)."""
     results = dict(done or {})

@@ -4,15 +4,18 @@ inspect and benchmark refuse to run otherwise; `verify` lists every broken link.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import provenance
 
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
-def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
+
+def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
     """Why the outputs before the engine are not current for `cfg`, link by link:
     model bytes -> export -> precision transform. [] when every link holds."""
     from pipeline.export import export as export_lib
@@ -42,11 +45,11 @@ def chain_reasons(cfg: Any, layout: Layout) -> list[str]:
     return reasons
 
 
-def _source(cfg: Any) -> str:
+def _source(cfg: PipelineConfig) -> str | None:
     return cfg.model.onnx_path or cfg.model.factory
 
 
-def current(cfg: Any, layout: Layout, fp: dict) -> dict:
+def current(cfg: PipelineConfig, layout: Layout, fp: dict[str, Any]) -> dict[str, Any]:
     """For inspect and benchmark: export, calibrate and the engine all belong to the
     present params and this machine; the manifest of that engine."""
     from pipeline.engine import store as store_lib

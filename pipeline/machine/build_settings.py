@@ -33,16 +33,18 @@ class Params:
     build: BuildSettings
 
 
-def _invalid(key: str, value: Any, expected: str) -> PipelineError:
+def _invalid(key: str, value: object, expected: str) -> PipelineError:
     return PipelineError(f"invalid config: build.{key}={value!r}; expected {expected}")
 
 
-def from_mapping(build: Any) -> BuildSettings:
+def from_mapping(build: object) -> BuildSettings:
+    """`build` as YAML parsed it (anything), checked as the schema would."""
     if build is None:
         build = {}
     if not isinstance(build, dict):
         raise PipelineError(f"invalid config: build must be a mapping, not {type(build).__name__}")
-    out = {f.name: build[f.name] for f in fields(BuildSettings) if f.name in build}
+    # Values as YAML gave them, each checked below before it becomes a field.
+    out: dict[str, Any] = {f.name: build[f.name] for f in fields(BuildSettings) if f.name in build}
     for key, allowed in (("backend", BACKENDS), ("hardware_compatibility", HW_COMPAT)):
         if key in out and out[key] not in allowed:
             raise _invalid(key, out[key], f"one of {', '.join(allowed)}")

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import importlib.metadata as md
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:  # numpy is imported where it is used: the fingerprint stage imports this module
+    import numpy as np
+    from numpy.typing import DTypeLike
 
 H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyKind
 STREAM_NON_BLOCKING = 1
@@ -54,20 +58,21 @@ class Cuda:
             cls._instance = cls()
         return cls._instance
 
-    def call(self, name: str, *args) -> Any:
-        """The call's result without its error code: None, one value, or a tuple.
+    def call(self, name: str, *args: object) -> Any:
+        """The call's result without its error code: None, one value, or a tuple (as
+        cuda.bindings, which ships no type information, gives them).
         Kept lean: event records and copies run inside the host-timed iteration."""
         out = getattr(self.rt, name)(*args)
         if out[0]:  # cudaError_t is an int enum and cudaSuccess is 0
             raise PipelineError(f"CUDA {name} failed: {self._describe(out[0])}")
         return None if len(out) == 1 else out[1] if len(out) == 2 else out[1:]
 
-    def _describe(self, err) -> str:
+    def _describe(self, err: Any) -> str:  # a cudaError_t of cuda.bindings
         _, text = self.rt.cudaGetErrorString(err)
         text = text.decode() if isinstance(text, bytes) else str(text)
         return f"{text} ({getattr(err, 'name', err)} = {int(err)})"
 
-    def _handle(self, name: str, *args) -> int:
+    def _handle(self, name: str, *args: object) -> int:
         out = self.call(name, *args)
         return 0 if out is None else int(out)
 
@@ -106,7 +111,7 @@ class Cuda:
         """Pinned host memory: the only kind an async copy really overlaps with."""
         return self._handle("cudaHostAlloc", max(int(nbytes), 1), HOST_ALLOC_DEFAULT)
 
-    def pinned_array(self, shape: tuple[int, ...], dtype) -> tuple[int, Any]:
+    def pinned_array(self, shape: tuple[int, ...], dtype: DTypeLike) -> tuple[int, np.ndarray]:
         """(pointer, numpy array over it) of pinned host memory; free the pointer
         with release("cudaFreeHost", ...) once the array is no longer used."""
         import ctypes
@@ -117,7 +122,9 @@ class Cuda:
         count = int(np.prod(shape, dtype=np.int64))
         ptr = self.host_alloc(count * dtype.itemsize)
         raw = (ctypes.c_byte * max(count * dtype.itemsize, 1)).from_address(ptr)
-        return ptr, np.frombuffer(raw, dtype=dtype, count=count).reshape(shape)
+        # numpy's stub lists a few buffer types for frombuffer; a ctypes array is a buffer too.
+        array: np.ndarray = np.frombuffer(raw, dtype=dtype, count=count)  # type: ignore[call-overload]
+        return ptr, array.reshape(shape)
 
     def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
         self.call("cudaMemcpyAsync", dst, src, int(nbytes), self.rt.cudaMemcpyKind(kind), stream)

@@ -11,12 +11,18 @@ import json
 import os
 import re
 import sys
+from collections.abc import Iterator
+from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
+
+if TYPE_CHECKING:  # not imported here: the schema needs OmegaConf, which this stage skips
+    from pipeline.core.config import BuildConfig
+    from pipeline.machine.build_settings import BuildSettings
 
 NO_GPU_TARGET = "no GPU: portable ahead-of-time target"
 # Distribution names that provide each module, newest naming first.
@@ -43,7 +49,7 @@ IDENTITY_KEYS = (
 )
 
 
-def probe_gpu() -> tuple[dict | None, str]:
+def probe_gpu() -> tuple[dict[str, Any] | None, str]:
     """(gpu facts, reason) from NVML; (None, why) where there is no usable GPU.
 
     $TRT_PIPELINE_GPU_PROBE names a JSON file that stands in for NVML: it exists so
@@ -102,7 +108,7 @@ def _nvml_loads() -> bool:
     return True
 
 
-def _probe_override(path: str) -> tuple[dict | None, str]:
+def _probe_override(path: str) -> tuple[dict[str, Any] | None, str]:
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
@@ -139,7 +145,7 @@ def cuda_runtime() -> tuple[str | None, str]:
     return None, "no shared CUDA runtime (libcudart) found"
 
 
-def _libcudart_candidates():
+def _libcudart_candidates() -> Iterator[str]:
     import glob
 
     try:  # one already mapped (by torch or TensorRT) first
@@ -188,7 +194,7 @@ def _normalized(dist: str) -> str:
     return re.sub(r"[-_.]+", "_", dist).lower()
 
 
-def _dist_infos_beside(spec: Any) -> dict[str, list[str]]:
+def _dist_infos_beside(spec: ModuleSpec) -> dict[str, list[str]]:
     """Normalized distribution name -> versions, from the `<name>-<version>.dist-info`
     folders in the folder that holds the module's package."""
     if not spec.submodule_search_locations:
@@ -205,7 +211,7 @@ def _dist_infos_beside(spec: Any) -> dict[str, list[str]]:
     return out
 
 
-def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
+def choose_flavour(requested: str, gpu: dict[str, Any] | None) -> tuple[str, str]:
     """(flavour, why). auto: full TensorRT where it imports and a GPU is present,
     TensorRT-RTX otherwise (it builds ahead of time without a GPU)."""
     have_trt, have_rtx = trt_installed("tensorrt"), trt_installed("tensorrt_rtx")
@@ -237,9 +243,10 @@ def choose_flavour(requested: str, gpu: dict | None) -> tuple[str, str]:
     )
 
 
-def collect(build_cfg: Any, require_trt: bool = True) -> dict:
+def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) -> dict[str, Any]:
     """The fingerprint; require_trt=False lets `python -m pipeline fingerprint`
-    describe a GPU host where no TensorRT is installed yet."""
+    describe a GPU host where no TensorRT is installed yet. `build_cfg`: the validated
+    config's build group, or the fingerprint stage's light reading of it (build_settings)."""
     gpu, gpu_source = probe_gpu()
     try:
         flavour, why = choose_flavour(build_cfg.backend, gpu)
@@ -279,7 +286,7 @@ def collect(build_cfg: Any, require_trt: bool = True) -> dict:
     return fp
 
 
-def identity(fp: dict) -> dict:
+def identity(fp: dict[str, Any]) -> dict[str, Any]:
     """The fields that decide which machines an engine is valid for. GPU count and
     index are left out: an engine built on GPU 0 of eight runs on any of them."""
     ident = {k: fp.get(k) for k in IDENTITY_KEYS}
@@ -288,7 +295,7 @@ def identity(fp: dict) -> dict:
     return ident
 
 
-def fingerprint_id(fp: dict) -> str:
+def fingerprint_id(fp: dict[str, Any]) -> str:
     """Readable folder name plus a hash of every identity field."""
     digest = hashing.sha256_json(identity(fp), hashing.SPACED)[:12]
     gpu = fp.get("gpu")
@@ -304,7 +311,7 @@ def fingerprint_id(fp: dict) -> str:
     return f"{slug}-{digest}"
 
 
-def describe(fp: dict) -> str:
+def describe(fp: dict[str, Any]) -> str:
     lines = [f"fingerprint  {fp['id']}", f"target       {fp['target']}"]
     gpu = fp.get("gpu")
     if gpu:

@@ -5,9 +5,11 @@ A machine without a GPU gets an explicit record saying so, never a silent gap.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pipeline.core.numbers import MIB
+
+T = TypeVar("T")
 
 # NVML clock-event (formerly "throttle") reason bits, as named in nvml.h.
 CLOCK_EVENT_REASONS = {
@@ -23,18 +25,18 @@ CLOCK_EVENT_REASONS = {
 }
 
 
-def _read(fn: Callable[[], Any]) -> Any:
+def _read(fn: Callable[[], T]) -> T | None:
     try:
         return fn()
     except Exception:  # NVMLError_NotSupported and friends: a field this GPU does not report
         return None
 
 
-def _text(value: Any) -> Any:
+def _text(value: object) -> object:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict:
+def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict[str, Any]:
     """One reading of the GPU the benchmark runs on (by PCI bus id where known,
     since CUDA and NVML may number GPUs differently), or {"gpu": None, ...}."""
     try:
@@ -57,8 +59,10 @@ def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict:
         _read(pynvml.nvmlShutdown)
 
 
-def _reading(nv: Any, h: Any) -> dict:
-    def clocks(get) -> dict:
+def _reading(nv: Any, h: Any) -> dict[str, Any]:
+    """nv: the pynvml module, h: a device handle (nvidia-ml-py ships no type information)."""
+
+    def clocks(get: Callable[[Any, int], int]) -> dict[str, int | None]:
         return {
             "sm": _read(lambda: get(h, nv.NVML_CLOCK_SM)),
             "memory": _read(lambda: get(h, nv.NVML_CLOCK_MEM)),
@@ -92,12 +96,12 @@ def _reading(nv: Any, h: Any) -> dict:
     }
 
 
-def summary(before: dict, after: dict) -> str:
+def summary(before: dict[str, Any], after: dict[str, Any]) -> str:
     """One line for people: did clocks or temperature move while measuring?"""
     if before.get("gpu") is None:
-        return before.get("reason", "no GPU")
+        return str(before.get("reason", "no GPU"))
 
-    def one(s: dict) -> str:
+    def one(s: dict[str, Any]) -> str:
         return (
             f"SM {s['clocks_mhz']['sm']} MHz, {s['temperature_c']} C, {s['power_w']} W, "
             f"{s['performance_state']}"

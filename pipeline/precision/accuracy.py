@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,12 +11,18 @@ from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.precision import tasks as tasks_lib
 
+if TYPE_CHECKING:
+    from pipeline.core.config import AccuracyGate, ModelConfig, PrecisionConfig
+
+# A reference batch: (inputs, fp32 outputs), arrays by name.
+ReferenceBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
+
 
 class GateFailed(PipelineError):
     """The accuracy gate's one line, with the whole summary behind it, so the caller
     can write every metric before the error stops the run."""
 
-    def __init__(self, line: str, summary: dict) -> None:
+    def __init__(self, line: str, summary: dict[str, Any]) -> None:
         super().__init__(line)
         self.summary = summary
 
@@ -26,24 +32,26 @@ class Criteria:
     """What the accuracy gate judges by: the thresholds (precision.gate), each output's task
     (model.task, model.output_tasks) and the user's metric (precision.gate.metric)."""
 
-    gate: Any
+    gate: AccuracyGate
     tasks: tasks_lib.OutputTasks
     metric: tasks_lib.UserMetric | None = None
 
     @classmethod
-    def of(cls, precision_cfg: Any, model_cfg: Any) -> Criteria:
+    def of(cls, precision_cfg: PrecisionConfig, model_cfg: ModelConfig) -> Criteria:
         return cls(
             precision_cfg.gate,
             tasks_lib.OutputTasks.of(model_cfg),
             tasks_lib.user_metric(precision_cfg.gate, getattr(model_cfg, "source", None)),
         )
 
-    def judge(self, reference: list[dict], candidate: list[dict]) -> tuple[dict, list[dict]]:
+    def judge(
+        self, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
+    ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         """(figures, gate results) of `candidate` against the fp32 `reference` outputs."""
         figures = compare(reference, candidate, self.tasks, self.metric)
         return figures, check_gate(figures, self.gate)
 
-    def key(self) -> dict:
+    def key(self) -> dict[str, Any]:
         """What a cache of judgements must be keyed by besides the gate's thresholds (the
         default task alone, as before output tasks and metrics existed, where they are unset)."""
         out: dict[str, Any] = {"task": self.tasks.default}
@@ -59,7 +67,7 @@ def compare(
     candidate: list[dict[str, np.ndarray]],
     task: str | tasks_lib.OutputTasks,
     metric: tasks_lib.UserMetric | None = None,
-) -> dict:
+) -> dict[str, dict[str, Any]]:
     """Per output, each over all batches together: max absolute error, mean relative
     error, cosine similarity, the worst sample's relative error, and what the output's task
     adds (pipeline/precision/tasks.py): top-1 agreement along the class axis for class
@@ -69,7 +77,7 @@ def compare(
     output_tasks = task if isinstance(task, tasks_lib.OutputTasks) else tasks_lib.OutputTasks(task)
     split = [tasks_lib.split_labels(b) for b in reference]
     reference = [outputs for outputs, _ in split]
-    result = {}
+    result: dict[str, dict[str, Any]] = {}
     for name in reference[0]:
         ref, got = _stacked(name, reference, candidate)
         first = np.asarray(reference[0][name])
@@ -87,7 +95,7 @@ def compare(
     return result
 
 
-def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict:
+def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str, Any]:
     """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
     `last` the size of the output's last axis (the class axis, a step's vector)."""
     diff = np.abs(ref - got)
@@ -161,7 +169,8 @@ def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np
     norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
     dots = (ref * got).sum(1)
     same = np.all(np.isclose(ref, got), axis=1).astype(np.float64)
-    return np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
+    cosines: np.ndarray = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
+    return cosines
 
 
 GATE_CHECKS = (
@@ -178,10 +187,10 @@ GATE_CHECKS = (
 JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
 
 
-def check_gate(figures: dict, gate: Any) -> list[dict]:
+def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[dict[str, Any]]:
     """Each configured threshold against each output, in the one gate shape
     (pipeline.core.gate); every result is kept, pass or fail."""
-    results = []
+    results: list[dict[str, Any]] = []
     for output, metrics in figures.items():
         if not metrics.get("finite", True):
             results.append(
@@ -215,11 +224,11 @@ def check_gate(figures: dict, gate: Any) -> list[dict]:
     return results
 
 
-def passed(results: list[dict]) -> bool:
+def passed(results: list[dict[str, Any]]) -> bool:
     return not gate_lib.failures(results)
 
 
-def raise_on_failure(results: list[dict], label: str, summary: dict) -> None:
+def raise_on_failure(results: list[dict[str, Any]], label: str, summary: dict[str, Any]) -> None:
     """One line naming every failing metric, its value and its threshold; the
     exception carries `summary` for the metrics file."""
     line = gate_lib.failure_line(f"accuracy gate failed for {label}", results)

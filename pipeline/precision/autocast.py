@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import calibration_cache
 from pipeline.store import FileData
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, PrecisionConfig
 
 # 2: the cast graph carries no intermediate shape annotations (see _convert).
 KEY_VERSION = 2
@@ -33,7 +36,9 @@ SETTINGS = (
 )
 
 
-def key_inputs(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]) -> dict:
+def key_inputs(
+    src: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
+) -> dict[str, Any]:
     settings = {k: getattr(precision_cfg, k) for k in SETTINGS}
     return {
         "key_version": KEY_VERSION,
@@ -54,10 +59,10 @@ def key_inputs(src: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray
 def autocast(
     src: Path,
     dest: Path,
-    precision_cfg: Any,
-    calibration_cfg: Any,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
     calib_inputs: dict[str, np.ndarray],
-) -> dict:
+) -> dict[str, Any]:
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     key = hashing.sha256_json(inputs)
@@ -77,7 +82,7 @@ def autocast(
 
 
 def _convert(
-    src: Path, work: Path, precision_cfg: Any, calib_inputs: dict[str, np.ndarray]
+    src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
 ) -> dict[str, FileData]:
     """The cast graph as a cache entry's files: the graph, and past 1 GiB of weights their
     external-data file, written in `work` and left on disk."""

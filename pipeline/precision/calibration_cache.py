@@ -5,15 +5,24 @@ workspace that names the same data."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio
 from pipeline.export import onnx_model
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig
 
-def store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)) -> VerifiedStore:
+# What a cache miss runs: (the entry's files, its labels, the event a summary records).
+Make = Callable[[], tuple[Mapping[str, FileData], dict[str, Any], str]]
+
+
+def store(
+    calibration_cfg: CalibrationConfig, required: tuple[str, ...] = ("model.onnx",)
+) -> VerifiedStore:
     """The calibration cache (calibration.cache_dir, else $TRT_PIPELINE_CALIB_CACHE, else the
     user cache folder): Q/DQ and AutoCast graphs, and fallback searches (with search.json)."""
     root = CALIBRATION.root(calibration_cfg.cache_dir)
@@ -21,12 +30,12 @@ def store(calibration_cfg: Any, required: tuple[str, ...] = ("model.onnx",)) -> 
 
 
 def cached(
-    calibration_cfg: Any,
+    calibration_cfg: CalibrationConfig,
     key: str,
-    make: Any,
+    make: Make,
     what: str,
     required: tuple[str, ...] = ("model.onnx",),
-) -> tuple[Any, dict]:
+) -> tuple[Outcome, dict[str, Any]]:
     """get_or_make on the calibration cache, and the record a summary keeps of it (key,
     hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
     waits, then hits. A read-only cache still serves; a miss is then made and not kept."""

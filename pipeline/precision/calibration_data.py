@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,6 +21,10 @@ from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
 from pipeline.export import export, input_roles, onnx_model, sample_data, samples
 from pipeline.export.array_folder import check, data_sha256, read_folder
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig
+    from pipeline.precision.accuracy import ReferenceBatch
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
 # with these settings (conf/calibration/none.yaml says so; calibration.json records it).
@@ -31,7 +35,7 @@ RANDOM_STREAM = 0x5A4D
 @dataclass
 class CalibrationSet:
     batches: list[dict[str, np.ndarray]]
-    info: dict  # JSON-safe description: where the data came from, how much, its sha256
+    info: dict[str, Any]  # JSON-safe description: where the data came from, how much, its sha256
     axes: samples.Axes  # per input, the axis counting samples (None: shared)
     digests: set[str] = field(default_factory=set)
 
@@ -61,8 +65,8 @@ def sample_digests(batch: dict[str, np.ndarray], axes: samples.Axes) -> set[str]
 
 
 def held_out(
-    pairs: list[tuple[dict, dict]], data: CalibrationSet
-) -> tuple[list[tuple[dict, dict]], dict]:
+    pairs: list[ReferenceBatch], data: CalibrationSet
+) -> tuple[list[ReferenceBatch], dict[str, int]]:
     """Reference (inputs, outputs) batches without any sample that is also a calibration
     sample, compared by content; and how much overlapped. A batch whose outputs do not
     share the inputs' sample axis is dropped whole when any of its samples overlaps."""
@@ -84,7 +88,9 @@ def held_out(
     }
 
 
-def load(calibration_cfg: Any, model_cfg: Any, onnx_path: Path) -> CalibrationSet:
+def load(
+    calibration_cfg: CalibrationConfig, model_cfg: ModelConfig, onnx_path: Path
+) -> CalibrationSet:
     """The calibration set for the export's graph at `onnx_path`, batched along the
     sample axes the export recorded beside it (export.json)."""
     specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
@@ -119,7 +125,9 @@ RANDOM_NOTE = (
 )
 
 
-def _requested(calibration_cfg: Any, model_cfg: Any) -> tuple[str, int, int, dict[str, Any]]:
+def _requested(
+    calibration_cfg: CalibrationConfig, model_cfg: ModelConfig
+) -> tuple[str, int, int, dict[str, Any]]:
     """(source, samples, batch size, the info record so far), checked; calibration=none
     with a model factory that has calibration_batches() is that factory's set."""
     source = calibration_cfg.source
@@ -146,8 +154,12 @@ def _requested(calibration_cfg: Any, model_cfg: Any) -> tuple[str, int, int, dic
 
 
 def _from_directory(
-    calibration_cfg: Any, specs: list, layout: samples.SampleLayout, n: int, bs: int
-) -> list[dict]:
+    calibration_cfg: CalibrationConfig,
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+    n: int,
+    bs: int,
+) -> list[dict[str, np.ndarray]]:
     if not calibration_cfg.path:
         raise PipelineError("calibration.source=directory needs calibration.path")
     return read_folder(
@@ -163,8 +175,13 @@ def _from_directory(
 
 
 def _from_factory(
-    name: str | None, specs: list, layout: samples.SampleLayout, n: int, bs: int, seed: int
-) -> list[dict]:
+    name: str | None,
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+    n: int,
+    bs: int,
+    seed: int,
+) -> list[dict[str, np.ndarray]]:
     if not name:
         raise PipelineError(
             "calibration.source=factory needs calibration.factory or a model factory"
@@ -178,7 +195,9 @@ def _from_factory(
     return _take(_checked(fn(n, bs, seed), specs, layout, where), layout, n, where)
 
 
-def _describe_set(info: dict, batches: list[dict], layout: samples.SampleLayout) -> None:
+def _describe_set(
+    info: dict[str, Any], batches: list[dict[str, np.ndarray]], layout: samples.SampleLayout
+) -> None:
     """How much data, in what batches, of what shapes, and its content hash."""
     counts = [samples.count(b, layout.axes) for b in batches]
     info.update(
@@ -190,15 +209,21 @@ def _describe_set(info: dict, batches: list[dict], layout: samples.SampleLayout)
     )
 
 
-def _described(a: np.ndarray, axis: int | None) -> dict:
+def _described(a: np.ndarray, axis: int | None) -> dict[str, Any]:
     """dtype and shape with the sample axis as N (a shared input: its own shape)."""
-    shape: list[Any] = list(a.shape)
+    shape: list[int | str] = list(a.shape)
     if axis is not None:
         shape[axis] = "N"
     return {"dtype": str(a.dtype), "shape": shape}
 
 
-def _check_size(model_cfg: Any, specs, layout: samples.SampleLayout, n: int, bs: int) -> None:
+def _check_size(
+    model_cfg: ModelConfig,
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+    n: int,
+    bs: int,
+) -> None:
     """n samples of the model's inputs (at the sample layout, one sample each) fit in memory."""
     from pipeline.export import sizes
 
@@ -208,22 +233,27 @@ def _check_size(model_cfg: Any, specs, layout: samples.SampleLayout, n: int, bs:
         memory.require_memory(one * n, f"calibration.num_samples={n}", what)
 
 
-def _module(name: str):
+def _module(name: str) -> object:
     from pipeline.export import factory
 
     return factory.resolve(name, "calibration factory")
 
 
 def _random(
-    model_cfg: Any, specs, layout: samples.SampleLayout, n: int, bs: int, seed: int
-) -> Iterable[dict]:
+    model_cfg: ModelConfig,
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+    n: int,
+    bs: int,
+    seed: int,
+) -> Iterable[dict[str, np.ndarray]]:
     """Batches of random inputs until n samples: as many per batch as the model's own
     sample axes allow (a static batch of 1 gives n batches of one sample)."""
     rng = np.random.default_rng([seed, RANDOM_STREAM])
     fixed = {
-        s.dims[a]
+        d
         for s in specs
-        if (a := layout.axes.get(s.name)) is not None and isinstance(s.dims[a], int)
+        if (a := layout.axes.get(s.name)) is not None and isinstance(d := s.dims[a], int)
     }
     total = 0
     while total < n:
@@ -237,14 +267,19 @@ def _random(
 
 
 def _checked(
-    batches: Iterable[dict], specs, layout: samples.SampleLayout, where: str
-) -> Iterable[dict]:
+    batches: Iterable[dict[str, np.ndarray]],
+    specs: list[onnx_model.TensorSpec],
+    layout: samples.SampleLayout,
+    where: str,
+) -> Iterable[dict[str, np.ndarray]]:
     for i, b in enumerate(batches):
         check(b, specs, f"{where} batch {i}", axes=layout.axes)
         yield b
 
 
-def _take(batches: Iterable[dict], layout: samples.SampleLayout, n: int, where: str) -> list[dict]:
+def _take(
+    batches: Iterable[dict[str, np.ndarray]], layout: samples.SampleLayout, n: int, where: str
+) -> list[dict[str, np.ndarray]]:
     out, total = [], 0
     for b in batches:
         size = samples.count(b, layout.axes)

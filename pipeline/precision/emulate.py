@@ -15,11 +15,11 @@ import numpy as np
 TYPE_ATTRS = ("to", "dtype")
 
 
-def emulated_fp32(model):
+def emulated_fp32(model: Any) -> Any:
     import onnx
     from onnx import TensorProto
 
-    low = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
+    low: set[int] = {TensorProto.FLOAT16, TensorProto.BFLOAT16}
     m = onnx.shape_inference.infer_shapes(model, strict_mode=False)  # types of every intermediate
     g = m.graph
     low_type = _widen_value_infos(g, low)
@@ -107,7 +107,7 @@ def _rounded_through_low(node: Any, low_type: dict[str, int]) -> list[Any]:
     return nodes
 
 
-def low_precision_types(model) -> list[str]:
+def low_precision_types(model: Any) -> list[str]:
     from onnx import TensorProto
 
     names = {TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}

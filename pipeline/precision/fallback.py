@@ -27,13 +27,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.precision import accuracy, node_groups, qdq_plan
 from pipeline.precision.node_groups import Group
 from pipeline.precision.qdq_graphs import QdqGraphs
+
+if TYPE_CHECKING:
+    from pipeline.precision.int4_graphs import Int4Graphs, Int4Plan
 
 SEARCH_VERSION = 5  # the record's shape and the search's steps
 
@@ -42,13 +47,13 @@ class SearchFailed(PipelineError):
     """No graph the search may build passes; `record` says what was measured, `plain`
     (set by the caller) is the plain Q/DQ graph's judgement for the metrics file."""
 
-    def __init__(self, line: str, record: dict) -> None:
+    def __init__(self, line: str, record: dict[str, Any]) -> None:
         super().__init__(line)
         self.record = record
-        self.plain: dict = {}
+        self.plain: dict[str, Any] = {}
 
 
-def score(results: list[dict]) -> float:
+def score(results: list[dict[str, Any]]) -> float:
     """1.0 at the threshold, below passes: max over gated metrics of value/threshold
     (upper bounds) or (1 - value)/(1 - threshold) (lower bounds such as cosine)."""
     worst = 0.0
@@ -70,9 +75,9 @@ def score(results: list[dict]) -> float:
     return worst
 
 
-def judged(results: list[dict]) -> dict:
+def judged(results: list[dict[str, Any]]) -> dict[str, Any]:
     """A graph's gate results in the search's terms: score, gated metrics, failures."""
-    gated: dict[str, dict] = {}
+    gated: dict[str, dict[str, Any]] = {}
     for r in results:
         gated.setdefault(r["subject"], {})[r["metric"]] = r["value"]
     return {
@@ -88,14 +93,14 @@ class Evaluator:
 
     def __init__(
         self,
-        outputs: Callable[[list[str]], list[dict]],
-        pairs: list[tuple[dict, dict]],
+        outputs: Callable[[list[str]], list[dict[str, np.ndarray]]],
+        pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
     ) -> None:
         self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
         self.runs = 0
 
-    def __call__(self, keep: list[str]) -> dict:
+    def __call__(self, keep: list[str]) -> dict[str, Any]:
         got = self.outputs(keep)
         self.runs += 1
         _, results = self.criteria.judge([p[1] for p in self.pairs], got)
@@ -103,7 +108,10 @@ class Evaluator:
 
 
 def _bisect(
-    items: list[Any], passes: Callable[[list[Any]], dict], steps: list[dict], stage: str
+    items: list[Group],
+    passes: Callable[[list[Group]], dict[str, Any]],
+    steps: list[dict[str, Any]],
+    stage: str,
 ) -> int:
     """The fewest leading items whose keeping passes; keeping all of them is known to
     pass and keeping none is known to fail."""
@@ -120,11 +128,11 @@ def _bisect(
 
 
 def search(
-    graphs: QdqGraphs,
-    pairs: list[tuple[dict, dict]],
+    graphs: QdqGraphs | Int4Graphs,
+    pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
-    plain: dict,
-) -> tuple[Any, dict]:
+    plain: dict[str, Any],
+) -> tuple[Any, dict[str, Any]]:
     """The graph with the fewest most-sensitive candidates kept in fp32 that passes, and
     the record of how it was found. `plain`: the Q/DQ graph's judgement."""
     plan = graphs.plan
@@ -177,22 +185,24 @@ class _Run:
 
     def __init__(self, candidates: list[str], keeping: Evaluator) -> None:
         self.candidates, self.keeping = candidates, keeping
-        self.steps: list[dict] = []
+        self.steps: list[dict[str, Any]] = []
 
-    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, dict]]:
+    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, dict[str, Any]]]:
         """Each unit quantized alone (every other candidate kept), most sensitive first."""
-        out = []
+        out: list[tuple[Group, dict[str, Any]]] = []
         for unit in units:
             result = self.keeping([c for c in self.candidates if c not in unit.nodes])
             self.steps.append({"stage": stage, "group": unit.name, **result})
             out.append((unit, result))
         return sorted(out, key=lambda ur: -ur[1]["score"])
 
-    def keep_units(self, units: list[Group]) -> dict:
+    def keep_units(self, units: list[Group]) -> dict[str, Any]:
         return self.keeping([n for u in units for n in u.nodes])
 
 
-def _counts(plan: Any, candidates: list[str], kept: list[str]) -> dict:
+def _counts(
+    plan: qdq_plan.QdqPlan | Int4Plan, candidates: list[str], kept: list[str]
+) -> dict[str, Any]:
     """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),
     were quantized and stay so, by op type."""
     matmuls = [c for c in candidates if plan.op_types[c] in qdq_plan.MATMULS]
@@ -212,7 +222,9 @@ def _counts(plan: Any, candidates: list[str], kept: list[str]) -> dict:
     }
 
 
-def _group_rows(groups: list[tuple[Group, dict]], n_groups: int, base: float) -> list[dict]:
+def _group_rows(
+    groups: list[tuple[Group, dict[str, Any]]], n_groups: int, base: float
+) -> list[dict[str, Any]]:
     return [
         {
             "group": g.name,
@@ -226,8 +238,12 @@ def _group_rows(groups: list[tuple[Group, dict]], n_groups: int, base: float) ->
 
 
 def _node_rows(
-    nodes: list[tuple[Group, dict]], plan: Any, groups: list[Group], kept: list[str], base: float
-) -> list[dict]:
+    nodes: list[tuple[Group, dict[str, Any]]],
+    plan: qdq_plan.QdqPlan | Int4Plan,
+    groups: list[Group],
+    kept: list[str],
+    base: float,
+) -> list[dict[str, Any]]:
     group_of = {n: g.name for g in groups for n in g.nodes}
     return [
         {

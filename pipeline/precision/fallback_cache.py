@@ -9,7 +9,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.config import to_dict
@@ -19,10 +19,14 @@ from pipeline.precision import accuracy, calibration_cache, fallback
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.store import FileData
 
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, PrecisionConfig
+    from pipeline.precision.int4_graphs import Int4Graphs
+
 
 def cache_inputs(
-    qdq_sha256: str, pairs: list[tuple[dict, dict]], criteria: accuracy.Criteria
-) -> dict:
+    qdq_sha256: str, pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria
+) -> dict[str, Any]:
     from pipeline.machine.fingerprint import package_version
 
     return {
@@ -38,14 +42,14 @@ def cache_inputs(
 
 def run(
     dest: Path,
-    graphs: QdqGraphs,
+    graphs: QdqGraphs | Int4Graphs,
     qdq_sha256: str,
-    pairs: list[tuple[dict, dict]],
-    precision_cfg: Any,
-    calibration_cfg: Any,
+    pairs: list[accuracy.ReferenceBatch],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
     criteria: accuracy.Criteria,
-    judge: Callable[[], dict],
-) -> tuple[dict, dict]:
+    judge: Callable[[], dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
     against the gate (transform.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
@@ -54,7 +58,7 @@ def run(
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def make() -> tuple[dict[str, FileData], dict, str]:
+    def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
         final = judge()
         record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:

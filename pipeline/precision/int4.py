@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError, first_line
@@ -28,6 +28,9 @@ from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.int4_graphs import Int4Graphs
 from pipeline.store import FileData
 
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+
 KEY_VERSION = 1
 METHODS = ("awq_clip", "rtn_dq")  # what precision.int4_method names: ModelOpt's own names
 NEEDS_DATA = ("awq_clip",)
@@ -35,8 +38,11 @@ OPSET = 21  # blocked DequantizeLinear
 
 
 def key_inputs(
-    src: Path, data: CalibrationSet | None, precision_cfg: Any, calibration_cfg: Any
-) -> dict:
+    src: Path,
+    data: CalibrationSet | None,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+) -> dict[str, Any]:
     """What ModelOpt's int4 weights depend on."""
     return {
         "key_version": KEY_VERSION,
@@ -55,7 +61,11 @@ def key_inputs(
 
 
 def quantize_int4(
-    src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
+    src: Path,
+    dest: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
 ) -> quantize.QuantizeResult:
     """Write dest (the plain int4 graph); return the summary, the calibration data (None for
     round-to-nearest, which reads none) and every graph the fallback search may write."""
@@ -66,7 +76,7 @@ def quantize_int4(
     inputs = key_inputs(src, data, precision_cfg, calibration_cfg)
     with tempfile.TemporaryDirectory(prefix="int4.") as tmp:
 
-        def make() -> tuple[dict[str, FileData], dict, str]:
+        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
             files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
             return files, {"kind": "int4", **inputs}, "miss"
 
@@ -103,7 +113,7 @@ NO_DATA = {
 }
 
 
-def _gather_kwargs(precision_cfg: Any) -> dict[str, int]:
+def _gather_kwargs(precision_cfg: PrecisionConfig) -> dict[str, int]:
     """precision.int4_embeddings: embedding tables (a Gather of a constant) in int4 too, in
     blocks along the hidden axis; TensorRT reads them as a Gather over a DequantizeLinear."""
     if not precision_cfg.int4_embeddings:
@@ -141,7 +151,11 @@ def untranspose_gemm_weights(model: Any) -> int:
 
 
 def run_modelopt(
-    model: Any, work: Path, precision_cfg: Any, calibration_cfg: Any, data: CalibrationSet | None
+    model: Any,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet | None,
 ) -> dict[str, FileData]:
     """The int4 graph ModelOpt makes of `model` (weights in memory), as a cache entry's files."""
     from pipeline.core import console

@@ -12,7 +12,9 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
@@ -23,6 +25,10 @@ from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.precision.smoothing import SmoothGroup
 from pipeline.store import FileData
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+    from pipeline.precision.int4_graphs import Int4Graphs
 
 KEY_VERSION = 2
 # ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
@@ -47,8 +53,12 @@ def modelopt_method(method: str, quantize_mode: str) -> str:
 
 
 def key_inputs(
-    src: Path, data: CalibrationSet, quantize_mode: str, calibration_cfg: Any, smooth: dict | None
-) -> dict:
+    src: Path,
+    data: CalibrationSet,
+    quantize_mode: str,
+    calibration_cfg: CalibrationConfig,
+    smooth: dict[str, Any] | None,
+) -> dict[str, Any]:
     """What ModelOpt's scales depend on. The placement is not here: it is applied to
     ModelOpt's result afterwards, so every placement shares one calibration."""
     return {
@@ -66,11 +76,11 @@ def key_inputs(
     }
 
 
-def cache_key(inputs: dict) -> str:
+def cache_key(inputs: dict[str, Any]) -> str:
     return hashing.sha256_json(inputs)
 
 
-def check_exclusions(src: Path, calibration_cfg: Any) -> None:
+def check_exclusions(src: Path, calibration_cfg: CalibrationConfig) -> None:
     if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
         return  # nothing to check: spare a large model's parse
     nodes = onnx_model.load(src, check=False, weights=False).graph.node
@@ -96,18 +106,23 @@ def check_exclusions(src: Path, calibration_cfg: Any) -> None:
 
 @dataclass
 class QuantizeResult:
-    summary: dict
+    summary: dict[str, Any]
     data: CalibrationSet | None  # None: a method that reads no data (int4 round-to-nearest)
-    graphs: Any  # QdqGraphs, or int4_graphs.Int4Graphs: one surface the fallback search uses
+    graphs: QdqGraphs | Int4Graphs  # one surface the fallback search uses
 
 
 def quantize(
-    src: Path, dest: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
+    src: Path,
+    dest: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
 ) -> QuantizeResult:
     """Write dest (the plain Q/DQ graph); return the calibration summary, the data used
     and every graph the fallback search may write from the same calibration."""
 
     mode = precision_cfg.quantize_mode
+    assert mode is not None, "validate() requires precision.quantize_mode for transform=qdq"
     method = modelopt_method(calibration_cfg.method, mode)
     check_exclusions(src, calibration_cfg)
     data = calibration_data.load(calibration_cfg, model_cfg, src)
@@ -123,7 +138,7 @@ def quantize(
 
     with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
 
-        def make() -> tuple[dict[str, FileData], dict, str]:
+        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
             files, ops = run_modelopt(
                 smoothed, src.parent, Path(tmp), mode, method, calibration_cfg, data
             )
@@ -175,8 +190,8 @@ def qdq_source(model: Any, mode: str) -> Any:
 
 
 def smoothing_groups(
-    source: Any, base_dir: Path, precision_cfg: Any, data: CalibrationSet
-) -> tuple[list[SmoothGroup], dict | None]:
+    source: Any, base_dir: Path, precision_cfg: PrecisionConfig, data: CalibrationSet
+) -> tuple[list[SmoothGroup], dict[str, Any] | None]:
     """precision.smoothing: the SmoothQuant groups and what calibration.json says of them."""
     mode, alpha = precision_cfg.smoothing, float(precision_cfg.smoothing_alpha)
     if mode == "none":
@@ -198,21 +213,22 @@ def smoothing_groups(
     return groups, rec
 
 
-def reader(batches: list[dict], progress):
+def reader(batches: list[dict[str, np.ndarray]], progress: console.Bar) -> Any:
+    """An onnxruntime CalibrationDataReader over `batches` (Any: onnxruntime is untyped)."""
     from onnxruntime.quantization.calibrate import CalibrationDataReader
 
-    class Reader(CalibrationDataReader):
+    class Reader(CalibrationDataReader):  # type: ignore[misc]  # untyped onnxruntime: base is Any
         def __init__(self) -> None:
             self.i = 0
 
-        def get_next(self):
+        def get_next(self) -> dict[str, np.ndarray] | None:
             if self.i >= len(batches):
                 return None
             self.i += 1
             progress.update(1)
             return batches[self.i - 1]
 
-        def get_first(self):
+        def get_first(self) -> dict[str, np.ndarray]:
             return batches[0]
 
         def rewind(self) -> None:
@@ -228,7 +244,7 @@ def run_modelopt(
     work: Path,
     mode: str,
     method: str,
-    calibration_cfg: Any,
+    calibration_cfg: CalibrationConfig,
     data: CalibrationSet,
 ) -> tuple[dict[str, FileData], dict[str, int]]:
     """The Q/DQ graph ModelOpt makes of `model` (the smoothed, opset-normalised fp32

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export.array_folder import LABEL_PREFIX
+
+if TYPE_CHECKING:
+    from pipeline.core.config import AccuracyGate, ModelConfig
 
 # The gate keys each task is judged by (the others are reported, not judged): absolute
 # error means nothing for boxes in pixels, top-1 nothing for a map.
@@ -42,7 +45,7 @@ class OutputTasks:
     per_output: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, model_cfg: Any) -> OutputTasks:
+    def of(cls, model_cfg: ModelConfig) -> OutputTasks:
         given = getattr(model_cfg, "output_tasks", None) or {}
         return cls(str(model_cfg.task), {str(k): str(v) for k, v in given.items()})
 
@@ -64,7 +67,9 @@ class OutputTasks:
             )
 
 
-Metric = Callable[[list[dict], list[dict], list[dict] | None], float]
+Arrays = dict[str, np.ndarray]  # one batch: arrays by output (or label) name
+# (fp32 outputs, candidate outputs, labels or None) -> one number
+Metric = Callable[[list[Arrays], list[Arrays], list[Arrays] | None], float]
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class UserMetric:
     fn: Metric
 
     def __call__(
-        self, reference: list[dict], candidate: list[dict], labels: list[dict] | None
+        self, reference: list[Arrays], candidate: list[Arrays], labels: list[Arrays] | None
     ) -> float:
         try:
             value = float(self.fn(reference, candidate, labels))
@@ -84,7 +89,7 @@ class UserMetric:
         return value
 
 
-def user_metric(gate_cfg: Any, source: str | None = None) -> UserMetric | None:
+def user_metric(gate_cfg: AccuracyGate, source: str | None = None) -> UserMetric | None:
     """The configured task metric, imported and checked; None when there is none. Its
     module must lie under `source` (model.source, which the calibrate stage tracks), or
     DVC would not rerun the gate when the metric changes."""
@@ -111,7 +116,7 @@ def user_metric(gate_cfg: Any, source: str | None = None) -> UserMetric | None:
     return UserMetric(str(name), fn)
 
 
-def split_labels(outputs: Mapping[str, np.ndarray]) -> tuple[dict, dict]:
+def split_labels(outputs: Mapping[str, np.ndarray]) -> tuple[Arrays, Arrays]:
     """(model outputs, labels) of a reference batch: labels travel beside the fp32 outputs
     under `label:<name>` and are never compared as outputs."""
     real = {k: v for k, v in outputs.items() if not k.startswith(LABEL_PREFIX)}

@@ -8,7 +8,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -17,10 +17,14 @@ from pipeline.core.errors import PipelineError
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime
 from pipeline.precision import accuracy, tasks
 
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+    from pipeline.precision.quantize import QuantizeResult
+
 
 def evaluate(
     onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], made_by: str = ""
-) -> tuple[list[dict], str]:
+) -> tuple[list[dict[str, np.ndarray]], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
     ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated. A failure
     says which transform (`made_by`) made the graph and which node failed."""
@@ -63,7 +67,7 @@ def transformed_failure(error: str, made_by: str) -> str:
     )
 
 
-def made_by(precision_cfg: Any) -> str:
+def made_by(precision_cfg: PrecisionConfig) -> str:
     """Who made the calibrated graph, for messages: 'AutoCast (fp16)', 'ModelOpt Q/DQ (int8)'."""
     if precision_cfg.transform == "autocast":
         return f"AutoCast ({precision_cfg.low_precision_type})"
@@ -75,8 +79,12 @@ def made_by(precision_cfg: Any) -> str:
 
 
 def transform(
-    export_dir: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
-) -> dict:
+    export_dir: Path,
+    out_dir: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> dict[str, Any]:
     """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
     A graph that misses the gate raises accuracy.GateFailed, carrying every metric."""
     src = export_dir / "model.onnx"
@@ -114,18 +122,18 @@ def transform(
 
 @dataclass
 class Made:
-    held_out: list[tuple[dict, dict]]  # the reference batches the gate judges by
-    quantized: Any = None  # quantize.QuantizeResult of a strongly typed Q/DQ graph
+    held_out: list[accuracy.ReferenceBatch]  # the reference batches the gate judges by
+    quantized: QuantizeResult | None = None  # of a strongly typed Q/DQ (or int4) graph
 
 
 def _make_graph(
     src: Path,
     dest: Path,
-    pairs: list[tuple[dict, dict]],
-    summary: dict,
-    precision_cfg: Any,
-    calibration_cfg: Any,
-    model_cfg: Any,
+    pairs: list[accuracy.ReferenceBatch],
+    summary: dict[str, Any],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
 ) -> Made:
     """dest, the graph the precision asks for; what it adds to the summary goes there."""
     if precision_cfg.mode == "weak":
@@ -168,13 +176,15 @@ def _make_graph(
 def _searched(
     dest: Path,
     made: Made,
-    summary: dict,
-    precision_cfg: Any,
-    calibration_cfg: Any,
+    summary: dict[str, Any],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
     criteria: accuracy.Criteria,
-) -> dict:
+) -> dict[str, Any]:
     """precision.fallback=auto: the judgement of the graph the search left in dest."""
     from pipeline.precision import fallback, fallback_cache
+
+    assert made.quantized is not None, "transform() searches quantized graphs only"
 
     try:
         summary["fallback"], judged = fallback_cache.run(
@@ -196,7 +206,7 @@ def _searched(
     return judged
 
 
-def quantized_view(dest: Path, feeds: dict) -> dict:
+def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     """Of the graph that goes to the build: which tensors are quantized and who reads them,
     the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
     for int4 which GEMMs hold int4 weights and their share of the weights."""
@@ -213,8 +223,12 @@ def quantized_view(dest: Path, feeds: dict) -> dict:
 
 
 def _fp16_activations(
-    dest: Path, made: Made, summary: dict, precision_cfg: Any, calibration_cfg: Any
-) -> dict:
+    dest: Path,
+    made: Made,
+    summary: dict[str, Any],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+) -> dict[str, Any]:
     """precision.activations=fp16 for int4: AutoCast on the int4 graph the search settled on
     (its weights stay int4; scales and activations go to fp16). The search judged fp32
     activations; the graph written is judged again, as built."""
@@ -222,22 +236,25 @@ def _fp16_activations(
 
     from pipeline.precision import autocast
 
-    cast_cfg = OmegaConf.merge(precision_cfg, {"low_precision_type": "fp16"})
+    # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
+    cast_cfg = cast(
+        "PrecisionConfig", OmegaConf.merge(precision_cfg, {"low_precision_type": "fp16"})
+    )
     with tempfile.TemporaryDirectory(prefix="fp16.") as tmp:
-        cast = Path(tmp) / "model.onnx"
-        record = autocast.autocast(dest, cast, cast_cfg, calibration_cfg, made.held_out[0][0])
+        cast_graph = Path(tmp) / "model.onnx"
+        record = autocast.autocast(dest, cast_graph, cast_cfg, calibration_cfg, made.held_out[0][0])
         for f in onnx_model.files_and_sha256(dest)[0]:
             f.unlink()
-        onnx_import.copy_graph(cast, dest)
+        onnx_import.copy_graph(cast_graph, dest)
     return {"activations": {"type": "fp16", "autocast": record}}
 
 
 def judge(
     dest: Path,
-    held_out: list[tuple[dict, dict]],
-    precision_cfg: Any,
+    held_out: list[accuracy.ReferenceBatch],
+    precision_cfg: PrecisionConfig,
     criteria: accuracy.Criteria,
-) -> dict:
+) -> dict[str, Any]:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
     model = onnx_model.load(dest, check=False, weights=False)
     got, evaluated = evaluate(dest, model, [p[0] for p in held_out], made_by(precision_cfg))

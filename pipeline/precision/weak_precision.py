@@ -10,13 +10,16 @@ these flags."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.export import export
 from pipeline.precision import calibration_data
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
 
 FLAGS = {"fp32": [], "tf32": [], "fp16": ["FP16"], "bf16": ["BF16"], "int8": ["INT8"]}
 CALIBRATORS = {
@@ -28,8 +31,12 @@ STRONG_HINT = "use precision.mode=strong (the precision comes from the graph: Au
 
 
 def prepare(
-    src: Path, out_dir: Path, precision_cfg: Any, calibration_cfg: Any, model_cfg: Any
-) -> dict:
+    src: Path,
+    out_dir: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> dict[str, Any]:
     """The weak_typing section of calibration.json; for int8 also writes INPUTS_FILE."""
     name = precision_cfg.name
     if name not in FLAGS:

@@ -18,7 +18,7 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     ]
 
 
-def _accuracy_cells(result: dict) -> list[Any]:
+def _accuracy_cells(result: dict[str, Any]) -> list[Any]:
     acc = result.get("accuracy")
     if not acc or acc.get("status") == "skipped":
         return ["–", "–", "–"]
@@ -34,7 +34,7 @@ def _accuracy_cells(result: dict) -> list[Any]:
     ]
 
 
-def _inputs_lines(inputs: dict | None) -> list[str]:
+def _inputs_lines(inputs: dict[str, Any] | None) -> list[str]:
     """Where the inputs came from: the user's reference data, the factory's sampler, or RANDOM."""
     if not inputs:
         return []
@@ -51,7 +51,7 @@ def _inputs_lines(inputs: dict | None) -> list[str]:
     return [line + ".", ""]
 
 
-def to_markdown(metrics: dict) -> str:
+def to_markdown(metrics: dict[str, Any]) -> str:
     results = metrics["results"]
     out = _intro_lines(metrics)
     ok = {k: r for k, r in results.items() if r["status"] == "ok"}
@@ -63,7 +63,7 @@ def to_markdown(metrics: dict) -> str:
     return "\n".join(out)
 
 
-def _intro_lines(metrics: dict) -> list[str]:
+def _intro_lines(metrics: dict[str, Any]) -> list[str]:
     """The title and how to read the numbers (what latency, speed-up and accuracy measure)."""
     baseline = metrics["baseline"]
     shapes = ", ".join(f"`{n}={s}`" for n, s in metrics["shapes"].items())
@@ -78,7 +78,7 @@ def _intro_lines(metrics: dict) -> list[str]:
     ]
 
 
-def _results_lines(metrics: dict, ok: dict) -> list[str]:
+def _results_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
     """The headline table of the backends that ran, then the skipped ones and thin percentiles."""
     speed = f"speedup_vs_{metrics['baseline']}"
     out = _table(
@@ -126,7 +126,7 @@ def _results_lines(metrics: dict, ok: dict) -> list[str]:
     return out
 
 
-def _low_sample_lines(metrics: dict, ok: dict) -> list[str]:
+def _low_sample_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
     flagged = [
         f"{k} {', '.join(r['low_sample_percentiles'])}"
         for k, r in ok.items()
@@ -140,7 +140,7 @@ def _low_sample_lines(metrics: dict, ok: dict) -> list[str]:
     ]
 
 
-def _by_shape_lines(metrics: dict) -> list[str]:
+def _by_shape_lines(metrics: dict[str, Any]) -> list[str]:
     speed = f"speedup_vs_{metrics['baseline']}"
     rows = [
         [_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
@@ -160,7 +160,7 @@ def _by_shape_lines(metrics: dict) -> list[str]:
     return out
 
 
-def _gpu_stage_lines(ok: dict) -> list[str]:
+def _gpu_stage_lines(ok: dict[str, Any]) -> list[str]:
     gpu = {k: r for k, r in ok.items() if "gpu" in r}
     if not gpu:
         return []
@@ -189,7 +189,7 @@ def _gpu_stage_lines(ok: dict) -> list[str]:
     return out
 
 
-def _slowest_layers_lines(ok: dict) -> list[str]:
+def _slowest_layers_lines(ok: dict[str, Any]) -> list[str]:
     out: list[str] = []
     for k, r in ok.items():
         if r.get("layers"):
@@ -201,11 +201,11 @@ def _slowest_layers_lines(ok: dict) -> list[str]:
     return out
 
 
-def _point(r: dict) -> str:
+def _point(r: dict[str, Any]) -> str:
     return f"batch {r['batch']}" + (f", seq {r['seq']}" if r.get("seq") is not None else "")
 
 
-def _conditions(c: dict) -> list[str]:
+def _conditions(c: dict[str, Any]) -> list[str]:
     from pipeline.machine import gpu_conditions
 
     v = c["versions"]
@@ -219,7 +219,7 @@ def _conditions(c: dict) -> list[str]:
     ]
 
 
-def plot_rows(metrics: dict) -> list[dict]:
+def plot_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per backend and shape of the sweep; `series` names a line in the plot
     (the backend, with the sequence length where the sweep has several)."""
     seqs = {r.get("seq") for by in metrics["by_shape"].values() for r in by.values()}

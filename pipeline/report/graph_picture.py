@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 from functools import lru_cache
+from typing import Any
 
 from markupsafe import Markup
 
@@ -27,7 +28,7 @@ def _dot() -> str | None:
         return None
 
 
-def draw(graph: dict, svg_id: str, use_dot: bool = True) -> dict:
+def draw(graph: dict[str, Any], svg_id: str, use_dot: bool = True) -> dict[str, Any]:
     """{svg, layout}: the inline SVG (marked safe for the page template) and, in words,
     the layout that drew it, with the reason when dot was wanted but not used."""
     nodes, edges = graph["nodes"], graph["edges"]

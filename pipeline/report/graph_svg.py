@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from typing import Any
 
 from pipeline.report import templating
 
@@ -28,7 +29,8 @@ SWEEPS = 6
 def _ranks(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     """Longest path from the sources; a cycle (possible after collapsing) is broken at
     its earliest node so the drawing still comes out."""
-    preds, succs = defaultdict(set), defaultdict(set)
+    preds: defaultdict[str, set[str]] = defaultdict(set)
+    succs: defaultdict[str, set[str]] = defaultdict(set)
     for u, v in edges:
         if u != v:
             preds[v].add(u)
@@ -55,9 +57,13 @@ def _ranks(ids: list[str], edges: list[tuple[str, str]]) -> dict[str, int]:
     return rank
 
 
-def _with_dummies(ids, edges, rank):
+def _with_dummies(
+    ids: list[str], edges: list[tuple[str, str]], rank: dict[str, int]
+) -> tuple[list[list[str]], list[tuple[str, str]], dict[str, int]]:
     """Split every edge that spans several ranks into unit steps through dummy points."""
-    chains, unit_edges, dummy_rank = [], [], {}
+    chains: list[list[str]] = []
+    unit_edges: list[tuple[str, str]] = []
+    dummy_rank: dict[str, int] = {}
     for k, (u, v) in enumerate(edges):
         if u == v:
             continue
@@ -75,8 +81,9 @@ def _with_dummies(ids, edges, rank):
     return chains, unit_edges, dummy_rank
 
 
-def _order(layers: list[list[str]], unit_edges) -> None:
-    up, down = defaultdict(list), defaultdict(list)
+def _order(layers: list[list[str]], unit_edges: list[tuple[str, str]]) -> None:
+    up: defaultdict[str, list[str]] = defaultdict(list)
+    down: defaultdict[str, list[str]] = defaultdict(list)
     for u, v in unit_edges:
         down[u].append(v)
         up[v].append(u)
@@ -87,7 +94,11 @@ def _order(layers: list[list[str]], unit_edges) -> None:
             ref = {n: p for p, n in enumerate(layers[i - 1 if downward else i + 1])}
             nbrs = up if downward else down
 
-            def key(item, ref=ref, nbrs=nbrs):
+            def key(
+                item: tuple[int, str],
+                ref: dict[str, int] = ref,
+                nbrs: defaultdict[str, list[str]] = nbrs,
+            ) -> float:
                 p, n = item
                 ps = [ref[m] for m in nbrs[n] if m in ref]
                 return (sum(ps) / len(ps)) if ps else p
@@ -95,11 +106,13 @@ def _order(layers: list[list[str]], unit_edges) -> None:
             layers[i] = [n for _, n in sorted(enumerate(layers[i]), key=key)]
 
 
-def _width(n: str, kinds: dict) -> int:
+def _width(n: str, kinds: dict[str, str]) -> int:
     return SIZES[kinds.get(n, "dummy")][0]
 
 
-def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
+def _place_x(
+    layers: list[list[str]], unit_edges: list[tuple[str, str]], kinds: dict[str, str]
+) -> dict[str, float]:
     x: dict[str, float] = {}
     for layer in layers:
         pos = 0.0
@@ -107,7 +120,7 @@ def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
             w = _width(n, kinds)
             x[n] = pos + w / 2
             pos += w + NODE_GAP
-    nbrs = defaultdict(list)
+    nbrs: defaultdict[str, list[str]] = defaultdict(list)
     for u, v in unit_edges:
         nbrs[u].append(v)
         nbrs[v].append(u)
@@ -129,7 +142,7 @@ def _place_x(layers, unit_edges, kinds) -> dict[str, float]:
     return {n: v - left + MARGIN for n, v in x.items()}
 
 
-def layout(nodes: list[dict], edges: list[tuple[str, str]]) -> dict:
+def layout(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> dict[str, Any]:
     ids = [n["id"] for n in nodes]
     known = set(ids)
     edges = [(u, v) for u, v in dict.fromkeys(tuple(e) for e in edges) if u in known and v in known]
@@ -177,7 +190,7 @@ def _path(points: list[tuple[float, float]]) -> str:
     return d
 
 
-def _box(n: dict, cx: float, cy: float) -> dict:
+def _box(n: dict[str, Any], cx: float, cy: float) -> dict[str, Any]:
     """One node's geometry and text, ready for graph.svg.j2."""
     kind = n.get("kind", "op")
     w, h = SIZES[kind]
@@ -218,7 +231,7 @@ def _box(n: dict, cx: float, cy: float) -> dict:
     }
 
 
-def render(nodes: list[dict], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
+def render(nodes: list[dict[str, Any]], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
     if not nodes:
         return ""
     lay = layout(nodes, edges)

@@ -9,6 +9,7 @@ text (svg.fonttype none), so the bytes do not depend on the fonts this machine h
 from __future__ import annotations
 
 import io
+from typing import Any
 
 CHARTS = {
     "latency": ("latency_ms", "median latency (ms)", "median latency against batch size"),
@@ -16,7 +17,7 @@ CHARTS = {
 }
 
 
-def svg(rows: list[dict], kind: str, subtitle: str = "") -> str:
+def svg(rows: list[dict[str, Any]], kind: str, subtitle: str = "") -> str:
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -4,10 +4,12 @@ and as rows and lines for report.md and report.html."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.core import tables
 
 
-def precision_transform(calibration: dict) -> dict:
+def precision_transform(calibration: dict[str, Any]) -> dict[str, Any]:
     """What the calibrate stage did to the graph, and on which data: a report that
     hides random calibration data or a fallback would not be honest."""
     calib = calibration.get("calibration") or {}
@@ -33,7 +35,7 @@ def precision_transform(calibration: dict) -> dict:
     }
 
 
-def quantization(calib: dict) -> dict | None:
+def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
     """int8/fp8: where the Q/DQ pairs are (tensors, who reads the quantized value), the
     smoothing, and the share of GEMM FLOPs that runs quantized."""
     if not calib.get("quantize_mode"):
@@ -68,7 +70,7 @@ def quantization(calib: dict) -> dict | None:
     }
 
 
-def _fallback(fb: dict | None) -> dict | None:
+def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
     """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
         return fb
@@ -120,7 +122,7 @@ STEP_HEADERS = ["step", "group, or how many kept", "gate score (<= 1 passes)", "
 TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized by"]
 
 
-def mark_kept_nodes(report: dict) -> None:
+def mark_kept_nodes(report: dict[str, Any]) -> None:
     """Outline the nodes precision.fallback kept in fp32 in the graph picture."""
     kept = set(
         ((report.get("precision_transform") or {}).get("fallback") or {}).get("kept_fp32") or []
@@ -145,12 +147,12 @@ ACCURACY_HEADERS = [
 ]
 
 
-def accuracy_rows(figures: dict) -> list[list]:
+def accuracy_rows(figures: dict[str, Any]) -> list[list[Any]]:
     """One row per output (and one for a metric of the user's); an embedding's or a
     sequence's cosine is its worst row, with the mean beside it. A figure an entry does not
     have is left blank."""
 
-    def num(m: dict, key: str, fmt: str = ".3g") -> str:
+    def num(m: dict[str, Any], key: str, fmt: str = ".3g") -> str:
         return format(m[key], fmt) if isinstance(m.get(key), (int, float)) else ""
 
     return [
@@ -168,7 +170,7 @@ def accuracy_rows(figures: dict) -> list[list]:
     ]
 
 
-def reference_line(t: dict) -> str:
+def reference_line(t: dict[str, Any]) -> str:
     ref = t.get("reference") or {}
     line = f"- reference inputs: {ref.get('source', 'unknown')}" + (
         f" ({ref['path']})" if ref.get("path") else ""
@@ -184,7 +186,7 @@ def reference_line(t: dict) -> str:
     return line
 
 
-def _fallback_markdown(fb: dict | None) -> list[str]:
+def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
     if not fb:
         return []
     if not fb.get("needed"):
@@ -205,7 +207,7 @@ def _fallback_markdown(fb: dict | None) -> list[str]:
     ]
 
 
-def quantization_lines(q: dict | None) -> list[str]:
+def quantization_lines(q: dict[str, Any] | None) -> list[str]:
     if not q:
         return []
     frac = q.get("quantized_fraction")
@@ -224,7 +226,7 @@ def quantization_lines(q: dict | None) -> list[str]:
     return md
 
 
-def transform_markdown(t: dict) -> list[str]:
+def transform_markdown(t: dict[str, Any]) -> list[str]:
     md = ["## Precision transform", "", f"- {t['precision']}: {t['transform']}", reference_line(t)]
     data = t.get("calibration_data")
     if data:

@@ -8,13 +8,17 @@ the log's `Engine Layer Information` lines (a Myelin region and its I/O only).""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.analysis import buildlog, node_precision, report_layers
 from pipeline.core import fileio
+from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_model
 from pipeline.report import report_graph
+
+if TYPE_CHECKING:
+    import onnx
 
 LOG_KEYS = (
     "counts",
@@ -35,7 +39,7 @@ LOG_KEYS = (
 )
 
 
-def onnx_summary(path: Path, model=None) -> dict:
+def onnx_summary(path: Path, model: onnx.ModelProto | None = None) -> dict[str, Any]:
     model = model if model is not None else onnx_model.load(path, check=False, weights=False)
     return {
         "opset": onnx_model.opset(model),
@@ -53,7 +57,7 @@ def onnx_summary(path: Path, model=None) -> dict:
     }
 
 
-def _onnx_dtypes(model) -> dict[str, str]:
+def _onnx_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     import onnx
 
     try:
@@ -68,8 +72,8 @@ def _onnx_dtypes(model) -> dict[str, str]:
 
 
 def engine_layers(
-    summary: dict, inspection: dict | None
-) -> tuple[list[dict], list[dict], str, bool]:
+    summary: dict[str, Any], inspection: dict[str, Any] | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, bool]:
     """(layers, I/O tensors, where they came from, whether they are the engine's real layers)."""
     if inspection and inspection.get("available"):
         where = f"engine inspector on the GPU, {inspection['layout']}"
@@ -85,7 +89,9 @@ def engine_layers(
     )
 
 
-def fusion_table(layers: list[dict], detailed: bool, summary: dict, live_onnx: list[str]) -> dict:
+def fusion_table(
+    layers: list[dict[str, Any]], detailed: bool, summary: dict[str, Any], live_onnx: list[str]
+) -> dict[str, Any]:
     rows = [
         {
             "engine_layer": l["name"],
@@ -123,9 +129,9 @@ def make_report(
     export_onnx: Path,
     built_onnx: Path,
     engine_dir: Path,
-    inspect_cfg: Any,
-    inspection: dict | None = None,
-) -> dict:
+    inspect_cfg: InspectConfig,
+    inspection: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
@@ -140,7 +146,7 @@ def make_report(
         summary.get("onnx_nodes") or {},
         _onnx_dtypes(built_model),
     )
-    max_nodes = int(getattr(inspect_cfg, "graph_max_nodes", 150))
+    max_nodes = int(inspect_cfg.graph_max_nodes)
     inspector = _inspector_summary(inspection)
     return {
         "model": {
@@ -160,7 +166,7 @@ def make_report(
     }
 
 
-def _read_build(engine_dir: Path) -> tuple[dict, list[dict], dict]:
+def _read_build(engine_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """The build's manifest, network dump and log summary."""
     manifest_path = engine_dir / "manifest.json"
     if not manifest_path.exists():
@@ -171,7 +177,7 @@ def _read_build(engine_dir: Path) -> tuple[dict, list[dict], dict]:
     return manifest, network, summary
 
 
-def _output_dtypes(network: list[dict]) -> dict[str, int]:
+def _output_dtypes(network: list[dict[str, Any]]) -> dict[str, int]:
     """How many of the network's layer outputs are of each data type."""
     dtype_hist: dict[str, int] = {}
     for layer in network:
@@ -180,7 +186,7 @@ def _output_dtypes(network: list[dict]) -> dict[str, int]:
     return dtype_hist
 
 
-def _inspector_summary(inspection: dict | None) -> dict:
+def _inspector_summary(inspection: dict[str, Any] | None) -> dict[str, Any]:
     """What the EngineInspector reported, less the layers and tensors the report holds anyway."""
     return (
         {k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
@@ -189,7 +195,9 @@ def _inspector_summary(inspection: dict | None) -> dict:
     )
 
 
-def _network_section(network: list[dict], dtype_hist: dict[str, int], inspect_cfg: Any) -> dict:
+def _network_section(
+    network: list[dict[str, Any]], dtype_hist: dict[str, int], inspect_cfg: InspectConfig
+) -> dict[str, Any]:
     return {
         "layers": network if inspect_cfg.network_layers else [],
         "layer_count": len(network),
@@ -199,13 +207,13 @@ def _network_section(network: list[dict], dtype_hist: dict[str, int], inspect_cf
 
 
 def _engine_section(
-    manifest: dict,
-    layers: list[dict],
-    io_tensors: list[dict],
+    manifest: dict[str, Any],
+    layers: list[dict[str, Any]],
+    io_tensors: list[dict[str, Any]],
     source: str,
     detailed: bool,
-    inspector: dict,
-) -> dict:
+    inspector: dict[str, Any],
+) -> dict[str, Any]:
     return {
         **manifest["engine"],
         "backend": manifest["backend"],

@@ -8,8 +8,12 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from pipeline.analysis import fusion, node_precision, report_layers
+
+if TYPE_CHECKING:
+    import onnx
 
 MIN_BLOCK_NODES = 3  # smaller repeats (a Conv and its Relu) read fine unfolded
 _NUMBERED = re.compile(r"(.+)\.(\d+)")
@@ -29,7 +33,7 @@ def block_of(name: str) -> tuple[str, str] | None:
     return None
 
 
-def live_nodes(model) -> list:
+def live_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     """Nodes that run: Constants, and nodes fed only by constants (folded by TensorRT), go."""
     const = {i.name for i in model.graph.initializer}
     live = []
@@ -42,7 +46,9 @@ def live_nodes(model) -> list:
     return live
 
 
-def onnx_graph(model, precision_of: Callable[[str, str], tuple[str, str]], max_nodes: int) -> dict:
+def onnx_graph(
+    model: onnx.ModelProto, precision_of: Callable[[str, str], tuple[str, str]], max_nodes: int
+) -> dict[str, Any]:
     """precision_of(node name, first output) -> (precision, where that came from)."""
     nodes, edges, producer = [], [], {}
     for spec in model.graph.input:
@@ -90,7 +96,7 @@ def onnx_graph(model, precision_of: Callable[[str, str], tuple[str, str]], max_n
     return collapse({"nodes": nodes, "edges": edges}, max_nodes)
 
 
-def _group_node(gid: str, label: str, members: list[dict]) -> dict:
+def _group_node(gid: str, label: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     """A folded block takes the colour of its GEMMs and convolutions, where the work is:
     an int8 transformer layer is mostly fp32 Adds and Q/DQ by count, int8 by arithmetic."""
     mix = report_layers.histogram(members)
@@ -116,7 +122,9 @@ def _group_node(gid: str, label: str, members: list[dict]) -> dict:
     }
 
 
-def _fold(graph: dict, group_of: dict[str, str], labels: dict[str, str]) -> dict:
+def _fold(
+    graph: dict[str, Any], group_of: dict[str, str], labels: dict[str, str]
+) -> dict[str, Any]:
     members = defaultdict(list)
     for n in graph["nodes"]:
         if n["id"] in group_of:
@@ -134,11 +142,11 @@ def _fold(graph: dict, group_of: dict[str, str], labels: dict[str, str]) -> dict
     return {**graph, "nodes": nodes, "edges": edges}
 
 
-def collapse(graph: dict, max_nodes: int) -> dict:
+def collapse(graph: dict[str, Any], max_nodes: int) -> dict[str, Any]:
     """Fold every repeated numbered block into one box; if that still leaves more than
     max_nodes boxes, fold by top-level module too; beyond that, draw the first max_nodes."""
     ops = [n for n in graph["nodes"] if n["kind"] == "op"]
-    instances: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    instances: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for n in ops:
         if b := block_of(n["name"]):
             instances[b[0]][b[1]].append(n)
@@ -182,7 +190,9 @@ def collapse(graph: dict, max_nodes: int) -> dict:
     return {**out, "folded": folded, "details": details, "truncated": truncated}
 
 
-def engine_graph(layers: list[dict], io_tensors: list[dict], max_nodes: int) -> dict:
+def engine_graph(
+    layers: list[dict[str, Any]], io_tensors: list[dict[str, Any]], max_nodes: int
+) -> dict[str, Any]:
     """Engine layers joined by the tensors they pass; layers with no tensors at all
     (shape calls) are left out of the picture."""
     nodes, edges, producer = [], [], {}

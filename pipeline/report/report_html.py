@@ -5,12 +5,14 @@ show; the page's markup lives in report.html.j2."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
 from pipeline.report import graph_picture, precision_view, templating
 
 
-def _cards(r: dict) -> list[tuple[object, str]]:
+def _cards(r: dict[str, Any]) -> list[tuple[object, str]]:
     eng, log = r["engine"], r["build_log"]
     return [
         (r["precision"], "precision"),
@@ -27,7 +29,7 @@ def _cards(r: dict) -> list[tuple[object, str]]:
     ]
 
 
-def _optimizer_note(log: dict) -> str:
+def _optimizer_note(log: dict[str, Any]) -> str:
     """What the optimizer's own layer counts mean: on TensorRT-RTX (and wherever Myelin
     takes the whole graph) they fall to one region that holds every kernel."""
     opt = log.get("optimizer") or {}
@@ -41,12 +43,12 @@ def _optimizer_note(log: dict) -> str:
     )
 
 
-def _fusion_basis(log: dict) -> str:
+def _fusion_basis(log: dict[str, Any]) -> str:
     basis = log.get("fusion_basis")
     return f"Fusion ratio {fmt(log['fusion_ratio'])}: {basis}." if basis else ""
 
 
-def to_html(report: dict, max_rows: int = 400, use_dot: bool = True) -> str:
+def to_html(report: dict[str, Any], max_rows: int = 400, use_dot: bool = True) -> str:
     eng, log, g = report["engine"], report["build_log"], report["graph"]
     passes = log["layer_passes"] or []
     top = max([p["layers"] for p in passes] + [1])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipeline.core import tables
 from pipeline.report import precision_view
 from pipeline.report.templating import first
 
 
-def _optimizer_line(opt: dict) -> list[str]:
+def _optimizer_line(opt: dict[str, Any]) -> list[str]:
     if not opt.get("layers_parsed"):
         return []
     regions = (
@@ -20,7 +22,7 @@ def _optimizer_line(opt: dict) -> list[str]:
     ]
 
 
-def to_markdown(report: dict, max_rows: int) -> str:
+def to_markdown(report: dict[str, Any], max_rows: int) -> str:
     """The report's sections in order, each from its own function."""
     md = [
         *_summary(report),
@@ -39,7 +41,7 @@ def to_markdown(report: dict, max_rows: int) -> str:
     return "\n".join(md) + "\n"
 
 
-def _summary(report: dict) -> list[str]:
+def _summary(report: dict[str, Any]) -> list[str]:
     eng, log, insp = report["engine"], report["build_log"], report["engine"]["inspector"]
     inspector = (
         f"available ({insp.get('layout')})"
@@ -61,11 +63,11 @@ def _summary(report: dict) -> list[str]:
     ]
 
 
-def _tensors(specs: list[dict]) -> str:
+def _tensors(specs: list[dict[str, Any]]) -> str:
     return "; ".join(f"{t['name']} {t['dtype']}{t['dims']}" for t in specs)
 
 
-def _onnx_model(exp: dict, built: dict) -> list[str]:
+def _onnx_model(exp: dict[str, Any], built: dict[str, Any]) -> list[str]:
     ops = sorted(
         set(exp["ops"]) | set(built["ops"]),
         key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o),
@@ -92,7 +94,7 @@ def _onnx_model(exp: dict, built: dict) -> list[str]:
     ]
 
 
-def _precision(report: dict) -> list[str]:
+def _precision(report: dict[str, Any]) -> list[str]:
     engine, network = report["engine"]["precisions"], report["network"]["precisions"]
     return [
         "## Precision",
@@ -108,7 +110,7 @@ def _precision(report: dict) -> list[str]:
     ]
 
 
-def _build_log(log: dict) -> list[str]:
+def _build_log(log: dict[str, Any]) -> list[str]:
     md = [
         "## Build log",
         "",
@@ -126,7 +128,7 @@ def _build_log(log: dict) -> list[str]:
     return md + ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
 
 
-def _fusions(fusion: dict, max_rows: int) -> list[str]:
+def _fusions(fusion: dict[str, Any], max_rows: int) -> list[str]:
     md = [
         "## Fusions",
         "",
@@ -151,7 +153,7 @@ def _fusions(fusion: dict, max_rows: int) -> list[str]:
     return md
 
 
-def _engine_layers(eng: dict, max_rows: int) -> list[str]:
+def _engine_layers(eng: dict[str, Any], max_rows: int) -> list[str]:
     if not eng["layers"]:
         return []
     rows = [
@@ -162,7 +164,7 @@ def _engine_layers(eng: dict, max_rows: int) -> list[str]:
     return [f"## Engine layers ({eng['layers_source']})", "", tables.markdown(headers, rows), ""]
 
 
-def _network(layers: list[dict], max_rows: int) -> list[str]:
+def _network(layers: list[dict[str, Any]], max_rows: int) -> list[str]:
     if not layers:
         return []
     rows = [

@@ -31,7 +31,10 @@ def _number(value: Any) -> float | None:
 
 
 def summarize(
-    accuracy: dict, gates: dict, manifest: dict, benchmark: dict
+    accuracy: dict[str, Any],
+    gates: dict[str, Any],
+    manifest: dict[str, Any],
+    benchmark: dict[str, Any],
 ) -> dict[str, float | int]:
     out: dict[str, float | int | None] = {
         "engine_mib": round(manifest["engine"]["bytes"] / MIB, 3),

@@ -5,6 +5,7 @@ unknown name in a template is an error rather than an empty string."""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 import jinja2
 
@@ -22,7 +23,7 @@ def text_colour(fill: str) -> str:
     return "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 150 else "#fff"
 
 
-def mib(n) -> str:
+def mib(n: object) -> str:
     return f"{n / MIB:,.2f} MiB" if isinstance(n, (int, float)) else "–"
 
 
@@ -49,5 +50,5 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render(template: str, **context) -> str:
+def render(template: str, **context: Any) -> str:
     return environment().get_template(template).render(**context)

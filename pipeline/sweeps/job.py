@@ -14,7 +14,7 @@ import socket
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -30,6 +30,11 @@ from pipeline.flow import steps
 from pipeline.sweeps import job_cache
 from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
 
+if TYPE_CHECKING:
+    from hydra.conf import HydraConf
+
+    from pipeline.core.config import PipelineConfig
+
 log = logging.getLogger("pipeline.cli.run")
 TRACEBACK_FILE = "traceback.txt"  # a job's unexpected exception, for whoever debugs it
 # The repository the command was started in (jobs run there: hydra.job.chdir is false):
@@ -37,7 +42,7 @@ TRACEBACK_FILE = "traceback.txt"  # a job's unexpected exception, for whoever de
 REPO = Path.cwd()
 
 
-def job_result(results: dict, cfg: DictConfig) -> dict:
+def job_result(results: dict[str, dict[str, Any]], cfg: PipelineConfig) -> dict[str, Any]:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
     accuracy_gate = steps.accuracy_metrics(
@@ -83,7 +88,7 @@ def job_failed(mode: RunMode | None, out: Path, why: str) -> None:
     print(f"error: job {out.name}: {why}", file=sys.stderr)
 
 
-def stage_line(name: str, result: dict) -> str:
+def stage_line(name: str, result: dict[str, Any]) -> str:
     """One line per finished stage for run.log."""
     if name == "fingerprint":
         gpu = (result.get("gpu") or {}).get("name", "no GPU")
@@ -129,10 +134,13 @@ def main(cfg: DictConfig) -> None:
         job_failed(hc.mode, out, why)
 
 
-def run_job(cfg: DictConfig, hc: Any, out: Path) -> None:
+def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
     validated = config.validate(cfg)
     layout = Layout(out)
-    logged = lambda n, r: log.info(stage_line(n, r))
+
+    def logged(n: str, r: dict[str, Any]) -> None:
+        log.info(stage_line(n, r))
+
     fp = steps.fingerprint(validated, layout)
     logged("fingerprint", fp)
     result = job_cache.reuse_or_run(

@@ -23,7 +23,7 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 from urllib.parse import quote, unquote
 
 from pipeline.core import config as config_lib
@@ -33,6 +33,9 @@ from pipeline.core.layout import Layout
 from pipeline.engine import store as engine_store
 from pipeline.flow import build_files
 from pipeline.store import ENGINES, VerifiedStore
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 RESULT = "result.json"
 JOBS = "jobs"
@@ -46,7 +49,19 @@ _TEMPLATE = re.compile(r"^\$\{([\w.]+)\}$")
 _KEY = re.compile(r"[0-9a-f]{64}")
 
 
-def job_store(cfg: Any) -> VerifiedStore:
+class StoredEntry(Protocol):
+    """A store entry as this module reads one (a saved job, or the engine it names):
+    what pipeline.store's entries give, by name, files and links."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def files(self) -> list[str]: ...
+    def file(self, name: str) -> Path: ...
+    def link_to(self, name: str, dest: Path) -> None: ...
+
+
+def job_store(cfg: PipelineConfig) -> VerifiedStore:
     return store_beside(ENGINES.root(cfg.build.store_dir))
 
 
@@ -72,7 +87,7 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
     return gone
 
 
-def dvc_deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
+def dvc_deps(repo: Path, cfg: PipelineConfig) -> tuple[set[str], set[str]]:
     """dvc.yaml's dependencies that no stage makes: those it names, and those it takes
     from the config (templated: ${model.source}, ...), filled in."""
     stages = dvc_stages.stages(repo)
@@ -88,9 +103,11 @@ def dvc_deps(repo: Path, cfg: Any) -> tuple[set[str], set[str]]:
         for dep in stage.get("deps", []):
             found = static
             if m := _TEMPLATE.match(dep):
-                from omegaconf import OmegaConf
+                from omegaconf import DictConfig, OmegaConf
 
-                dep, found = OmegaConf.select(cfg, m.group(1), default=None), from_config
+                # the config is the DictConfig validate() made, typed as its schema
+                selected = OmegaConf.select(cast(DictConfig, cfg), m.group(1), default=None)
+                dep, found = selected, from_config
                 if dep is None:
                     continue
             if not any(dep == o or dep.startswith(f"{o}/") for o in outs):
@@ -115,7 +132,7 @@ def _path_digest(path: Path) -> str | None:
     return hashing.sha256_json(files)
 
 
-def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
+def key_inputs(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> dict[str, Any]:
     config = config_lib.to_dict(cfg)
     config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
     static, from_config = dvc_deps(repo, cfg)
@@ -138,11 +155,11 @@ def key_inputs(repo: Path, cfg: Any, fingerprint_id: str) -> dict:
     }
 
 
-def job_key(repo: Path, cfg: Any, fingerprint_id: str) -> str:
+def job_key(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> str:
     return hashing.sha256_json(key_inputs(repo, cfg, fingerprint_id))
 
 
-def restorable(repo: Path, cfg: Any) -> bool:
+def restorable(repo: Path, cfg: PipelineConfig) -> bool:
     """Whether a job with this config would be restored here, not run: a saved job has its
     key and the engine it names is in the engine store. A scheduling hint for the sweeper
     (neither is verified here); reuse_or_run verifies both when it restores."""
@@ -156,7 +173,7 @@ def restorable(repo: Path, cfg: Any) -> bool:
     return found is not None and engines.entry_unverified(found[1])[0] is not None
 
 
-def _saved_result(entry: Any) -> tuple[dict, str] | None:
+def _saved_result(entry: StoredEntry) -> tuple[dict[str, Any], str] | None:
     """A saved job's result and the engine store key it names, if that is a well-formed
     key (it is read from a file: a key is a sha256, never a path)."""
     try:
@@ -186,7 +203,7 @@ def _saved(rel: PurePosixPath) -> bool:
     return rel.parts[:2] not in (("artifacts", "build"), ("artifacts", "fingerprint.json"))
 
 
-def _files(layout: Layout, result: dict) -> dict[str, bytes]:
+def _files(layout: Layout, result: dict[str, Any]) -> dict[str, bytes]:
     files = {RESULT: fileio.to_json(result).encode()}
     for top in KEPT:
         for path in sorted((layout.root / top).rglob("*")):
@@ -196,7 +213,9 @@ def _files(layout: Layout, result: dict) -> dict[str, bytes]:
     return files
 
 
-def _saved_job(entry: Any, engines: engine_store.EngineStore) -> tuple[dict, Any] | None:
+def _saved_job(
+    entry: StoredEntry, engines: engine_store.EngineStore
+) -> tuple[dict[str, Any], StoredEntry] | None:
     """A saved job's result and the verified engine store entry it names; None when
     that engine is gone (or the result names none)."""
     found = _saved_result(entry)
@@ -204,7 +223,7 @@ def _saved_job(entry: Any, engines: engine_store.EngineStore) -> tuple[dict, Any
     return (found[0], engine) if found and engine is not None else None
 
 
-def _restore(entry: Any, engine: Any, layout: Layout, fp: dict) -> bool:
+def _restore(entry: StoredEntry, engine: StoredEntry, layout: Layout, fp: dict[str, Any]) -> bool:
     """Every file of the saved job back in the job folder, the engine beside them;
     False (nothing left behind) when a file went missing meanwhile (`cache rm`)."""
     try:
@@ -237,9 +256,18 @@ def _clear(layout: Layout) -> None:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
 
 
+class _Ran(TypedDict, total=False):
+    result: dict[str, Any]  # what run_job() gave, on a miss
+    saved: tuple[dict[str, Any], StoredEntry] | None  # the last saved job looked at
+
+
 def reuse_or_run(
-    repo: Path, cfg: Any, layout: Layout, fp: dict, run_job: Callable[[], dict]
-) -> dict:
+    repo: Path,
+    cfg: PipelineConfig,
+    layout: Layout,
+    fp: dict[str, Any],
+    run_job: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
     """The job's result: reused when a finished job had the same inputs and its engine
     is still in the engine store, else `run_job()`'s, saved for the next identical job
     (the store's lock: identical jobs run once)."""
@@ -247,9 +275,9 @@ def reuse_or_run(
         return run_job()
     key = job_key(repo, cfg, fp["id"])
     engines = engine_store.EngineStore(ENGINES.root(cfg.build.store_dir))
-    ran: dict = {}
+    ran: _Ran = {}
 
-    def make() -> tuple[dict[str, bytes], dict, str]:
+    def make() -> tuple[dict[str, bytes], dict[str, Any], str]:
         ran["result"] = run_job()
         labels = {
             "model": cfg.model.name,
@@ -262,7 +290,8 @@ def reuse_or_run(
         }
         return _files(layout, ran["result"]), labels, "ran"
 
-    def usable(entry: Any) -> bool:  # keeps what it found: the engine is verified (hashed) once
+    # keeps what it found: the engine is verified (hashed) once
+    def usable(entry: StoredEntry) -> bool:
         ran["saved"] = _saved_job(entry, engines)
         return ran["saved"] is not None
 
@@ -272,11 +301,12 @@ def reuse_or_run(
             console.warn(f"{got.not_stored}; this job's outputs are not saved for reuse")
         return ran["result"]
     saved = ran["saved"]  # the served entry was the last one looked at
-    if not _restore(got.entry, saved[1], layout, fp):
+    assert saved is not None  # usable() said so of the entry served
+    if not _restore(got.served, saved[1], layout, fp):
         return run_job()  # its engine or a file left between the look and the restore
     return _reused(saved[0], key)
 
 
-def _reused(result: dict, key: str) -> dict:
+def _reused(result: dict[str, Any], key: str) -> dict[str, Any]:
     ran = {k: result.get(k) for k in ("host", "node", "store_event")}
     return {**result, "store_event": REUSED, "reused": {"job_key": key, **ran}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from pipeline.core import fileio
 
@@ -17,7 +18,7 @@ PLOT_METRICS = (
 )
 
 
-def metric_to_plot(rows: list[dict]) -> tuple[str, bool] | None:
+def metric_to_plot(rows: list[dict[str, Any]]) -> tuple[str, bool] | None:
     for metric, higher in PLOT_METRICS:
         key = f"acc:{metric}"
         if any(r.get(key) is not None for r in rows):
@@ -25,15 +26,20 @@ def metric_to_plot(rows: list[dict]) -> tuple[str, bool] | None:
     return None
 
 
-def pareto(rows: list[dict]) -> list[dict]:
+def pareto(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The jobs no other job beats on both latency (lower) and accuracy, sorted by latency."""
     chosen = metric_to_plot(rows)
     if chosen is None:
         return []
     key, higher = chosen
     pts = [r for r in rows if r.get(key) is not None and r.get("median_ms") is not None]
-    score = (lambda r: r[key]) if higher else (lambda r: -r[key])
-    front, best = [], None
+
+    def score(r: dict[str, Any]) -> float:
+        value: float = r[key]
+        return value if higher else -value
+
+    front: list[dict[str, Any]] = []
+    best: float | None = None
     for r in sorted(pts, key=lambda r: (r["median_ms"], -score(r))):
         if best is None or score(r) > best:
             front.append(r)
@@ -41,7 +47,7 @@ def pareto(rows: list[dict]) -> list[dict]:
     return front
 
 
-def plot(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
+def plot(rows: list[dict[str, Any]], out_dir: Path, title: str) -> list[Path]:
     """sweep_pareto.svg and .png; nothing when no job has latency and accuracy."""
     chosen = metric_to_plot(rows)
     pts = [

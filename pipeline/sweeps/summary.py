@@ -24,7 +24,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 
@@ -32,6 +32,9 @@ from pipeline.core import fileio, imports, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB, fmt
 from pipeline.sweeps.pareto import pareto, plot
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 log = logging.getLogger("pipeline.sweeps.summary")
 
@@ -63,7 +66,7 @@ def _store_word(event: str | None) -> str | None:
     return "built" if "built" in event and "meanwhile" not in event else "hit"
 
 
-def row_from_result(job: str, r: dict) -> dict:
+def row_from_result(job: str, r: dict[str, Any]) -> dict[str, Any]:
     """A summary row from a job's result.json (pipeline/sweeps/job.py)."""
     bench = r.get("benchmark", {})
     backend = next((b for b in LATENCY_BACKENDS if bench.get(b, {}).get("status") == "ok"), None)
@@ -89,11 +92,11 @@ def row_from_result(job: str, r: dict) -> dict:
     return row
 
 
-def _gate_word(passed: Any) -> str | None:
+def _gate_word(passed: bool | None) -> str | None:
     return None if passed is None else ("passed" if passed else "FAILED")
 
 
-def _accuracy_columns(gate: dict) -> dict:
+def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:
     """`acc:<metric>` per gate metric, the worst over outputs (names them when several)."""
     cols: dict[str, Any] = {}
     many = len(gate) > 1
@@ -108,11 +111,11 @@ RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"
 
 
-def failed_row(job: str, why: str = "job failed (no result.json)") -> dict:
+def failed_row(job: str, why: str = "job failed (no result.json)") -> dict[str, Any]:
     return {"job": job, "gates": why}
 
 
-def collect(folder: str | Path) -> list[dict]:
+def collect(folder: str | Path) -> list[dict[str, Any]]:
     """Rows for every job under a multirun folder, sorted by job name."""
     root = Path(folder)
     if not root.is_dir():
@@ -139,7 +142,7 @@ def collect(folder: str | Path) -> list[dict]:
     return rows
 
 
-def collect_dvc(repo: str | Path = ".") -> list[dict]:
+def collect_dvc(repo: str | Path = ".") -> list[dict[str, Any]]:
     """Rows for the workspace and every experiment `dvc exp show --json` lists."""
     try:
         proc = subprocess.run(
@@ -164,10 +167,10 @@ def collect_dvc(repo: str | Path = ".") -> list[dict]:
     return rows
 
 
-def _dvc_revs(entries: list) -> list[tuple[dict, dict]]:
+def _dvc_revs(entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Flatten dvc exp show --json (3.x): each experiment with its executor (a queued
     run's state and log), then its baseline commit; the workspace comes first."""
-    out: list[tuple[dict, dict]] = []
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for entry in entries:
         for exp in entry.get("experiments") or []:
             out.extend((rev, exp.get("executor") or {}) for rev in exp.get("revs") or [])
@@ -175,7 +178,7 @@ def _dvc_revs(entries: list) -> list[tuple[dict, dict]]:
     return out
 
 
-def _dvc_row(rev: dict, executor: dict) -> dict | None:
+def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | None:
     """A row from metrics/summary.json (pipeline/report/summary.py: flat, the worst accuracy
     over outputs, each backend's headline latency) and params.yaml; a failed experiment is
     a row saying so; one with no metrics yet (queued, or a workspace not run) is none."""
@@ -208,7 +211,7 @@ def _dvc_row(rev: dict, executor: dict) -> dict | None:
     return row
 
 
-def _queue_store_event(executor: dict) -> str | None:
+def _queue_store_event(executor: dict[str, Any]) -> str | None:
     """What the build stage did with the engine store (the line pipeline/flow/steps.py prints),
     from a queued experiment's log; None without one (a workspace run, a removed queue
     entry) or where the build stage did not run. DVC keeps no such record in the
@@ -222,12 +225,12 @@ def _queue_store_event(executor: dict) -> str | None:
     return found[-1] if found else None
 
 
-def columns(rows: list[dict]) -> list[str]:
+def columns(rows: list[dict[str, Any]]) -> list[str]:
     acc = sorted({k for r in rows for k in r if k.startswith("acc:")})
     return [*list(FIXED[:6]), "build_s", *acc, *list(FIXED[7:])]
 
 
-def to_csv(rows: list[dict]) -> str:
+def to_csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(
         buf, fieldnames=columns(rows), extrasaction="ignore", lineterminator="\n"
@@ -237,7 +240,7 @@ def to_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def to_markdown(rows: list[dict], title: str) -> str:
+def to_markdown(rows: list[dict[str, Any]], title: str) -> str:
     cols = columns(rows)
     body = tables.markdown(cols, [[fmt(r.get(c)) for c in cols] for r in rows])
     front = pareto([r for r in rows if r.get("median_ms") is not None])
@@ -250,7 +253,7 @@ def to_markdown(rows: list[dict], title: str) -> str:
     return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}\n"
 
 
-def write(rows: list[dict], out_dir: str | Path, title: str) -> list[Path]:
+def write(rows: list[dict[str, Any]], out_dir: str | Path, title: str) -> list[Path]:
     out = Path(out_dir)
     paths = [
         fileio.write_text(out / "sweep_summary.md", to_markdown(rows, title)),
@@ -270,11 +273,11 @@ _IMPORTS: list[threading.Thread] = []
 class SummaryCallback(Callback):
     """Writes the summary into the sweep folder when a Hydra multirun ends."""
 
-    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         # matplotlib's ~0.5 s import, most of the summary's time, done while the jobs run.
         _IMPORTS.append(imports.prefetch("matplotlib.figure"))
 
-    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         while _IMPORTS:  # a sweep shorter than the import: never two threads importing it
             _IMPORTS.pop().join()
         folder = Path(config.hydra.sweep.dir)

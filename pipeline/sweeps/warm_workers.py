@@ -61,7 +61,8 @@ def thread_limits(jobs: int) -> dict[str, str]:
     from joblib._parallel_backends import LokyBackend
 
     backend = LokyBackend()
-    return backend._prepare_worker_env(n_jobs=backend.effective_n_jobs(jobs))
+    env: dict[str, str] = backend._prepare_worker_env(n_jobs=backend.effective_n_jobs(jobs))
+    return env
 
 
 def start(preload: tuple[str, ...] = PRELOAD, jobs: int = -1) -> bool:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:  # imported by build() only: a factory module loads without torch
+    import torch
 
 INPUT_NAMES = ["images"]
 OUTPUT_NAMES = ["logits"]
@@ -10,7 +16,7 @@ DYNAMIC_AXES = {"images": {0: "batch"}, "logits": {0: "batch"}}
 NUM_CLASSES = 10
 
 
-def build(seed: int = 0):
+def build(seed: int = 0) -> torch.nn.Module:
     import torch
     from torch import nn
 
@@ -29,8 +35,10 @@ def build(seed: int = 0):
             )
             self.head = nn.Linear(64, NUM_CLASSES)
 
-        def forward(self, images):
-            return self.head(self.features(images).mean(dim=(2, 3)))
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            features: torch.Tensor = self.features(images)
+            logits: torch.Tensor = self.head(features.mean(dim=(2, 3)))
+            return logits
 
     torch.manual_seed(seed)
     model = CnnClassifier()
@@ -55,7 +63,9 @@ def sample_inputs(dims: dict[str, int], rng: np.random.Generator) -> dict[str, n
 CALIBRATION_STREAM = 0xCA1B
 
 
-def calibration_batches(num_samples: int, batch_size: int = 8, seed: int = 0):
+def calibration_batches(
+    num_samples: int, batch_size: int = 8, seed: int = 0
+) -> Iterator[dict[str, np.ndarray]]:
     """Yield {input name: array} batches from the distribution sample_inputs draws
     from; the last batch is smaller when batch_size does not divide num_samples."""
     rng = np.random.default_rng([seed, CALIBRATION_STREAM])

@@ -54,7 +54,7 @@ FFN_OUTLIER_UNITS = 2
 FFN_OUTLIER_SCALE = 20.0
 
 
-def build(seed: int = 0):
+def build(seed: int = 0) -> torch.nn.Module:
     import torch
     from torch import nn
 
@@ -67,18 +67,19 @@ def build(seed: int = 0):
             self.ff1, self.ff2 = nn.Linear(D_MODEL, D_FF), nn.Linear(D_FF, D_MODEL)
             self.norm2 = nn.LayerNorm(D_MODEL)
 
-        def forward(self, x, bias):
+        def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
             b, s, _ = x.shape
             d = D_MODEL // HEADS
 
-            def heads(t):
+            def heads(t: torch.Tensor) -> torch.Tensor:
                 return t.reshape(b, s, HEADS, d).transpose(1, 2)
 
             q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
             scores = q @ k.transpose(-1, -2) * (1.0 / math.sqrt(d)) + bias
             context = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, s, D_MODEL)
             h = self.norm1(x + self.out(context))
-            return self.norm2(h + self.ff2(torch.nn.functional.gelu(self.ff1(h))))
+            out: torch.Tensor = self.norm2(h + self.ff2(torch.nn.functional.gelu(self.ff1(h))))
+            return out
 
     class OutlierBert(nn.Module):
         def __init__(self, gen: torch.Generator) -> None:
@@ -96,15 +97,16 @@ def build(seed: int = 0):
                 _residual_outliers([layer.ff2], layer.norm2)
                 _hidden_outliers(layer.ff1, layer.ff2, gen)
 
-        def forward(self, input_ids, attention_mask):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             pos = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
-            x = self.norm(self.tokens(input_ids) + self.positions(pos))
+            x: torch.Tensor = self.norm(self.tokens(input_ids) + self.positions(pos))
             mask = attention_mask.to(x.dtype)
             bias = (1.0 - mask)[:, None, None, :] * -1e4
             for layer in self.layers:
                 x = layer(x, bias)
-            out = self.pooler(mean_pool(x, mask))
-            return out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+            out: torch.Tensor = self.pooler(mean_pool(x, mask))
+            embedding: torch.Tensor = out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+            return embedding
 
     torch.manual_seed(seed)
     return OutlierBert(torch.Generator().manual_seed(seed + 1)).eval()

@@ -12,6 +12,8 @@ per row (model.task=embedding); inputs as pipeline.zoo.transformer_encoder."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 # Same inputs as the bundled transformer: right-padded token ids and a 0/1 mask.
 from pipeline.zoo.transformer_encoder import DYNAMIC_AXES as _AXES
 from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the factory's interface)
@@ -25,6 +27,9 @@ from pipeline.zoo.transformer_encoder import (  # noqa: F401  (re-exported: the 
     self_attention,
 )
 
+if TYPE_CHECKING:  # imported by build() only: a factory module loads without torch
+    import torch
+
 OUTPUT_NAMES = ["embedding"]
 DYNAMIC_AXES = {**{name: _AXES[name] for name in INPUT_NAMES}, "embedding": {0: "batch"}}
 D_MODEL, HEADS, D_FF, LAYERS = 64, 4, 128, 2
@@ -32,7 +37,7 @@ OUTLIER_CHANNELS = 2
 OUTLIER_SCALE = 60.0
 
 
-def build(seed: int = 0):
+def build(seed: int = 0) -> torch.nn.Module:
     import torch
     from torch import nn
 
@@ -61,9 +66,10 @@ def build(seed: int = 0):
             outliers(self.qkv, self.proj, slice(2 * D_MODEL, 3 * D_MODEL), gen)
             outliers(self.ff1, self.ff2, slice(0, D_FF), gen)
 
-        def forward(self, x, bias):
+        def forward(self, x: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
             x = self.norm1(x + self.proj(self_attention(x, self.qkv, bias, HEADS, D_MODEL)))
-            return self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
+            out: torch.Tensor = self.norm2(x + self.ff2(torch.relu(self.ff1(x))))
+            return out
 
     class OutlierEncoder(nn.Module):
         def __init__(self, gen: torch.Generator) -> None:
@@ -73,12 +79,13 @@ def build(seed: int = 0):
             self.layers = nn.ModuleList(EncoderLayer(gen) for _ in range(LAYERS))
             self.pooler = nn.Linear(D_MODEL, D_MODEL)
 
-        def forward(self, input_ids, attention_mask):
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
             x, mask, bias = embed(self.tokens, self.positions, input_ids, attention_mask)
             for layer in self.layers:
                 x = layer(x, bias)
-            out = self.pooler(mean_pool(x, mask))
-            return out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+            out: torch.Tensor = self.pooler(mean_pool(x, mask))
+            embedding: torch.Tensor = out / out.norm(dim=-1, keepdim=True).clamp(min=1e-6)
+            return embedding
 
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed + 1)

@@ -71,7 +71,7 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     first to hold the lock is SIGKILLed; one survivor builds, the rest hit."""
     from pipeline.engine import cache_key
     from tests.conftest import compose
-    from tests.core.test_store_concurrency import kill_lock_holder, truncated_entry
+    from tests.store.test_store_concurrency import kill_lock_holder, truncated_entry
 
     _, layout = built_transformer
     store_dir = tmp_path / "store"
