@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pipeline.core.stages import PARAMS, STAGES
-from tests.test_layers import PACKAGE, graph
+from tests.helpers import PACKAGE, graph
 
 REPO = PACKAGE.parent
 

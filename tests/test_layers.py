@@ -5,9 +5,9 @@ each other in a cycle. The order is the architecture; docs/layout.md names it.""
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "pipeline"
+from tests.helpers import PACKAGE, graph, imports, module_name
+
 # Lowest first. A module may import its own layer and any layer before it.
 LAYERS = (
     # Data, not code: the Hydra config groups and the bundled toy models (whose modules
@@ -31,11 +31,6 @@ TOP = "entry"  # pipeline/__init__.py and pipeline/__main__.py, above every laye
 MAX_CODE_LINES = 320  # about 300
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def layer_of(module: str) -> str:
     parts = module.split(".")
     # a subpackage itself (its __init__, the API `pipeline.store` gives) is of its layer
@@ -44,27 +39,6 @@ def layer_of(module: str) -> str:
 
 def rank(layer: str) -> int:
     return LAYERS.index(layer) if layer in LAYERS else len(LAYERS)
-
-
-def imports(path: Path, known: set[str]) -> set[str]:
-    """Every pipeline module `path` imports, wherever the statement is."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("pipeline")}
-        elif (
-            isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("pipeline")
-        ):
-            for a in node.names:
-                sub = f"{node.module}.{a.name}"
-                out.add(sub if sub in known else node.module)
-    return {m for m in out if m in known and m != "pipeline"}
-
-
-def graph() -> dict[str, set[str]]:
-    paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    known = set(paths)
-    return {m: imports(p, known) for m, p in paths.items()}
 
 
 def test_no_import_against_the_layer_order():

@@ -4,39 +4,12 @@ Each error is one stderr line and exit 1; the store is clean for `cache verify` 
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from pipeline.engine import store as store_lib
 from pipeline.store import CALIBRATION, ENGINES
-from tests.conftest import REPO
-from tests.engine.test_store import KEY, OTHER, damage_entry, put
-
-
-def cli(cwd, *args, env=None):
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-    )
-
-
-def one_error_line(r, *needles):
-    assert r.returncode == 1, (r.stdout, r.stderr)
-    lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
-
-
-def assert_clean(store_dir, tmp_path):
-    r = cli(tmp_path, "cache", "verify", "--store", str(store_dir))
-    assert r.returncode == 0 and "all intact" in r.stdout and r.stderr == "", (r.stdout, r.stderr)
+from tests.helpers import KEY, OTHER, assert_clean, cli, damage_entry, one_error_line, put
 
 
 @pytest.mark.parametrize("damage", ["[]", "{}", "null", "escape", "manifest{}", "symlink"])

@@ -6,22 +6,10 @@ import sys
 
 import pytest
 
+from tests.helpers import DVC_FAST as FAST
+from tests.helpers import dvc, ran_stages
+
 pytestmark = pytest.mark.e2e
-
-FAST = ["-S", "benchmark.min_duration_s=0.3", "-S", "benchmark.warmup_s=0.05"]
-
-
-def dvc(repo, *args, check=True):
-    r = subprocess.run(
-        [sys.executable, "-m", "dvc", *args], cwd=repo, capture_output=True, text=True
-    )
-    if check and r.returncode != 0:
-        raise AssertionError(f"dvc {' '.join(args)} failed:\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def ran_stages(output: str) -> list[str]:
-    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")]
 
 
 def test_dvc_repro_builds_everything_then_is_a_no_op(in_tmp_repo_copy):

@@ -8,7 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from tests.e2e.test_dvc import FAST, dvc
+from tests.helpers import DVC_FAST as FAST
+from tests.helpers import dvc
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.e2e.test_dvc import dvc, ran_stages
+from tests.helpers import dvc, ran_stages, write_model_with_external_data
 
 pytestmark = pytest.mark.e2e
 
@@ -24,23 +24,6 @@ def pipeline(repo, *args, check=True):
     if check:
         assert r.returncode == 0, r.stderr
     return r
-
-
-def write_model_with_external_data(folder):
-    import onnx
-
-    from pipeline.zoo.make_tiny_mlp import make
-
-    model = make()
-    onnx.save_model(
-        model,
-        str(folder / "mlp.onnx"),
-        save_as_external_data=True,
-        all_tensors_to_one_file=True,
-        location="mlp.weights",
-        size_threshold=0,
-    )
-    return folder / "mlp.onnx", folder / "mlp.weights"
 
 
 def engine_sha(repo):

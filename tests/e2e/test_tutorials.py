@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.test_dvc import dvc
+from tests.helpers import dvc
 
 pytestmark = pytest.mark.e2e
 

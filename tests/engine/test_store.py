@@ -9,38 +9,7 @@ import pytest
 from pipeline.core.errors import PipelineError
 from pipeline.engine import store as store_lib
 from tests.conftest import REPO
-
-KEY = "ab" * 32
-OTHER = "cd" * 32
-
-
-def manifest_bytes(key, engine):
-    """The smallest manifest the engine store's schema accepts."""
-    from pipeline.core import fileio, hashing
-
-    return fileio.to_json(
-        {
-            "manifest_version": 1,
-            "cache_key": key,
-            "fingerprint": {"id": "no-gpu-test", "gpu": None},
-            "engine": {
-                "file": "engine.plan",
-                "bytes": len(engine),
-                "sha256": hashing.sha256_bytes(engine),
-            },
-            "config": {"build": {}, "precision": {"name": "fp32"}, "profiles": []},
-            "backend": {"flavour": "tensorrt_rtx", "version": "1.7.1.116"},
-        }
-    ).encode()
-
-
-def put(store, key=KEY, engine=b"engine-bytes" * 100, labels=None):
-    with store.lock(key):
-        return store.put(
-            key,
-            {"engine.plan": engine, "manifest.json": manifest_bytes(key, engine)},
-            labels or {"model": "m"},
-        )
+from tests.helpers import KEY, OTHER, damage_entry, put
 
 
 def test_put_then_get_verifies(tmp_path):
@@ -50,60 +19,6 @@ def test_put_then_get_verifies(tmp_path):
     assert entry.file("engine.plan").read_bytes() == b"engine-bytes" * 100
     assert store.keys() == [KEY]
     assert not list((tmp_path / "tmp").iterdir())
-
-
-def damage_entry(entry, damage):
-    """Damage a store entry the ways the field saw: bytes, entry.json, confinement."""
-    import json
-
-    from pipeline.core import hashing
-
-    engine = entry.file("engine.plan")
-    meta_path = entry.path / "entry.json"
-    meta = json.loads(meta_path.read_text())
-    if damage == "truncate":
-        engine.write_bytes(engine.read_bytes()[:100])
-    elif damage == "flip":
-        data = bytearray(engine.read_bytes())
-        data[5] ^= 1
-        engine.write_bytes(bytes(data))
-    elif damage == "delete":
-        engine.unlink()
-    elif damage == "entry_json":
-        meta_path.write_text("{not json")
-    elif damage in ("[]", "{}", "null"):
-        meta_path.write_text(damage)
-    elif damage == "files_list":
-        meta_path.write_text(json.dumps({**meta, "files": ["engine.plan"]}))
-    elif damage == "escape":  # a listed file outside the entry, with a matching size and sha256
-        outside = entry.path.parents[2] / "OUTSIDE.txt"
-        outside.write_text("outside")
-        meta["files"]["../../../OUTSIDE.txt"] = {
-            "bytes": 7,
-            "sha256": hashing.sha256_bytes(b"outside"),
-        }
-        meta_path.write_text(json.dumps(meta))
-    elif damage == "symlink":
-        target = entry.path.parents[2] / "elsewhere.plan"
-        target.write_bytes(engine.read_bytes())
-        engine.unlink()
-        engine.symlink_to(target)
-    elif damage in ("manifest{}", "manifest_escape"):
-        body = (
-            b"{}"
-            if damage == "manifest{}"
-            else json.dumps(
-                {
-                    **json.loads(entry.file("manifest.json").read_text()),
-                    "engine": {"file": "../../x.plan", "bytes": 1, "sha256": "0" * 64},
-                }
-            ).encode()
-        )
-        entry.file("manifest.json").write_bytes(body)
-        meta["files"]["manifest.json"] = {"bytes": len(body), "sha256": hashing.sha256_bytes(body)}
-        meta_path.write_text(json.dumps(meta))
-    else:
-        raise ValueError(damage)
 
 
 DAMAGES = [

@@ -17,10 +17,8 @@ from pipeline.core.layout import Layout
 from pipeline.engine import cache_key
 from pipeline.engine import store as store_lib
 from pipeline.flow import steps
-from tests.cli.test_store_cli import assert_clean, cli, one_error_line
 from tests.conftest import REPO
-from tests.engine.test_store import damage_entry
-from tests.engine.test_store_pipeline import prepared_copy
+from tests.helpers import assert_clean, cli, damage_entry, one_error_line, prepared_copy
 
 
 def workspace(built, dest, *overrides):

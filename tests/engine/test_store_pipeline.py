@@ -12,6 +12,7 @@ from pipeline.core.layout import Layout
 from pipeline.engine import store as store_lib
 from pipeline.flow import steps
 from tests.conftest import REPO
+from tests.helpers import prepared_copy
 
 BUILD_IN = """
 import sys
@@ -21,18 +22,6 @@ from pipeline.core.layout import Layout
 steps.build(compose(*sys.argv[2:]), Layout(__import__('pathlib').Path(sys.argv[1])), progress=False)
 print('tensorrt imported:', any(m.split('.')[0] in ('tensorrt', 'tensorrt_rtx') for m in sys.modules))
 """
-
-
-def prepared_copy(layout, dest):
-    """A private layout with the built model's fingerprint/export/calibrate outputs."""
-    (dest / "artifacts").mkdir(parents=True)
-    for name in ("fingerprint.json", "export", "calibrate"):
-        src = layout.root / "artifacts" / name
-        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dest / "artifacts" / name)
-    # The model's source (model.source=pipeline/zoo, relative) travels with the outputs
-    # made from it: the checkout's package, which `python -m` there imports first.
-    (dest / "pipeline").symlink_to(REPO / "pipeline", target_is_directory=True)
-    return dest
 
 
 def start_build(root, store_dir, *overrides, stderr=None):
@@ -71,7 +60,7 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     first to hold the lock is SIGKILLed; one survivor builds, the rest hit."""
     from pipeline.engine import cache_key
     from tests.conftest import compose
-    from tests.store.test_store_concurrency import kill_lock_holder, truncated_entry
+    from tests.helpers import kill_lock_holder, truncated_entry
 
     _, layout = built_transformer
     store_dir = tmp_path / "store"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.engine.test_store_pipeline import prepared_copy
+from tests.helpers import prepared_copy
 
 GROUP = "trtteam"
 USERS = ("trtalice", "trtbob")

@@ -16,7 +16,7 @@ from pipeline.precision import accuracy, fallback, qdq_plan
 from pipeline.precision.tasks import OutputTasks
 from pipeline.report import precision_view
 from tests.conftest import compose
-from tests.precision.conftest import fresh, quantized, reference_pairs
+from tests.helpers import fresh, quantized, reference_pairs
 
 MODEL = ("model=outlier_bert", "precision=int8")
 

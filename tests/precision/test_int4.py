@@ -14,7 +14,7 @@ from pipeline.export import onnx_runtime
 from pipeline.flow import steps
 from pipeline.precision import int4
 from tests.conftest import compose
-from tests.precision.conftest import fresh, reference_pairs
+from tests.helpers import fresh, reference_pairs
 
 MODEL = ("model=outlier_transformer",)
 

@@ -11,7 +11,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_runtime
 from pipeline.precision import accuracy, qdq_plan
 from tests.conftest import compose
-from tests.precision.conftest import quantized, reference_pairs
+from tests.helpers import quantized, reference_pairs
 
 OUTPUTS = {"outlier_bert": "embedding", "cnn": "logits"}
 

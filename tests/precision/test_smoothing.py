@@ -13,7 +13,7 @@ from pipeline.export import onnx_runtime
 from pipeline.flow import steps
 from pipeline.precision import smoothing
 from tests.conftest import compose
-from tests.precision.conftest import fresh, quantized, reference_pairs
+from tests.helpers import fresh, quantized, reference_pairs
 
 BERT = ("model=outlier_bert", "precision=int8")
 

@@ -10,28 +10,9 @@ from onnx import TensorProto, helper
 from pipeline.analysis import node_precision, report_layers
 from pipeline.core import fileio
 from pipeline.flow import steps
-from pipeline.report import graph_svg, report, report_graph, report_html, report_markdown
-
-
-def _report(built, tmp_path):
-    cfg, layout = built
-    fp = steps.read_fingerprint(layout)
-    inspection = {"available": False, "reason": "not tried in this test"}
-    r = report.make_report(
-        layout.export_dir / "model.onnx",
-        layout.calibrate_dir / "model.onnx",
-        layout.engine_dir(fp["id"]),
-        cfg.inspect,
-        inspection,
-    )
-    fileio.write_json(tmp_path / "report.json", r)  # serialisable
-    return r
-
-
-def _self_contained(page: str) -> None:
-    assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "<link" not in page
-    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
-    assert set(re.findall(r"https?://[^\s\"'<>]+", page)) <= {"http://www.w3.org/2000/svg"}
+from pipeline.report import graph_svg, report_graph, report_html, report_markdown
+from tests.helpers import built_report as _report
+from tests.helpers import self_contained as _self_contained
 
 
 def test_cnn_report(built_cnn, tmp_path):
@@ -200,7 +181,6 @@ def test_layout_keeps_boxes_apart_and_routes_long_edges():
 
 def test_report_says_when_calibration_data_was_random(tmp_path):
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
     from tests.conftest import compose
 
     cfg = compose(

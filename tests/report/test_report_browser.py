@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from pipeline.report import report_html
-from tests.report.test_report import _report
+from tests.helpers import built_report as _report
 
 BROWSER = next(
     (b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None

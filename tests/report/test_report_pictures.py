@@ -9,7 +9,8 @@ import shutil
 import pytest
 
 from pipeline.report import graph_picture, report_html
-from tests.report.test_report import _report, _self_contained
+from tests.helpers import built_report as _report
+from tests.helpers import self_contained as _self_contained
 
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None,

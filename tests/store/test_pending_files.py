@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.engine import store as store_lib
 from pipeline.store import PendingFiles
-from tests.engine.test_store import KEY, manifest_bytes
+from tests.helpers import KEY, manifest_bytes
 
 ENGINE = b"engine-bytes" * 100
 

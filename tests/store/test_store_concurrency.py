@@ -8,13 +8,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from pipeline.core import fileio, hashing
 from pipeline.store import VerifiedStore
 from tests.conftest import REPO
+from tests.helpers import kill_lock_holder, truncated_entry
 
 BUILDERS = 8
 ROUNDS = 10
@@ -36,40 +35,6 @@ for key in sys.argv[3:]:
         with open(log, "a") as f:
             f.write(f"{key} {os.getpid()}\\n")
 """
-
-
-def truncated_entry(root, key):
-    """An entry whose engine is shorter than its entry.json says (a crash mid-copy)."""
-    entry = root / "entries" / key
-    entry.mkdir(parents=True)
-    data = key.encode() * 500
-    (entry / "engine.plan").write_bytes(data[:100])
-    fileio.write_json(
-        entry / "entry.json",
-        {
-            "key": key,
-            "labels": {},
-            "created": 0.0,
-            "files": {"engine.plan": {"bytes": len(data), "sha256": hashing.sha256_bytes(data)}},
-        },
-    )
-
-
-def kill_lock_holder(lock, procs, timeout):
-    """SIGKILL the process among `procs` whose pid the lock file names (the holder
-    writes it) as soon as one does; that process, or None after `timeout` s."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            pid = int(lock.read_text() or 0)
-        except (FileNotFoundError, ValueError):
-            pid = 0
-        victim = next((p for p in procs if p.pid == pid), None)
-        if victim is not None:
-            victim.send_signal(signal.SIGKILL)
-            return victim
-        time.sleep(0.002)
-    return None
 
 
 def one_round(root):

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.sweeps import job_cache
 from tests.conftest import compose
-from tests.e2e.test_incremental import write_model_with_external_data
+from tests.helpers import write_model_with_external_data
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = [

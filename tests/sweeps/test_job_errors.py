@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from tests.sweeps.test_sweep import FAST, REPO
+from tests.conftest import REPO
+from tests.helpers import SWEEP_FAST as FAST
 
 # The passing job's factory lives beside it, since model.source must hold a job's factory.
 FINE = "from pipeline.zoo.cnn_classifier import *  # noqa: F403\n"

@@ -16,9 +16,9 @@ import pytest
 from pipeline.cli import overrides
 from pipeline.core.errors import PipelineError
 from pipeline.sweeps import summary as sweep_summary
+from tests.helpers import SWEEP_FAST as FAST
 
 REPO = Path(__file__).resolve().parents[2]
-FAST = ["benchmark.warmup_s=0.02", "benchmark.min_duration_s=0.05", "benchmark.min_iterations=5"]
 
 
 def multirun(
