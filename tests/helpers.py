@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
-from pipeline.export import export
+from pipeline.export import reference_file
 from pipeline.flow import steps
 from pipeline.report import report
 from tests.conftest import REPO, compose
@@ -242,7 +242,7 @@ def fresh(exported: Layout, tmp_path: Path) -> Layout:
 
 
 def reference_pairs(layout: Layout) -> list[tuple[dict, dict]]:
-    return export.split_reference(fileio.read_npz(layout.export_dir / "reference.npz"))
+    return reference_file.read(layout.export_dir / "reference.npz")
 
 
 def quantized(layout: Layout, tmp_path: Path, *overrides: str):

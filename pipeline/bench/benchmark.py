@@ -18,9 +18,9 @@ from pipeline.bench.bench_shapes import Pair, Point, choose_feeds, locate, plan
 from pipeline.bench.conditions import conditions
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Feeds, Runner
-from pipeline.core import console, fileio, hashing
+from pipeline.core import console, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import export, onnx_model, sample_data
+from pipeline.export import export, onnx_model, reference_file, sample_data
 from pipeline.export.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.precision import accuracy
@@ -215,7 +215,7 @@ def run(
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
     reference, pairs = (
         export.reference_info(paths["reference"].parent),
-        export.split_reference(fileio.read_npz(paths["reference"], "reference data")),
+        reference_file.read(paths["reference"]),
     )
     feeds, from_reference = choose_feeds(
         points,

@@ -55,7 +55,7 @@ def reproduce_engine(path: str, params: str) -> int:
         raise PipelineError(
             f"{folder} is not current ({reasons[0]}); reproduce compares like with like only"
         )
-    onnx_path = layout.calibrate_dir / "model.onnx"
+    onnx_path = layout.calibrated_graph
     resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
     tcache = timing_cache.TimingCache.for_fingerprint(
         cfg.build.store_dir, fp["id"], "read" if cfg.build.timing_cache != "off" else "off"

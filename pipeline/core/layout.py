@@ -9,6 +9,12 @@ from pathlib import Path
 # Written by the calibrate step for TensorRT 10 implicit int8 calibration; the build's
 # cache key hashes it, so its name lives here, away from the modules that make it.
 WEAK_CALIBRATION_INPUTS = "calibration_inputs.npz"
+# The files the export and calibrate stages write into their folders, named once: every
+# stage and function that reads them takes the name from here.
+GRAPH = "model.onnx"  # the graph (export: fp32; calibrate: the one TensorRT builds)
+REFERENCE = "reference.npz"  # export: reference inputs with their fp32 outputs and labels
+EXPORT_SUMMARY = "export.json"
+CALIBRATION_SUMMARY = "calibration.json"
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,34 @@ class Layout:
     @property
     def calibrate_dir(self) -> Path:
         return self.root / "artifacts" / "calibrate"
+
+    @property
+    def export_graph(self) -> Path:
+        return self.export_dir / GRAPH
+
+    @property
+    def reference(self) -> Path:
+        return self.export_dir / REFERENCE
+
+    @property
+    def export_summary(self) -> Path:
+        return self.export_dir / EXPORT_SUMMARY
+
+    @property
+    def calibrated_graph(self) -> Path:
+        return self.calibrate_dir / GRAPH
+
+    @property
+    def calibration_summary(self) -> Path:
+        return self.calibrate_dir / CALIBRATION_SUMMARY
+
+    @property
+    def accuracy_metrics(self) -> Path:
+        return self.metrics_dir / "accuracy.json"
+
+    @property
+    def gates_metrics(self) -> Path:
+        return self.metrics_dir / "gates.json"
 
     @property
     def weak_calibration_inputs(self) -> Path:

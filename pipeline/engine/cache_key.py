@@ -83,7 +83,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
     inputs = layout.weak_calibration_inputs
     if not inputs.exists():
         return None
-    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    summary = fileio.read_json(layout.calibration_summary, "calibration summary")
     calibrator = summary.get("weak_typing", {}).get("calibrator", "")
     return hashing.sha256_bytes(f"{hashing.sha256_file(inputs)}|{calibrator}".encode())
 
@@ -97,11 +97,11 @@ def engine_key_inputs(
     from pipeline.core import config as config_lib
     from pipeline.export import onnx_model
 
-    graph = layout.calibrate_dir / "model.onnx"
+    graph = layout.calibrated_graph
     if rehash:
         graph_sha256 = onnx_model.sha256(graph)
     else:
-        summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+        summary = fileio.read_json(layout.calibration_summary, "calibration summary")
         graph_sha256 = (
             onnx_model.recorded_sha256(graph, summary.get("onnx_sha256"), summary.get("onnx_files"))
             if isinstance(summary, dict)

@@ -145,7 +145,7 @@ def input_differences(
     built = manifest.get("key_inputs")
     if built is None:
         return ["manifest predates cache keys; rebuild"]
-    if not (layout.calibrate_dir / "model.onnx").exists():
+    if not (layout.calibrated_graph).exists():
         return [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
     now = key_lib.engine_key_inputs(cfg, layout, fingerprint, rehash=True)
     return [

@@ -11,9 +11,10 @@ from typing import Any
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.layout import CALIBRATION_SUMMARY
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.engine import backend
-from pipeline.export import export
+from pipeline.export import reference_file
 from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
 from pipeline.store import CALIBRATION, SHA256
 
@@ -31,7 +32,7 @@ def configure(
 ) -> dict[str, Any]:
     """Set the builder flags (and the int8 calibrator) that prepare() recorded."""
     refuse_if_strongly_typed_only(trt)
-    summary = fileio.read_json(Path(calibrate_dir) / "calibration.json", "calibration summary")
+    summary = fileio.read_json(Path(calibrate_dir) / CALIBRATION_SUMMARY, "calibration summary")
     info = checked_info(summary.get("weak_typing") if isinstance(summary, dict) else None)
     for flag in info["flags"]:
         if flag not in trt.BuilderFlag.__members__:
@@ -43,7 +44,7 @@ def configure(
         return {"flags": info["flags"]}
     batches = [
         feeds
-        for feeds, _ in export.split_reference(
+        for feeds, _ in reference_file.split(
             fileio.read_npz(Path(calibrate_dir) / info["inputs_file"], "calibration inputs")
         )
     ]

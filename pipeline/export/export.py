@@ -14,12 +14,14 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.layout import EXPORT_SUMMARY, REFERENCE
 from pipeline.export import (
     constant_inputs,
     factory,
     input_roles,
     onnx_import,
     onnx_model,
+    reference_file,
     sample_data,
     samples,
     sizes,
@@ -87,23 +89,9 @@ def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
     return inferred
 
 
-def reference_key(kind: str, batch: int, name: str) -> str:
-    return f"{kind}::{batch}::{name}"
-
-
-def split_reference(arrays: dict[str, np.ndarray]) -> list[tuple[Arrays, Arrays]]:
-    """reference.npz -> [(inputs, outputs)] per batch."""
-    batches: dict[int, tuple[Arrays, Arrays]] = {}
-    for key, value in arrays.items():
-        kind, idx, name = key.split("::", 2)
-        pair = batches.setdefault(int(idx), ({}, {}))
-        pair[0 if kind == "in" else 1][name] = value
-    return [batches[i] for i in sorted(batches)]
-
-
 def reference_info(export_dir: Path) -> dict[str, Any]:
     """Where the export's reference inputs came from (its export.json)."""
-    path = Path(export_dir) / "export.json"
+    path = Path(export_dir) / EXPORT_SUMMARY
     if not path.exists():
         return {"source": "unknown", "random": None}
     info: dict[str, Any] = fileio.read_json(path, "export summary").get(
@@ -115,7 +103,7 @@ def reference_info(export_dir: Path) -> dict[str, Any]:
 def sample_layout(export_dir: Path) -> samples.SampleLayout:
     """The sample inputs' layout the export used (its export.json): what calibration
     batches and splits by."""
-    path = Path(export_dir) / "export.json"
+    path = Path(export_dir) / EXPORT_SUMMARY
     got = fileio.read_json(path, "export summary").get("samples")
     if not isinstance(got, dict) or not isinstance(got.get("shapes"), dict):
         raise PipelineError(
@@ -149,7 +137,7 @@ def export_model(
         outputs = _fp32_truth(given if changes else onnx_path, onnx_path, batches, frozen)
         if outputs.note:
             reference["truth"] = outputs.note
-        _write_reference(tmp / "reference.npz", batches, outputs.batches, labels)
+        _write_reference(tmp / REFERENCE, batches, outputs.batches, labels)
         summary: dict[str, Any] = {
             "source": source,
             "opset": onnx_model.opset(model),
@@ -166,7 +154,7 @@ def export_model(
             "normalized": changes,
             "onnx_sha256": onnx_model.sha256(onnx_path),
         }
-        fileio.write_json(tmp / "export.json", summary)
+        fileio.write_json(tmp / EXPORT_SUMMARY, summary)
     return summary
 
 
@@ -220,16 +208,17 @@ def _reference_batches(
 
 
 def _write_reference(
-    path: Path, batches: list[Arrays], outputs: list[Arrays], labels: list[Arrays]
+    path: Path,
+    batches: list[dict[str, np.ndarray]],
+    outputs: list[dict[str, np.ndarray]],
+    labels: list[dict[str, np.ndarray]],
 ) -> None:
-    """reference.npz: each batch's inputs and fp32 outputs, and its labels beside the
-    outputs (filtered with them when calibration data overlaps: calibration_data.held_out)."""
-    arrays: dict[str, np.ndarray] = {}
-    for b, (feeds, outs) in enumerate(zip(batches, outputs)):
-        arrays.update({reference_key("in", b, k): v for k, v in feeds.items()})
-        arrays.update({reference_key("out", b, k): v for k, v in outs.items()})
-        arrays.update({reference_key("out", b, k): v for k, v in labels[b].items()})
-    fileio.write_npz(path, arrays)
+    """Each batch's inputs and fp32 outputs, its labels beside the outputs (filtered with
+    them when calibration data overlaps: calibration_data.held_out)."""
+    pairs = [
+        (feeds, {**outs, **labels[b]}) for b, (feeds, outs) in enumerate(zip(batches, outputs))
+    ]
+    reference_file.write(path, pairs)
 
 
 @dataclass

@@ -23,10 +23,10 @@ def run(
     engine_dir = layout.engine_dir(fp["id"])
     manifest = upstream.current(cfg, layout, fp)
     paths = {
-        "export": layout.export_dir / "model.onnx",
-        "calibrated": layout.calibrate_dir / "model.onnx",
+        "export": layout.export_graph,
+        "calibrated": layout.calibrated_graph,
         "engine": engine_dir / "engine.plan",
-        "reference": layout.export_dir / "reference.npz",
+        "reference": layout.reference,
     }
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name

@@ -29,7 +29,7 @@ def resolved_profiles(
     from pipeline.engine import build as build_lib
     from pipeline.export import onnx_model, profiles
 
-    summary = fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+    summary = fileio.read_json(layout.calibration_summary, "calibration summary")
     specs = summary.get("inputs")
     if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
         return build_lib.resolve_profiles(cfg.profile, onnx_path)
@@ -79,7 +79,7 @@ def make(
         "rich.console",
         "rich.table",
     )
-    onnx_path = layout.calibrate_dir / "model.onnx"
+    onnx_path = layout.calibrated_graph
     resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
     tcache = timing_cache.TimingCache.for_fingerprint(
         cfg.build.store_dir, fp["id"], cfg.build.timing_cache

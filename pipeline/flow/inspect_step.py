@@ -29,14 +29,14 @@ def run(
         else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"}
     )
     report = report_lib.make_report(
-        layout.export_dir / "model.onnx",
-        layout.calibrate_dir / "model.onnx",
+        layout.export_graph,
+        layout.calibrated_graph,
         engine_dir,
         cfg.inspect,
         inspection,
     )
     report["precision_transform"] = precision_view.precision_transform(
-        fileio.read_json(layout.calibrate_dir / "calibration.json", "calibration summary")
+        fileio.read_json(layout.calibration_summary, "calibration summary")
     )
     precision_view.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)

@@ -78,7 +78,7 @@ def export(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
         rss = summary[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "export", peak)
     console.table(
         f"export: {cfg.model.name}",
-        [("graph", str(layout.export_dir / "model.onnx")), memory.row(rss)],
+        [("graph", str(layout.export_graph)), memory.row(rss)],
     )
     return summary
 
@@ -99,9 +99,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
             )
         except accuracy.GateFailed as e:
             # the gate writes every metric, pass or fail, before the stage stops
-            fileio.write_json(
-                layout.metrics_dir / "accuracy.json", accuracy_metrics(cfg, e.summary)
-            )
+            fileio.write_json(layout.accuracy_metrics, accuracy_metrics(cfg, e.summary))
             raise
         provenance.write(
             layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"]
@@ -109,7 +107,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
         rss = memory.record(layout.metrics_dir, "calibrate", peak)
         summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
-    fileio.write_json(layout.metrics_dir / "accuracy.json", metrics)
+    fileio.write_json(layout.accuracy_metrics, metrics)
     console.table(
         f"calibrate: {cfg.model.name} {cfg.precision.name}",
         [
@@ -130,7 +128,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
                 if summary.get("fallback", {}).get("needed")
                 else []
             ),
-            ("graph", str(layout.calibrate_dir / "model.onnx")),
+            ("graph", str(layout.calibrated_graph)),
             memory.row(rss),
         ],
     )
@@ -207,7 +205,7 @@ def _build(
     from pipeline.flow import engine_folder
     from pipeline.store import ENGINES, FileData
 
-    onnx_path = layout.calibrate_dir / "model.onnx"
+    onnx_path = layout.calibrated_graph
     if not onnx_path.exists():
         raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
     key_in = cache_key.engine_key_inputs(cfg, layout, fp)
@@ -269,7 +267,7 @@ def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> dict[s
         buildlog.load_summary(folder),
         (folder / "build.log").read_text(),
         manifest=manifest,
-        metrics_path=layout.metrics_dir / "gates.json",
+        metrics_path=layout.gates_metrics,
     )
     return manifest
 

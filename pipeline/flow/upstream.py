@@ -35,9 +35,7 @@ def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
                 reasons.append(
                     f"model: its bytes changed since the export ({_source(cfg)}); rerun the export stage"
                 )
-            exported = fileio.read_json(layout.export_dir / "export.json", "export summary").get(
-                "onnx_sha256"
-            )
+            exported = fileio.read_json(layout.export_summary, "export summary").get("onnx_sha256")
         elif rec.get("source_sha256") != exported:
             reasons.append(
                 "calibrate: made from another export than artifacts/export; rerun the calibrate stage"

@@ -14,7 +14,8 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_import, onnx_model, onnx_runtime
+from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
+from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
 from pipeline.precision import accuracy, tasks
 
 if TYPE_CHECKING:
@@ -87,8 +88,8 @@ def transform(
 ) -> dict[str, Any]:
     """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
     A graph that misses the gate raises accuracy.GateFailed, carrying every metric."""
-    src = export_dir / "model.onnx"
-    pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz", "reference data"))
+    src = export_dir / GRAPH
+    pairs = reference_file.read(export_dir / REFERENCE)
     if not pairs:
         raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
     # What the gate judges by, checked before any work.
@@ -116,7 +117,7 @@ def transform(
         # the build takes the graph's hash from here while the files are unchanged (one read)
         summary["onnx_files"] = onnx_model.file_stats(files)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
-        fileio.write_json(tmp / "calibration.json", summary)
+        fileio.write_json(tmp / CALIBRATION_SUMMARY, summary)
     return summary
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
-from pipeline.export import export
+from pipeline.export import reference_file
 from pipeline.precision import calibration_data
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def prepare(
     batches = [b for b in data.batches if {k: v.shape for k, v in b.items()} == first]
     fileio.write_npz(
         out_dir / INPUTS_FILE,
-        {export.reference_key("in", i, k): v for i, b in enumerate(batches) for k, v in b.items()},
+        {reference_file.key("in", i, k): v for i, b in enumerate(batches) for k, v in b.items()},
     )
     calibrator = CALIBRATORS[calibration_cfg.method]
     key = hashing.sha256_bytes(

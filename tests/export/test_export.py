@@ -2,9 +2,9 @@ import numpy as np
 import onnx
 import pytest
 
-from pipeline.core import fileio, hashing
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model, onnx_runtime
+from pipeline.export import export, onnx_model, onnx_runtime, reference_file
 from tests.conftest import REPO, compose
 
 
@@ -14,7 +14,7 @@ def test_cnn_export_has_dynamic_batch_and_reference(built_cnn):
     [spec] = onnx_model.inputs(model)
     assert spec.name == "images" and spec.dims == ("batch", 3, 32, 32)
     assert len(model.graph.value_info) >= len(model.graph.node) - 1  # shapes were inferred and kept
-    pairs = export.split_reference(fileio.read_npz(layout.export_dir / "reference.npz"))
+    pairs = reference_file.read(layout.export_dir / "reference.npz")
     assert len(pairs) == 4
     inputs, outputs = pairs[0]
     assert outputs["logits"].shape == (8, 10)

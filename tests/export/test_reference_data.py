@@ -14,7 +14,7 @@ from pipeline.bench.bench_shapes import choose_feeds
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import export
+from pipeline.export import reference_file
 from pipeline.flow import steps
 from pipeline.zoo import transformer_encoder
 from tests.conftest import FAST_BENCH, REPO, compose
@@ -45,7 +45,7 @@ def file_model(onnx_path, *overrides):
 
 
 def pairs_inputs(export_dir):
-    pairs = export.split_reference(fileio.read_npz(export_dir / "reference.npz"))
+    pairs = reference_file.read(export_dir / "reference.npz")
     return {k: np.concatenate([p[0][k] for p in pairs]) for k in pairs[0][0]}
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
-from pipeline.export import export
+from pipeline.export import export, reference_file
 from pipeline.precision import calibration_data
 from tests.conftest import REPO, compose
 
@@ -50,9 +50,7 @@ def test_directory_takes_the_first_num_samples(cnn_onnx):
 
 
 def test_reference_batches_are_not_calibration_samples(built_transformer, transformer_onnx):
-    pairs = export.split_reference(
-        fileio.read_npz(built_transformer[1].export_dir / "reference.npz")
-    )
+    pairs = reference_file.read(built_transformer[1].export_dir / "reference.npz")
     for option in ("transformer_samples", "factory", "none"):
         s = load("transformer", transformer_onnx, f"calibration={option}")
         assert not any(s.uses(feeds) for feeds, _ in pairs)

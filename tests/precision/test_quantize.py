@@ -14,7 +14,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import backend, build, weak_typing
-from pipeline.export import export, onnx_runtime
+from pipeline.export import onnx_runtime, reference_file
 from pipeline.flow import steps
 from pipeline.store import CALIBRATION
 from tests.conftest import REPO, compose
@@ -157,7 +157,7 @@ def test_bad_calibration_set_fails_the_gate_naming_the_metric(request, tmp_path)
 
 def test_reference_batches_used_for_calibration_are_not_held_out(request, tmp_path):
     layout = layout_with_export(request, tmp_path, "cnn")
-    pairs = export.split_reference(fileio.read_npz(layout.export_dir / "reference.npz"))
+    pairs = reference_file.read(layout.export_dir / "reference.npz")
     fileio.write_npz(tmp_path / "leak" / "first.npz", pairs[0][0])
     cfg = compose(
         "model=cnn",
@@ -346,7 +346,7 @@ def test_emulation_of_fp32_is_exact_and_of_bf16_rounds(tmp_path, built_cnn):
     from pipeline.precision import emulate
 
     _, layout = built_cnn
-    pairs = export.split_reference(fileio.read_npz(layout.export_dir / "reference.npz"))
+    pairs = reference_file.read(layout.export_dir / "reference.npz")
     fp32 = onnx.load(layout.export_dir / "model.onnx")
     fileio.write_bytes(tmp_path / "same.onnx", emulate.emulated_fp32(fp32).SerializeToString())
     [out] = onnx_runtime.run_batches(tmp_path / "same.onnx", [pairs[0][0]])
