@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import fileio, hashing
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.machine.fingerprint import identity
+from pipeline.precision import calibration_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
@@ -83,7 +84,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
     inputs = layout.weak_calibration_inputs
     if not inputs.exists():
         return None
-    summary = fileio.read_json(layout.calibration_summary, "calibration summary")
+    summary = calibration_file.read(layout.calibration_summary)
     calibrator = summary.get("weak_typing", {}).get("calibrator", "")
     return hashing.sha256_bytes(f"{hashing.sha256_file(inputs)}|{calibrator}".encode())
 
@@ -101,11 +102,9 @@ def engine_key_inputs(
     if rehash:
         graph_sha256 = onnx_model.sha256(graph)
     else:
-        summary = fileio.read_json(layout.calibration_summary, "calibration summary")
-        graph_sha256 = (
-            onnx_model.recorded_sha256(graph, summary.get("onnx_sha256"), summary.get("onnx_files"))
-            if isinstance(summary, dict)
-            else onnx_model.sha256(graph)
+        summary = calibration_file.read(layout.calibration_summary)
+        graph_sha256 = onnx_model.recorded_sha256(
+            graph, summary["onnx_sha256"], summary.get("onnx_files")
         )
     return key_inputs(
         onnx_sha256=graph_sha256,

@@ -15,6 +15,7 @@ from pipeline.core.layout import CALIBRATION_SUMMARY
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.engine import backend
 from pipeline.export import reference_file
+from pipeline.precision import calibration_file
 from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
 from pipeline.store import CALIBRATION, SHA256
 
@@ -32,7 +33,7 @@ def configure(
 ) -> dict[str, Any]:
     """Set the builder flags (and the int8 calibrator) that prepare() recorded."""
     refuse_if_strongly_typed_only(trt)
-    summary = fileio.read_json(Path(calibrate_dir) / CALIBRATION_SUMMARY, "calibration summary")
+    summary = calibration_file.read(Path(calibrate_dir) / CALIBRATION_SUMMARY)
     info = checked_info(summary.get("weak_typing") if isinstance(summary, dict) else None)
     for flag in info["flags"]:
         if flag not in trt.BuilderFlag.__members__:

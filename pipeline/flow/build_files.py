@@ -12,6 +12,7 @@ from pipeline.core import config as config_lib
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.precision import calibration_file
 from pipeline.store import PendingFiles
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def resolved_profiles(
     from pipeline.engine import build as build_lib
     from pipeline.export import onnx_model, profiles
 
-    summary = fileio.read_json(layout.calibration_summary, "calibration summary")
+    summary = calibration_file.read(layout.calibration_summary)
     specs = summary.get("inputs")
     if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
         return build_lib.resolve_profiles(cfg.profile, onnx_path)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, memory
 from pipeline.core.layout import Layout
+from pipeline.precision import calibration_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
@@ -36,7 +37,7 @@ def run(
         inspection,
     )
     report["precision_transform"] = precision_view.precision_transform(
-        fileio.read_json(layout.calibration_summary, "calibration summary")
+        calibration_file.read(layout.calibration_summary)
     )
     precision_view.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)

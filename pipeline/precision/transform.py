@@ -16,7 +16,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
-from pipeline.precision import accuracy, tasks
+from pipeline.precision import accuracy, calibration_file, tasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
@@ -117,7 +117,7 @@ def transform(
         # the build takes the graph's hash from here while the files are unchanged (one read)
         summary["onnx_files"] = onnx_model.file_stats(files)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
-        fileio.write_json(tmp / CALIBRATION_SUMMARY, summary)
+        calibration_file.write(tmp / CALIBRATION_SUMMARY, summary)
     return summary
 
 
