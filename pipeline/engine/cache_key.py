@@ -11,10 +11,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import hashing
+from pipeline.core import calibration_file, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.machine.fingerprint import identity
-from pipeline.precision import calibration_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig

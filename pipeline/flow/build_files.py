@@ -8,11 +8,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core import config as config_lib
-from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.precision import calibration_file
 from pipeline.store import PendingFiles
 
 if TYPE_CHECKING:

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import console, fileio, memory
+from pipeline.core import calibration_file, console, fileio, memory
 from pipeline.core.layout import Layout
-from pipeline.precision import calibration_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from pipeline.core import fileio, hashing
+from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
-from pipeline.precision import accuracy, calibration_file, tasks
+from pipeline.precision import accuracy, tasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig

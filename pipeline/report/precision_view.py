@@ -58,6 +58,7 @@ def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
         ],
         "quantized_fraction": flops.get("quantized_fraction"),
         "gemm_flops": flops.get("gemm_flops"),
+        "int4": _int4(calib),
         "smoothing": {
             "mode": smooth.get("mode"),
             "alpha": smooth.get("alpha"),
@@ -67,6 +68,21 @@ def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
         }
         if smooth
         else None,
+    }
+
+
+def _int4(calib: dict[str, Any]) -> dict[str, Any] | None:
+    """int4 weight-only: the method, the block size, and which GEMMs hold int4 weights."""
+    view = calib.get("int4")
+    if calib.get("quantize_mode") != "int4" or not view:
+        return None
+    return {
+        "method": calib.get("method"),
+        "block_size": calib.get("block_size"),
+        "gemms": len(view.get("int4_gemms", [])),
+        "tables": len(view.get("int4_embedding_tables", [])),
+        "share": view.get("int4_weight_share"),
+        "bytes": view.get("gemm_weight_bytes", {}),
     }
 
 
@@ -211,6 +227,8 @@ def quantization_lines(q: dict[str, Any] | None) -> list[str]:
     if not q:
         return []
     frac = q.get("quantized_fraction")
+    if q.get("int4"):
+        return [_int4_line(q["int4"], frac)]
     md = [
         f"- {q['mode']} Q/DQ placement: {q['placement']}; {len(q['activations'])} activation "
         f"tensors and {q['weights']} weights quantized"
@@ -224,6 +242,19 @@ def quantization_lines(q: dict[str, Any] | None) -> list[str]:
             + (f"; {sm['note']}" if sm.get("note") else "")
         )
     return md
+
+
+def _int4_line(i4: dict[str, Any], flops: float | None) -> str:
+    share = i4.get("share")
+    sizes = i4.get("bytes") or {}
+    tables = f", {i4['tables']} embedding table(s) too" if i4.get("tables") else ""
+    return (
+        f"- int4 weight-only ({i4['method']}, blocks of {i4['block_size']}): {i4['gemms']} GEMMs "
+        f"read int4 weights{tables}"
+        + (f", {share:.1%} of GEMM weight parameters" if share is not None else "")
+        + f" ({sizes.get('int4', 0):,} B int4, {sizes.get('higher_precision', 0):,} B higher precision)"
+        + (f"; {flops:.1%} of GEMM FLOPs read an int4 weight" if flops is not None else "")
+    )
 
 
 def transform_markdown(t: dict[str, Any]) -> list[str]:

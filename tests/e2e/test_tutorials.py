@@ -278,4 +278,8 @@ def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
     assert calibration["gate_passed"] and calibration["activations"]["type"] == "fp16"
     assert calibration["calibration"]["int4"]["int4_weight_share"] == 1.0
     assert list((repo / "artifacts/build").glob("*/engine.plan"))
+    report = (repo / "artifacts/inspect/report.md").read_text()
+    assert (
+        "- int4 weight-only (awq_clip, blocks of 128): 9 GEMMs read int4 weights, 100.0%" in report
+    )
     assert "int4_awq" in dvc(repo, *show[1:]).stdout
