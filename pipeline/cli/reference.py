@@ -71,8 +71,22 @@ def _docstring(cls: type) -> str:
 
 
 def _type_name(f: dataclasses.Field[Any]) -> str:
-    # The annotation as written (the schema's module defers them: they are strings).
-    return f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    """The annotation as written (the schema's module defers them: they are strings), each
+    choice's enum followed by its values (pipeline/core/choices.py)."""
+    import re
+    from enum import StrEnum
+
+    from pipeline.core import choices
+
+    name = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+    enums = {
+        n: e for n, e in vars(choices).items() if isinstance(e, type) and issubclass(e, StrEnum)
+    }
+    return re.sub(
+        r"\b[A-Z]\w+\b",
+        lambda m: f"{m[0]} ({', '.join(enums[m[0]])})" if m[0] in enums else m[0],
+        name,
+    )
 
 
 def _inner_dataclass(t: Any) -> tuple[str, type] | None:

@@ -17,7 +17,28 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from pipeline.core import shape_forms
-from pipeline.core.config_rules import BENCH_BACKENDS, check_values
+from pipeline.core.choices import (
+    Activations,
+    Backend,
+    BenchBackend,
+    CalibrationMethod,
+    CalibrationSource,
+    Device,
+    Fallback,
+    HardwareCompatibility,
+    Int4Method,
+    LowPrecision,
+    Precision,
+    ProfilePoint,
+    QdqPlacement,
+    QuantizeMode,
+    Smoothing,
+    Task,
+    TimingCacheMode,
+    Transform,
+    Typing,
+)
+from pipeline.core.config_rules import check_values
 from pipeline.core.errors import PipelineError, first_line
 
 
@@ -34,11 +55,10 @@ class ModelConfig:
     opset: int = 17  # ONNX opset of the torch export (7 to 23); older model files are upgraded
     seed: int = 0  # seeds the factory's weights and the random reference inputs
     # What every output is, so the accuracy gate judges it by what matters for it
-    # (pipeline/precision/tasks.py): auto | classification | regression | embedding |
-    # detection | dense | sequence. auto: class scores for [N, C] outputs, dense otherwise.
-    task: str = "auto"
+    # (pipeline/precision/tasks.py); auto: class scores for [N, C] outputs, dense otherwise.
+    task: Task = Task.auto
     # Per output, a task other than `task` (e.g. {boxes: detection, scores: classification}).
-    output_tasks: dict[str, str] = field(default_factory=dict)
+    output_tasks: dict[str, Task] = field(default_factory=dict)
     # Sizes by ONNX dim name for the sample inputs (reference, random calibration, the
     # torch export's example). Unset dims take the first profile's opt shape, so a model
     # says each dynamic input's shapes once (profile.shapes). Any dim name: the mapping is
@@ -84,17 +104,17 @@ class AccuracyGate:
 
 @dataclass
 class PrecisionConfig:
-    name: str = "fp32"  # fp32 | tf32 | fp16 | bf16 | int8 | fp8 (the conf/precision option)
-    transform: str = "none"  # the graph transform before the build: none | autocast | qdq
-    mode: str = "strong"  # strong (TensorRT 11, TensorRT-RTX) | weak (TensorRT 10 flags)
+    name: Precision = Precision.fp32  # the conf/precision option
+    transform: Transform = Transform.none  # the graph transform before the build
+    mode: Typing = Typing.strong  # who picks layer precisions: the graph, or TensorRT 10's flags
     tf32: bool = False  # set the builder's TF32 flag (precision=tf32)
-    low_precision_type: str | None = None  # autocast: fp16 | bf16
-    quantize_mode: str | None = None  # qdq: int8 | fp8; int4 for the int4 transform
-    # int4: ModelOpt's weight method, awq_clip (AWQ with clip search) | rtn_dq (round to nearest)
-    int4_method: str | None = None
+    low_precision_type: LowPrecision | None = None  # autocast: the type it casts to
+    quantize_mode: QuantizeMode | None = None  # qdq: int8 or fp8; int4 for the int4 transform
+    # int4: ModelOpt's weight method (AWQ with clip search, or round to nearest)
+    int4_method: Int4Method | None = None
     block_size: int = 128  # int4: weights quantized in blocks this long along the reduction axis
     # int4: the activations' type, fp32 or fp16 (AutoCast after the weights are int4)
-    activations: str = "fp32"
+    activations: Activations = Activations.fp32
     # int4: embedding tables (a Gather of a constant) in int4 blocks too
     int4_embeddings: bool = False
     # AutoCast (fp16/bf16): op types kept in fp32.
@@ -108,13 +128,13 @@ class PrecisionConfig:
     keep_io_types: bool = True  # AutoCast: the graph's inputs and outputs keep their fp32 type
     # int8/fp8: with auto, a graph that misses the gate keeps its most sensitive
     # quantized nodes in fp32, the fewest that pass (pipeline/precision/fallback.py).
-    fallback: str = "none"  # none | auto
+    fallback: Fallback = Fallback.none
     # int8/fp8: which readers of a quantized tensor read the quantized value
-    # (pipeline/precision/qdq_plan.py): gemm_inputs (MatMul/Gemm/Conv inputs only) | modelopt.
-    qdq_placement: str = "gemm_inputs"
+    # (pipeline/precision/qdq_plan.py): MatMul/Gemm/Conv inputs only, or as ModelOpt placed them.
+    qdq_placement: QdqPlacement = QdqPlacement.gemm_inputs
     # int8/fp8: migrate activation outliers into the weights before quantizing
-    # (pipeline/precision/smoothing.py): none | smoothquant | auto (where the graph allows).
-    smoothing: str = "none"
+    # (pipeline/precision/smoothing.py); auto: where the graph allows.
+    smoothing: Smoothing = Smoothing.none
     smoothing_alpha: float = 0.5  # SmoothQuant's migration strength, 0 to 1
     # Accuracy thresholds against the fp32 reference; null switches a metric off.
     gate: AccuracyGate = field(default_factory=AccuracyGate)
@@ -153,7 +173,8 @@ class CalibrationConfig:
     """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
 
     name: str = "none"  # the conf/calibration option
-    source: str = "none"  # none | directory | factory | random (random only when named)
+    # where the data comes from (random only when named)
+    source: CalibrationSource = CalibrationSource.none
     # directory: a folder of .npz/.npy keyed by input name, or one .npz. dvc.yaml tracks this
     # path for every source (the others leave it at the shipped data/calibration; it is not read).
     path: str | None = "data/calibration"
@@ -163,9 +184,7 @@ class CalibrationConfig:
     num_samples: int = 0  # 0 with a directory means every sample in it
     batch_size: int = 1  # samples per calibration batch
     seed: int = 0  # seeds random calibration data and sample selection
-    method: str = (
-        "entropy"  # entropy | max (minmax is max); percentile is refused, ModelOpt lacks it
-    )
+    method: CalibrationMethod = CalibrationMethod.entropy  # minmax is max
     exclude_nodes: list[str] = field(default_factory=list)  # regexes over node names (re.match)
     exclude_op_types: list[str] = field(default_factory=list)  # op types left unquantized
     # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
@@ -185,19 +204,18 @@ class GatesConfig:
 
 @dataclass
 class BuildConfig:
-    # auto | tensorrt | tensorrt_rtx; auto: full TensorRT where it imports and a GPU is
-    # present, else TensorRT-RTX.
-    backend: str = "auto"
+    # auto: full TensorRT where it imports and a GPU is present, else TensorRT-RTX.
+    backend: Backend = Backend.auto
     workspace_mib: int = 1024  # the builder's workspace memory pool limit
     optimization_level: int = 3  # TensorRT's builder optimization level, 0 to 5
-    # none | ampere_plus | same_compute_capability: which GPUs the engine may run on.
-    hardware_compatibility: str = "none"
+    # Which GPUs the engine may run on (TensorRT's hardware compatibility level).
+    hardware_compatibility: HardwareCompatibility = HardwareCompatibility.none
     version_compatible: bool = False  # an engine later TensorRT versions can run
     # TensorRT-RTX ahead-of-time targets, e.g. [SM86, SM89]; empty lets TensorRT choose.
     compute_capabilities: list[str] = field(default_factory=list)
-    # off | read | readwrite | strict (a miss fails): one timing cache per fingerprint
-    # beside the store; full TensorRT only.
-    timing_cache: str = "readwrite"
+    # One timing cache per fingerprint beside the store (strict: a miss fails); full
+    # TensorRT only.
+    timing_cache: TimingCacheMode = TimingCacheMode.readwrite
     plugins: list[str] = field(default_factory=list)  # plugin libraries (.so) loaded for the parse
     # More TensorRT BuilderFlag names to set, e.g. [SPARSE_WEIGHTS].
     extra_flags: list[str] = field(default_factory=list)
@@ -222,16 +240,16 @@ class BenchmarkConfig:
     # A percentile with fewer samples than this beyond it is reported but flagged.
     min_tail_samples: int = 10
     # Side by side in this order; speed-ups are against `baseline`.
-    backends: list[str] = field(default_factory=lambda: list(BENCH_BACKENDS))
-    baseline: str = "onnxruntime"  # the backend speed-ups are measured against
-    device: str = "auto"  # where ONNX Runtime and PyTorch run: auto | cpu | cuda
+    backends: list[BenchBackend] = field(default_factory=lambda: list(BenchBackend))
+    baseline: BenchBackend = BenchBackend.onnxruntime  # the backend speed-ups are measured against
+    device: Device = Device.auto  # where ONNX Runtime and PyTorch run
     intra_op_threads: int = (
         0  # ONNX Runtime and PyTorch CPU threads; 0 keeps each library's default
     )
     profile: str | None = (
         None  # optimization profile by name for the headline shape; null: the first
     )
-    shape: str = "opt"  # the headline point of that profile: min | opt | max
+    shape: ProfilePoint = ProfilePoint.opt  # the headline point of that profile
     # Sweep for latency/throughput against batch size; [] means the profile's min, opt and max batch.
     batch_sizes: list[int] = field(default_factory=list)
     seq_lens: list[int] = field(
@@ -365,7 +383,8 @@ def load(path: str | Path = "params.yaml") -> PipelineConfig:
 
 def to_dict(cfg: Any) -> dict[str, Any]:
     if OmegaConf.is_config(cfg):
-        # A config section (a DictConfig) becomes a dict; to_container's type also covers
-        # lists and scalars.
-        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+        # A config section (a DictConfig) becomes a dict of plain data (a choice as its
+        # string: params.yaml, cache keys and provenance records read the same as before
+        # choices were enums); to_container's type also covers lists and scalars.
+        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     return dict(cfg)

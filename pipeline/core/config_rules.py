@@ -9,32 +9,29 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+from pipeline.core.choices import Int4Method, LowPrecision, QuantizeMode, Transform
 from pipeline.core.errors import PipelineError
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "int8", "fp8", "int4_awq", "int4_rtn")
-TRANSFORMS = ("none", "autocast", "qdq", "int4")
 # Transforms that quantize nodes, which precision.fallback=auto may keep in higher precision.
-QUANTIZING = ("qdq", "int4")
-INT4_METHODS = ("awq_clip", "rtn_dq")
-ACTIVATIONS = ("fp32", "fp16")
+QUANTIZING = (Transform.qdq, Transform.int4)
 # TensorRT-RTX targets that cannot run int4 weights (Myelin: "HW-specific datatypes: int4").
 INT4_UNSUPPORTED_TARGETS = ("SM75",)
-BACKENDS = ("auto", "tensorrt", "tensorrt_rtx")
-HW_COMPAT = ("none", "ampere_plus", "same_compute_capability")
-TIMING_CACHE_MODES = ("off", "read", "readwrite", "strict")
-TASKS = ("auto", "classification", "regression", "embedding", "detection", "dense", "sequence")
-FALLBACKS = ("none", "auto")
-QDQ_PLACEMENTS = ("gemm_inputs", "modelopt")
-SMOOTHINGS = ("none", "smoothquant", "auto")
-CALIB_SOURCES = ("none", "directory", "factory", "random")
-CALIB_METHODS = ("max", "entropy", "percentile", "minmax")
-BENCH_BACKENDS = ("onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt")
+# What each transform needs its companion setting to be (the others are unset or ignored).
+TRANSFORM_SETTING = {
+    Transform.autocast: ("low_precision_type", (LowPrecision.fp16, LowPrecision.bf16)),
+    Transform.qdq: ("quantize_mode", (QuantizeMode.int8, QuantizeMode.fp8)),
+    Transform.int4: ("quantize_mode", (QuantizeMode.int4,)),
+}
 
 
-def _one_of(value: Any, allowed: tuple[str, ...], key: str) -> None:
+def _one_of(value: Any, allowed: tuple[str, ...], key: str, because: str = "") -> None:
+    """A choice another setting narrows (the enums in choices.py already hold each field to
+    its own choices)."""
     if value not in allowed:
+        shown = "null" if value is None else f"'{value}'"
+        why = f" with {because}" if because else ""
         raise PipelineError(
-            f"invalid config: {key}={value!r}; expected one of {', '.join(allowed)}"
+            f"invalid config: {key}={shown}{why}; expected one of {', '.join(allowed)}"
         )
 
 
@@ -46,8 +43,6 @@ def check_values(cfg: DictConfig) -> None:
     _check_precision(cfg.precision)
     _check_build(cfg.build)
     _check_int4_targets(cfg.precision, cfg.build)
-    _one_of(cfg.calibration.source, CALIB_SOURCES, "calibration.source")
-    _one_of(cfg.calibration.method, CALIB_METHODS, "calibration.method")
     _check_benchmark(cfg.benchmark)
     _check_profile(cfg.profile)
 
@@ -59,9 +54,6 @@ def _check_model(m: DictConfig) -> None:
         )
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
-    _one_of(m.task, TASKS, "model.task")
-    for output, task in m.output_tasks.items():
-        _one_of(task, TASKS, f"model.output_tasks.{output}")
 
 
 def _check_model_maps(m: DictConfig) -> None:
@@ -97,25 +89,20 @@ def _is_range(bounds: Any) -> bool:
 
 
 def _check_precision(p: DictConfig) -> None:
-    _one_of(p.name, PRECISIONS, "precision.name")
-    _one_of(p.fallback, FALLBACKS, "precision.fallback")
-    _one_of(p.qdq_placement, QDQ_PLACEMENTS, "precision.qdq_placement")
-    _one_of(p.smoothing, SMOOTHINGS, "precision.smoothing")
     if not 0.0 <= p.smoothing_alpha <= 1.0:
         raise PipelineError(
             f"invalid config: precision.smoothing_alpha={p.smoothing_alpha}; expected a number "
             f"in [0, 1] (0 leaves the activations alone, 1 moves all of their range into the weights)"
         )
     _check_precision_combinations(p)
-    _one_of(p.transform, TRANSFORMS, "precision.transform")
-    _one_of(p.mode, ("strong", "weak"), "precision.mode")
-    if p.transform == "autocast":
-        _one_of(p.low_precision_type, ("fp16", "bf16"), "precision.low_precision_type")
-    if p.transform == "qdq":
-        _one_of(p.quantize_mode, ("int8", "fp8"), "precision.quantize_mode")
-    if p.transform == "int4":
-        _one_of(p.int4_method, INT4_METHODS, "precision.int4_method")
-        _one_of(p.activations, ACTIVATIONS, "precision.activations")
+    if p.transform in TRANSFORM_SETTING:
+        key, allowed = TRANSFORM_SETTING[p.transform]
+        because = f"precision.transform={p.transform}"
+        _one_of(getattr(p, key), allowed, f"precision.{key}", because)
+    if p.transform == Transform.int4:
+        _one_of(
+            p.int4_method, tuple(Int4Method), "precision.int4_method", "precision.transform=int4"
+        )
         if p.block_size < 1:
             raise PipelineError(
                 f"invalid config: precision.block_size={p.block_size}; give the int4 block "
@@ -148,9 +135,6 @@ def _check_precision_combinations(p: DictConfig) -> None:
 
 
 def _check_build(b: DictConfig) -> None:
-    _one_of(b.backend, BACKENDS, "build.backend")
-    _one_of(b.hardware_compatibility, HW_COMPAT, "build.hardware_compatibility")
-    _one_of(b.timing_cache, TIMING_CACHE_MODES, "build.timing_cache")
     if b.workspace_mib <= 0:
         raise PipelineError(
             f"invalid config: build.workspace_mib={b.workspace_mib}; must be positive"
@@ -190,10 +174,6 @@ def _check_profile(profile: DictConfig) -> None:
 
 
 def _check_benchmark(bc: DictConfig) -> None:
-    _one_of(bc.shape, ("min", "opt", "max"), "benchmark.shape")
-    _one_of(bc.device, ("auto", "cpu", "cuda"), "benchmark.device")
-    for backend in bc.backends:
-        _one_of(backend, BENCH_BACKENDS, "benchmark.backends")
     if not bc.backends or len(set(bc.backends)) != len(bc.backends):
         raise PipelineError(
             f"invalid config: benchmark.backends={list(bc.backends)}; name each backend once"

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.config_rules import BACKENDS, HW_COMPAT
+from pipeline.core.choices import Backend, HardwareCompatibility
 from pipeline.core.errors import PipelineError, first_line
 
 
@@ -45,7 +45,10 @@ def from_mapping(build: object) -> BuildSettings:
         raise PipelineError(f"invalid config: build must be a mapping, not {type(build).__name__}")
     # Values as YAML gave them, each checked below before it becomes a field.
     out: dict[str, Any] = {f.name: build[f.name] for f in fields(BuildSettings) if f.name in build}
-    for key, allowed in (("backend", BACKENDS), ("hardware_compatibility", HW_COMPAT)):
+    for key, allowed in (
+        ("backend", tuple(Backend)),
+        ("hardware_compatibility", tuple(HardwareCompatibility)),
+    ):
         if key in out and out[key] not in allowed:
             raise _invalid(key, out[key], f"one of {', '.join(allowed)}")
     if "version_compatible" in out and not isinstance(out["version_compatible"], bool):

@@ -130,7 +130,7 @@ def _requested(
 ) -> tuple[str, int, int, dict[str, Any]]:
     """(source, samples, batch size, the info record so far), checked; calibration=none
     with a model factory that has calibration_batches() is that factory's set."""
-    source = calibration_cfg.source
+    source = str(calibration_cfg.source)
     n, bs = int(calibration_cfg.num_samples), int(calibration_cfg.batch_size)
     info: dict[str, Any] = {"source": source, "random": False}
     if source == "none":

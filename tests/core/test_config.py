@@ -42,7 +42,7 @@ def test_wrong_type_fails():
 
 
 def test_unknown_precision_fails():
-    with pytest.raises(PipelineError, match=r"precision\.name='int9'"):
+    with pytest.raises(PipelineError, match=r"precision\.name: Invalid value 'int9'"):
         config.validate({"precision": {"name": "int9"}})
 
 

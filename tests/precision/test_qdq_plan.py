@@ -106,7 +106,9 @@ def test_modelopt_placement_misses_the_gate_with_every_matmul_in_fp32(bert_expor
 
 
 def test_unknown_placement_is_one_line():
-    with pytest.raises(PipelineError, match=r"precision.qdq_placement='tensors'; expected one of"):
+    with pytest.raises(
+        PipelineError, match=r"precision.qdq_placement: Invalid value 'tensors', expected one of"
+    ):
         compose("precision=int8", "precision.qdq_placement=tensors")
 
 

@@ -139,7 +139,7 @@ def test_nothing_to_smooth_is_one_line_and_auto_leaves_the_graph(cnn_export, tmp
         ),
         (
             "precision.smoothing=lots",
-            r"precision.smoothing='lots'; expected one of none, smoothquant, auto",
+            r"precision.smoothing: Invalid value 'lots', expected one of \[none, smoothquant, auto\]",
         ),
     ],
 )

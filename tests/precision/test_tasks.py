@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.core import config_rules
+from pipeline.core import choices
 from pipeline.core.errors import PipelineError
 from pipeline.precision import accuracy, tasks
 from tests.conftest import compose
@@ -22,7 +22,7 @@ def judged(results: list[dict]) -> set[tuple[str, str]]:
 
 
 def test_every_task_but_auto_says_what_it_judges():
-    assert set(tasks.JUDGED) == set(config_rules.TASKS) - {"auto"}
+    assert set(tasks.JUDGED) == set(choices.Task) - {choices.Task.auto}
 
 
 def test_boxes_in_pixels_are_judged_by_relative_error_not_absolute():
