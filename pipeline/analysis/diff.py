@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.analysis import buildlog, report_layers
-from pipeline.core import fileio, tables
+from pipeline.core import fileio, report_file, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
 from pipeline.engine import manifest as manifest_lib
@@ -33,13 +33,8 @@ def load(path: str | Path) -> dict[str, Any]:
         raise PipelineError(
             f"diff: {path} is not a folder (give a build folder or an inspect folder)"
         )
-    if (path / "report.json").exists():
-        try:
-            return _from_report(path, fileio.read_json(path / "report.json", "inspect report"))
-        except (KeyError, TypeError, AttributeError) as e:
-            raise PipelineError(
-                f"{path / 'report.json'} is not an inspect report (no {e})"
-            ) from None
+    if (path / report_file.NAME).exists():
+        return _from_report(path, report_file.read(path))
     folder = _build_folder(path)
     if folder is None:
         raise PipelineError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import console, fileio, memory
+from pipeline.core import console, fileio, memory, summary_file
 from pipeline.core.layout import Layout
 
 if TYPE_CHECKING:
@@ -42,8 +42,8 @@ def run(
     for kind in plots.CHARTS:
         fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
     # The one DVC metrics file: upstream stages' detail files are this stage's deps.
-    fileio.write_json(
-        out / "summary.json",
+    summary_file.write(
+        out,
         summary.summarize(
             fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
             fileio.read_json(out / "gates.json", "build gates (run the build stage)"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, console, fileio, memory
+from pipeline.core import calibration_file, console, fileio, memory, report_file
 from pipeline.core.layout import Layout
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def run(
         fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
-        fileio.write_json(tmp / "report.json", report)
+        report_file.write(tmp, report)
         # last, so the pages' rendering counts in the peak
         report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
     page = "report.html" if cfg.inspect.html else "report.md"

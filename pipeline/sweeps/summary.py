@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 
-from pipeline.core import fileio, imports, tables
+from pipeline.core import fileio, imports, summary_file, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB, fmt
 from pipeline.sweeps.pareto import pareto, plot
@@ -185,10 +185,14 @@ def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | 
     name = rev.get("name") or str(rev.get("rev", "?"))[:7]
     data = rev.get("data") or {}
     metrics = {Path(k).name: (v or {}).get("data") for k, v in (data.get("metrics") or {}).items()}
-    summary = metrics.get("summary.json")
-    if not summary:
+    found = metrics.get(summary_file.NAME)
+    if not found:
         failed = executor.get("state") == "failed"
         return failed_row(name, f"experiment failed (dvc queue logs {name})") if failed else None
+    try:
+        summary = summary_file.check(found, f"experiment {name}'s {summary_file.NAME}")
+    except PipelineError as e:
+        return failed_row(name, str(e))
     params = ((data.get("params") or {}).get("params.yaml") or {}).get("data") or {}
     backend = next((b for b in LATENCY_BACKENDS if f"{b}_median_ms" in summary), None)
     passes = [summary.get("accuracy_gate_pass"), summary.get("build_gates_pass")]

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pipeline.analysis import diff
-from pipeline.core import fileio
+from pipeline.core import report_file
 from pipeline.core.errors import PipelineError
 from pipeline.flow import steps
 from pipeline.report import report
@@ -79,7 +79,8 @@ def test_inspect_folders_and_build_parents_compare_too(built_cnn, built_cnn_fp16
         cfg.inspect,
         {"available": False, "reason": "test"},
     )
-    fileio.write_json(tmp_path / "inspect" / "report.json", r)
+    (tmp_path / "inspect").mkdir()
+    report_file.write(tmp_path / "inspect", r)
     d = diff.compare(diff.load(built_cnn[1].build_dir), diff.load(tmp_path / "inspect"))
     assert d["a"]["kind"] == "build" and d["b"]["kind"] == "inspect" and d["layers_compared"] > 5
     assert any(c["change"] == "narrower" for c in d["precision_changes"]) and not d["regressions"]
@@ -146,3 +147,9 @@ def test_a_summary_from_before_fusion_was_measured_has_no_ratio_to_compare(built
     old = diff._view("old", "build", "fp32", "t", 1, 1.0, old_log, [], {})
     assert old["fusion_ratio"] is None and old["layers_final"] is None
     assert not any(r.startswith("fusion ratio") for r in diff.compare(old, view)["regressions"])
+
+
+def test_a_report_of_another_version_is_one_line(tmp_path):
+    (tmp_path / "report.json").write_text('{"precision": "fp16", "engine": {"bytes": 10}}')
+    with pytest.raises(PipelineError, match=r"has no valid 'engine.backend.flavour'.*rerun the"):
+        diff.load(tmp_path)

@@ -225,6 +225,11 @@ def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monk
             "revs": [_dvc_rev("broken", error={"msg": "Experiment run failed", "type": ""})],
         },
         {
+            "name": "old",
+            "executor": {"state": "success", "local": None},
+            "revs": [_dvc_rev("old", {**summary, "engine_mib": "0.5 MiB"})],
+        },
+        {
             "name": "waiting",
             "executor": {"state": "queued", "local": None},
             "revs": [_dvc_rev("waiting")],
@@ -238,7 +243,7 @@ def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monk
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=json.dumps(shown), stderr=""),
     )
     rows = {r["job"]: r for r in sweep_summary.collect_dvc(tmp_path)}
-    assert sorted(rows) == ["again", "broken", "master"], rows
+    assert sorted(rows) == ["again", "broken", "master", "old"], rows
     assert rows["again"] == {
         "job": "again",
         "model": "cnn",
@@ -258,6 +263,10 @@ def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monk
     }
     assert rows["master"]["precision"] == "fp32" and rows["master"]["store"] is None
     assert rows["broken"]["gates"] == "experiment failed (dvc queue logs broken)"
+    assert rows["old"]["gates"] == (
+        "experiment old's summary.json has no valid 'engine_mib' (made by another version, or "
+        "edited); rerun the benchmark stage"
+    )
 
 
 def _row(job, median, cosine, mib=1.0):
