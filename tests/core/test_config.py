@@ -31,6 +31,58 @@ def test_every_group_option_validates(group, option):
         assert cfg[group].name == option
 
 
+# What the default composition sets apart from the schema's defaults, and why: anything
+# else a default option (build/default.yaml, precision/fp32.yaml, ...) writes must equal
+# the schema's value, so a default changed in one place only fails here.
+DEFAULT_OVERRIDES = {
+    "model.source": "the bundled model's folder, an interpolation",
+    "model.reference_source": "an interpolation over model.reference_data",
+    "model.task": "the bundled CNN is a classifier; a user's model starts at auto",
+    "precision.gate.max_abs_error": "fp32's gate is tight; the schema's gate is none",
+    "precision.gate.max_rel_error": "as above",
+    "precision.gate.min_cosine": "as above",
+    "precision.gate.min_top1_agreement": "as above",
+    "profile.profiles": "the bundled models' dims; a user's model names its own",
+}
+
+
+def _leaves(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _at(tree, path):
+    for part in path.split("."):
+        tree = tree[part]
+    return tree
+
+
+def test_the_default_options_restate_the_schema_and_override_only_what_they_say():
+    import yaml
+
+    schema = OmegaConf.to_container(OmegaConf.structured(config.PipelineConfig))
+    top = yaml.safe_load((REPO / "pipeline/conf/trt_pipeline.yaml").read_text())
+    chosen = [next(iter(d.items())) for d in top["defaults"] if isinstance(d, dict)]
+    differ = {}
+    for group, option in chosen:
+        if group.startswith("override "):
+            continue
+        data = yaml.safe_load((REPO / "pipeline/conf" / group / f"{option}.yaml").read_text())
+        data.pop("defaults", None)
+        for path, value in _leaves(data, f"{group}."):
+            if value != _at(schema, path):
+                differ[path] = (value, _at(schema, path))
+    unexpected = {k: v for k, v in differ.items() if k not in DEFAULT_OVERRIDES}
+    assert not unexpected, (
+        "a default option and the schema (pipeline/core/config.py) disagree: "
+        + ", ".join(f"{k}: YAML {v[0]!r}, schema {v[1]!r}" for k, v in unexpected.items())
+    )
+    assert set(differ) == set(DEFAULT_OVERRIDES), "DEFAULT_OVERRIDES names a key no longer set"
+
+
 def test_misspelt_key_fails_with_its_full_name():
     with pytest.raises(PipelineError, match=r"build\.worksapce_mib"):
         config.validate({"build": {"worksapce_mib": 10}})
