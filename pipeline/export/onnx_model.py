@@ -174,6 +174,20 @@ def outputs(model: Any) -> list[TensorSpec]:
     return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.output]
 
 
+def producers(model: Any) -> dict[str, Any]:
+    """Tensor name -> the node that writes it."""
+    return {o: n for n in model.graph.node for o in n.output}
+
+
+def readers(model: Any) -> dict[str, list[Any]]:
+    """Tensor name -> the nodes that read it, in graph order (once per input slot)."""
+    out: dict[str, list[Any]] = collections.defaultdict(list)
+    for n in model.graph.node:
+        for x in n.input:
+            out[x].append(n)
+    return out
+
+
 def op_histogram(model: Any) -> dict[str, int]:
     counts = collections.Counter(
         f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type

@@ -173,6 +173,14 @@ def package_version(dist: str) -> str | None:
         return None
 
 
+# The libraries whose versions decide a graph transform's result (part of its cache key).
+TRANSFORM_LIBRARIES = ("nvidia-modelopt", "onnx", "onnxruntime")
+
+
+def transform_library_versions() -> dict[str, str]:
+    return {d: package_version(d) or "not installed" for d in TRANSFORM_LIBRARIES}
+
+
 def trt_installed(module: str) -> tuple[str, str] | None:
     """(distribution, version) of an installed TensorRT flavour, without importing it."""
     spec = importlib.util.find_spec(module)

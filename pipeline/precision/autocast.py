@@ -17,7 +17,7 @@ import numpy as np
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
-from pipeline.machine.fingerprint import package_version
+from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision import calibration_cache
 from pipeline.store import FileData
 
@@ -49,10 +49,7 @@ def key_inputs(
             k: v if v is None or isinstance(v, (str, int, float, bool)) else list(v)
             for k, v in settings.items()
         },
-        **{
-            dist: package_version(dist) or "not installed"
-            for dist in ("nvidia-modelopt", "onnx", "onnxruntime")
-        },
+        **transform_library_versions(),
     }
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
-from pipeline.machine.fingerprint import package_version
+from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision import calibration_cache, calibration_data, quantize
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.int4_graphs import Int4Graphs
@@ -53,10 +53,7 @@ def key_inputs(
         "block_size": int(precision_cfg.block_size),
         "embeddings": bool(precision_cfg.int4_embeddings),
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
-        **{
-            dist: package_version(dist) or "not installed"
-            for dist in ("nvidia-modelopt", "onnx", "onnxruntime")
-        },
+        **transform_library_versions(),
     }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export import onnx_runtime
+from pipeline.export import onnx_model, onnx_runtime
 from pipeline.precision import qdq_plan
 from pipeline.precision.qdq_graphs import Switchboard
 
@@ -95,7 +95,7 @@ class Int4Graphs:
 def plan_of(source: Any, int4: Any, block_size: int) -> Int4Plan:
     """The GEMMs (and embedding Gathers) of `int4` whose weight input is a DequantizeLinear
     of an int4 initializer, matched by name to the source node whose weight they replace."""
-    producer = {o: n for n in int4.graph.node for o in n.output}
+    producer = onnx_model.producers(int4)
     int4_inits = {i.name for i in int4.graph.initializer if i.data_type in INT4_TYPES}
     source_nodes = {n.name: n for n in source.graph.node}
     weights, op_types = {}, {}
@@ -153,7 +153,7 @@ def weight_view(model: Any) -> dict[str, Any]:
     """Of the graph that goes to the build: which GEMMs read an int4 weight, the share of
     GEMM weight parameters held in int4, and the bytes each precision takes."""
     inits = {i.name: i for i in model.graph.initializer}
-    producer = {o: n for n in model.graph.node for o in n.output}
+    producer = onnx_model.producers(model)
     params = {"int4": 0, "higher_precision": 0}
     stored = {"int4": 0, "higher_precision": 0}
     int4_gemms: list[str] = []

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.errors import PipelineError
+from pipeline.export import onnx_model
 
 PLACEMENTS = ("gemm_inputs", "modelopt")
 GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
@@ -107,7 +108,7 @@ def extract(qdq_model: Any, source: Any, placement: str) -> QdqPlan:
             f"precision.qdq_placement={placement} is not one of {', '.join(PLACEMENTS)}"
         )
     consts = _constants(qdq_model)
-    producer = {o: n for n in qdq_model.graph.node for o in n.output}
+    producer = onnx_model.producers(qdq_model)
     src_nodes = {n.name: n for n in source.graph.node}
     edges: dict[tuple[str, int], QSpec] = {}
     op_types: dict[str, str] = {}
@@ -298,11 +299,8 @@ def topological(nodes: list[Any], model: Any) -> list[Any]:
 def quantized_tensors(model: Any) -> list[dict[str, Any]]:
     """Each Q/DQ pair of a materialized graph: the tensor it quantizes, who reads the
     quantized value and who reads the tensor itself (the report's precision view)."""
-    producer = {o: n for n in model.graph.node for o in n.output}
-    readers: dict[str, list[Any]] = defaultdict(list)
-    for n in model.graph.node:
-        for x in n.input:
-            readers[x].append(n)
+    producer = onnx_model.producers(model)
+    readers = onnx_model.readers(model)
     inits = {i.name for i in model.graph.initializer}
     out = []
     for n in model.graph.node:

@@ -16,7 +16,6 @@ is left as the source has it, so the graph with every node kept is the fp32 grap
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
+from pipeline.export import onnx_model
 
 MODES = ("none", "smoothquant", "auto")
 
@@ -44,11 +44,8 @@ def find_groups(model: Any) -> list[tuple[str, str, list[tuple[str, str]], bool]
     MatMuls with 2-D constant weights as their second input. Foldable: X is the output
     of a LayerNormalization with constant gamma and beta, and only these MatMuls read it."""
     inits = {i.name: i for i in model.graph.initializer}
-    producer = {o: n for n in model.graph.node for o in n.output}
-    readers: dict[str, list[Any]] = defaultdict(list)
-    for n in model.graph.node:
-        for x in n.input:
-            readers[x].append(n)
+    producer = onnx_model.producers(model)
+    readers = onnx_model.readers(model)
     graph_outputs = {o.name for o in model.graph.output}
     out = []
     for x, nodes in readers.items():
