@@ -46,7 +46,7 @@ def verify_engine(path: str, params: str) -> int:
 def reproduce_engine(path: str, params: str) -> int:
     """Rebuild from the present inputs (bypassing the store) and compare bytes."""
     from pipeline.engine import build as build_lib
-    from pipeline.engine import timing_cache, verify
+    from pipeline.engine import verify
 
     folder = verify.engine_folder(path)
     cfg, layout, fp = _current_context(params)
@@ -57,17 +57,10 @@ def reproduce_engine(path: str, params: str) -> int:
         )
     onnx_path = layout.calibrated_graph
     resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
-    tcache = timing_cache.TimingCache.for_fingerprint(
-        cfg.build.store_dir, fp["id"], "read" if cfg.build.timing_cache != "off" else "off"
-    )
-    result = build_lib.build_engine(
-        onnx_path,
-        cfg.precision,
-        cfg.build,
-        resolved,
-        fp["trt_flavour"],
-        progress=sys.stderr.isatty(),
-        timing_cache=tcache,
+    # The timing cache only read: a reproduction leaves the machine's cache as it found it.
+    timing = "read" if cfg.build.timing_cache != "off" else "off"
+    result, _ = build_lib.build_as_configured(
+        cfg, fp, onnx_path, resolved, sys.stderr.isatty(), timing
     )
     report = verify.compare_bytes((folder / "engine.plan").read_bytes(), result.engine)
     if report["identical"]:

@@ -22,7 +22,7 @@ from pipeline.engine.trt_hooks import (
 from pipeline.export import profiles as profile_lib
 
 if TYPE_CHECKING:
-    from pipeline.core.config import BuildConfig, PrecisionConfig, ProfileConfig
+    from pipeline.core.config import BuildConfig, PipelineConfig, PrecisionConfig, ProfileConfig
     from pipeline.engine.timing_cache import TimingCache
 
 HW_LEVELS = {"ampere_plus": "AMPERE_PLUS", "same_compute_capability": "SAME_COMPUTE_CAPABILITY"}
@@ -196,6 +196,31 @@ def load_plugins(trt: ModuleType, builder: Any, paths: list[str]) -> None:
     for path in paths:
         if registry.load_library(str(path)) is None:
             raise PipelineError(f"TensorRT could not load plugin library {path}")
+
+
+def build_as_configured(
+    cfg: PipelineConfig,
+    fp: dict[str, Any],
+    onnx_path: Path,
+    resolved_profiles: list[dict[str, Any]],
+    progress: bool,
+    timing_mode: str,
+) -> tuple[BuildResult, TimingCache | None]:
+    """The engine `cfg` describes, for machine `fp`, with the machine's timing cache used as
+    `timing_mode` says (the build stage: as configured; a reproduction: read only)."""
+    from pipeline.engine.timing_cache import TimingCache
+
+    tcache = TimingCache.for_fingerprint(cfg.build.store_dir, fp["id"], timing_mode)
+    result = build_engine(
+        onnx_path,
+        cfg.precision,
+        cfg.build,
+        resolved_profiles,
+        fp["trt_flavour"],
+        progress,
+        timing_cache=tcache,
+    )
+    return result, tcache
 
 
 def build_engine(

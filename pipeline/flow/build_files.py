@@ -68,7 +68,6 @@ def make(
     while the store writes the engine (PendingFiles)."""
     from pipeline.core import imports
     from pipeline.engine import build as build_lib
-    from pipeline.engine import timing_cache
 
     # What describing the engine and the stage's end need, imported while TensorRT builds.
     imports.prefetch(
@@ -81,17 +80,8 @@ def make(
     )
     onnx_path = layout.calibrated_graph
     resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
-    tcache = timing_cache.TimingCache.for_fingerprint(
-        cfg.build.store_dir, fp["id"], cfg.build.timing_cache
-    )
-    result = build_lib.build_engine(
-        onnx_path,
-        cfg.precision,
-        cfg.build,
-        resolved,
-        fp["trt_flavour"],
-        progress,
-        timing_cache=tcache,
+    result, tcache = build_lib.build_as_configured(
+        cfg, fp, onnx_path, resolved, progress, cfg.build.timing_cache
     )
     # hashlib lets go of the GIL for large buffers: the engine's hash, the store's write of
     # it and the log's parsing run side by side.
