@@ -107,8 +107,11 @@ def _ensure_job_folder(cfg: DictConfig) -> None:
         OmegaConf.save(cfg.hydra.overrides.task, hydra_dir / "overrides.yaml")
 
 
-def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict) -> dict:
-    """In the Ray worker: run the job as Hydra would, say where it ran."""
+def _execute(
+    sweep_config: DictConfig, task_function: TaskFunction, singleton_state: dict
+) -> tuple[JobReturn, dict]:
+    """In the Ray worker: run the job as Hydra would; (Hydra's JobReturn, whether it
+    failed and where it ran)."""
     import ray
 
     from pipeline.sweeps.summary import ERROR_FILE
@@ -131,11 +134,7 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
     # In a multirun, pipeline.sweeps.job returns from a failed job (no SystemExit, which would
     # kill this worker and read as a crash Ray may retry) and leaves its reason here.
     if (out / ERROR_FILE).is_file():
-        return {
-            "status": "FAILED",
-            "error": (out / ERROR_FILE).read_text().strip(),
-            "output_dir": str(out),
-        }
+        return ret, {"status": "FAILED", "error": (out / ERROR_FILE).read_text().strip()}
     ctx = ray.get_runtime_context()
     node: dict[str, Any] = next((n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()), {})
     where = {
@@ -147,12 +146,8 @@ def _execute(sweep_config: DictConfig, task_function: TaskFunction, singleton_st
         ),
     }
     (out / "ray_node.json").write_text(__import__("json").dumps(where, indent=2) + "\n")
-    return {
-        "status": ret.status.name,
-        "error": None if ret.status == JobStatus.COMPLETED else repr(ret._return_value),
-        "output_dir": str(out),
-        **where,
-    }
+    failed = ret.status != JobStatus.COMPLETED
+    return ret, {"status": ret.status.name, "error": repr(ret._return_value) if failed else None}
 
 
 class _NoCallbacks:
@@ -209,14 +204,15 @@ class TrtRayLauncher(Launcher):
 
     def _outcomes(
         self, configs: list[DictConfig], wanted: list[str | None], refs: list
-    ) -> list[dict]:
-        """Every job's outcome in job order; a failure is one line on stderr when it happens."""
+    ) -> list[tuple[JobReturn | None, dict]]:
+        """Every job's outcome in job order (its JobReturn, None where it never ran, and
+        whether it failed); a failure is one line on stderr when it happens."""
         import ray
 
-        outcomes: dict[int, dict] = {}
+        outcomes: dict[int, tuple[JobReturn | None, dict]] = {}
 
-        def finish(i: int, info: dict) -> None:
-            outcomes[i] = info
+        def finish(i: int, ret: JobReturn | None, info: dict) -> None:
+            outcomes[i] = ret, info
             if info["status"] != JobStatus.COMPLETED.name:
                 overrides = " ".join(filter_overrides(configs[i].hydra.overrides.task))
                 print(
@@ -229,13 +225,16 @@ class TrtRayLauncher(Launcher):
             done, _ = ray.wait(list(pending), num_returns=1, timeout=self.params.check_nodes_s)
             for ref in done:
                 try:
-                    info = ray.get(ref)
+                    ret, info = ray.get(ref)
                 except Exception as e:  # a dead node or worker: this job failed, the others go on
-                    info = {
-                        "status": "FAILED",
-                        "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}",
-                    }
-                finish(pending.pop(ref), info)
+                    ret, info = (
+                        None,
+                        {
+                            "status": "FAILED",
+                            "error": f"{e.__class__.__name__}: {str(e).splitlines()[0]}",
+                        },
+                    )
+                finish(pending.pop(ref), ret, info)
             # Ray keeps a task that no live node can take queued for ever (an autoscaler might
             # add a node), so a job queued behind another on a node that died would hang.
             have = _accelerator_types()
@@ -245,6 +244,7 @@ class TrtRayLauncher(Launcher):
                     del pending[ref]
                     finish(
                         i,
+                        None,
                         {
                             "status": "FAILED",
                             "error": f"no live node of the Ray cluster has accelerator type {wanted[i]} any more",
@@ -301,14 +301,13 @@ class TrtRayLauncher(Launcher):
                 ).remote(cfg, self.task_function, state)
             )
         returns = []
-        for cfg, info in zip(configs, self._outcomes(configs, wanted, refs)):
-            ret = JobReturn(overrides=list(cfg.hydra.overrides.task), cfg=cfg, hydra_cfg=None)
-            ret.status = JobStatus[info["status"]]
-            ret.return_value = (
-                info if ret.status == JobStatus.COMPLETED else RuntimeError(info["error"])
-            )
-            ret.working_dir = info.get("output_dir", "")
-            if ret.status != JobStatus.COMPLETED:
+        for cfg, (ran, info) in zip(configs, self._outcomes(configs, wanted, refs)):
+            # Hydra's own JobReturn from the worker, as every launcher gives it; one made
+            # here for a job that never ran (its node died, or no node can take it).
+            ret = ran or JobReturn(overrides=list(cfg.hydra.overrides.task), cfg=cfg)
+            if info["status"] != JobStatus.COMPLETED.name:
+                ret.status = JobStatus.FAILED
+                ret.return_value = RuntimeError(info["error"])
                 _ensure_job_folder(cfg)
             returns.append(ret)
         if any(r.status != JobStatus.COMPLETED for r in returns):
