@@ -32,6 +32,7 @@ class Precision(StrEnum):
     fp8 = "fp8"
     int4_awq = "int4_awq"
     int4_rtn = "int4_rtn"
+    auto = "auto"  # a type per GEMM, searched under the gate (pipeline/precision/mixed.py)
 
 
 class Transform(StrEnum):
@@ -41,6 +42,16 @@ class Transform(StrEnum):
     autocast = "autocast"
     qdq = "qdq"
     int4 = "int4"
+    auto = "auto"
+
+
+class SearchType(StrEnum):
+    """The types precision=auto may give a GEMM (fp32 is always one)."""
+
+    int4 = "int4"
+    int8 = "int8"
+    fp8 = "fp8"
+    fp16 = "fp16"
 
 
 class Typing(StrEnum):

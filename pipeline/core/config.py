@@ -32,6 +32,7 @@ from pipeline.core.choices import (
     ProfilePoint,
     QdqPlacement,
     QuantizeMode,
+    SearchType,
     Smoothing,
     Task,
     TimingCacheMode,
@@ -136,6 +137,8 @@ class PrecisionConfig:
     # (pipeline/precision/smoothing.py); auto: where the graph allows.
     smoothing: Smoothing = Smoothing.none
     smoothing_alpha: float = 0.5  # SmoothQuant's migration strength, 0 to 1
+    # auto: the types a GEMM may take besides fp32 (int4 weight-only, int8, fp8, fp16).
+    search_types: list[SearchType] = field(default_factory=list)
     # Accuracy thresholds against the fp32 reference; null switches a metric off.
     gate: AccuracyGate = field(default_factory=AccuracyGate)
 

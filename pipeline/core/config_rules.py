@@ -12,7 +12,8 @@ if TYPE_CHECKING:
 from pipeline.core.choices import Int4Method, LowPrecision, QuantizeMode, Transform
 from pipeline.core.errors import PipelineError
 
-# Transforms that quantize nodes, which precision.fallback=auto may keep in higher precision.
+# Transforms that quantize nodes, which precision.fallback=auto may keep in higher precision
+# (precision=auto keeps nodes in higher precision by its own search).
 QUANTIZING = (Transform.qdq, Transform.int4)
 # TensorRT-RTX targets that cannot run int4 weights (Myelin: "HW-specific datatypes: int4").
 INT4_UNSUPPORTED_TARGETS = ("SM75",)
@@ -127,7 +128,12 @@ def _check_precision_combinations(p: DictConfig) -> None:
             f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
             f"quantized nodes to keep in higher precision (fallback applies to int8, fp8 and int4)"
         )
-    if p.transform == "int4" and p.mode == "weak":
+    if p.transform == "auto" and not p.search_types:
+        raise PipelineError(
+            "invalid config: precision=auto needs precision.search_types, the types a GEMM may "
+            "take besides fp32, e.g. [int4, int8, fp16]"
+        )
+    if p.transform in ("int4", "auto") and p.mode == "weak":
         raise PipelineError(
             f"invalid config: precision={p.name} needs precision.mode=strong: int4 weights are "
             f"DequantizeLinear nodes in the graph, which TensorRT 10's weak typing does not take"
@@ -148,7 +154,7 @@ def _check_build(b: DictConfig) -> None:
 def _check_int4_targets(p: DictConfig, b: DictConfig) -> None:
     """int4 weights run on Ampere and newer: a build for an older target is refused before
     any work (calibration included), not by the builder after it."""
-    if p.transform != "int4":
+    if p.transform != "int4" and not (p.transform == "auto" and "int4" in p.search_types):
         return
     old = [c for c in b.compute_capabilities if str(c).upper() in INT4_UNSUPPORTED_TARGETS]
     if old:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pipeline.precision.int4_graphs import Int4Graphs, Int4Plan
 
 SEARCH_VERSION = 5  # the record's shape and the search's steps
+Choice = TypeVar("Choice")
 
 
 class SearchFailed(PipelineError):
@@ -88,20 +89,21 @@ def judged(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-class Evaluator:
-    """Judges a choice of kept nodes against the gate on the held-out batches."""
+class Evaluator(Generic[Choice]):
+    """Judges a choice (the nodes kept in fp32; precision=auto: a type per node) against the
+    gate on the held-out batches."""
 
     def __init__(
         self,
-        outputs: Callable[[list[str]], list[dict[str, np.ndarray]]],
+        outputs: Callable[[Choice], list[dict[str, np.ndarray]]],
         pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
     ) -> None:
         self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
         self.runs = 0
 
-    def __call__(self, keep: list[str]) -> dict[str, Any]:
-        got = self.outputs(keep)
+    def __call__(self, choice: Choice) -> dict[str, Any]:
+        got = self.outputs(choice)
         self.runs += 1
         _, results = self.criteria.judge([p[1] for p in self.pairs], got)
         return judged(results)
@@ -183,7 +185,7 @@ def search(
 class _Run:
     """One search's evaluator over the candidates, and the steps it took."""
 
-    def __init__(self, candidates: list[str], keeping: Evaluator) -> None:
+    def __init__(self, candidates: list[str], keeping: Evaluator[list[str]]) -> None:
         self.candidates, self.keeping = candidates, keeping
         self.steps: list[dict[str, Any]] = []
 

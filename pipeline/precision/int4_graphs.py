@@ -64,7 +64,7 @@ class Int4Graphs:
             if weight not in have:
                 model.graph.initializer.append(copy.deepcopy(source_inits[weight]))
                 have.add(weight)
-        return _pruned(model)
+        return pruned(model)
 
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> Switchboard:
         """One ONNX Runtime session that runs any choice of kept GEMMs: each quantized
@@ -84,7 +84,8 @@ class Int4Graphs:
             model.graph.node.append(helper.make_node("Where", [flag, dq_out, high], [picked]))
             nodes[name].input[index] = picked
             flags[name] = flag
-        with onnx_runtime.model_file(_toposorted(model), self.base_dir) as f:
+        qdq_plan.reorder(model)  # the Where nodes were appended at the end
+        with onnx_runtime.model_file(model, self.base_dir) as f:
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return Switchboard(session, flags, batches)
 
@@ -111,7 +112,7 @@ def plan_of(source: Any, int4: Any, block_size: int) -> Int4Plan:
     return Int4Plan(weights, op_types, f"weight-only int4, blocks of {block_size}")
 
 
-def _pruned(model: Any) -> Any:
+def pruned(model: Any) -> Any:
     """Without the nodes and initializers no output depends on any more."""
     needed = {o.name for o in model.graph.output}
     kept_nodes = []
@@ -127,25 +128,6 @@ def _pruned(model: Any) -> Any:
     inits = [i for i in model.graph.initializer if i.name in needed]
     del model.graph.initializer[:]
     model.graph.initializer.extend(inits)
-    return model
-
-
-def _toposorted(model: Any) -> Any:
-    """The graph with each node after the producers of its inputs (the Where nodes were
-    appended at the end)."""
-    produced = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
-    pending, ordered = list(model.graph.node), []
-    while pending:
-        ready = [n for n in pending if all(not x or x in produced for x in n.input)]
-        if not ready:  # inputs from outer scopes or cycles: keep the rest as they were
-            ordered += pending
-            break
-        for n in ready:
-            ordered.append(n)
-            produced.update(n.output)
-        pending = [n for n in pending if n not in ready]
-    del model.graph.node[:]
-    model.graph.node.extend(ordered)
     return model
 
 

@@ -147,11 +147,11 @@ def materialize(source: Any, plan: QdqPlan, keep: Iterable[str] = ()) -> Any:
     nodes = {n.name: n for n in m.graph.node}
     # an edge whose node is absent: a smoothing Mul of a group left unsmoothed
     edges = {e: s for e, s in plan.admitted().items() if e[0] not in kept and e[0] in nodes}
-    dq = _insert_pairs(m, nodes, edges)
+    dq = insert_pairs(m, nodes, edges)
     for (name, idx), tensor in dq.items():
         nodes[name].input[idx] = tensor
     if dq:
-        _reorder(m)
+        reorder(m)
     return m
 
 
@@ -167,7 +167,7 @@ def switchable(
     m = _copy_for(source, plan)
     nodes = {n.name: n for n in m.graph.node}
     edges = {e: s for e, s in plan.admitted().items() if e[0] in nodes}
-    dq = _insert_pairs(m, nodes, edges)
+    dq = insert_pairs(m, nodes, edges)
     flags = {node: f"quantize::{node}" for node in dict.fromkeys(n for n, _ in edges)}
     for flag in flags.values():
         m.graph.input.append(onnx.helper.make_tensor_value_info(flag, onnx.TensorProto.BOOL, []))
@@ -182,7 +182,7 @@ def switchable(
             )
         )
         nodes[name].input[idx] = picked
-    _reorder(m)
+    reorder(m)
     return m, flags
 
 
@@ -199,11 +199,11 @@ def _copy_for(source: Any, plan: QdqPlan) -> Any:
     return m
 
 
-def _insert_pairs(
+def insert_pairs(
     m: Any, nodes: dict[str, Any], edges: dict[tuple[str, int], QSpec]
 ) -> dict[tuple[str, int], str]:
     """Add a Q/DQ pair for each (tensor, spec) among `edges`; the DequantizeLinear output
-    each edge should read. Nodes go at the graph's end (_reorder places them)."""
+    each edge should read. Nodes go at the graph's end (reorder places them)."""
     import onnx
 
     target = opset(m)
@@ -246,7 +246,7 @@ def _insert_pairs(
     return out
 
 
-def _reorder(m: Any) -> None:
+def reorder(m: Any) -> None:
     ordered = topological(list(m.graph.node), m)
     del m.graph.node[:]
     m.graph.node.extend(ordered)

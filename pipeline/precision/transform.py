@@ -76,6 +76,8 @@ def made_by(precision_cfg: PrecisionConfig) -> str:
         return f"ModelOpt Q/DQ ({precision_cfg.quantize_mode})"
     if precision_cfg.transform == "int4":
         return f"ModelOpt int4 ({precision_cfg.int4_method})"
+    if precision_cfg.transform == "auto":
+        return f"precision=auto ({', '.join(precision_cfg.search_types)} and fp32 per GEMM)"
     return "the precision transform"
 
 
@@ -103,7 +105,9 @@ def transform(
             "source_sha256": hashing.sha256_file(src),
             "reference": export.reference_info(export_dir),
         }
-        made = _make_graph(src, dest, pairs, summary, precision_cfg, calibration_cfg, model_cfg)
+        made = _make_graph(
+            src, dest, pairs, summary, criteria, precision_cfg, calibration_cfg, model_cfg
+        )
         if made.quantized is not None and precision_cfg.fallback == "auto":
             summary.update(_searched(dest, made, summary, precision_cfg, calibration_cfg, criteria))
         else:
@@ -111,7 +115,7 @@ def transform(
         if precision_cfg.transform == "int4" and precision_cfg.activations == "fp16":
             summary.update(_fp16_activations(dest, made, summary, precision_cfg, calibration_cfg))
             summary.update(judge(dest, made.held_out, precision_cfg, criteria))
-        if made.quantized is not None:
+        if made.quantized is not None or precision_cfg.transform == "auto":
             summary["calibration"].update(quantized_view(dest, made.held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
         # the build takes the graph's hash from here while the files are unchanged (one read)
@@ -132,6 +136,7 @@ def _make_graph(
     dest: Path,
     pairs: list[accuracy.ReferenceBatch],
     summary: dict[str, Any],
+    criteria: accuracy.Criteria,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
@@ -156,6 +161,14 @@ def _make_graph(
             src, dest, precision_cfg, calibration_cfg, pairs[0][0]
         )
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
+    if precision_cfg.transform == "auto":
+        from pipeline.precision import mixed
+
+        held, found = mixed.make(
+            src, dest, pairs, criteria, precision_cfg, calibration_cfg, model_cfg
+        )
+        summary.update(found)
+        return Made(held)
     from pipeline.precision import calibration_data, int4, quantize
 
     make = int4.quantize_int4 if precision_cfg.transform == "int4" else quantize.quantize

@@ -72,9 +72,13 @@ def test_the_default_options_restate_the_schema_and_override_only_what_they_say(
             continue
         data = yaml.safe_load((REPO / "pipeline/conf" / group / f"{option}.yaml").read_text())
         data.pop("defaults", None)
-        for path, value in _leaves(data, f"{group}."):
+        written = dict(_leaves(data, f"{group}."))
+        for path, value in written.items():
             if value != _at(schema, path):
                 differ[path] = (value, _at(schema, path))
+        # params.yaml is composed from the YAML: a key it leaves out is missing there
+        unwritten = [p for p, _ in _leaves(schema[group], f"{group}.") if p not in written]
+        assert not unwritten, f"{group}/{option}.yaml leaves out {unwritten}"
     unexpected = {k: v for k, v in differ.items() if k not in DEFAULT_OVERRIDES}
     assert not unexpected, (
         "a default option and the schema (pipeline/core/config.py) disagree: "

@@ -6,23 +6,28 @@ local Ray started for the suite."""
 from __future__ import annotations
 
 import pytest
+from hydra.test_utils.launcher_common_tests import LauncherTestSuite
 
 pytest.importorskip("ray")
-from hydra.test_utils.launcher_common_tests import (  # noqa: E402  (once ray is known to import)
-    IntegrationTestSuite,
-    LauncherTestSuite,
-)
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
+    """A local Ray, and Hydra's global state as a fresh process has it: the suite expects
+    Hydra's unset version base (jobs change directory), which an earlier test's compose
+    sets to this tool's."""
     import ray
+    from hydra.core.singleton import Singleton
+    from hydra.version import VersionBase
 
+    state = Singleton.get_state()
+    Singleton._instances.pop(VersionBase, None)
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     yield
     ray.shutdown()
+    Singleton.set_state(state)
 
 
 @pytest.mark.parametrize("launcher_name, overrides", [("trt_ray", [])])

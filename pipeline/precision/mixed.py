@@ -1,0 +1,181 @@
+"""precision=auto: each low type of precision.search_types made by its own transform from one
+source graph (int8/fp8 Q/DQ scales, int4 weights, each through the calibration cache), then
+the search (mixed_search.py) picks a type per GEMM and the graph it chose is written.
+
+The source is the exported graph with each Gemm's transposed weight stored untransposed (as
+int4 needs) at an opset every type's nodes fit in, so that every plan names the same nodes
+and weights; where that changes nothing the exported file itself is used."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from pipeline.core import fileio, hashing
+from pipeline.core.config import to_dict
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import EXPORT_SUMMARY
+from pipeline.export import onnx_model
+from pipeline.export.array_folder import data_sha256
+from pipeline.precision import accuracy, calibration_cache, calibration_data, mixed_search
+from pipeline.precision.fallback import SearchFailed
+from pipeline.precision.mixed_graphs import MixedGraphs
+from pipeline.precision.mixed_search import Sensitivity
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+    from pipeline.precision.quantize import QuantizeResult
+
+QDQ_TYPES = ("int8", "fp8")
+
+
+def make(
+    src: Path,
+    dest: Path,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any]]:
+    """Write dest (the graph the search chose); return the held-out batches it was judged
+    on and what calibration.json says of it ("calibration" and "mixed")."""
+    types = [str(t) for t in precision_cfg.search_types]
+    with tempfile.TemporaryDirectory(prefix="auto.") as tmp:
+        work = Path(tmp)
+        source_path, source = _common_source(src, work, "fp8" in types)
+        results = {
+            t: _transform(t, source_path, work, precision_cfg, calibration_cfg, model_cfg)
+            for t in types
+            if t != "fp16"
+        }
+        graphs = MixedGraphs(
+            source,
+            cast(Any, results["int4"].graphs) if "int4" in results else None,
+            {t: cast(Any, r.graphs).plan for t, r in results.items() if t in QDQ_TYPES},
+            "fp16" in types,
+            source_path.parent,
+        )
+        held_out, overlap = _held_out(pairs, results)
+        inputs = _key_inputs(source_path, results, held_out, criteria, types)
+
+        def sensitivity(measure: Any) -> tuple[Sensitivity, bool]:
+            return _cached_sensitivity(calibration_cfg, inputs, measure)
+
+        try:
+            assignment, record = mixed_search.search(graphs, held_out, criteria, sensitivity)
+        except SearchFailed as e:
+            raise PipelineError(str(e)) from None
+        calibration_cache.save_beside(graphs.graph(assignment), dest, source_path.parent)
+    summary = {
+        "calibration": {
+            "types": {t: r.summary for t, r in results.items()},
+            "data": next((r.data.info for r in results.values() if r.data is not None), None),
+            "untransposed_source": source_path != src,
+        },
+        "mixed": record,
+    }
+    if overlap is not None:
+        summary["reference_overlap"] = overlap
+    return held_out, summary
+
+
+def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
+    """The source every type is made from (see the module's docstring), and its graph."""
+    from pipeline.precision import int4, quantize
+
+    model = onnx_model.load(src, check=False)
+    untransposed = int4.untranspose_gemm_weights(model)
+    converted = quantize.qdq_source(model, "fp8" if fp8 else "int8")
+    if not untransposed and converted is model:
+        return src, model
+    path = work / "source" / "model.onnx"
+    path.parent.mkdir()
+    onnx_model.save_copy(converted, path)
+    # the calibration data's loader reads the export's sample layout beside the graph
+    shutil.copy2(src.parent / EXPORT_SUMMARY, path.parent / EXPORT_SUMMARY)
+    return path, onnx_model.load(path, check=False)
+
+
+def _transform(
+    kind: str,
+    src: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> QuantizeResult:
+    """One type over the whole graph, as precision=int8 / fp8 / int4_* would make it."""
+    from omegaconf import OmegaConf
+
+    from pipeline.precision import int4, quantize
+
+    transform = "int4" if kind == "int4" else "qdq"
+    # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
+    cfg = cast(
+        "PrecisionConfig",
+        OmegaConf.merge(precision_cfg, {"transform": transform, "quantize_mode": kind}),
+    )
+    make = int4.quantize_int4 if kind == "int4" else quantize.quantize
+    (work / kind).mkdir()
+    return make(src, work / kind / "model.onnx", cfg, calibration_cfg, model_cfg)
+
+
+def _held_out(
+    pairs: list[accuracy.ReferenceBatch], results: dict[str, QuantizeResult]
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, int] | None]:
+    data = next((r.data for r in results.values() if r.data is not None), None)
+    if data is None:
+        return pairs, None
+    held_out, overlap = calibration_data.held_out(pairs, data)
+    if not held_out:
+        raise PipelineError(
+            "every reference sample is also a calibration sample, so the accuracy gate "
+            "has no held-out data; calibrate on other data than the reference inputs"
+        )
+    return held_out, overlap
+
+
+def _key_inputs(
+    source: Path,
+    results: dict[str, QuantizeResult],
+    held_out: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    types: list[str],
+) -> dict[str, Any]:
+    """What the sensitivities depend on: the graphs, the data, the gate, ONNX Runtime."""
+    from pipeline.machine.fingerprint import package_version
+
+    return {
+        "kind": "precision=auto sensitivity",
+        "search_version": mixed_search.SEARCH_VERSION,
+        "source_sha256": onnx_model.sha256(source),
+        "results": {t: r.summary["result_sha256"] for t, r in results.items()},
+        "types": types,
+        "reference_inputs_sha256": data_sha256([p[0] for p in held_out]),
+        "reference_outputs_sha256": data_sha256([p[1] for p in held_out]),
+        "gate": to_dict(criteria.gate),
+        **criteria.key(),
+        "onnxruntime": package_version("onnxruntime"),
+    }
+
+
+def _cached_sensitivity(
+    calibration_cfg: CalibrationConfig, inputs: dict[str, Any], measure: Any
+) -> tuple[Sensitivity, bool]:
+    def make() -> tuple[dict[str, Any], dict[str, Any], str]:
+        data = fileio.to_json(measure()).encode()
+        return {"sensitivity.json": data}, {k: v for k, v in inputs.items() if k != "gate"}, "miss"
+
+    got, _ = calibration_cache.cached(
+        calibration_cfg,
+        hashing.sha256_json(inputs),
+        make,
+        "precision=auto sensitivity",
+        required=("sensitivity.json",),
+    )
+    import json
+
+    return json.loads(got.read("sensitivity.json")), got.hit

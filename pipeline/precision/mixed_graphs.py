@@ -1,0 +1,243 @@
+"""MixedGraphs: one fp32 source and a type per GEMM (int4 weight-only, int8, fp8, fp16 or
+fp32), for precision=auto (pipeline/precision/mixed_search.py).
+
+Each low type comes from its own ModelOpt result on the same source graph (node names and
+weights alike): the int4 weights from ModelOpt's int4 graph (int4_graphs.Int4Plan), the
+int8 and fp8 scales from its Q/DQ graphs (qdq_plan.QdqPlan). A graph for an assignment is
+written from the source: a GEMM in int4 reads its blocked DequantizeLinear weight, one in
+int8/fp8 gets the Q/DQ pairs its plan gives it, one in fp16 computes in fp16 (its inputs
+cast, its weights stored in fp16, its result cast back), and the rest is the source.
+
+The search runs every assignment in one ONNX Runtime session (MixedSwitchboard): each input
+of a candidate reads Where(flag, variant, ...) over its variants, and fp16 is emulated
+there (operands and result rounded through fp16, the product in fp32, as tensor cores
+accumulate); the graph written is judged again as written."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.export import onnx_model, onnx_runtime
+from pipeline.precision import int4_graphs, qdq_plan
+from pipeline.precision.int4_graphs import Int4Graphs
+from pipeline.precision.qdq_plan import QdqPlan
+
+# Cheapest weight storage first; fp32 is every node's last option.
+TYPES = ("int4", "int8", "fp8", "fp16", "fp32")
+BYTES_PER_PARAM = {"int4": 0.5, "int8": 1.0, "fp8": 1.0, "fp16": 2.0, "fp32": 4.0}
+WEIGHT_INPUT = 1  # MatMul/Gemm B, Conv W
+Assignment = Mapping[str, str]  # node -> type; a node not named is fp32
+
+
+@dataclass
+class MixedGraphs:
+    source: Any  # the fp32 graph every plan was made from, with its weights
+    int4: Int4Graphs | None
+    qdq: dict[str, QdqPlan]  # "int8" / "fp8" -> plan
+    fp16: bool
+    base_dir: Path | None = None  # where the source's external-data files are
+
+    def candidates(self) -> list[str]:
+        """GEMMs with a constant weight that some low type can take, in graph order."""
+        inits = {i.name for i in self.source.graph.initializer}
+        return [
+            n.name
+            for n in self.source.graph.node
+            if n.op_type in qdq_plan.GEMMS
+            and len(n.input) > WEIGHT_INPUT
+            and n.input[WEIGHT_INPUT] in inits
+            and len(self.options(n.name)) > 1
+        ]
+
+    def options(self, node: str) -> list[str]:
+        """The types `node` can take, cheapest weights first (fp32 last)."""
+        have = {"fp32"}
+        if self.int4 is not None and node in self.int4.plan.weights:
+            have.add("int4")
+        for kind, plan in self.qdq.items():
+            if (node, WEIGHT_INPUT) in plan.admitted():
+                have.add(kind)
+        if self.fp16 and self._op_type(node) in qdq_plan.GEMMS:
+            have.add("fp16")
+        return [t for t in TYPES if t in have]
+
+    def weight_bytes(self, node: str, kind: str) -> int:
+        """What `node`'s weight takes stored as `kind`, its scales included."""
+        weight = _init(self.source, self._node(node).input[WEIGHT_INPUT])
+        params = int(np.prod(weight.dims))
+        data = int(np.ceil(params * BYTES_PER_PARAM[kind]))
+        if kind == "int4":
+            assert self.int4 is not None
+            dq = onnx_model.producers(self.int4.int4)[self.int4.plan.weights[node][1]]
+            return data + sum(_nbytes(_init(self.int4.int4, x)) for x in dq.input[1:] if x)
+        if kind in self.qdq:
+            spec = self.qdq[kind].edges[(node, WEIGHT_INPUT)]
+            return data + _nbytes(spec.scale)
+        return data
+
+    def graph(self, assignment: Assignment) -> Any:
+        """The graph to build: each node in its assigned type."""
+        int4_nodes = {n for n, t in assignment.items() if t == "int4"}
+        if self.int4 is not None:
+            m = self.int4.graph([n for n in self.int4.plan.weights if n not in int4_nodes])
+        else:
+            m = copy.deepcopy(self.source)
+        for kind, plan in self.qdq.items():
+            keep = [n for n in plan.candidates() if assignment.get(n) != kind]
+            if len(keep) < len(plan.candidates()):
+                m = qdq_plan.materialize(m, plan, keep)
+        fp16 = [n for n, t in assignment.items() if t == "fp16"]
+        if fp16:
+            _in_fp16(m, fp16)
+        return int4_graphs.pruned(m)
+
+    def switchboard(self, batches: list[dict[str, np.ndarray]]) -> MixedSwitchboard:
+        model, flags = _switchable(self, self.candidates())
+        with onnx_runtime.model_file(model, self.base_dir) as f:
+            session = onnx_runtime.ort_session(f, basic_optimizations=True)
+        return MixedSwitchboard(session, flags, batches)
+
+    def _node(self, name: str) -> Any:
+        return next(n for n in self.source.graph.node if n.name == name)
+
+    def _op_type(self, name: str) -> str:
+        return str(self._node(name).op_type)
+
+
+@dataclass
+class MixedSwitchboard:
+    session: Any
+    flags: dict[tuple[str, str], str]  # (node, type) -> its bool input
+    batches: list[dict[str, np.ndarray]]
+
+    def outputs(self, assignment: Assignment) -> list[dict[str, np.ndarray]]:
+        extra = {
+            flag: np.array(assignment.get(node) == kind)
+            for (node, kind), flag in self.flags.items()
+        }
+        return onnx_runtime.run_session(self.session, self.batches, "the search graph", extra)
+
+
+def _switchable(
+    graphs: MixedGraphs, candidates: list[str]
+) -> tuple[Any, dict[tuple[str, str], str]]:
+    """One graph in which flags pick each candidate's type (see the module's docstring)."""
+    from onnx import TensorProto, helper
+
+    m, int4_weight = _with_source_weights(graphs)
+    nodes = {n.name: n for n in m.graph.node}
+    dq = {
+        kind: qdq_plan.insert_pairs(
+            m, nodes, {e: s for e, s in plan.admitted().items() if e[0] in candidates}
+        )
+        for kind, plan in graphs.qdq.items()
+    }
+    flags: dict[tuple[str, str], str] = {}
+    for node in candidates:
+        for kind in graphs.options(node)[:-1]:
+            flags[(node, kind)] = f"use::{kind}::{node}"
+            m.graph.input.append(
+                helper.make_tensor_value_info(flags[(node, kind)], TensorProto.BOOL, [])
+            )
+    for node in candidates:
+        n = nodes[node]
+        for idx, x in enumerate(list(n.input)):
+            variants = [(k, dq[k][(node, idx)]) for k in dq if (node, idx) in dq[k]]
+            if idx == WEIGHT_INPUT and node in int4_weight:
+                variants.insert(0, ("int4", int4_weight[node]))
+            if (node, "fp16") in flags and x:
+                variants.append(("fp16", _rounded(m, x, f"{x}::fp16::{node}::{idx}")))
+            picked = x
+            for kind, tensor in reversed(variants):
+                picked = _where(m, flags[(node, kind)], tensor, picked)
+            n.input[idx] = picked
+        if (node, "fp16") in flags:
+            for i, out in enumerate(list(n.output)):
+                n.output[i] = f"{out}::raw"
+                rounded = _rounded(m, n.output[i], f"{out}::fp16")
+                m.graph.node.append(
+                    helper.make_node("Where", [flags[(node, "fp16")], rounded, n.output[i]], [out])
+                )
+    qdq_plan.reorder(m)
+    return m, flags
+
+
+def _with_source_weights(graphs: MixedGraphs) -> tuple[Any, dict[str, str]]:
+    """The int4 graph (or the source) with every GEMM reading its source weight, the int4
+    DequantizeLinear outputs left in place; node -> its int4 weight tensor."""
+    if graphs.int4 is None:
+        return copy.deepcopy(graphs.source), {}
+    m = copy.deepcopy(graphs.int4.int4)
+    nodes = {n.name: n for n in m.graph.node}
+    have = {i.name for i in m.graph.initializer}
+    source_inits = {i.name: i for i in graphs.source.graph.initializer}
+    out = {}
+    for name, (index, dq_out, weight) in graphs.int4.plan.weights.items():
+        nodes[name].input[index] = weight
+        if weight not in have:
+            m.graph.initializer.append(copy.deepcopy(source_inits[weight]))
+            have.add(weight)
+        out[name] = dq_out
+    return m, out
+
+
+def _rounded(m: Any, tensor: str, name: str) -> str:
+    """`tensor` through fp16 and back: the values an fp16 kernel reads or writes."""
+    from onnx import TensorProto, helper
+
+    m.graph.node.append(helper.make_node("Cast", [tensor], [f"{name}::h"], to=TensorProto.FLOAT16))
+    m.graph.node.append(helper.make_node("Cast", [f"{name}::h"], [name], to=TensorProto.FLOAT))
+    return name
+
+
+def _where(m: Any, flag: str, yes: str, no: str) -> str:
+    from onnx import helper
+
+    out = f"{yes}::or::{no}"
+    m.graph.node.append(helper.make_node("Where", [flag, yes, no], [out]))
+    return out
+
+
+def _in_fp16(m: Any, names: list[str]) -> None:
+    """Each named node computes in fp16: its constant inputs stored in fp16, the others
+    cast to it, its results cast back to fp32 under their own names."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {i.name: i for i in m.graph.initializer}
+    wanted = set(names)
+    for node in m.graph.node:
+        if node.name not in wanted:
+            continue
+        for idx, x in enumerate(list(node.input)):
+            if not x:
+                continue
+            half = f"{x}::fp16::{node.name}"
+            if x in inits:
+                value = numpy_helper.to_array(inits[x]).astype(np.float16)
+                m.graph.initializer.append(numpy_helper.from_array(value, half))
+            else:
+                m.graph.node.append(helper.make_node("Cast", [x], [half], to=TensorProto.FLOAT16))
+            node.input[idx] = half
+        for i, out in enumerate(list(node.output)):
+            node.output[i] = f"{out}::fp16"
+            m.graph.node.append(
+                helper.make_node("Cast", [node.output[i]], [out], to=TensorProto.FLOAT)
+            )
+    qdq_plan.reorder(m)
+
+
+def _init(model: Any, name: str) -> Any:
+    return next(i for i in model.graph.initializer if i.name == name)
+
+
+def _nbytes(tensor: Any) -> int:
+    from onnx import helper
+
+    itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    return int(np.prod(tensor.dims)) * int(itemsize)

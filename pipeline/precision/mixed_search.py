@@ -1,0 +1,247 @@
+"""The mixed-type search behind precision=auto: a type per GEMM (int4 weight-only, int8,
+fp8, fp16, fp32) with the fewest weight bytes whose graph passes the gate, judged on the
+held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedSwitchboard).
+
+1. The all-fp32 graph must pass, else no assignment can and the search stops.
+2. Sensitivity: each (GEMM, type) alone, every other GEMM in fp32: how far it moves the gate
+   score (fallback.score: 1.0 is the threshold). Measured once and cached by content.
+3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
+   the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
+   its own is never taken). Bisection over lambda finds the cheapest assignment that passes.
+4. A polish: moves to the next cheaper type, most bytes saved per sensitivity first, the
+   longest prefix that still passes found by bisection.
+
+Sensitivities add up only roughly, so every step judges the whole graph; the record keeps
+each graph judged (bytes, score) and the Pareto front of them, the single-type graphs too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from pipeline.core import console
+from pipeline.precision import accuracy, fallback
+from pipeline.precision.mixed_graphs import TYPES, Assignment, MixedGraphs
+
+SEARCH_VERSION = 1
+LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
+STEPS = 14
+
+Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
+
+
+class Judge:
+    """Whole-graph judgements by assignment, each assignment judged once."""
+
+    def __init__(self, outputs: Callable[[Assignment], Any], pairs: list[Any], criteria: Any):
+        self.evaluator: fallback.Evaluator[Assignment] = fallback.Evaluator(
+            outputs, pairs, criteria
+        )
+        self.seen: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+
+    def __call__(self, assignment: Assignment) -> dict[str, Any]:
+        key = tuple(sorted((n, t) for n, t in assignment.items() if t != "fp32"))
+        if key not in self.seen:
+            self.seen[key] = self.evaluator(dict(key))
+        return self.seen[key]
+
+
+def search(
+    graphs: MixedGraphs,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    cached_sensitivity: Callable[[Callable[[], Sensitivity]], tuple[Sensitivity, bool]],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The assignment to build and the record of how it was found."""
+    started = time.perf_counter()
+    candidates = graphs.candidates()
+    if not candidates:
+        raise fallback.SearchFailed(
+            "precision=auto: the graph has no MatMul, Gemm or Conv with a constant weight that "
+            "precision.search_types can take",
+            {"candidates": 0},
+        )
+    judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+    base = judge({})
+    if not base["passed"]:
+        raise fallback.SearchFailed(
+            f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
+            f"so the gate itself is out of reach on this reference data",
+            {"candidates": len(candidates), "all_fp32": base},
+        )
+    options = {n: graphs.options(n) for n in candidates}
+    sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
+    sens, hit = cached_sensitivity(lambda: _sensitivity(judge, options, base["score"]))
+    trade = Tradeoff(options, sizes, sens)
+    points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
+    best = _bisect_lambda(judge, trade, points)
+    best = _polish(judge, trade, best, points)
+    points = {label: a for label, a in points.items() if a != best} | {"chosen": best}
+    record = {
+        "mode": "auto",
+        "types": sorted({t for o in options.values() for t in o}, key=TYPES.index),
+        "candidates": len(candidates),
+        "assignment": _rows(graphs, trade, best),
+        "weight_bytes": trade.bytes(best),
+        "fp32_weight_bytes": trade.bytes({}),
+        "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
+        "graphs": [_point(label, a, trade, judge(a)) for label, a in points.items()],
+        "graphs_judged": judge.evaluator.runs,
+        "sensitivity_cache_hit": hit,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    record["pareto"] = _pareto(cast("list[dict[str, Any]]", record["graphs"]))
+    return best, record
+
+
+class Tradeoff:
+    """Bytes against sensitivity, per GEMM."""
+
+    def __init__(self, options: dict[str, list[str]], sizes: Any, sens: Sensitivity) -> None:
+        self.options, self.sizes, self.sens = options, sizes, sens
+        self.total = sum(s["fp32"] for s in sizes.values()) or 1
+
+    def allowed(self, node: str) -> list[str]:
+        """The types `node` may take: fp32, and those that pass the gate on their own."""
+        return [t for t in self.options[node] if t == "fp32" or self.sens[node][t] < 1.0]
+
+    def at(self, lam: float) -> dict[str, str]:
+        return {
+            n: min(
+                self.allowed(n),
+                key=lambda t: (self.sizes[n][t] / self.total + lam * self._s(n, t), TYPES.index(t)),
+            )
+            for n in self.options
+        }
+
+    def single(self, kind: str) -> dict[str, str]:
+        return {n: kind for n, o in self.options.items() if kind in o}
+
+    def bytes(self, assignment: Assignment) -> int:
+        return sum(self.sizes[n][assignment.get(n, "fp32")] for n in self.options)
+
+    def _s(self, node: str, kind: str) -> float:
+        return 0.0 if kind == "fp32" else self.sens[node][kind]
+
+
+def _sensitivity(judge: Judge, options: dict[str, list[str]], base: float) -> Sensitivity:
+    out: Sensitivity = {}
+    work = sum(len(o) - 1 for o in options.values())
+    with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
+        for node, kinds in options.items():
+            out[node] = {}
+            for kind in kinds[:-1]:
+                out[node][kind] = round(max(0.0, judge({node: kind})["score"] - base), 6)
+                bar.update(1)
+    return out
+
+
+def _bisect_lambda(judge: Judge, trade: Tradeoff, points: dict[str, Any]) -> dict[str, str]:
+    """The cheapest assignment on the trade-off curve that passes."""
+    cheapest = trade.at(0.0)
+    points["lambda 0"] = cheapest
+    if judge(cheapest)["passed"]:
+        return cheapest
+    lo, hi = LOG_LAMBDA
+    best = trade.at(10**hi)
+    points[f"lambda 1e{hi:g}"] = best
+    if not judge(best)["passed"]:
+        return {}  # nothing on the curve passes: all fp32, which does
+    for _ in range(STEPS):
+        mid = (lo + hi) / 2
+        candidate = trade.at(10**mid)
+        if judge(candidate)["passed"]:
+            hi, best = mid, candidate
+            if candidate not in points.values():
+                points[f"lambda 1e{mid:.2f}"] = candidate
+        else:
+            lo = mid
+    return best
+
+
+def _polish(
+    judge: Judge, trade: Tradeoff, best: dict[str, str], points: dict[str, Any]
+) -> dict[str, str]:
+    """Moves to the next cheaper allowed type, most bytes saved per sensitivity first; the
+    longest prefix of them that still passes."""
+    moves = []
+    for node, kind in ((n, best.get(n, "fp32")) for n in trade.options):
+        cheaper = [t for t in trade.allowed(node) if TYPES.index(t) < TYPES.index(kind)]
+        if cheaper:
+            to = cheaper[-1]
+            saved = trade.sizes[node][kind] - trade.sizes[node][to]
+            cost = trade._s(node, to) - trade._s(node, kind)
+            moves.append((saved / max(cost, 1e-9), node, to))
+    moves.sort(key=lambda m: -m[0])
+    lo, hi = 0, len(moves)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if judge({**best, **{n: t for _, n, t in moves[:mid]}})["passed"]:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo:
+        best = {**best, **{n: t for _, n, t in moves[:lo]}}
+        points["polished"] = best
+    return best
+
+
+def _rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    for node, kinds in trade.options.items():
+        kind = best.get(node, "fp32")
+        rows.append(
+            {
+                "node": node,
+                "op_type": graphs._op_type(node),
+                "type": kind,
+                "weight_bytes": trade.sizes[node][kind],
+                "fp32_weight_bytes": trade.sizes[node]["fp32"],
+                "sensitivity": dict(trade.sens[node]),
+                "why": _why(trade, node, kind, kinds),
+            }
+        )
+    return rows
+
+
+def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
+    cheaper = kinds[: kinds.index(kind)]
+    if not cheaper:
+        return f"the cheapest type it takes (sensitivity {trade._s(node, kind):.3g})"
+    alone = [t for t in cheaper if t not in trade.allowed(node)]
+    if len(alone) == len(cheaper):
+        return f"{', '.join(alone)} miss the gate on their own"
+    costly = [f"{t} {trade.sens[node][t]:.3g}" for t in cheaper if t not in alone]
+    return (
+        f"cheaper types cost the gate more than their bytes are worth here (sensitivity "
+        f"{', '.join(costly)} against {trade._s(node, kind):.3g})"
+        + (f"; {', '.join(alone)} miss the gate on their own" if alone else "")
+    )
+
+
+def _point(
+    label: str, assignment: Assignment, trade: Tradeoff, judged: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "graph": label,
+        "weight_bytes": trade.bytes(assignment),
+        "score": judged["score"],
+        "passed": judged["passed"],
+    }
+
+
+def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The graphs no other graph beats on both weight bytes and score."""
+    front = [
+        p
+        for p in points
+        if not any(
+            q["weight_bytes"] <= p["weight_bytes"]
+            and q["score"] <= p["score"]
+            and (q["weight_bytes"], q["score"]) != (p["weight_bytes"], p["score"])
+            for q in points
+        )
+    ]
+    unique = {(p["weight_bytes"], p["score"]): p for p in front}
+    return sorted(unique.values(), key=lambda p: p["weight_bytes"])

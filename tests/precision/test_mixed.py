@@ -1,0 +1,122 @@
+"""precision=auto on the bundled outlier transformer, for real: ModelOpt's int4 and int8
+on the CPU, the search judged by ONNX Runtime, the chosen graph judged as written and
+built by TensorRT-RTX."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import pytest
+
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+from pipeline.export import onnx_runtime
+from pipeline.flow import steps
+from pipeline.precision import mixed
+from tests.conftest import compose
+from tests.helpers import fresh, reference_pairs
+
+# A gate tight enough that no single low type passes on every GEMM (all int4 and all int8
+# miss it), so the search has to mix.
+TIGHT = ("model=outlier_transformer", "precision=auto", "precision.gate.min_cosine=0.998")
+
+
+@pytest.fixture(scope="module")
+def transformer_export(tmp_path_factory):
+    layout = Layout(tmp_path_factory.mktemp("auto_export"))
+    steps.export(compose(*TIGHT), layout)
+    return layout
+
+
+@pytest.fixture(scope="module")
+def searched(transformer_export, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("auto")
+    layout = fresh(transformer_export, tmp)
+    cfg = compose(*TIGHT, f"calibration.cache_dir={tmp / 'cache'}", f"build.store_dir={tmp}")
+    return cfg, layout, steps.calibrate(cfg, layout)
+
+
+def test_auto_mixes_types_for_fewer_bytes_than_any_single_type_that_passes(searched):
+    _, _, summary = searched
+    record = summary["mixed"]
+    assert summary["gate_passed"]
+    singles = {g["graph"]: g for g in record["graphs"] if g["graph"].startswith("all ")}
+    assert not singles["all int4"]["passed"] and not singles["all int8"]["passed"]
+    best_single = min(g["weight_bytes"] for g in singles.values() if g["passed"])
+    assert record["weight_bytes"] < 0.75 * best_single
+    used = {t for t, n in record["counts"].items() if n}
+    assert len(used) >= 2 and record["counts"]["fp32"] < record["candidates"]
+    for row in record["assignment"]:
+        assert row["type"] in row["sensitivity"] or row["type"] == "fp32"
+        assert row["why"]
+    # the front runs from fewest bytes to best score, the chosen graph on it
+    front = record["pareto"]
+    assert [p["weight_bytes"] for p in front] == sorted(p["weight_bytes"] for p in front)
+    assert any(p["graph"] == "chosen" for p in front)
+
+
+def test_the_written_graph_holds_the_types_chosen_and_builds(searched, monkeypatch, tmp_path):
+    cfg, layout, summary = searched
+    counts = summary["mixed"]["counts"]
+    graph = onnx.load(str(layout.calibrate_dir / "model.onnx"))
+    by_type = collections.Counter(i.data_type for i in graph.graph.initializer)
+    assert by_type[onnx.TensorProto.INT4] == counts["int4"]
+    fp16_gemms = [
+        n for n in graph.graph.node if n.op_type in ("MatMul", "Gemm") and "::fp16" in n.input[0]
+    ]
+    assert len(fp16_gemms) == counts["fp16"]
+    steps.fingerprint(cfg, layout)
+    manifest = steps.build(cfg, layout, progress=False)
+    assert manifest["engine"]["bytes"] > 0
+
+
+def test_a_rerun_takes_the_sensitivities_from_the_cache_and_chooses_the_same(
+    searched, transformer_export, tmp_path
+):
+    cfg, _, first = searched
+    again = steps.calibrate(cfg, fresh(transformer_export, tmp_path))
+    assert not first["mixed"]["sensitivity_cache_hit"]
+    assert again["mixed"]["sensitivity_cache_hit"]
+    assert again["mixed"]["assignment"] == first["mixed"]["assignment"]
+    assert again["mixed"]["graphs_judged"] < first["mixed"]["graphs_judged"]
+
+
+def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_graph(
+    transformer_export, tmp_path
+):
+    cfg = compose(*TIGHT, f"calibration.cache_dir={tmp_path / 'cache'}")
+    src = transformer_export.export_dir / "model.onnx"
+    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
+    results = {
+        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
+        for t in ("int4", "int8")
+    }
+    graphs = mixed.MixedGraphs(
+        source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
+    )
+    feeds = [p[0] for p in reference_pairs(transformer_export)]
+    board = graphs.switchboard(feeds)
+    nodes = graphs.candidates()
+    plain = onnx_runtime.run_model(source, feeds, None)
+    for got, want in zip(board.outputs({}), plain):
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name])
+    # every type once, in turn over the GEMMs
+    kinds = ["int4", "int8", "fp16", "fp32"]
+    assignment = {n: kinds[i % 4] for i, n in enumerate(nodes) if kinds[i % 4] in graphs.options(n)}
+    written = onnx_runtime.run_model(graphs.graph(assignment), feeds, None)
+    for got, want in zip(board.outputs(assignment), written):
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], rtol=2e-3, atol=2e-3)
+
+
+def test_auto_without_types_or_for_a_target_without_int4_is_refused_before_work():
+    with pytest.raises(PipelineError, match=r"precision=auto needs precision.search_types"):
+        compose("precision=auto", "precision.search_types=[]")
+    with pytest.raises(PipelineError, match=r"SM75 cannot run int4 weights"):
+        compose("precision=auto", "build.compute_capabilities=[SM75]")
+    compose(
+        "precision=auto", "precision.search_types=[int8,fp16]", "build.compute_capabilities=[SM75]"
+    )
