@@ -17,12 +17,12 @@ from pipeline.engine import backend
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
 def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     """Deserialize the engine and return EngineInspector JSON, parsed. GPU only."""
-    from pipeline.engine.interrupt import deferred_signals
+    from pipeline.engine.interrupt import tensorrt_scope
     from pipeline.engine.trt_hooks import make_logger
 
     trt = backend.import_flavour(flavour)
     # The logger is called back while the engine loads: see pipeline/engine/interrupt.py.
-    with deferred_signals():
+    with tensorrt_scope():
         _runtime, engine = backend.deserialize(trt, make_logger(trt), engine_path)
         inspector = engine.create_engine_inspector()
         text = inspector.get_engine_information(trt.LayerInformationFormat.JSON)

@@ -73,8 +73,11 @@ def why_engine_cannot_run(fingerprint: dict[str, Any]) -> str | None:
 
 def deserialize(trt: ModuleType, logger: Any, engine_path: Path) -> tuple[Any, Any]:
     """(runtime, engine); the runtime must outlive the engine, so both are kept."""
-    runtime = trt.Runtime(logger)
-    engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
+    from pipeline.engine import interrupt
+
+    with interrupt.tensorrt_scope():  # the logger is called back while the engine loads
+        runtime = trt.Runtime(logger)
+        engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
     if engine is None:
         errors = logger.errors() if hasattr(logger, "errors") else []
         raise PipelineError(

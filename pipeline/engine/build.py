@@ -242,7 +242,7 @@ def build_engine(
         weak_typing.refuse_if_strongly_typed_only(trt)
     # From the first TensorRT object to the last one freed (the parse logs as much as the
     # build), a signal must not raise inside a callback: see pipeline/engine/interrupt.py.
-    with interrupt.deferred_signals() as stop:
+    with interrupt.tensorrt_scope() as stop:
         return _parse_and_build(
             trt,
             flavour,

@@ -3,11 +3,19 @@ callback (the logger, the progress monitor, a calibrator) is caught and printed 
 TensorRT ("Exception caught in log(): KeyboardInterrupt") and TensorRT goes on, so the
 stage would store the engine and exit 0. While TensorRT objects live, a signal therefore
 only sets a flag (the progress monitor then asks TensorRT to cancel the build), and it
-is raised as Interrupted once TensorRT has returned: exit 130/143, nothing stored."""
+is raised as Interrupted once TensorRT has returned: exit 130/143, nothing stored.
+
+The same scope keeps Python's cyclic garbage collector out of TensorRT's callbacks: a
+collection that runs inside one (the logger allocates) while TensorRT holds its builder
+lock, and that frees a TensorRT object of an earlier build left in a reference cycle (a
+traceback's frames hold it), waits on that same lock for ever (seen: a second
+trt.Builder() hung in createInferBuilder). Cycles are collected on entry, outside any
+TensorRT lock, and automatic collection waits until TensorRT has returned."""
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 from collections.abc import Iterator
@@ -29,6 +37,20 @@ class StopFlag:
     def raise_if_requested(self) -> None:
         if self.signum is not None:
             raise Interrupted(self.signum)
+
+
+@contextlib.contextmanager
+def tensorrt_scope() -> Iterator[StopFlag]:
+    """Where TensorRT objects live: signals deferred, the cyclic collector paused."""
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        with deferred_signals() as flag:
+            yield flag
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @contextlib.contextmanager

@@ -216,3 +216,32 @@ def test_a_signal_inside_a_tensorrt_callback_stops_the_stage_and_stores_nothing(
             (repo / "artifacts" / "build").iterdir()
         )
         assert not list((store / "locks").glob("*.lock")) if (store / "locks").exists() else True
+
+
+def test_no_cyclic_collection_inside_tensorrt_scope():
+    """A collection inside a TensorRT callback that frees a TensorRT object of an earlier
+    build waits on TensorRT's own lock for ever (a second trt.Builder() hung so): cycles go
+    on entry, and none is collected until TensorRT has returned."""
+    import gc
+    import weakref
+
+    from pipeline.engine import interrupt
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    before = Cycle()
+    gone_before = weakref.ref(before)
+    del before
+    with interrupt.tensorrt_scope():
+        assert gone_before() is None and not gc.isenabled()
+        inside = Cycle()
+        gone_inside = weakref.ref(inside)
+        del inside
+        for _ in range(100_000):  # far past the collector's thresholds
+            Cycle()
+        assert gone_inside() is not None
+    assert gc.isenabled()
+    gc.collect()
+    assert gone_inside() is None

@@ -289,24 +289,26 @@ def test_weak_int8_calibrates_implicitly_on_tensorrt_10(request, tmp_path):
     )
     steps.calibrate(cfg, layout)
     onnx_path = layout.calibrate_dir / "model.onnx"
+    from pipeline.engine import interrupt
     from pipeline.engine.trt_hooks import make_logger
 
-    logger = make_logger(trt)
-    builder = trt.Builder(logger)
-    network, _parser = build.parse_onnx(trt, builder, logger, onnx_path, strongly_typed=False)
-    config = build.configure(
-        trt,
-        builder,
-        network,
-        cfg.build,
-        cfg.precision,
-        build.resolve_profiles(cfg.profile, onnx_path),
-    )
-    first = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
-    assert config.get_flag(trt.BuilderFlag.INT8) and first["calibration_cache_hit"] is False
-    assert builder.build_serialized_network(network, config) is not None
-    again = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
-    assert again["calibration_cache_hit"] is True
+    with interrupt.tensorrt_scope():  # as the build does (interrupt.py)
+        logger = make_logger(trt)
+        builder = trt.Builder(logger)
+        network, _parser = build.parse_onnx(trt, builder, logger, onnx_path, strongly_typed=False)
+        config = build.configure(
+            trt,
+            builder,
+            network,
+            cfg.build,
+            cfg.precision,
+            build.resolve_profiles(cfg.profile, onnx_path),
+        )
+        first = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
+        assert config.get_flag(trt.BuilderFlag.INT8) and first["calibration_cache_hit"] is False
+        assert builder.build_serialized_network(network, config) is not None
+        again = weak_typing.configure(trt, builder, network, config, layout.calibrate_dir)
+        assert again["calibration_cache_hit"] is True
 
 
 def test_cache_location_config_then_env_then_user_cache_folder(monkeypatch, tmp_path):
