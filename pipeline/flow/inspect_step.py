@@ -18,7 +18,7 @@ def run(
 ) -> dict[str, Any]:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
-    from pipeline.report import precision_view, report_html, report_markdown
+    from pipeline.report import mixed_view, precision_view, report_html, report_markdown
     from pipeline.report import report as report_lib
 
     engine_dir = layout.engine_dir(fp["id"])
@@ -42,6 +42,8 @@ def run(
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:
         fileio.write_text(tmp / "report.md", report_markdown.to_markdown(report, rows))
+        if mixed := report["precision_transform"].get("mixed"):
+            fileio.write_text(tmp / mixed_view.PICTURE, mixed_view.pareto_svg(mixed))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
         report_file.write(tmp, report)

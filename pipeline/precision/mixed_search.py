@@ -210,13 +210,14 @@ def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
     if not cheaper:
         return f"the cheapest type it takes (sensitivity {trade._s(node, kind):.3g})"
     alone = [t for t in cheaper if t not in trade.allowed(node)]
+    failing = f"{', '.join(alone)} {'misses' if len(alone) == 1 else 'miss'} the gate on its own"
     if len(alone) == len(cheaper):
-        return f"{', '.join(alone)} miss the gate on their own"
+        return failing
     costly = [f"{t} {trade.sens[node][t]:.3g}" for t in cheaper if t not in alone]
     return (
         f"cheaper types cost the gate more than their bytes are worth here (sensitivity "
         f"{', '.join(costly)} against {trade._s(node, kind):.3g})"
-        + (f"; {', '.join(alone)} miss the gate on their own" if alone else "")
+        + (f"; {failing}" if alone else "")
     )
 
 

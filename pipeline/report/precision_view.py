@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
+from pipeline.report import mixed_view
 
 
 def precision_transform(calibration: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +32,7 @@ def precision_transform(calibration: dict[str, Any]) -> dict[str, Any]:
         "reference": calibration.get("reference"),
         "reference_overlap": calibration.get("reference_overlap"),
         "fallback": _fallback(calibration.get("fallback")),
+        "mixed": mixed_view.view(calibration.get("mixed")),
         "quantization": quantization(calib),
     }
 
@@ -281,4 +283,4 @@ def transform_markdown(t: dict[str, Any]) -> list[str]:
     q = t.get("quantization")
     if q and q["activations"]:
         md += [tables.markdown(TENSOR_HEADERS, q["activations"]), ""]
-    return md + _fallback_markdown(t.get("fallback"))
+    return md + _fallback_markdown(t.get("fallback")) + mixed_view.markdown(t.get("mixed"))

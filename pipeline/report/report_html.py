@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.report import graph_picture, precision_view, templating
+from pipeline.report import graph_picture, mixed_view, precision_view, templating
 
 
 def _cards(r: dict[str, Any]) -> list[tuple[object, str]]:
@@ -48,6 +48,20 @@ def _fusion_basis(log: dict[str, Any]) -> str:
     return f"Fusion ratio {fmt(log['fusion_ratio'])}: {basis}." if basis else ""
 
 
+def _mixed(transform: dict[str, Any] | None) -> dict[str, Any] | None:
+    """precision=auto's view with its headline, tables' headers and Pareto picture."""
+    v = (transform or {}).get("mixed")
+    if not v:
+        return None
+    return {
+        **v,
+        "headline": mixed_view.headline(v),
+        "plan_headers": mixed_view.PLAN_HEADERS,
+        "graph_headers": mixed_view.GRAPH_HEADERS,
+        "picture": mixed_view.pareto_svg(v),
+    }
+
+
 def to_html(report: dict[str, Any], max_rows: int = 400, use_dot: bool = True) -> str:
     eng, log, g = report["engine"], report["build_log"], report["graph"]
     passes = log["layer_passes"] or []
@@ -84,6 +98,7 @@ def to_html(report: dict[str, Any], max_rows: int = 400, use_dot: bool = True) -
         else None,
         "reference_line": precision_view.reference_line(transform)[2:] if transform else "",
         "fallback": (transform or {}).get("fallback"),
+        "mixed": _mixed(transform),
         "group_headers": precision_view.GROUP_HEADERS,
         "node_headers": precision_view.NODE_HEADERS,
         "step_headers": precision_view.STEP_HEADERS,

@@ -70,6 +70,13 @@ def test_the_written_graph_holds_the_types_chosen_and_builds(searched, monkeypat
     steps.fingerprint(cfg, layout)
     manifest = steps.build(cfg, layout, progress=False)
     assert manifest["engine"]["bytes"] > 0
+    # the report shows each GEMM's type and why, every graph judged and the front's picture
+    steps.inspect(cfg, layout)
+    page = (layout.inspect_dir / "report.md").read_text()
+    assert "precision=auto: 9 GEMMs as" in page and "| /layers.0/proj/MatMul |" in page
+    assert "| all int8 |" in page and "mixed_pareto.svg" in page
+    assert (layout.inspect_dir / "mixed_pareto.svg").read_text().startswith("<?xml")
+    assert "Pareto front" in (layout.inspect_dir / "report.html").read_text()
 
 
 def test_a_rerun_takes_the_sensitivities_from_the_cache_and_chooses_the_same(
