@@ -11,6 +11,7 @@ params; hit or built from a queued experiment's log, no fingerprint).
                                gate status, store hit or built
     sweep_pareto.svg / .png    accuracy against latency, the Pareto front joined, marker
                                area by engine size
+    sweep_pareto_size.svg / .png   accuracy against engine size, the front joined
 """
 
 from __future__ import annotations
@@ -247,11 +248,13 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 def to_markdown(rows: list[dict[str, Any]], title: str) -> str:
     cols = columns(rows)
     body = tables.markdown(cols, [[fmt(r.get(c)) for c in cols] for r in rows])
-    front = pareto([r for r in rows if r.get("median_ms") is not None])
+    fronts = {x: pareto(rows, x) for x in ("median_ms", "engine_mib")}
     note = (
         "Latency is the engine's where a GPU ran it, else the graph TensorRT builds on ONNX Runtime "
         "(`latency_backend` says which). Pareto front (accuracy against median latency): "
-        + (", ".join(f"`{r['job']}`" for r in front) or "none measured")
+        + (", ".join(f"`{r['job']}`" for r in fronts["median_ms"]) or "none measured")
+        + "; (accuracy against engine size): "
+        + (", ".join(f"`{r['job']}`" for r in fronts["engine_mib"]) or "none measured")
         + "."
     )
     return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}\n"

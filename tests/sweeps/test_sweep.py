@@ -88,6 +88,7 @@ def test_joblib_sweep_names_folders_logs_and_summarises_and_a_rerun_builds_nothi
     )
     assert (tmp_path / "a" / "sweep_pareto.svg").read_text().lstrip().startswith("<?xml")
     assert (tmp_path / "a" / "sweep_pareto.png").stat().st_size > 1000
+    assert (tmp_path / "a" / "sweep_pareto_size.svg").read_text().lstrip().startswith("<?xml")
 
     # The two finished jobs are restored in the sweep's own process before any worker
     # starts (hydra_plugins/trt_pipeline/reuse_first.py); only the new one is launched.
@@ -471,3 +472,21 @@ def test_a_failed_job_does_not_stop_the_sweep_and_the_summary_says_why(tmp_path)
     assert not (fp32 / "result.json").exists() and (fp32 / "error.txt").read_text().startswith(
         "build gate"
     )
+
+
+def test_the_size_front_keeps_the_jobs_no_smaller_engine_beats_on_accuracy(tmp_path):
+    from pipeline.sweeps import pareto
+
+    rows = [
+        {"job": "fp32", "engine_mib": 4.0, "median_ms": 1.0, "acc:cosine": 1.0},
+        {"job": "fp16", "engine_mib": 2.0, "median_ms": 0.7, "acc:cosine": 0.9999},
+        {"job": "int8", "engine_mib": 1.2, "median_ms": 0.5, "acc:cosine": 0.99},
+        {"job": "auto", "engine_mib": 1.0, "median_ms": 0.6, "acc:cosine": 0.995},
+        {"job": "worse", "engine_mib": 2.5, "median_ms": 0.9, "acc:cosine": 0.99},
+    ]
+    assert [r["job"] for r in pareto.pareto(rows, "engine_mib")] == ["auto", "fp16", "fp32"]
+    assert [r["job"] for r in pareto.pareto(rows)] == ["int8", "auto", "fp16", "fp32"]
+    for r in rows:
+        r.update(precision=r["job"], latency_backend="onnxruntime")
+    names = {p.name for p in pareto.plot(rows, tmp_path, "t")}
+    assert names == {f"sweep_pareto{s}.{e}" for s in ("", "_size") for e in ("svg", "png")}
