@@ -283,3 +283,34 @@ def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
         "- int4 weight-only (awq_clip, blocks of 128): 9 GEMMs read int4 weights, 100.0%" in report
     )
     assert "int4_awq" in dvc(repo, *show[1:]).stdout
+
+
+@pytest.mark.slow
+def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
+    repo = in_tmp_repo_copy
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
+    int4_only, auto, again = commands("mixed-precision.md")
+    assert [c[:2] for c in (int4_only, auto, again)] == [["dvc", "exp"]] * 2 + [["dvc", "repro"]]
+
+    failed = dvc(repo, *int4_only[1:], check=False)
+    assert failed.returncode != 0
+    assert "accuracy gate failed for int4_awq ONNX: cosine of output 'embedding'" in failed.stderr
+
+    dvc(repo, *auto[1:])
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    mixed = calibration["mixed"]
+    assert calibration["gate_passed"] and not mixed["sensitivity_cache_hit"]
+    used = {t for t, n in mixed["counts"].items() if n}
+    assert len(used) >= 2, mixed["counts"]
+    singles = {g["graph"]: g for g in mixed["graphs"] if g["graph"].startswith("all ")}
+    cheapest_single = min(g["weight_bytes"] for g in singles.values() if g["passed"])
+    assert singles["all fp16"]["weight_bytes"] == cheapest_single
+    assert mixed["weight_bytes"] <= 0.6 * cheapest_single  # "about half"
+    report = (repo / "artifacts/inspect/report.md").read_text()
+    assert "precision=auto: 9 GEMMs as " in report and "| all int4 |" in report
+    assert (repo / "artifacts/inspect/mixed_pareto.svg").is_file()
+    assert list((repo / "artifacts/build").glob("*/engine.plan"))
+
+    dvc(repo, *again[1:])
+    rerun = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]
+    assert rerun["sensitivity_cache_hit"] and rerun["assignment"] == mixed["assignment"]
