@@ -103,10 +103,14 @@ class Evaluator(Generic[Choice]):
         self.runs = 0
 
     def __call__(self, choice: Choice) -> dict[str, Any]:
+        return judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
+
+    def figures(self, choice: Choice) -> dict[str, dict[str, Any]]:
+        """The accuracy figures of a choice, which any gate can judge later."""
         got = self.outputs(choice)
         self.runs += 1
-        _, results = self.criteria.judge([p[1] for p in self.pairs], got)
-        return judged(results)
+        figures, _ = self.criteria.judge([p[1] for p in self.pairs], got)
+        return figures
 
 
 def _bisect(

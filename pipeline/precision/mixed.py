@@ -8,8 +8,11 @@ and weights; where that changes nothing the exported file itself is used."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,7 +25,7 @@ from pipeline.export.array_folder import data_sha256
 from pipeline.precision import accuracy, calibration_cache, calibration_data, mixed_search
 from pipeline.precision.fallback import SearchFailed
 from pipeline.precision.mixed_graphs import MixedGraphs
-from pipeline.precision.mixed_search import Sensitivity
+from pipeline.precision.mixed_search import Figures
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
@@ -60,14 +63,7 @@ def make(
         )
         held_out, overlap = _held_out(pairs, results)
         inputs = _key_inputs(source_path, results, held_out, criteria, types)
-
-        def sensitivity(measure: Any) -> tuple[Sensitivity, bool]:
-            return _cached_sensitivity(calibration_cfg, inputs, measure)
-
-        try:
-            assignment, record = mixed_search.search(graphs, held_out, criteria, sensitivity)
-        except SearchFailed as e:
-            raise PipelineError(str(e)) from None
+        assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
         calibration_cache.save_beside(graphs.graph(assignment), dest, source_path.parent)
     summary = {
         "calibration": {
@@ -138,6 +134,37 @@ def _held_out(
     return held_out, overlap
 
 
+def _searched(
+    graphs: MixedGraphs,
+    held_out: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    calibration_cfg: CalibrationConfig,
+    inputs: dict[str, Any],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The search's choice and record, from the cache where the same inputs were searched
+    before (no ONNX Runtime at all then). Its accuracy figures are cached apart, without the
+    gate, so a search under another gate measures none of them again."""
+    started = time.perf_counter()
+    figures_inputs = {**inputs, "kind": "precision=auto figures", "gate": None}
+
+    def figures(measure: Callable[[], Figures]) -> tuple[Figures, bool]:
+        return _cached_json(calibration_cfg, figures_inputs, "figures.json", measure)
+
+    def search() -> dict[str, Any]:
+        try:
+            assignment, record = mixed_search.search(graphs, held_out, criteria, figures)
+        except SearchFailed as e:
+            raise PipelineError(str(e)) from None
+        return {"assignment": assignment, "record": record}
+
+    found, hit = _cached_json(calibration_cfg, inputs, "search.json", search)
+    record = {**found["record"], "search_cache_hit": hit}
+    if hit:
+        record["seconds"] = round(time.perf_counter() - started, 3)
+        record["figures_cache_hit"] = True
+    return found["assignment"], record
+
+
 def _key_inputs(
     source: Path,
     results: dict[str, QuantizeResult],
@@ -149,7 +176,7 @@ def _key_inputs(
     from pipeline.machine.fingerprint import package_version
 
     return {
-        "kind": "precision=auto sensitivity",
+        "kind": "precision=auto search",
         "search_version": mixed_search.SEARCH_VERSION,
         "source_sha256": onnx_model.sha256(source),
         "results": {t: r.summary["result_sha256"] for t, r in results.items()},
@@ -162,20 +189,20 @@ def _key_inputs(
     }
 
 
-def _cached_sensitivity(
-    calibration_cfg: CalibrationConfig, inputs: dict[str, Any], measure: Any
-) -> tuple[Sensitivity, bool]:
+def _cached_json(
+    calibration_cfg: CalibrationConfig,
+    inputs: dict[str, Any],
+    name: str,
+    make_value: Callable[[], Any],
+) -> tuple[Any, bool]:
+    """make_value()'s result through the calibration cache, keyed by `inputs`; whether it
+    was a hit."""
+
     def make() -> tuple[dict[str, Any], dict[str, Any], str]:
-        data = fileio.to_json(measure()).encode()
-        return {"sensitivity.json": data}, {k: v for k, v in inputs.items() if k != "gate"}, "miss"
+        data = fileio.to_json(make_value()).encode()
+        return {name: data}, {k: v for k, v in inputs.items() if k != "gate"}, "miss"
 
     got, _ = calibration_cache.cached(
-        calibration_cfg,
-        hashing.sha256_json(inputs),
-        make,
-        "precision=auto sensitivity",
-        required=("sensitivity.json",),
+        calibration_cfg, hashing.sha256_json(inputs), make, str(inputs["kind"]), required=(name,)
     )
-    import json
-
-    return json.loads(got.read("sensitivity.json")), got.hit
+    return json.loads(got.read(name)), got.hit

@@ -99,6 +99,7 @@ class MixedGraphs:
 
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> MixedSwitchboard:
         model, flags = _switchable(self, self.candidates())
+        model = _weights_folded(model, self.base_dir)
         with onnx_runtime.model_file(model, self.base_dir) as f:
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return MixedSwitchboard(session, flags, batches)
@@ -166,6 +167,48 @@ def _switchable(
                 )
     qdq_plan.reorder(m)
     return m, flags
+
+
+def _weights_folded(m: Any, base_dir: Path | None) -> Any:
+    """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
+    rounding) computed once and stored as an fp32 initializer: a search step then runs the
+    GEMMs and the activations' variants only. By hand, not Polygraphy's fold_constants:
+    ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept), which is right for
+    a graph to build and wrong for this one, which is only ever judged."""
+    from onnx import helper
+
+    known = {i.name for i in m.graph.initializer}
+    constant = []
+    for node in m.graph.node:  # in topological order: qdq_plan.reorder ran
+        if all(not x or x in known for x in node.input):
+            constant.append(node)
+            known.update(node.output)
+    if not constant:
+        return m
+    folding = {id(n) for n in constant}
+    kept = [n for n in m.graph.node if id(n) not in folding]
+    produced = {o for n in constant for o in n.output}
+    wanted = sorted({x for n in kept for x in n.input if x in produced})
+    read = {x for n in constant for x in n.input}
+    # a graph of the constant nodes alone, with the initializers they read (no copy of the rest)
+    values = helper.make_model(
+        helper.make_graph(
+            constant,
+            "weight variants",
+            [],
+            [helper.make_empty_tensor_value_info(x) for x in wanted],
+            [i for i in m.graph.initializer if i.name in read],
+        ),
+        opset_imports=m.opset_import,
+        ir_version=m.ir_version,
+    )
+    folded = onnx_runtime.run_model(values, [{}], base_dir)[0]
+    from onnx import numpy_helper
+
+    del m.graph.node[:]
+    m.graph.node.extend(kept)
+    m.graph.initializer.extend(numpy_helper.from_array(folded[x], x) for x in wanted)
+    return int4_graphs.pruned(m)
 
 
 def _with_source_weights(graphs: MixedGraphs) -> tuple[Any, dict[str, str]]:

@@ -4,7 +4,8 @@ held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedS
 
 1. The all-fp32 graph must pass, else no assignment can and the search stops.
 2. Sensitivity: each (GEMM, type) alone, every other GEMM in fp32: how far it moves the gate
-   score (fallback.score: 1.0 is the threshold). Measured once and cached by content.
+   score (fallback.score: 1.0 is the threshold). What is measured and cached by content are
+   the accuracy figures, which any gate judges: a new gate measures nothing again.
 3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
    the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
    its own is never taken). Bisection over lambda finds the cheapest assignment that passes.
@@ -29,6 +30,8 @@ LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
 STEPS = 14
 
 Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
+# node -> type -> accuracy figures of that GEMM alone in that type; "" -> {"fp32": all fp32's}
+Figures = dict[str, dict[str, dict[str, dict[str, Any]]]]
 
 
 class Judge:
@@ -51,7 +54,7 @@ def search(
     graphs: MixedGraphs,
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
-    cached_sensitivity: Callable[[Callable[[], Sensitivity]], tuple[Sensitivity, bool]],
+    cached_figures: Callable[[Callable[[], Figures]], tuple[Figures, bool]],
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The assignment to build and the record of how it was found."""
     started = time.perf_counter()
@@ -72,7 +75,8 @@ def search(
         )
     options = {n: graphs.options(n) for n in candidates}
     sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
-    sens, hit = cached_sensitivity(lambda: _sensitivity(judge, options, base["score"]))
+    figures, hit = cached_figures(lambda: _figures(judge, options))
+    sens = _sensitivity(figures, criteria)
     trade = Tradeoff(options, sizes, sens)
     points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
     best = _bisect_lambda(judge, trade, points)
@@ -88,7 +92,7 @@ def search(
         "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
         "graphs": [_point(label, a, trade, judge(a)) for label, a in points.items()],
         "graphs_judged": judge.evaluator.runs,
-        "sensitivity_cache_hit": hit,
+        "figures_cache_hit": hit,
         "seconds": round(time.perf_counter() - started, 3),
     }
     record["pareto"] = _pareto(cast("list[dict[str, Any]]", record["graphs"]))
@@ -125,16 +129,31 @@ class Tradeoff:
         return 0.0 if kind == "fp32" else self.sens[node][kind]
 
 
-def _sensitivity(judge: Judge, options: dict[str, list[str]], base: float) -> Sensitivity:
-    out: Sensitivity = {}
+def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
+    """Each GEMM alone in each of its lower types, and the all-fp32 graph."""
+    out: Figures = {"": {"fp32": judge.evaluator.figures({})}}
     work = sum(len(o) - 1 for o in options.values())
     with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
         for node, kinds in options.items():
             out[node] = {}
             for kind in kinds[:-1]:
-                out[node][kind] = round(max(0.0, judge({node: kind})["score"] - base), 6)
+                out[node][kind] = judge.evaluator.figures({node: kind})
                 bar.update(1)
     return out
+
+
+def _sensitivity(figures: Figures, criteria: accuracy.Criteria) -> Sensitivity:
+    """The gate score each (GEMM, type) adds to the all-fp32 graph's, under this gate."""
+
+    def score(f: dict[str, dict[str, Any]]) -> float:
+        return fallback.score(accuracy.check_gate(f, criteria.gate))
+
+    base = score(figures[""]["fp32"])
+    return {
+        node: {kind: round(max(0.0, score(f) - base), 6) for kind, f in kinds.items()}
+        for node, kinds in figures.items()
+        if node
+    }
 
 
 def _bisect_lambda(judge: Judge, trade: Tradeoff, points: dict[str, Any]) -> dict[str, str]:

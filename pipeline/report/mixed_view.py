@@ -27,7 +27,8 @@ def view(record: dict[str, Any] | None) -> dict[str, Any] | None:
         "weight_bytes": record["weight_bytes"],
         "fp32_weight_bytes": record["fp32_weight_bytes"],
         "graphs_judged": record["graphs_judged"],
-        "sensitivity_cache_hit": record["sensitivity_cache_hit"],
+        "search_cache_hit": record.get("search_cache_hit", False),
+        "figures_cache_hit": record["figures_cache_hit"],
         "seconds": record["seconds"],
         "plan": [
             [
@@ -57,11 +58,14 @@ def view(record: dict[str, Any] | None) -> dict[str, Any] | None:
 def headline(v: dict[str, Any]) -> str:
     counts = ", ".join(f"{n} {t}" for t, n in v["counts"].items())
     share = v["weight_bytes"] / max(v["fp32_weight_bytes"], 1)
-    cache = "cached" if v["sensitivity_cache_hit"] else "measured"
+    if v["search_cache_hit"]:
+        how = f"the search's choice from the cache in {v['seconds']:.3g} s"
+    else:
+        cache = "from the cache" if v["figures_cache_hit"] else "measured"
+        how = f"{v['graphs_judged']} graphs judged in {v['seconds']:.3g} s, sensitivities {cache}"
     return (
         f"precision=auto: {v['candidates']} GEMMs as {counts}; GEMM weights "
-        f"{fmt(v['weight_bytes'])} B, {share:.1%} of fp32's ({v['graphs_judged']} graphs "
-        f"judged in {v['seconds']:.3g} s, sensitivities {cache})"
+        f"{fmt(v['weight_bytes'])} B, {share:.1%} of fp32's ({how})"
     )
 
 

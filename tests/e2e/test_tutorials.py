@@ -299,7 +299,7 @@ def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     dvc(repo, *auto[1:])
     calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
     mixed = calibration["mixed"]
-    assert calibration["gate_passed"] and not mixed["sensitivity_cache_hit"]
+    assert calibration["gate_passed"] and not mixed["figures_cache_hit"]
     used = {t for t, n in mixed["counts"].items() if n}
     assert len(used) >= 2, mixed["counts"]
     singles = {g["graph"]: g for g in mixed["graphs"] if g["graph"].startswith("all ")}
@@ -313,4 +313,4 @@ def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
 
     dvc(repo, *again[1:])
     rerun = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]
-    assert rerun["sensitivity_cache_hit"] and rerun["assignment"] == mixed["assignment"]
+    assert rerun["search_cache_hit"] and rerun["assignment"] == mixed["assignment"]

@@ -79,15 +79,24 @@ def test_the_written_graph_holds_the_types_chosen_and_builds(searched, monkeypat
     assert "Pareto front" in (layout.inspect_dir / "report.html").read_text()
 
 
-def test_a_rerun_takes_the_sensitivities_from_the_cache_and_chooses_the_same(
+def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
     searched, transformer_export, tmp_path
 ):
     cfg, _, first = searched
+    assert not first["mixed"]["search_cache_hit"] and not first["mixed"]["figures_cache_hit"]
     again = steps.calibrate(cfg, fresh(transformer_export, tmp_path))
-    assert not first["mixed"]["sensitivity_cache_hit"]
-    assert again["mixed"]["sensitivity_cache_hit"]
+    assert again["mixed"]["search_cache_hit"] and again["gate_passed"]
     assert again["mixed"]["assignment"] == first["mixed"]["assignment"]
-    assert again["mixed"]["graphs_judged"] < first["mixed"]["graphs_judged"]
+    # another gate: searched again, but no (GEMM, type) measured again
+    looser = compose(
+        *TIGHT,
+        "precision.gate.min_cosine=0.995",
+        f"calibration.cache_dir={cfg.calibration.cache_dir}",
+    )
+    other = steps.calibrate(looser, fresh(transformer_export, tmp_path / "looser"))["mixed"]
+    assert not other["search_cache_hit"] and other["figures_cache_hit"]
+    assert other["graphs_judged"] < first["mixed"]["graphs_judged"] - first["mixed"]["candidates"]
+    assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
 
 
 def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_graph(
