@@ -113,7 +113,10 @@ def test_sweep_keys_the_model_lacks_and_unknown_profiles_are_errors():
     "override,message",
     [
         ({"backends": ["onnxruntime", "onnxruntime"]}, "name each backend once"),
-        ({"backends": ["tflite"]}, "benchmark.backends='tflite'"),
+        (
+            {"backends": ["tflite"]},
+            "benchmark.backends[0]: Invalid value 'tflite', expected one of [onnxruntime,",
+        ),
         ({"baseline": "torch", "backends": ["onnxruntime"]}, "not in benchmark.backends"),
         ({"batch_sizes": [0]}, "at least 1"),
         ({"min_iterations": 0}, "benchmark.min_iterations"),

@@ -52,7 +52,7 @@ def test_unknown_precision(in_tmp_repo_copy):
     # reads precision refuses the whole config before any work.
     assert run_stage(repo, "fingerprint").returncode == 0
     r = run_stage(repo, "calibrate")
-    assert_one_line_error(r, "precision.name='fp12'")
+    assert_one_line_error(r, "precision.name: Invalid value 'fp12', expected one of [fp32,")
     assert not (repo / "artifacts/calibrate").exists()
 
 

@@ -45,6 +45,12 @@ def _entries(store):
     )
 
 
+def _sigint_default() -> None:
+    """A child's SIGINT as a terminal gives it: a suite started in the background by a
+    shell without job control (`.ci/run &`) passes SIGINT ignored, and a child keeps that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_repo_copy, tmp_path):
     repo = in_tmp_repo_copy
     store = tmp_path / "store"
@@ -75,6 +81,7 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
             [sys.executable, "-m", "stages.build"],
             cwd=repo,
             env=env,
+            preexec_fn=_sigint_default,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -123,6 +130,7 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
     _reset(repo, store, env)
     after_commit = (
         "import os, runpy, signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see _sigint_default
         "from pipeline.store import _verified as vs\n"
         "put = vs.VerifiedStore.put\n"
         "def put_then_signal(self, *a, **k):\n"

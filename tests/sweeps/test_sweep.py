@@ -316,7 +316,7 @@ def test_every_sweep_launcher_composes_with_our_config(launcher):
 @pytest.mark.parametrize(
     "given,first_precision",
     [
-        (["precision=glob(*)"], "bf16"),
+        (["precision=glob(*)"], "auto"),
         (["precision=glob([fp1*,fp3*])"], "fp16"),
         (["precision=choice(fp16,fp32)", "model=cnn,transformer"], "fp16"),
         (["benchmark.intra_op_threads=range(1,3)"], "fp32"),
