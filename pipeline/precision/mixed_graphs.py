@@ -91,7 +91,7 @@ class MixedGraphs:
         for kind, plan in self.qdq.items():
             keep = [n for n in plan.candidates() if assignment.get(n) != kind]
             if len(keep) < len(plan.candidates()):
-                m = qdq_plan.materialize(m, plan, keep)
+                m = qdq_plan.materialize(m, plan, keep, label=kind)
         fp16 = [n for n, t in assignment.items() if t == "fp16"]
         if fp16:
             _in_fp16(m, fp16)
@@ -135,7 +135,7 @@ def _switchable(
     nodes = {n.name: n for n in m.graph.node}
     dq = {
         kind: qdq_plan.insert_pairs(
-            m, nodes, {e: s for e, s in plan.admitted().items() if e[0] in candidates}
+            m, nodes, {e: s for e, s in plan.admitted().items() if e[0] in candidates}, kind
         )
         for kind, plan in graphs.qdq.items()
     }

@@ -139,15 +139,16 @@ def extract(qdq_model: Any, source: Any, placement: str) -> QdqPlan:
     return QdqPlan(edges, op_types, opset(qdq_model), placement)
 
 
-def materialize(source: Any, plan: QdqPlan, keep: Iterable[str] = ()) -> Any:
+def materialize(source: Any, plan: QdqPlan, keep: Iterable[str] = (), label: str = "qdq") -> Any:
     """A copy of `source` with a Q/DQ pair on each admitted edge whose node is not kept.
-    One pair per (tensor, scale): the Q/K/V MatMuls reading one tensor share it."""
+    One pair per (tensor, scale): the Q/K/V MatMuls reading one tensor share it. `label`
+    names the pairs (plans applied one after another to one graph need their own)."""
     kept = set(keep)
     m = _copy_for(source, plan)
     nodes = {n.name: n for n in m.graph.node}
     # an edge whose node is absent: a smoothing Mul of a group left unsmoothed
     edges = {e: s for e, s in plan.admitted().items() if e[0] not in kept and e[0] in nodes}
-    dq = insert_pairs(m, nodes, edges)
+    dq = insert_pairs(m, nodes, edges, label)
     for (name, idx), tensor in dq.items():
         nodes[name].input[idx] = tensor
     if dq:
@@ -200,7 +201,7 @@ def _copy_for(source: Any, plan: QdqPlan) -> Any:
 
 
 def insert_pairs(
-    m: Any, nodes: dict[str, Any], edges: dict[tuple[str, int], QSpec]
+    m: Any, nodes: dict[str, Any], edges: dict[tuple[str, int], QSpec], label: str = "qdq"
 ) -> dict[tuple[str, int], str]:
     """Add a Q/DQ pair for each (tensor, spec) among `edges`; the DequantizeLinear output
     each edge should read. Nodes go at the graph's end (reorder places them)."""
@@ -213,7 +214,7 @@ def insert_pairs(
         tensor = nodes[name].input[idx]
         key = (tensor, spec.digest())
         if key not in pairs:
-            tag = f"{tensor}_qdq{len([k for k in pairs if k[0] == tensor]) or ''}"
+            tag = f"{tensor}_{label}{len([k for k in pairs if k[0] == tensor]) or ''}"
             scale = onnx.TensorProto()
             scale.CopyFrom(spec.scale)
             scale.name = f"{tag}_scale"

@@ -136,3 +136,19 @@ def test_auto_without_types_or_for_a_target_without_int4_is_refused_before_work(
     compose(
         "precision=auto", "precision.search_types=[int8,fp16]", "build.compute_capabilities=[SM75]"
     )
+
+
+def test_int8_and_fp8_together_in_one_search(transformer_export, tmp_path):
+    """Each plan's Q/DQ pairs carry their type in their names: two plans on one tensor
+    once gave two nodes of one name, which ONNX Runtime refuses."""
+    cfg = compose(
+        *TIGHT,
+        "precision.search_types=[int4,int8,fp8,fp16]",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = fresh(transformer_export, tmp_path)
+    summary = steps.calibrate(cfg, layout)
+    assert summary["gate_passed"] and "fp8" in summary["mixed"]["types"]
+    graph = onnx.load(str(layout.calibrate_dir / "model.onnx"))
+    names = [n.name for n in graph.graph.node]
+    assert len(names) == len(set(names))
