@@ -27,7 +27,7 @@ from pipeline.precision.mixed_graphs import TYPES, Assignment, MixedGraphs
 
 SEARCH_VERSION = 1
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
-STEPS = 14
+STEPS = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
 
 Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
 # node -> type -> accuracy figures of that GEMM alone in that type; "" -> {"fp32": all fp32's}
@@ -66,16 +66,10 @@ def search(
             {"candidates": 0},
         )
     judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
-    base = judge({})
-    if not base["passed"]:
-        raise fallback.SearchFailed(
-            f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
-            f"so the gate itself is out of reach on this reference data",
-            {"candidates": len(candidates), "all_fp32": base},
-        )
     options = {n: graphs.options(n) for n in candidates}
     sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
     figures, hit = cached_figures(lambda: _figures(judge, options))
+    _check_base(judge, figures, len(candidates))
     sens = _sensitivity(figures, criteria)
     trade = Tradeoff(options, sizes, sens)
     points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
@@ -129,9 +123,23 @@ class Tradeoff:
         return 0.0 if kind == "fp32" else self.sens[node][kind]
 
 
+def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
+    """The all-fp32 graph's judgement, from its figures: it must pass, or nothing can."""
+    base = fallback.judged(accuracy.check_gate(figures[""]["fp32"], judge.evaluator.criteria.gate))
+    judge.seen[()] = base
+    if not base["passed"]:
+        raise fallback.SearchFailed(
+            f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
+            f"so the gate itself is out of reach on this reference data",
+            {"candidates": candidates, "all_fp32": base},
+        )
+
+
 def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
-    """Each GEMM alone in each of its lower types, and the all-fp32 graph."""
+    """The all-fp32 graph (which must pass: checked before any other is measured), then
+    each GEMM alone in each of its lower types."""
     out: Figures = {"": {"fp32": judge.evaluator.figures({})}}
+    _check_base(judge, out, len(options))
     work = sum(len(o) - 1 for o in options.values())
     with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
         for node, kinds in options.items():

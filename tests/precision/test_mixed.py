@@ -152,3 +152,13 @@ def test_int8_and_fp8_together_in_one_search(transformer_export, tmp_path):
     graph = onnx.load(str(layout.calibrate_dir / "model.onnx"))
     names = [n.name for n in graph.graph.node]
     assert len(names) == len(set(names))
+
+
+def test_a_gate_even_fp32_misses_is_one_line_before_any_sensitivity(transformer_export, tmp_path):
+    cfg = compose(
+        *TIGHT, "precision.gate.min_cosine=1.0", f"calibration.cache_dir={tmp_path / 'cache'}"
+    )
+    layout = fresh(transformer_export, tmp_path)
+    with pytest.raises(PipelineError, match=r"^precision=auto: the all-fp32 graph misses the gate"):
+        steps.calibrate(cfg, layout)
+    assert not (layout.calibrate_dir / "model.onnx").exists()
