@@ -27,11 +27,19 @@ if TYPE_CHECKING:
 def cache_inputs(
     qdq_sha256: str, pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria
 ) -> dict[str, Any]:
-    from pipeline.machine.fingerprint import package_version
-
     return {
         "search_version": fallback.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
+        **judged_by(pairs, criteria),
+    }
+
+
+def judged_by(pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria) -> dict[str, Any]:
+    """What a cached judgement depends on besides the graphs: the reference data, the gate,
+    the outputs' tasks and ONNX Runtime's version."""
+    from pipeline.machine.fingerprint import package_version
+
+    return {
         "reference_inputs_sha256": data_sha256([p[0] for p in pairs]),
         "reference_outputs_sha256": data_sha256([p[1] for p in pairs]),
         "gate": to_dict(criteria.gate),

@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core import fileio, hashing
-from pipeline.core.config import to_dict
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.export import onnx_model
-from pipeline.export.array_folder import data_sha256
 from pipeline.precision import accuracy, calibration_cache, calibration_data, mixed_search
 from pipeline.precision.fallback import SearchFailed
 from pipeline.precision.mixed_graphs import MixedGraphs
@@ -172,8 +170,8 @@ def _key_inputs(
     criteria: accuracy.Criteria,
     types: list[str],
 ) -> dict[str, Any]:
-    """What the sensitivities depend on: the graphs, the data, the gate, ONNX Runtime."""
-    from pipeline.machine.fingerprint import package_version
+    """What the search depends on: the graphs, the data, the gate, ONNX Runtime."""
+    from pipeline.precision.fallback_cache import judged_by
 
     return {
         "kind": "precision=auto search",
@@ -181,11 +179,7 @@ def _key_inputs(
         "source_sha256": onnx_model.sha256(source),
         "results": {t: r.summary["result_sha256"] for t, r in results.items()},
         "types": types,
-        "reference_inputs_sha256": data_sha256([p[0] for p in held_out]),
-        "reference_outputs_sha256": data_sha256([p[1] for p in held_out]),
-        "gate": to_dict(criteria.gate),
-        **criteria.key(),
-        "onnxruntime": package_version("onnxruntime"),
+        **judged_by(held_out, criteria),
     }
 
 
