@@ -87,10 +87,10 @@ def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
         return src, model
     path = work / "source" / "model.onnx"
     path.parent.mkdir()
-    onnx_model.save_copy(converted, path)
+    onnx_model.save_copy(converted, path)  # a copy: the weights stay in `converted`
     # the calibration data's loader reads the export's sample layout beside the graph
     shutil.copy2(src.parent / EXPORT_SUMMARY, path.parent / EXPORT_SUMMARY)
-    return path, onnx_model.load(path, check=False)
+    return path, converted
 
 
 def _transform(

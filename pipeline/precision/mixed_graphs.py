@@ -16,6 +16,7 @@ accumulate); the graph written is judged again as written."""
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,13 +46,12 @@ class MixedGraphs:
 
     def candidates(self) -> list[str]:
         """GEMMs with a constant weight that some low type can take, in graph order."""
-        inits = {i.name for i in self.source.graph.initializer}
         return [
             n.name
             for n in self.source.graph.node
             if n.op_type in qdq_plan.GEMMS
             and len(n.input) > WEIGHT_INPUT
-            and n.input[WEIGHT_INPUT] in inits
+            and n.input[WEIGHT_INPUT] in self._source_inits
             and len(self.options(n.name)) > 1
         ]
 
@@ -60,8 +60,8 @@ class MixedGraphs:
         have = {"fp32"}
         if self.int4 is not None and node in self.int4.plan.weights:
             have.add("int4")
-        for kind, plan in self.qdq.items():
-            if (node, WEIGHT_INPUT) in plan.admitted():
+        for kind, admitted in self._admitted.items():
+            if (node, WEIGHT_INPUT) in admitted:
                 have.add(kind)
         if self.fp16 and self._op_type(node) in qdq_plan.GEMMS:
             have.add("fp16")
@@ -69,13 +69,13 @@ class MixedGraphs:
 
     def weight_bytes(self, node: str, kind: str) -> int:
         """What `node`'s weight takes stored as `kind`, its scales included."""
-        weight = _init(self.source, self._node(node).input[WEIGHT_INPUT])
+        weight = self._source_inits[self._nodes[node].input[WEIGHT_INPUT]]
         params = int(np.prod(weight.dims))
         data = int(np.ceil(params * BYTES_PER_PARAM[kind]))
         if kind == "int4":
             assert self.int4 is not None
-            dq = onnx_model.producers(self.int4.int4)[self.int4.plan.weights[node][1]]
-            return data + sum(_nbytes(_init(self.int4.int4, x)) for x in dq.input[1:] if x)
+            dq = self._int4_producers[self.int4.plan.weights[node][1]]
+            return data + sum(_nbytes(self._int4_inits[x]) for x in dq.input[1:] if x)
         if kind in self.qdq:
             spec = self.qdq[kind].edges[(node, WEIGHT_INPUT)]
             return data + _nbytes(spec.scale)
@@ -104,11 +104,31 @@ class MixedGraphs:
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return MixedSwitchboard(session, flags, batches)
 
-    def _node(self, name: str) -> Any:
-        return next(n for n in self.source.graph.node if n.name == name)
+    # The source's nodes and initializers by name, looked up for every (node, type).
+    @functools.cached_property
+    def _nodes(self) -> dict[str, Any]:
+        return {n.name: n for n in self.source.graph.node}
+
+    @functools.cached_property
+    def _source_inits(self) -> dict[str, Any]:
+        return {i.name: i for i in self.source.graph.initializer}
+
+    @functools.cached_property
+    def _int4_producers(self) -> dict[str, Any]:
+        assert self.int4 is not None
+        return onnx_model.producers(self.int4.int4)
+
+    @functools.cached_property
+    def _int4_inits(self) -> dict[str, Any]:
+        assert self.int4 is not None
+        return {i.name: i for i in self.int4.int4.graph.initializer}
+
+    @functools.cached_property
+    def _admitted(self) -> dict[str, dict[tuple[str, int], Any]]:
+        return {kind: plan.admitted() for kind, plan in self.qdq.items()}
 
     def _op_type(self, name: str) -> str:
-        return str(self._node(name).op_type)
+        return str(self._nodes[name].op_type)
 
 
 @dataclass
@@ -273,10 +293,6 @@ def _in_fp16(m: Any, names: list[str]) -> None:
                 helper.make_node("Cast", [node.output[i]], [out], to=TensorProto.FLOAT)
             )
     qdq_plan.reorder(m)
-
-
-def _init(model: Any, name: str) -> Any:
-    return next(i for i in model.graph.initializer if i.name == name)
 
 
 def _nbytes(tensor: Any) -> int:

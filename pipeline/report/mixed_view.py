@@ -4,7 +4,6 @@ gate score, and that front as a picture (report.html inline, report.md beside it
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from pipeline.core import tables
@@ -88,14 +87,9 @@ def markdown(v: dict[str, Any] | None) -> list[str]:
 def pareto_svg(v: dict[str, Any]) -> str:
     """Weight bytes against gate score: every graph judged, the front joined, the gate's
     threshold (score 1) drawn."""
-    import matplotlib
+    from pipeline.report import plots
 
-    matplotlib.use("Agg", force=True)
-    from matplotlib.figure import Figure
-
-    with matplotlib.rc_context({"svg.hashsalt": "trt-pipeline", "svg.fonttype": "none"}):
-        fig = Figure(figsize=(6.4, 4.0))
-        ax = fig.subplots()
+    def draw(ax: Any) -> None:
         points = v["graphs"]
         ax.scatter([p[1] / 1024 for p in points], [p[2] for p in points], alpha=0.5)
         for p in points:
@@ -117,7 +111,5 @@ def pareto_svg(v: dict[str, Any]) -> str:
         ax.set_yscale("symlog", linthresh=0.01)
         ax.set_title("precision=auto: weight bytes against accuracy", fontsize=10)
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
+
+    return plots.rendered(draw)

@@ -9,6 +9,7 @@ text (svg.fonttype none), so the bytes do not depend on the fonts this machine h
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any
 
 CHARTS = {
@@ -17,16 +18,26 @@ CHARTS = {
 }
 
 
-def svg(rows: list[dict[str, Any]], kind: str, subtitle: str = "") -> str:
+def rendered(draw: Callable[[Any], None]) -> str:
+    """An SVG of one chart that `draw` draws on its Axes, as this module's docstring says."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     from matplotlib.figure import Figure
 
-    field, ylabel, title = CHARTS[kind]
     with matplotlib.rc_context({"svg.hashsalt": "trt-pipeline", "svg.fonttype": "none"}):
         fig = Figure(figsize=(6.4, 4.0))
-        ax = fig.subplots()
+        draw(fig.subplots())
+        fig.tight_layout()
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def svg(rows: list[dict[str, Any]], kind: str, subtitle: str = "") -> str:
+    field, ylabel, title = CHARTS[kind]
+
+    def draw(ax: Any) -> None:
         for series in sorted({r["series"] for r in rows}):
             pts = sorted(
                 (r["batch"], r[field])
@@ -45,7 +56,5 @@ def svg(rows: list[dict[str, Any]], kind: str, subtitle: str = "") -> str:
         ax.grid(True, alpha=0.3)
         if rows:
             ax.legend(title="backend", fontsize=8)
-        fig.tight_layout()
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg", metadata={"Date": None})
-    return buf.getvalue()
+
+    return rendered(draw)
