@@ -111,6 +111,14 @@ class CalibrationMethod(StrEnum):
     minmax = "minmax"
 
 
+class Streaming(StrEnum):
+    """Whether a transform reads the weights one tensor at a time (pipeline/precision/streamed.py)."""
+
+    auto = "auto"  # when the model keeps its weights in external-data files
+    always = "always"
+    never = "never"
+
+
 class Backend(StrEnum):
     auto = "auto"
     tensorrt = "tensorrt"

@@ -34,6 +34,7 @@ from pipeline.core.choices import (
     QuantizeMode,
     SearchType,
     Smoothing,
+    Streaming,
     Task,
     TimingCacheMode,
     Transform,
@@ -190,6 +191,9 @@ class CalibrationConfig:
     method: CalibrationMethod = CalibrationMethod.entropy  # minmax is max
     exclude_nodes: list[str] = field(default_factory=list)  # regexes over node names (re.match)
     exclude_op_types: list[str] = field(default_factory=list)  # op types left unquantized
+    # int8/fp8 and int4_rtn read one weight at a time and calibrate in one ONNX Runtime
+    # session, without ModelOpt's copies of the model (pipeline/precision/streamed.py).
+    streaming: Streaming = Streaming.auto
     # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
     cache_dir: str | None = None
 

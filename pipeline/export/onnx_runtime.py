@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,21 @@ from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.threads import intra_op
 
 
+@dataclass(frozen=True)
+class GraphBytes:
+    """A serialized graph whose external-data files are in `external_dir`: ONNX Runtime
+    reads them there (its session option for graphs loaded from memory), so a graph read
+    without its weights runs with them and nothing is copied or linked."""
+
+    data: bytes
+    external_dir: Path | None = None
+
+
+Graph = Path | bytes | GraphBytes
+
+
 def ort_session(
-    path: Path | bytes,
+    path: Graph,
     threads: int = 0,
     providers: tuple[str, ...] = ("CPUExecutionProvider",),
     basic_optimizations: bool = False,
@@ -36,20 +51,25 @@ def ort_session(
         opts.intra_op_num_threads = threads
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    source: bytes | str = path if isinstance(path, bytes) else str(path)
+    if isinstance(path, GraphBytes):
+        source = path.data
+        if path.external_dir is not None:
+            opts.add_session_config_entry(
+                "session.model_external_initializers_file_folder_path", str(path.external_dir)
+            )
     try:
-        return ort.InferenceSession(
-            path if isinstance(path, bytes) else str(path), opts, providers=list(providers)
-        )
+        return ort.InferenceSession(source, opts, providers=list(providers))
     except Exception as e:
         raise PipelineError(f"ONNX Runtime cannot load {_name(path)}: {first_line(e)}") from None
 
 
-def _name(path: Path | bytes) -> str:
-    return "an in-memory graph" if isinstance(path, bytes) else str(path)
+def _name(path: Graph) -> str:
+    return "an in-memory graph" if isinstance(path, (bytes, GraphBytes)) else str(path)
 
 
 def run_batches(
-    path: Path | bytes,
+    path: Graph,
     batches: list[dict[str, np.ndarray]],
     extra: dict[str, np.ndarray] | None = None,
 ) -> list[dict[str, np.ndarray]]:
@@ -81,11 +101,13 @@ def run_session(
 
 
 @contextlib.contextmanager
-def model_file(model: Any, base: Path | None = None) -> Iterator[Path | bytes]:
-    """Something ort_session opens for an in-memory graph: its bytes when its weights are
-    inline, else a temporary folder holding the graph and links to the external-data
-    files it names in `base` (a protobuf message cannot exceed 2 GB, and the weights are
-    never copied)."""
+def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
+    """Something ort_session opens for an in-memory graph: its bytes, with the folder of
+    the external-data files it names (`base`); past 1 GiB of weights held in memory (a
+    rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder holding
+    the graph, those weights in a file of their own, and hard links to (or, across file
+    systems, copies of) the external-data files: ONNX Runtime refuses data reached through
+    a symlink out of the graph's folder."""
     from onnx.external_data_helper import uses_external_data
 
     external = sorted(
@@ -99,17 +121,19 @@ def model_file(model: Any, base: Path | None = None) -> Iterator[Path | bytes]:
     )
     from pipeline.export import onnx_model
 
-    big = onnx_model.weight_bytes(model) >= onnx_model.inline_limit()
-    if not external and not big:
-        yield model.SerializeToString()
-        return
     if external and base is None:
         raise PipelineError("an in-memory graph with external data needs the folder of its data")
+    if onnx_model.weight_bytes(model) < onnx_model.inline_limit():
+        yield GraphBytes(model.SerializeToString(), base if external else None)
+        return
     with tempfile.TemporaryDirectory(prefix="graph.") as tmp:
         for name in external:
             link = Path(tmp) / name
             link.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink((base / name).resolve(), link)
+            try:
+                os.link((base / name).resolve(), link)
+            except OSError:
+                shutil.copyfile(base / name, link)
         path = Path(tmp) / "model.onnx"
         # weights held in memory past 1 GiB (a rewritten graph) go to a file of their own
         onnx_model.save_copy(model, path)

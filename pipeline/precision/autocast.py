@@ -18,7 +18,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
-from pipeline.precision import calibration_cache
+from pipeline.precision import calibration_cache, streamed
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
@@ -62,27 +62,44 @@ def autocast(
 ) -> dict[str, Any]:
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
+    stream = streamed.chosen(
+        calibration_cfg, None, onnx_model.load(src, check=False, weights=False)
+    )
+    if stream:  # the same cast by other means: its own entries (old keys unchanged)
+        inputs["calibrated_by"] = STREAMED
     key = hashing.sha256_json(inputs)
     with tempfile.TemporaryDirectory(prefix="autocast.") as tmp:
         got, cache = calibration_cache.cached(
             calibration_cfg,
             key,
-            lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs), inputs, "miss"),
+            lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs, stream), inputs, "miss"),
             "AutoCast result",
         )
         calibration_cache.write_graph(got, dest)
     return {
+        "calibrated_by": STREAMED if stream else "modelopt",
         "low_precision_type": precision_cfg.low_precision_type,
         "modelopt_version": inputs["nvidia-modelopt"],
         "cache": cache,
     }
 
 
+# What calibration.json says made the cast when it was streamed (streamed_autocast.py).
+STREAMED = "streamed AutoCast (ModelOpt's classifier and converter, weights read from their files)"
+
+
 def _convert(
-    src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
+    src: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calib_inputs: dict[str, np.ndarray],
+    stream: bool = False,
 ) -> dict[str, FileData]:
-    """The cast graph as a cache entry's files: the graph, and past 1 GiB of weights their
-    external-data file, written in `work` and left on disk."""
+    """The cast graph as a cache entry's files: the graph, and past 1 GiB of weights (or
+    when streamed and some weights stay in the source's files) one external-data file,
+    written in `work` and left on disk."""
+    if stream:
+        return _streamed(src, work, precision_cfg, calib_inputs)
     try:
         from modelopt.onnx.autocast import convert_to_mixed_precision
     except ImportError as e:
@@ -118,3 +135,25 @@ def _convert(
         ) from None
     onnx_model.drop_intermediate_shapes(model)
     return calibration_cache.graph_files(model, work)
+
+
+def _streamed(
+    src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
+) -> dict[str, FileData]:
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision import streamed_autocast
+    from pipeline.precision.modelopt_log import quiet_modelopt
+
+    try:
+        with quiet_modelopt():
+            model = streamed_autocast.convert(src, precision_cfg, calib_inputs)
+    except PipelineError:
+        raise
+    except Exception as e:
+        raise PipelineError(
+            f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
+        ) from None
+    onnx_model.drop_intermediate_shapes(model)
+    if not streamed.external_data(model):
+        return calibration_cache.graph_files(model, work)
+    return calibration_cache.entry_files(write_gathered(model, src.parent, work / "model.onnx")[0])

@@ -91,17 +91,24 @@ def read_graph(got: Outcome, name: str = "model.onnx") -> Any:
     return _with_small_tensors(_graph(got.read(name)), _folder(got))
 
 
+def read_whole_graph(got: Outcome, name: str = "model.onnx") -> Any:
+    """The entry's graph with every weight read in: an int4 graph's weights (ModelOpt's
+    rewrites some under new names) would otherwise live in the entry's folder while the
+    source's live in another, and a graph written from both names one folder."""
+    return _with_small_tensors(_graph(got.read(name)), _folder(got), limit=None)
+
+
 def read_graph_at(path: Path) -> Any:
     return _with_small_tensors(onnx_model.load(path, check=False, weights=False), path.parent)
 
 
-def _with_small_tensors(model: Any, base: Path | None, limit: int = 1 << 20) -> Any:
+def _with_small_tensors(model: Any, base: Path | None, limit: int | None = 1 << 20) -> Any:
     from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
     for t in model.graph.initializer:
         if base is not None and uses_external_data(t):
             length = next((int(e.value) for e in t.external_data if e.key == "length"), None)
-            if length is not None and length <= limit:
+            if limit is None or (length is not None and length <= limit):
                 load_external_data_for_tensor(t, str(base))
                 t.data_location = 0  # DEFAULT: the bytes are in raw_data now
                 del t.external_data[:]
@@ -119,10 +126,18 @@ def copy_external(model: Any, base: Path, folder: Path) -> list[Path]:
 
 
 def save_beside(model: Any, dest: Path, base: Path) -> None:
-    """Write `model` to dest with copies of the external-data files it names in `base`
-    (weights it holds in memory past onnx_model's inline limit go to dest's own file)."""
-    copy_external(model, base, dest.parent)
-    onnx_model.save(model, dest)
+    """Write `model` to dest. A graph naming external-data files in `base` gets one data
+    file of its own holding those weights and the ones it holds in memory, copied one
+    tensor at a time (the weights it no longer reads are not copied; a file name of the
+    source cannot collide with dest's); a graph of inline weights is written as
+    onnx_model.save writes it. The model's tensors name dest's file afterwards."""
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision import streamed
+
+    if streamed.external_data(model):
+        write_gathered(model, base, dest)
+    else:
+        onnx_model.save(model, dest)
 
 
 def _copy_one(got: Outcome, name: str, to: Path) -> None:

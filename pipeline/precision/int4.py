@@ -23,7 +23,7 @@ from pipeline.core import hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
-from pipeline.precision import calibration_cache, calibration_data, quantize
+from pipeline.precision import calibration_cache, calibration_data, quantize, streamed
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.int4_graphs import Int4Graphs
 from pipeline.store import FileData
@@ -68,19 +68,38 @@ def quantize_int4(
     round-to-nearest, which reads none) and every graph the fallback search may write."""
     method = precision_cfg.int4_method
     data = calibration_data.load(calibration_cfg, model_cfg, src) if method in NEEDS_DATA else None
-    source = onnx_model.load(src, check=False)  # its weights: Gemm weights are transposed
-    untransposed = untranspose_gemm_weights(source)
+    source = onnx_model.load(src, check=False, weights=False)
+    stream = streamed.chosen(
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
+    )
+    if not stream:  # ModelOpt takes the weights in memory
+        source = onnx_model.load(src, check=False)
+    # transposed Gemm weights are read (and held) here, streamed or not
+    untransposed = untranspose_gemm_weights(source, src.parent)
     inputs = key_inputs(src, data, precision_cfg, calibration_cfg)
+    if stream:  # another computation of the same weights: its own entries (old keys unchanged)
+        inputs["calibrated_by"] = STREAMED
+        source = quantize.at_opset(source, OPSET, "int4")
+    name = "plan.onnx" if stream else "model.onnx"
     with tempfile.TemporaryDirectory(prefix="int4.") as tmp:
 
         def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
-            files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
+            if stream:
+                files = _streamed_files(
+                    source, src.parent, Path(tmp), precision_cfg, calibration_cfg
+                )
+            else:
+                files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
             return files, {"kind": "int4", **inputs}, "miss"
 
         got, cache = calibration_cache.cached(
-            calibration_cfg, hashing.sha256_json(inputs), make, "int4 result"
+            calibration_cfg, hashing.sha256_json(inputs), make, "int4 result", required=(name,)
         )
-        int4 = calibration_cache.read_graph(got)
+        # in memory: the int4 tensors (streamed: the other weights stay in the source's
+        # files), or ModelOpt's whole graph (as its source is)
+        int4 = calibration_cache.read_whole_graph(got, name)
+    if stream:
+        int4 = streamed.with_source_weights(int4, source)
     graphs = Int4Graphs.of(source, int4, int(precision_cfg.block_size), src.parent)
     plain = graphs.graph()
     calibration_cache.save_beside(plain, dest, src.parent)
@@ -93,6 +112,7 @@ def quantize_int4(
         "data": data.info if data is not None else NO_DATA,
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
         "gemm_weights_untransposed": untransposed,
+        "calibrated_by": STREAMED if stream else "modelopt",
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["nvidia-modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
@@ -100,6 +120,35 @@ def quantize_int4(
         "cache": cache,
     }
     return quantize.QuantizeResult(summary, data, graphs)
+
+
+# What calibration.json says made the weights when they were streamed (streamed_int4.py).
+STREAMED = "streamed round-to-nearest (ModelOpt's rtn_dq weights, one weight at a time)"
+
+
+def _streamed_files(
+    source: Any,
+    base: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+) -> dict[str, FileData]:
+    """The streamed int4 graph as a cache entry: its nodes, int4 weights and scales,
+    without the source's weights (plan.onnx)."""
+    from pipeline.precision import streamed_int4
+
+    block = int(precision_cfg.block_size)
+    exclude = list(calibration_cfg.exclude_nodes)
+    made = streamed_int4.graph(source, base, block, exclude, bool(precision_cfg.int4_embeddings))
+    if not any(i.data_type in (21, 22) for i in made.graph.initializer):
+        raise PipelineError(NOTHING_QUANTIZED)
+    return calibration_cache.graph_files(streamed.quantization_only(made), work, "plan.onnx")
+
+
+NOTHING_QUANTIZED = (
+    "no weight was quantized to int4: the graph has no MatMul or Gemm with a constant "
+    "weight (or calibration.exclude_nodes names them all)"
+)
 
 
 NO_DATA = {
@@ -118,7 +167,7 @@ def _gather_kwargs(precision_cfg: PrecisionConfig) -> dict[str, int]:
     return {"gather_quantize_axis": 1, "gather_block_size": int(precision_cfg.block_size)}
 
 
-def untranspose_gemm_weights(model: Any) -> int:
+def untranspose_gemm_weights(model: Any, base: Path | None = None) -> int:
     """Gemm(transB=1) with a constant weight read by that Gemm alone: the weight stored
     transposed and transB=0 (the same product). ModelOpt's AWQ blocks a transposed weight
     along the wrong axis, which ONNX Runtime and TensorRT refuse."""
@@ -138,9 +187,8 @@ def untranspose_gemm_weights(model: Any) -> int:
         w = inits.get(node.input[1])
         if w is None or readers.get(w.name) != 1:
             continue
-        w.CopyFrom(
-            numpy_helper.from_array(np.ascontiguousarray(numpy_helper.to_array(w).T), w.name)
-        )
+        values = streamed.weight(w, base)  # from its external-data file, if it has one
+        w.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(values.T), w.name))
         node.attribute.remove(trans_b)
         node.attribute.append(helper.make_attribute("transB", 0))
         done += 1
@@ -190,8 +238,5 @@ def run_modelopt(
         raise PipelineError("ModelOpt int4 quantization wrote no model")
     model_out = onnx_model.load(out, check=False, weights=False)
     if not any(i.data_type in (21, 22) for i in model_out.graph.initializer):
-        raise PipelineError(
-            "ModelOpt quantized no weight to int4: the graph has no MatMul or Gemm with a "
-            "constant weight (or calibration.exclude_nodes names them all)"
-        )
+        raise PipelineError(f"ModelOpt: {NOTHING_QUANTIZED}")
     return calibration_cache.entry_files(out)

@@ -20,7 +20,14 @@ from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision import calibration_cache, calibration_data, qdq_plan, smoothing
+from pipeline.precision import (
+    calibration_cache,
+    calibration_data,
+    qdq_plan,
+    smoothing,
+    streamed,
+    streamed_qdq,
+)
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.precision.smoothing import SmoothGroup
@@ -134,19 +141,32 @@ def quantize(
     # What ModelOpt calibrates, and what its plan maps onto.
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
+    stream = streamed.chosen(
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
+    )
+    if stream:  # another computation of the same scales: its own entries (old keys unchanged)
+        inputs["calibrated_by"] = streamed_qdq.STREAMED
     key = cache_key(inputs)
+    name = "plan.onnx" if stream else "model.onnx"
 
     with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
 
         def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
-            files, ops = run_modelopt(
-                smoothed, src.parent, Path(tmp), mode, method, calibration_cfg, data
-            )
+            if stream:
+                files, ops = streamed_qdq.plan_files(
+                    smoothed, src.parent, Path(tmp), mode, calibration_cfg, data
+                )
+            else:
+                files, ops = run_modelopt(
+                    smoothed, src.parent, Path(tmp), mode, method, calibration_cfg, data
+                )
             # ops.json spares a hit parsing the graph again (large models: a second or more)
             return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
-        got, cache = calibration_cache.cached(calibration_cfg, key, make, "calibration result")
-        modelopt_graph = calibration_cache.read_graph(got)
+        got, cache = calibration_cache.cached(
+            calibration_cfg, key, make, "calibration result", required=(name,)
+        )
+        modelopt_graph = calibration_cache.read_graph(got, name)
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
@@ -164,6 +184,7 @@ def quantize(
         "exclude_op_types": list(calibration_cfg.exclude_op_types),
         "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
+        "calibrated_by": streamed_qdq.STREAMED if stream else "modelopt",
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
         "result_sha256": onnx_model.sha256(dest),
@@ -174,8 +195,13 @@ def quantize(
 
 def qdq_source(model: Any, mode: str) -> Any:
     """The fp32 graph at an opset its Q/DQ nodes fit in: per-channel int8 needs 13, fp8
-    needs 19 (ONNX's version converter; the fp32 reference stays the original)."""
-    need = 19 if mode == "fp8" else 13
+    needs 19 (the fp32 reference stays the original)."""
+    return at_opset(model, 19 if mode == "fp8" else 13, mode)
+
+
+def at_opset(model: Any, need: int, what: str) -> Any:
+    """The graph at opset `need` or above, by ONNX's version converter (graph only: weights
+    in external data stay on disk)."""
     if qdq_plan.opset(model) >= need:
         return model
     from onnx import version_converter
@@ -184,7 +210,7 @@ def qdq_source(model: Any, mode: str) -> Any:
         return version_converter.convert_version(model, need)
     except Exception as e:
         raise PipelineError(
-            f"{mode} needs opset {need} for its Q/DQ nodes; ONNX's version converter cannot "
+            f"{what} needs opset {need} for its Q/DQ nodes; ONNX's version converter cannot "
             f"take this opset-{qdq_plan.opset(model)} graph there: {first_line(e)}"
         ) from None
 

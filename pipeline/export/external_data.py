@@ -1,0 +1,82 @@
+"""Writing a graph whose weights are partly in memory and partly in another graph's
+external-data files (a transform's result that keeps some source weights by reference):
+one data file beside the graph, filled one tensor at a time.
+
+onnx.save_model cannot do this: it writes the tensors it holds and leaves a tensor that
+already names an external file pointing at that file, which is beside the source, not
+beside the result. Loading every weight first would hold the model in memory, which is
+what a streamed transform exists to avoid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import fileio
+from pipeline.core.errors import PipelineError
+
+SMALL = 1024  # bytes: smaller tensors stay in the graph (onnx.save_model's size_threshold)
+
+
+def write_gathered(model: Any, base: Path | None, path: Path) -> list[Path]:
+    """Write `model` to path with its weights in `<name>.data` beside it: each in-memory
+    tensor of SMALL bytes or more, and each tensor kept in an external-data file of
+    `base`, copied across. The model's tensors name the new file afterwards. Each file
+    appears by a rename; the files written."""
+    from onnx import numpy_helper
+    from onnx.external_data_helper import uses_external_data
+
+    location = f"{path.name}.data"
+    tmp = fileio.mkdtemp(f".{path.name}.", path.parent)
+    try:
+        with open(tmp / location, "wb") as out:
+            for t in model.graph.initializer:
+                external = uses_external_data(t)
+                if not external and t.ByteSize() < SMALL:
+                    continue
+                if external:
+                    data = _external_bytes(t, base)
+                else:
+                    data = t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
+                offset = out.tell()
+                out.write(data)
+                for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+                    t.ClearField(field)
+                del t.external_data[:]
+                for key, value in (
+                    ("location", location),
+                    ("offset", offset),
+                    ("length", len(data)),
+                ):
+                    entry = t.external_data.add()
+                    entry.key, entry.value = key, str(value)
+                t.data_location = 1  # TensorProto.EXTERNAL
+        fileio.write_bytes(tmp / path.name, model.SerializeToString())
+        os.replace(tmp / location, path.parent / location)
+        os.replace(tmp / path.name, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return [path, path.parent / location]
+
+
+def _external_bytes(t: Any, base: Path | None) -> bytes:
+    """A tensor's bytes from its external-data file in `base`; a location that leaves
+    `base` (or a file that is not there) is refused."""
+    info = {e.key: e.value for e in t.external_data}
+    if base is None or "location" not in info:
+        raise PipelineError(f"weight {t.name!r} names external data the tool cannot find")
+    root = base.resolve()
+    file = (root / info["location"]).resolve()
+    if not file.is_relative_to(root) or not file.is_file():
+        raise PipelineError(
+            f"weight {t.name!r} names external data {info['location']!r} outside {base} or missing"
+        )
+    with open(file, "rb") as f:
+        f.seek(int(info.get("offset", 0)))
+        length = int(info["length"]) if "length" in info else -1
+        data = f.read(length)
+    if length >= 0 and len(data) != length:
+        raise PipelineError(f"external data of weight {t.name!r} in {file} is truncated")
+    return data

@@ -1,0 +1,122 @@
+"""Transforms in bounded memory (calibration.streaming): the fp32 graph is read without
+its weights, each weight is read from its external-data file when its scales are made and
+let go, and activation ranges come from one ONNX Runtime session that reads the weights
+from the same files (activation_ranges.py). Nothing holds a second copy of the weights.
+
+ModelOpt's ONNX quantizers load the whole model, round-trip it through onnx-graphsurgeon
+and copy it again (7-8x the model's bytes on a 2.46 GB encoder), and its per-node
+calibration does not change that (docs/models-past-2gb.md). What the tool needs of them is
+small: per-tensor activation scales and per-channel weight scales for int8/fp8 (the Q/DQ
+graphs are written from the fp32 graph anyway, qdq_plan.py), and blocked round-to-nearest
+int4 weights. Both are written here to give ModelOpt's numbers (the tests compare them),
+so a model takes the same graph whichever way it was calibrated.
+
+AutoCast (fp16/bf16) runs ModelOpt's own classifier and converter on the graph without
+its weights (streamed_autocast.py). What needs the whole model stays with ModelOpt: AWQ's
+clip search (int4_awq), ModelOpt's entropy calibration and precision.qdq_placement=modelopt
+(ModelOpt's own choice of non-GEMM edges)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, PrecisionConfig
+
+
+def external_data(model: Any) -> bool:
+    """Whether the graph keeps any weight in external-data files."""
+    from onnx.external_data_helper import uses_external_data
+
+    return any(uses_external_data(t) for t in model.graph.initializer)
+
+
+def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) -> str | None:
+    """Why this precision's transform cannot be streamed, or None."""
+    transform = precision_cfg.transform
+    if transform == "int4" and precision_cfg.int4_method != "rtn_dq":
+        return (
+            f"int4 method {precision_cfg.int4_method} (AWQ's clip search runs on the whole "
+            "model; int4_rtn streams)"
+        )
+    if transform == "qdq" and precision_cfg.qdq_placement != "gemm_inputs":
+        return f"precision.qdq_placement={precision_cfg.qdq_placement} (ModelOpt's own placement)"
+    if transform == "qdq" and calibration_cfg.method not in ("max", "minmax"):
+        # ModelOpt's entropy scales come out of ONNX Runtime's histogram collector as
+        # ModelOpt patches and feeds it; neither one histogram of all batches nor one merged
+        # per batch gives its numbers (measured), so a streamed "entropy" would be another
+        # method.
+        return (
+            f"calibration.method={calibration_cfg.method} (ModelOpt's whole-model "
+            "calibration; max streams)"
+        )
+    return None
+
+
+def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> bool:
+    """calibration.streaming for a transform of `source` that cannot stream for the reason
+    `why` (None: it can). auto streams a model whose weights are in external-data files
+    where it can, and warns where it cannot; always streams or says in one line why not."""
+    from pipeline.core import console
+
+    mode = calibration_cfg.streaming
+    if mode == "never":
+        return False
+    if mode == "always" and why:
+        raise PipelineError(
+            f"calibration.streaming=always cannot stream {why}; use calibration.streaming=auto "
+            "or never"
+        )
+    if mode == "always":
+        return True
+    if not external_data(source):
+        return False
+    if why:
+        console.warn(
+            f"the model keeps its weights in external data, but {why} is not streamed: ModelOpt "
+            "loads and copies the whole model (about 8x its bytes of memory; "
+            "docs/models-past-2gb.md)"
+        )
+    return why is None
+
+
+def weight(tensor: Any, base: Path | None) -> np.ndarray:
+    """One initializer's values, read from its external-data file when it has one."""
+    from onnx import numpy_helper
+
+    try:
+        return numpy_helper.to_array(tensor, base_dir=str(base) if base is not None else "")
+    except Exception as e:
+        raise PipelineError(f"cannot read weight {tensor.name!r} of the model: {e}") from None
+
+
+def quantization_only(model: Any) -> Any:
+    """The graph's nodes and the tensors its Q/DQ nodes add (scales, zero points, int4
+    weights), without the source's weights: what a cache entry stores of a streamed
+    transform. The source gives the weights back (with_source_weights)."""
+    import onnx
+
+    added = set()
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear":
+            added.update(n.input)
+        elif n.op_type == "QuantizeLinear":
+            added.update(n.input[1:])
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    kept = [t for t in m.graph.initializer if t.name in added]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(kept)
+    return m
+
+
+def with_source_weights(model: Any, source: Any) -> Any:
+    """`model` with every initializer of `source` it lacks, by reference (external data)."""
+    have = {t.name for t in model.graph.initializer}
+    model.graph.initializer.extend(t for t in source.graph.initializer if t.name not in have)
+    return model

@@ -1,0 +1,91 @@
+"""int4 round-to-nearest without ModelOpt (calibration.streaming): the graph ModelOpt's
+`rtn_dq` writes, made from the fp32 graph without its weights, one weight read at a time.
+
+Each MatMul/Gemm whose B is a 2-D initializer reads it through a DequantizeLinear of an
+INT4 initializer, blocked along the reduction axis (axis 0, precision.block_size): each
+block's scale is max |w| / 7 and each weight round(w / scale) clipped to [-8, 7], as
+ModelOpt computes them (the tests compare the two bit for bit). With
+precision.int4_embeddings an embedding table (a Gather of a 2-D initializer) is blocked
+along its hidden axis (axis 1). The names are ModelOpt's, so either graph reads the same."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.precision import streamed
+from pipeline.precision.int4_graphs import WEIGHT_INPUT
+
+INT4_MAX = 7.0
+INT4_MIN = -8.0
+OPSET = 21  # blocked DequantizeLinear
+
+
+def graph(
+    source: Any, base: Path | None, block_size: int, exclude: list[str], embeddings: bool
+) -> Any:
+    """A copy of `source` (opset 21 or more, Gemm weights untransposed) with int4 weights."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(source)
+    inits = {t.name: t for t in m.graph.initializer}
+    done: dict[str, str] = {}  # source weight -> its DequantizeLinear output
+    dq_nodes = []
+    for node in m.graph.node:
+        index = WEIGHT_INPUT.get(node.op_type)
+        if index is None or (node.op_type == "Gather" and not embeddings):
+            continue
+        if any(re.match(p, node.name) for p in exclude) or len(node.input) <= index:
+            continue
+        w = inits.get(node.input[index])
+        if w is None or len(w.dims) != 2:
+            continue
+        if w.name not in done:
+            axis = 1 if node.op_type == "Gather" else 0
+            dq_nodes.append(_dequantize(m, w, streamed.weight(w, base), axis, block_size))
+            done[w.name] = dq_nodes[-1].output[0]
+        node.input[index] = done[w.name]
+    # each DequantizeLinear reads initializers only: ahead of every node is a valid order
+    nodes = [*dq_nodes, *m.graph.node]
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+    return m
+
+
+def _dequantize(m: Any, w: Any, values: np.ndarray, axis: int, block_size: int) -> Any:
+    from onnx import TensorProto, helper, numpy_helper
+
+    q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size)
+    m.graph.initializer.append(
+        helper.make_tensor(f"{w.name}_i4", TensorProto.INT4, q.shape, q.ravel())
+    )
+    m.graph.initializer.append(numpy_helper.from_array(scale, f"{w.name}_scale"))
+    return helper.make_node(
+        "DequantizeLinear",
+        [f"{w.name}_i4", f"{w.name}_scale"],
+        [f"{w.name}_DequantizeLinear_Output"],
+        name=f"{w.name}_DequantizeLinear",
+        axis=axis,
+        block_size=block_size,
+    )
+
+
+def rtn(w: np.ndarray, axis: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """int4 values (int8 storage) and per-block scales of a 2-D weight, blocked along axis."""
+    moved = np.moveaxis(w, axis, 0)  # blocks along the first axis
+    rows = moved.shape[0]
+    blocks = -(-rows // block_size)
+    padded = np.zeros((blocks * block_size, *moved.shape[1:]), dtype=np.float32)
+    padded[:rows] = moved
+    amax = np.abs(padded.reshape(blocks, block_size, -1)).max(axis=1)
+    scale = (amax / np.float32(INT4_MAX)).astype(np.float32)
+    scale[scale == 0] = np.float32(1.0)  # a block of zeros: any scale gives zeros
+    full = np.repeat(scale, block_size, axis=0)[:rows]
+    q = np.clip(np.round(moved / full), INT4_MIN, INT4_MAX).astype(np.int8)
+    return np.ascontiguousarray(np.moveaxis(q, 0, axis)), np.ascontiguousarray(
+        np.moveaxis(scale, 0, axis)
+    )

@@ -1,0 +1,72 @@
+"""write_gathered: a graph whose weights are partly in memory, partly in another graph's
+data files, written with one data file of its own; a location that leaves the source's
+folder, or data cut short, refused in one line."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from pipeline.core.errors import PipelineError
+from pipeline.export import onnx_model, onnx_runtime
+from pipeline.export.external_data import write_gathered
+
+
+def _matmuls(tmp_path):
+    """y = (x @ a) @ b with `a` saved in an external-data file and `b` in memory."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = rng.standard_normal((64, 8)).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("MatMul", ["x", "a"], ["h"]),
+            helper.make_node("MatMul", ["h", "b"], ["y"]),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])],
+        [numpy_helper.from_array(a, "a")],
+    )
+    src = tmp_path / "src" / "model.onnx"
+    src.parent.mkdir()
+    onnx.save_model(
+        helper.make_model(graph), str(src), save_as_external_data=True, location="w.bin"
+    )
+    model = onnx_model.load(src, check=False, weights=False)
+    model.graph.initializer.append(numpy_helper.from_array(b, "b"))
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    return model, src.parent, x, x @ a @ b
+
+
+def test_gathered_graph_runs_from_its_own_folder(tmp_path):
+    model, base, x, expected = _matmuls(tmp_path)
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    files = write_gathered(model, base, out)
+    assert [f.name for f in files] == ["model.onnx", "model.onnx.data"]
+    assert onnx_model.external_data_files(
+        onnx_model.load(out, check=False, weights=False), out.parent
+    ) == [files[1]]
+    (base / "w.bin").unlink()  # nothing reads the source's files any more
+    got = onnx_runtime.run_batches(out, [{"x": x}])[0]["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("damage", ["escape", "truncate"])
+def test_foreign_or_short_external_data_is_refused(tmp_path, damage):
+    model, base, _, _ = _matmuls(tmp_path)
+    a = next(t for t in model.graph.initializer if t.name == "a")
+    if damage == "escape":
+        next(e for e in a.external_data if e.key == "location").value = "../secret.bin"
+        (tmp_path / "secret.bin").write_bytes(b"\0" * 64 * 64 * 4)
+        says = "outside"
+    else:
+        (base / "w.bin").write_bytes(b"\0" * 100)
+        says = "truncated"
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    with pytest.raises(PipelineError, match=says):
+        write_gathered(model, base, out)
+    assert list(out.parent.iterdir()) == []  # nothing half-written

@@ -1,0 +1,180 @@
+"""Transforms in bounded memory (calibration.streaming): the streamed int8/fp8 scales and
+int4 round-to-nearest weights against ModelOpt's own on the bundled models (the same
+numbers, so a model takes the same graph whichever way it was calibrated), a model with
+its weights in external data streamed by default, and what cannot stream said in one line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+from pipeline.export import onnx_model
+from pipeline.flow import steps
+from pipeline.precision import autocast, int4, quantize
+from tests.conftest import compose
+from tests.helpers import fresh, reference_pairs
+
+
+def _quantize(layout, tmp_path, model, precision, streaming, *more):
+    cfg = compose(
+        f"model={model}",
+        f"precision={precision}",
+        "calibration.method=max",
+        f"calibration.streaming={streaming}",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+        *more,
+    )
+    src = layout.export_dir / "model.onnx"
+    make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize
+    return make(src, tmp_path / f"{streaming}.onnx", cfg.precision, cfg.calibration, cfg.model)
+
+
+def _scales(plan) -> dict:
+    return {
+        edge: (numpy_helper.to_array(s.scale), s.q_attrs, s.dq_attrs, s.zero_point.data_type)
+        for edge, s in plan.edges.items()
+    }
+
+
+@pytest.mark.parametrize(
+    ("fixture", "model", "mode"),
+    [
+        ("bert_export", "outlier_bert", "int8"),
+        ("bert_export", "outlier_bert", "fp8"),
+        ("cnn_export", "cnn", "int8"),
+    ],
+)
+def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode):
+    layout = request.getfixturevalue(fixture)
+    theirs = _quantize(layout, tmp_path, model, mode, "never")
+    ours = _quantize(layout, tmp_path, model, mode, "always")
+    assert theirs.summary["calibrated_by"] == "modelopt"
+    assert ours.summary["calibrated_by"].startswith("streamed")
+    a, b = _scales(ours.graphs.plan), _scales(theirs.graphs.plan)
+    gemm_edges = {e for e in b if theirs.graphs.plan.op_types[e[0]] in ("MatMul", "Gemm", "Conv")}
+    assert set(a) == gemm_edges  # the same GEMMs quantized, the same inputs
+    for edge in a:
+        np.testing.assert_array_equal(a[edge][0], b[edge][0], err_msg=str(edge))
+        assert a[edge][1:] == b[edge][1:], edge
+
+
+def test_streamed_int4_weights_are_modelopts_bit_for_bit(bert_export, tmp_path):
+    theirs = _quantize(bert_export, tmp_path, "outlier_bert", "int4_rtn", "never")
+    ours = _quantize(bert_export, tmp_path, "outlier_bert", "int4_rtn", "always")
+    assert ours.graphs.plan.weights.keys() == theirs.graphs.plan.weights.keys()
+    assert len(ours.graphs.plan.weights) >= 12
+
+    def int4_tensors(graphs):
+        return {
+            i.name: numpy_helper.to_array(i)
+            for i in graphs.int4.graph.initializer
+            if i.name.endswith(("_i4", "_scale"))
+        }
+
+    a, b = int4_tensors(ours.graphs), int4_tensors(theirs.graphs)
+    assert a.keys() == b.keys() and a
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _cast(layout, tmp_path, model, low, streaming):
+    cfg = compose(
+        f"model={model}",
+        f"precision={low}",
+        f"calibration.streaming={streaming}",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    feeds = reference_pairs(layout)[0][0]
+    dest = tmp_path / streaming / "model.onnx"
+    dest.parent.mkdir()
+    src = layout.export_dir / "model.onnx"
+    record = autocast.autocast(src, dest, cfg.precision, cfg.calibration, feeds)
+    return record, onnx_model.load(dest, check=False)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "model", "low"),
+    [("bert_export", "outlier_bert", "fp16"), ("cnn_export", "cnn", "bf16")],
+)
+def test_streamed_autocast_is_modelopts_node_for_node(request, tmp_path, fixture, model, low):
+    layout = request.getfixturevalue(fixture)
+    theirs_record, theirs = _cast(layout, tmp_path, model, low, "never")
+    ours_record, ours = _cast(layout, tmp_path, model, low, "always")
+    assert theirs_record["calibrated_by"] == "modelopt"
+    assert ours_record["calibrated_by"].startswith("streamed")
+    assert [(n.op_type, list(n.input), list(n.output)) for n in ours.graph.node] == [
+        (n.op_type, list(n.input), list(n.output)) for n in theirs.graph.node
+    ]
+    assert [n.attribute for n in ours.graph.node] == [n.attribute for n in theirs.graph.node]
+    a = {i.name: numpy_helper.to_array(i) for i in ours.graph.initializer}
+    b = {i.name: numpy_helper.to_array(i) for i in theirs.graph.initializer}
+    assert a.keys() == b.keys()
+    for name in a:
+        assert a[name].dtype == b[name].dtype, name
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (("precision=int8", "calibration.method=entropy"), "calibration.method=entropy"),
+        (("precision=int4_awq",), "int4 method awq_clip"),
+        (("precision=int8", "precision.qdq_placement=modelopt"), "precision.qdq_placement"),
+    ],
+)
+def test_what_cannot_stream_is_one_line(bert_export, tmp_path, overrides, says):
+    cfg = compose(
+        "model=outlier_bert",
+        *overrides,
+        "calibration.streaming=always",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    with pytest.raises(PipelineError, match=f"cannot stream {says}"):
+        steps.calibrate(cfg, fresh(bert_export, tmp_path))
+
+
+@pytest.fixture(scope="module")
+def external_export(tmp_path_factory):
+    """outlier_bert exported with its weights in an external-data file, as a model past
+    the inline limit (1 GiB) is."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
+    try:
+        layout = Layout(tmp_path_factory.mktemp("external_export"))
+        steps.export(compose("model=outlier_bert"), layout)
+    finally:
+        mp.undo()
+    return layout
+
+
+@pytest.mark.parametrize("precision", ["int8", "int4_rtn", "fp16"])
+def test_a_model_with_external_data_streams_by_default(external_export, tmp_path, precision):
+    src = external_export.export_dir / "model.onnx"
+    assert any(
+        t.data_location == onnx.TensorProto.EXTERNAL
+        for t in onnx_model.load(src, check=False, weights=False).graph.initializer
+    )
+    cfg = compose(
+        "model=outlier_bert",
+        f"precision={precision}",
+        # the search's one session reads the external weights too
+        *(["precision.fallback=auto"] if precision != "fp16" else []),
+        "calibration.method=max",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = fresh(external_export, tmp_path)
+    summary = steps.calibrate(cfg, layout)
+    record = summary["autocast" if precision == "fp16" else "calibration"]
+    assert record["calibrated_by"].startswith("streamed")
+    assert summary["gate_passed"], summary["gate"]
+    again = steps.calibrate(cfg, fresh(external_export, tmp_path / "again"))
+    assert again["autocast" if precision == "fp16" else "calibration"]["cache"]["hit"]
+    recorded = json.loads((layout.calibrate_dir / "calibration.json").read_text())
+    key = "autocast" if precision == "fp16" else "calibration"
+    assert recorded[key]["calibrated_by"] == record["calibrated_by"]
