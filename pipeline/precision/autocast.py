@@ -144,9 +144,11 @@ def _streamed(
     from pipeline.precision import streamed_autocast
     from pipeline.precision.modelopt_log import quiet_modelopt
 
+    folder = work / "weights"  # copies of the source's data files, and the cast weights
+    folder.mkdir()
     try:
         with quiet_modelopt():
-            model = streamed_autocast.convert(src, precision_cfg, calib_inputs)
+            model = streamed_autocast.convert(src, folder, precision_cfg, calib_inputs)
     except PipelineError:
         raise
     except Exception as e:
@@ -154,6 +156,4 @@ def _streamed(
             f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
         ) from None
     onnx_model.drop_intermediate_shapes(model)
-    if not streamed.external_data(model):
-        return calibration_cache.graph_files(model, work)
-    return calibration_cache.entry_files(write_gathered(model, src.parent, work / "model.onnx")[0])
+    return calibration_cache.entry_files(write_gathered(model, folder, work / "model.onnx")[0])

@@ -9,11 +9,13 @@ ModelOpt 0.47's order) with two changes:
 - The reference data are TensorStats (max |x|, min, max, shape per tensor: all the
   classifier's rules read) from one ONNX Runtime session that reads the weights from
   their files, instead of every tensor's values.
-- The weights stay in their files. ModelOpt reads an initializer with
+- The weights stay in files. ModelOpt reads an initializer with
   numpy_helper.to_array(tensor), which resolves external data against the working
-  directory, so the classifier and converter run with the model's folder as the working
-  directory (working_directory below); each weight is read when it is converted, and
-  the fp16 copies are what the result holds in memory.
+  directory, so the classifier and converter run in a folder holding copies of the
+  model's data files (working_directory below). Each weight is read when it is converted and its
+  fp16 copy goes straight to a data file of its own (StreamedConverter), so the graph the
+  converter keeps inferring types on never holds a weight: ModelOpt's shape inference and
+  copies of the model cost the graph's size, not the weights'.
 The tests compare the result with convert_to_mixed_precision's, node for node and weight
 for weight."""
 
@@ -34,8 +36,14 @@ if TYPE_CHECKING:
     from pipeline.core.config import PrecisionConfig
 
 
-def convert(src: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]) -> Any:
-    """The cast graph of `src`: cast weights in memory, the rest naming src's data files."""
+CAST_DATA = "autocast.data"  # the converted weights, beside the links to the source's files
+
+
+def convert(
+    src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
+) -> Any:
+    """The cast graph of `src`, its weights in `work`: copies of src's data files and the
+    converted weights' file."""
     import onnx
     from modelopt.onnx.autocast import convert as mo_convert
     from modelopt.onnx.autocast import utils
@@ -57,7 +65,8 @@ def convert(src: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, n
     model = mo_convert.onnx_utils.infer_types(sanitizer.model, False, strict_mode=True)
     value_info_map, initializer_map, node_to_init_map = utils.setup_mappings(model)
     classifier = _classifier(model, node_to_init_map, initializer_map, precision_cfg, sanitizer)
-    converter = mo_convert.PrecisionConverter(
+    converter = _converter_class()(
+        work / CAST_DATA,
         model,
         value_info_map,
         initializer_map,
@@ -71,7 +80,8 @@ def convert(src: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, n
         sanitize_model=False,
     )
     reference = reference_stats(model, src.parent, calib_inputs)
-    with working_directory(src.parent):
+    copy_data_files(model, src.parent, work)
+    with working_directory(work):
         low_nodes, high_nodes = classifier.run(reference)
         return converter.convert(high_nodes, low_nodes)
 
@@ -138,6 +148,57 @@ def reference_stats(model: Any, base: Path, feeds: dict[str, np.ndarray]) -> dic
             continue
         stats[name] = TensorStats(float(np.abs(a).max()), a.min(), a.max(), a.shape)
     return stats
+
+
+def _converter_class() -> type:
+    from modelopt.onnx.autocast.precisionconverter import PrecisionConverter
+
+    class StreamedConverter(PrecisionConverter):  # type: ignore[misc]  # modelopt is untyped
+        """ModelOpt's converter, each converted weight moved to `data` as it is made."""
+
+        def __init__(self, data: Path, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._data = data
+
+        def _convert_initializer_data(self, init: Any, from_type: Any, to_type: Any) -> Any:
+            new = super()._convert_initializer_data(init, from_type, to_type)
+            return move_to_file(new, self._data)
+
+    return StreamedConverter
+
+
+def move_to_file(tensor: Any, data: Path) -> Any:
+    """The tensor with its bytes appended to `data` and named there (external data)."""
+    from onnx import numpy_helper
+
+    raw = tensor.raw_data or numpy_helper.from_array(numpy_helper.to_array(tensor)).raw_data
+    with open(data, "ab") as f:
+        offset = f.tell()
+        f.write(raw)
+    for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+        tensor.ClearField(field)
+    del tensor.external_data[:]
+    for key, value in (("location", data.name), ("offset", offset), ("length", len(raw))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, str(value)
+    tensor.data_location = 1  # TensorProto.EXTERNAL
+    return tensor
+
+
+def copy_data_files(model: Any, base: Path, work: Path) -> None:
+    """Copies in `work` of the data files `model` names in `base`, under the names it gives
+    them: ONNX refuses data reached through a symlink or a file with more than one hard
+    link. Disk, not memory: the file system streams them."""
+    import shutil
+
+    from pipeline.export import onnx_model
+
+    for f in onnx_model.external_data_files(model, base):
+        to = work / f.relative_to(base)
+        if to.name == CAST_DATA:
+            raise PipelineError(f"the model names a data file {CAST_DATA!r}, which AutoCast uses")
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, to)
 
 
 @contextlib.contextmanager

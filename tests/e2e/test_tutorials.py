@@ -285,6 +285,32 @@ def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
     assert "int4_awq" in dvc(repo, *show[1:]).stdout
 
 
+def test_streamed_transforms_tutorial(in_tmp_repo_copy):
+    repo = in_tmp_repo_copy
+    streamed, modelopt, entropy, show = commands("streamed-transforms.md")
+    assert all(c[:2] == ["dvc", "exp"] for c in (streamed, modelopt, entropy, show))
+
+    def outcome() -> tuple[str, dict]:
+        calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+        assert calibration["gate_passed"]
+        accuracy = json.loads((repo / "metrics/accuracy.json").read_text())
+        return calibration["calibration"]["calibrated_by"], accuracy["accuracy"]
+
+    dvc(repo, *streamed[1:])
+    by, figures = outcome()
+    assert by == "streamed max calibration (ModelOpt's scales, one weight at a time)"
+    dvc(repo, *modelopt[1:])
+    assert outcome() == ("modelopt", figures)
+
+    failed = dvc(repo, *entropy[1:], check=False)
+    assert failed.returncode != 0
+    assert (
+        "error: calibration.streaming=always cannot stream calibration.method=entropy ("
+        in failed.stderr
+    )
+    assert "streaming" in dvc(repo, *show[1:]).stdout
+
+
 @pytest.mark.slow
 def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     repo = in_tmp_repo_copy
