@@ -73,6 +73,7 @@ def quantize_int4(
         calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
     )
     if not stream:  # ModelOpt takes the weights in memory
+        streamed.refuse_huge_tensors(source, "int4")
         source = onnx_model.load(src, check=False)
     # transposed Gemm weights are read (and held) here, streamed or not
     untransposed = untranspose_gemm_weights(source, src.parent)

@@ -146,6 +146,8 @@ def quantize(
     )
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
         inputs["calibrated_by"] = streamed_qdq.STREAMED
+    else:
+        streamed.refuse_huge_tensors(source, f"{mode} calibration")
     key = cache_key(inputs)
     name = "plan.onnx" if stream else "model.onnx"
 

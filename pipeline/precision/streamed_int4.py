@@ -74,6 +74,16 @@ def _dequantize(m: Any, w: Any, values: np.ndarray, axis: int, block_size: int) 
     )
 
 
+def packed_int4(q: np.ndarray) -> bytes:
+    """ONNX's INT4 raw bytes: two values a byte, the first in the low nibble. Packed here
+    with numpy: onnx.helper packs through Python lists, which for a large weight costs
+    tens of bytes a value and minutes."""
+    flat = q.ravel().astype(np.uint8) & 0x0F
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
+
+
 def rtn(w: np.ndarray, axis: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """int4 values (int8 storage) and per-block scales of a 2-D weight, blocked along axis."""
     moved = np.moveaxis(w, axis, 0)  # blocks along the first axis

@@ -178,3 +178,32 @@ def test_a_model_with_external_data_streams_by_default(external_export, tmp_path
     recorded = json.loads((layout.calibrate_dir / "calibration.json").read_text())
     key = "autocast" if precision == "fp16" else "calibration"
     assert recorded[key]["calibrated_by"] == record["calibrated_by"]
+
+
+def test_a_weight_past_2_gb_is_refused_before_modelopt_loads_anything(tmp_path):
+    """The check reads dims only: the 2.1 GB weight's file need not exist."""
+    from onnx import TensorProto, helper
+
+    from pipeline.precision import streamed
+
+    big = helper.make_tensor("w", TensorProto.FLOAT, [2**19 + 1, 1024], [])
+    big.data_location = TensorProto.EXTERNAL
+    big.external_data.add(key="location", value="w.bin")
+    graph = helper.make_graph([], "g", [], [], [big])
+    with pytest.raises(PipelineError, match=r"weight 'w' is 2\.15 GB: int8 calibration through"):
+        streamed.refuse_huge_tensors(helper.make_model(graph), "int8 calibration")
+    graph.initializer[0].dims[0] = 2**19 - 1  # 4 KiB under 2 GiB: taken
+    streamed.refuse_huge_tensors(helper.make_model(graph), "int8 calibration")
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (4, 4), (1, 1)])
+def test_int4_packing_is_onnxs(shape):
+    from onnx import TensorProto, helper
+
+    from pipeline.precision.streamed_int4 import packed_int4
+
+    q = np.random.default_rng(0).integers(-8, 8, size=shape).astype(np.int8)
+    ours = helper.make_tensor("q", TensorProto.INT4, shape, packed_int4(q), raw=True)
+    theirs = helper.make_tensor("q", TensorProto.INT4, shape, q.ravel())
+    np.testing.assert_array_equal(numpy_helper.to_array(ours), numpy_helper.to_array(theirs))
+    np.testing.assert_array_equal(numpy_helper.to_array(ours).astype(np.int8), q)
