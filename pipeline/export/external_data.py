@@ -37,7 +37,7 @@ def write_gathered(model: Any, base: Path | None, path: Path) -> list[Path]:
                 if not external and t.ByteSize() < SMALL:
                     continue
                 if external:
-                    data = _external_bytes(t, base)
+                    data = external_bytes(t, base)
                 else:
                     data = t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
                 offset = out.tell()
@@ -61,7 +61,7 @@ def write_gathered(model: Any, base: Path | None, path: Path) -> list[Path]:
     return [path, path.parent / location]
 
 
-def _external_bytes(t: Any, base: Path | None) -> bytes:
+def external_bytes(t: Any, base: Path | None) -> bytes:
     """A tensor's bytes from its external-data file in `base`; a location that leaves
     `base` (or a file that is not there) is refused."""
     info = {e.key: e.value for e in t.external_data}

@@ -37,11 +37,13 @@ def ort_session(
     threads: int = 0,
     providers: tuple[str, ...] = ("CPUExecutionProvider",),
     basic_optimizations: bool = False,
+    fold_constants: bool = True,
 ) -> Any:  # an onnxruntime InferenceSession (onnxruntime ships no type information)
     """The one way this tool opens an ONNX Runtime session, from a file or a serialized
     graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
     optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
-    (QLinearConv rejects float8)."""
+    (QLinearConv rejects float8). fold_constants=False keeps constant subgraphs as nodes
+    (a narrow weight's DequantizeLinear runs each call instead of becoming an fp32 copy)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -51,6 +53,10 @@ def ort_session(
         opts.intra_op_num_threads = threads
     if basic_optimizations:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    if not fold_constants:  # constant folding would store each folded result in fp32
+        opts.add_session_config_entry(
+            "optimization.disable_specified_optimizers", "ConstantFolding"
+        )
     source: bytes | str = path if isinstance(path, bytes) else str(path)
     if isinstance(path, GraphBytes):
         source = path.data

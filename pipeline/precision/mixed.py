@@ -77,20 +77,26 @@ def make(
 
 
 def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
-    """The source every type is made from (see the module's docstring), and its graph."""
-    from pipeline.precision import int4, quantize
+    """The source every type is made from (see the module's docstring), and its graph:
+    read without the weights it keeps in external-data files (only transposed Gemm
+    weights are read, to be stored untransposed)."""
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision import int4, quantize, streamed
 
-    model = onnx_model.load(src, check=False)
-    untransposed = int4.untranspose_gemm_weights(model)
+    model = onnx_model.load(src, check=False, weights=False)
+    untransposed = int4.untranspose_gemm_weights(model, src.parent)
     converted = quantize.qdq_source(model, "fp8" if fp8 else "int8")
     if not untransposed and converted is model:
         return src, model
     path = work / "source" / "model.onnx"
     path.parent.mkdir()
-    onnx_model.save_copy(converted, path)  # a copy: the weights stay in `converted`
     # the calibration data's loader reads the export's sample layout beside the graph
     shutil.copy2(src.parent / EXPORT_SUMMARY, path.parent / EXPORT_SUMMARY)
-    return path, converted
+    if not streamed.external_data(converted):
+        onnx_model.save_copy(converted, path)  # a copy: the weights stay in `converted`
+        return path, converted
+    write_gathered(converted, src.parent, path)  # weights copied file to file
+    return path, onnx_model.load(path, check=False, weights=False)
 
 
 def _transform(

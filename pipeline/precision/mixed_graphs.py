@@ -15,9 +15,11 @@ accumulate); the graph written is judged again as written."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,14 +96,15 @@ class MixedGraphs:
                 m = qdq_plan.materialize(m, plan, keep, label=kind)
         fp16 = [n for n, t in assignment.items() if t == "fp16"]
         if fp16:
-            _in_fp16(m, fp16)
+            _in_fp16(m, fp16, self.base_dir)
         return int4_graphs.pruned(m)
 
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> MixedSwitchboard:
         model, flags = _switchable(self, self.candidates())
         model = _weights_folded(model, self.base_dir)
-        with onnx_runtime.model_file(model, self.base_dir) as f:
-            session = onnx_runtime.ort_session(f, basic_optimizations=True)
+        with _session_file(model, self.base_dir) as f:
+            # the variants stay narrow: folding would widen each to an fp32 copy again
+            session = onnx_runtime.ort_session(f, basic_optimizations=True, fold_constants=False)
         return MixedSwitchboard(session, flags, batches)
 
     # The source's nodes and initializers by name, looked up for every (node, type).
@@ -189,18 +192,47 @@ def _switchable(
     return m, flags
 
 
+@contextlib.contextmanager
+def _session_file(model: Any, base_dir: Path | None) -> Iterator[onnx_runtime.Graph]:
+    """What the switchboard's session opens: a graph naming the source's files is written
+    with its variants and those weights to one data file (disk, not memory), so that the
+    process holds the variants once, in ONNX Runtime, beside one copy of the weights."""
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision import streamed
+
+    if not streamed.external_data(model):
+        with onnx_runtime.model_file(model, base_dir) as f:
+            yield f
+        return
+    with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:
+        path = Path(tmp) / "model.onnx"
+        write_gathered(model, base_dir, path)
+        yield path
+
+
+def _widening(node: Any) -> bool:
+    """A DequantizeLinear, or a Cast to fp32: what turns a narrow stored weight into the
+    fp32 value a GEMM reads."""
+    if node.op_type == "DequantizeLinear":
+        return True
+    return node.op_type == "Cast" and any(a.name == "to" and a.i == 1 for a in node.attribute)
+
+
 def _weights_folded(m: Any, base_dir: Path | None) -> Any:
-    """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
-    rounding) computed once and stored as an fp32 initializer: a search step then runs the
-    GEMMs and the activations' variants only. By hand, not Polygraphy's fold_constants:
-    ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept), which is right for
-    a graph to build and wrong for this one, which is only ever judged."""
+    """`m` with every variant of a weight computed once and stored narrow: an int8/fp8
+    QuantizeLinear's output, an fp16 rounding's fp16 half, an int4 weight as it is. The
+    widening nodes (DequantizeLinear, Cast to fp32) stay in the graph, so a search step
+    runs them, the GEMMs and the activations' variants, and the variants take 0.125 to 0.5
+    times the weights' bytes each instead of an fp32 copy each. The values are ONNX
+    Runtime's either way (the same kernels, once or every step). By hand, not Polygraphy's
+    fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
+    which is right for a graph to build and wrong for this one, which is only ever judged."""
     from onnx import helper
 
     known = {i.name for i in m.graph.initializer}
     constant = []
     for node in m.graph.node:  # in topological order: qdq_plan.reorder ran
-        if all(not x or x in known for x in node.input):
+        if all(not x or x in known for x in node.input) and not _widening(node):
             constant.append(node)
             known.update(node.output)
     if not constant:
@@ -227,8 +259,23 @@ def _weights_folded(m: Any, base_dir: Path | None) -> Any:
 
     del m.graph.node[:]
     m.graph.node.extend(kept)
-    m.graph.initializer.extend(numpy_helper.from_array(folded[x], x) for x in wanted)
+    types = _quantized_types(constant, m)
+    for x in wanted:  # one variant at a time: its array is let go as its tensor is made
+        tensor = numpy_helper.from_array(folded.pop(x), x)
+        if x in types:  # fp8 comes back from ONNX Runtime as its bytes, typed uint8
+            tensor.data_type = types[x]
+        m.graph.initializer.append(tensor)
     return int4_graphs.pruned(m)
+
+
+def _quantized_types(nodes: list[Any], m: Any) -> dict[str, int]:
+    """The ONNX type of each QuantizeLinear output among `nodes`: its zero point's."""
+    zero_points = {i.name: i.data_type for i in m.graph.initializer}
+    return {
+        n.output[0]: zero_points[n.input[2]]
+        for n in nodes
+        if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in zero_points
+    }
 
 
 def _with_source_weights(graphs: MixedGraphs) -> tuple[Any, dict[str, str]]:
@@ -267,10 +314,13 @@ def _where(m: Any, flag: str, yes: str, no: str) -> str:
     return out
 
 
-def _in_fp16(m: Any, names: list[str]) -> None:
-    """Each named node computes in fp16: its constant inputs stored in fp16, the others
-    cast to it, its results cast back to fp32 under their own names."""
+def _in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:
+    """Each named node computes in fp16: its constant inputs stored in fp16 (read from
+    base_dir's files where they are kept), the others cast to it, its results cast back
+    to fp32 under their own names."""
     from onnx import TensorProto, helper, numpy_helper
+
+    from pipeline.precision import streamed
 
     inits = {i.name: i for i in m.graph.initializer}
     wanted = set(names)
@@ -282,7 +332,7 @@ def _in_fp16(m: Any, names: list[str]) -> None:
                 continue
             half = f"{x}::fp16::{node.name}"
             if x in inits:
-                value = numpy_helper.to_array(inits[x]).astype(np.float16)
+                value = streamed.weight(inits[x], base_dir).astype(np.float16)
                 m.graph.initializer.append(numpy_helper.from_array(value, half))
             else:
                 m.graph.node.append(helper.make_node("Cast", [x], [half], to=TensorProto.FLOAT16))

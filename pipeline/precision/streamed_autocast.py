@@ -81,7 +81,7 @@ def convert(
     )
     reference = reference_stats(model, src.parent, calib_inputs)
     copy_data_files(model, src.parent, work)
-    with working_directory(work):
+    with working_directory(work), reads_apart():
         low_nodes, high_nodes = classifier.run(reference)
         return converter.convert(high_nodes, low_nodes)
 
@@ -199,6 +199,28 @@ def copy_data_files(model: Any, base: Path, work: Path) -> None:
             raise PipelineError(f"the model names a data file {CAST_DATA!r}, which AutoCast uses")
         to.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(f, to)
+
+
+@contextlib.contextmanager
+def reads_apart() -> Iterator[None]:
+    """ModelOpt's numpy_helper.to_array(init) calls read a copy of each tensor kept in
+    external data (streamed.read_apart): to_array itself loads the bytes into the tensor it
+    is given, the model's own, so every weight the classifier's range rule reads would stay
+    in memory. Set for the classifier and converter only, and put back."""
+    from onnx import numpy_helper
+
+    from pipeline.precision import streamed
+
+    original = numpy_helper.to_array
+
+    def to_array(tensor: Any, base_dir: str = "") -> np.ndarray:
+        return streamed.read_apart(tensor, Path(base_dir or Path.cwd()), original)
+
+    numpy_helper.to_array = to_array
+    try:
+        yield
+    finally:
+        numpy_helper.to_array = original
 
 
 @contextlib.contextmanager

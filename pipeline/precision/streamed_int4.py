@@ -60,9 +60,8 @@ def _dequantize(m: Any, w: Any, values: np.ndarray, axis: int, block_size: int) 
     from onnx import TensorProto, helper, numpy_helper
 
     q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size)
-    m.graph.initializer.append(
-        helper.make_tensor(f"{w.name}_i4", TensorProto.INT4, q.shape, q.ravel())
-    )
+    packed = helper.make_tensor(f"{w.name}_i4", TensorProto.INT4, q.shape, packed_int4(q), raw=True)
+    m.graph.initializer.append(packed)
     m.graph.initializer.append(numpy_helper.from_array(scale, f"{w.name}_scale"))
     return helper.make_node(
         "DequantizeLinear",
