@@ -199,7 +199,9 @@ def main() -> None:
         ways = ["auto", "never"] if args.modelopt else ["auto"]
         for p in precisions[1:]:
             for way in ways:
-                gate = NO_GATE if p not in ("fp16", "bf16") else []
+                # precision=auto searches under its gate; its int4 is the one that streams
+                gate = NO_GATE if p not in ("fp16", "bf16", "auto") else []
+                gate += ["precision.int4_method=rtn_dq"] if p == "auto" else []
                 over = [*base, f"precision={p}", *CALIBRATION.get(p, []), *gate]
                 params(repo, [*over, f"calibration.streaming={way}"], env)
                 label = f"calibrate ({p}{', ModelOpt' if way == 'never' else ''})"

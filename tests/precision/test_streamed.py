@@ -207,3 +207,22 @@ def test_int4_packing_is_onnxs(shape):
     theirs = helper.make_tensor("q", TensorProto.INT4, shape, q.ravel())
     np.testing.assert_array_equal(numpy_helper.to_array(ours), numpy_helper.to_array(theirs))
     np.testing.assert_array_equal(numpy_helper.to_array(ours).astype(np.int8), q)
+
+
+def test_precision_auto_on_a_model_with_external_data_streams_its_types(external_export, tmp_path):
+    """Each type streamed (int4_rtn, int8 by max), the switchboard's variants kept narrow
+    (fp8 among them: its QuantizeLinear output comes back from ONNX Runtime as bytes)."""
+    cfg = compose(
+        "model=outlier_bert",
+        "precision=auto",
+        "precision.search_types=[int4,int8,fp8,fp16]",
+        "precision.int4_method=rtn_dq",
+        "calibration.method=max",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    summary = steps.calibrate(cfg, fresh(external_export, tmp_path))
+    assert summary["gate_passed"], summary["gate"]
+    types = summary["calibration"]["types"]
+    assert set(types) == {"int4", "int8", "fp8"}
+    assert all(t["calibrated_by"].startswith("streamed") for t in types.values())
+    assert sum(n for t, n in summary["mixed"]["counts"].items() if t != "fp32") > 0
