@@ -5,8 +5,6 @@ weights live in external-data files beside its source."""
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +41,8 @@ def ort_session(
     graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
     optimizations fuse Q/DQ into integer kernels that have no fp8 variant on the CPU
     (QLinearConv rejects float8). fold_constants=False keeps constant subgraphs as nodes
-    (a narrow weight's DequantizeLinear runs each call instead of becoming an fp32 copy)."""
+    (a narrow weight's DequantizeLinear runs each call instead of becoming an fp32 copy)
+    and gives what they make back after each call."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -57,6 +56,10 @@ def ort_session(
         opts.add_session_config_entry(
             "optimization.disable_specified_optimizers", "ConstantFolding"
         )
+        # what is computed from the constants each run is freed each run, not kept in an
+        # arena sized for every widened weight at once
+        opts.enable_cpu_mem_arena = False
+        opts.enable_mem_pattern = False
     source: bytes | str = path if isinstance(path, bytes) else str(path)
     if isinstance(path, GraphBytes):
         source = path.data
@@ -110,40 +113,33 @@ def run_session(
 def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
     """Something ort_session opens for an in-memory graph: its bytes, with the folder of
     the external-data files it names (`base`); past 1 GiB of weights held in memory (a
-    rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder holding
-    the graph, those weights in a file of their own, and hard links to (or, across file
-    systems, copies of) the external-data files: ONNX Runtime refuses data reached through
-    a symlink out of the graph's folder."""
-    from onnx.external_data_helper import uses_external_data
+    rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder holding the
+    graph with one data file of its own: those weights and the ones it names in `base`,
+    copied one tensor at a time (ONNX Runtime refuses data reached through a link)."""
+    import onnx
 
-    external = sorted(
-        {
-            e.value
-            for t in model.graph.initializer
-            if uses_external_data(t)
-            for e in t.external_data
-            if e.key == "location"
-        }
-    )
     from pipeline.export import onnx_model
+    from pipeline.export.external_data import write_gathered
 
-    if external and base is None:
+    if base is None and _names_external_data(model):
         raise PipelineError("an in-memory graph with external data needs the folder of its data")
     if onnx_model.weight_bytes(model) < onnx_model.inline_limit():
-        yield GraphBytes(model.SerializeToString(), base if external else None)
+        external = base if _names_external_data(model) else None
+        yield GraphBytes(model.SerializeToString(), external)
         return
     with tempfile.TemporaryDirectory(prefix="graph.") as tmp:
-        for name in external:
-            link = Path(tmp) / name
-            link.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.link((base / name).resolve(), link)
-            except OSError:
-                shutil.copyfile(base / name, link)
         path = Path(tmp) / "model.onnx"
-        # weights held in memory past 1 GiB (a rewritten graph) go to a file of their own
-        onnx_model.save_copy(model, path)
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)  # the caller's graph keeps its weights in memory
+        write_gathered(copy, base, path)
+        del copy
         yield path
+
+
+def _names_external_data(model: Any) -> bool:
+    from onnx.external_data_helper import uses_external_data
+
+    return any(uses_external_data(t) for t in model.graph.initializer)
 
 
 def run_model(

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.core import memory
 from pipeline.export import onnx_model, onnx_runtime
 from pipeline.precision import int4_graphs, qdq_plan
 from pipeline.precision.int4_graphs import Int4Graphs
@@ -107,6 +108,8 @@ class MixedGraphs:
         # narrow; a small one stores them widened, which makes each step faster
         # (MiniLM-size: 43 s cold against 51 s, 4.8 s against 7.6 s with cached figures).
         narrow = streamed.external_data(model)
+        if narrow:
+            memory.large_blocks_returned()
         model = _weights_folded(model, self.base_dir, narrow)
         with _session_file(model, self.base_dir) as f:
             # folding would widen each narrow variant to an fp32 copy again
@@ -267,7 +270,7 @@ def _weights_folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
     from onnx import numpy_helper
 
     del m.graph.node[:]
-    m.graph.node.extend(kept)
+    m.graph.node.extend(_just_in_time(kept) if narrow else kept)
     types = _quantized_types(constant, m)
     for x in wanted:  # one variant at a time: its array is let go as its tensor is made
         tensor = numpy_helper.from_array(folded.pop(x), x)
@@ -275,6 +278,29 @@ def _weights_folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
             tensor.data_type = types[x]
         m.graph.initializer.append(tensor)
     return int4_graphs.pruned(m)
+
+
+def _just_in_time(nodes: list[Any]) -> list[Any]:
+    """`nodes` with each widening node moved to just before its first reader. ONNX Runtime
+    runs nodes in the graph's order where it may, so a DequantizeLinear placed at the top
+    (all of them read initializers only) would widen every variant of every weight before
+    the first GEMM ran, and hold them all."""
+    widening = {id(n) for n in nodes if _widening(n)}
+    before: dict[int, list[Any]] = {}
+    first_reader: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            first_reader.setdefault(x, i)
+    for n in nodes:
+        if id(n) in widening:
+            at = min((first_reader.get(o, len(nodes)) for o in n.output), default=len(nodes))
+            before.setdefault(at, []).append(n)
+    out = []
+    for i, n in enumerate(nodes):
+        out += before.get(i, [])
+        if id(n) not in widening:
+            out.append(n)
+    return out + before.get(len(nodes), [])
 
 
 def _quantized_types(nodes: list[Any], m: Any) -> dict[str, int]:

@@ -70,3 +70,21 @@ def test_foreign_or_short_external_data_is_refused(tmp_path, damage):
     with pytest.raises(PipelineError, match=says):
         write_gathered(model, base, out)
     assert list(out.parent.iterdir()) == []  # nothing half-written
+
+
+@pytest.mark.parametrize("inline_limit", [None, "1"])
+def test_an_in_memory_graph_runs_with_its_source_files(tmp_path, monkeypatch, inline_limit):
+    """Both ways model_file hands ONNX Runtime a graph: its bytes and the folder of its data
+    files, or (past the inline limit) a file of its own. The source's data file has the
+    name the graph's own would take: nothing may collide."""
+    model, base, x, expected = _matmuls(tmp_path)
+    (base / "w.bin").rename(base / "model.onnx.data")
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "model.onnx.data"
+    if inline_limit:
+        monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, inline_limit)
+    got = onnx_runtime.run_model(model, [{"x": x}], base)[0]["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert any(t.raw_data for t in model.graph.initializer)  # the caller's weights are kept
