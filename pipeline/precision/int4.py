@@ -81,26 +81,9 @@ def quantize_int4(
     if stream:  # another computation of the same weights: its own entries (old keys unchanged)
         inputs["calibrated_by"] = STREAMED
         source = quantize.at_opset(source, OPSET, "int4")
-    name = "plan.onnx" if stream else "model.onnx"
-    with tempfile.TemporaryDirectory(prefix="int4.") as tmp:
-
-        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
-            if stream:
-                files = _streamed_files(
-                    source, src.parent, Path(tmp), precision_cfg, calibration_cfg
-                )
-            else:
-                files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
-            return files, {"kind": "int4", **inputs}, "miss"
-
-        got, cache = calibration_cache.cached(
-            calibration_cfg, hashing.sha256_json(inputs), make, "int4 result", required=(name,)
-        )
-        # in memory: the int4 tensors (streamed: the other weights stay in the source's
-        # files), or ModelOpt's whole graph (as its source is)
-        int4 = calibration_cache.read_whole_graph(got, name)
-    if stream:
-        int4 = streamed.with_source_weights(int4, source)
+    int4, cache = _int4_graph(
+        source, src.parent, inputs, stream, precision_cfg, calibration_cfg, data
+    )
     graphs = Int4Graphs.of(source, int4, int(precision_cfg.block_size), src.parent)
     plain = graphs.graph()
     calibration_cache.save_beside(plain, dest, src.parent)
@@ -121,6 +104,36 @@ def quantize_int4(
         "cache": cache,
     }
     return quantize.QuantizeResult(summary, data, graphs)
+
+
+def _int4_graph(
+    source: Any,
+    base: Path,
+    inputs: dict[str, Any],
+    stream: bool,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet | None,
+) -> tuple[Any, dict[str, Any]]:
+    """The int4 graph (ModelOpt's, or the streamed one with the source's weights by
+    reference), from the calibration cache or made; and the cache's record."""
+    name = "plan.onnx" if stream else "model.onnx"
+    with tempfile.TemporaryDirectory(prefix="int4.") as tmp:
+
+        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
+            if stream:
+                files = _streamed_files(source, base, Path(tmp), precision_cfg, calibration_cfg)
+            else:
+                files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
+            return files, {"kind": "int4", **inputs}, "miss"
+
+        got, cache = calibration_cache.cached(
+            calibration_cfg, hashing.sha256_json(inputs), make, "int4 result", required=(name,)
+        )
+        # in memory: the int4 tensors (streamed: the other weights stay in the source's
+        # files), or ModelOpt's whole graph (as its source is)
+        int4 = calibration_cache.read_whole_graph(got, name)
+    return (streamed.with_source_weights(int4, source) if stream else int4), cache
 
 
 # What calibration.json says made the weights when they were streamed (streamed_int4.py).

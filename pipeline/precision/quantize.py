@@ -148,27 +148,7 @@ def quantize(
         inputs["calibrated_by"] = streamed_qdq.STREAMED
     else:
         streamed.refuse_huge_tensors(source, f"{mode} calibration")
-    key = cache_key(inputs)
-    name = "plan.onnx" if stream else "model.onnx"
-
-    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
-
-        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
-            if stream:
-                files, ops = streamed_qdq.plan_files(
-                    smoothed, src.parent, Path(tmp), mode, calibration_cfg, data
-                )
-            else:
-                files, ops = run_modelopt(
-                    smoothed, src.parent, Path(tmp), mode, method, calibration_cfg, data
-                )
-            # ops.json spares a hit parsing the graph again (large models: a second or more)
-            return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
-
-        got, cache = calibration_cache.cached(
-            calibration_cfg, key, make, "calibration result", required=(name,)
-        )
-        modelopt_graph = calibration_cache.read_graph(got, name)
+    modelopt_graph, cache = _calibrated(smoothed, src.parent, inputs, stream, calibration_cfg, data)
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
@@ -193,6 +173,38 @@ def quantize(
         "cache": cache,
     }
     return QuantizeResult(summary, data, graphs)
+
+
+def _calibrated(
+    smoothed: Any,
+    base: Path,
+    inputs: dict[str, Any],
+    stream: bool,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet,
+) -> tuple[Any, dict[str, Any]]:
+    """The graph whose Q/DQ nodes hold the scales (ModelOpt's, or the streamed plan's), from
+    the calibration cache or made; and the cache's record."""
+    mode, method = inputs["quantize_mode"], inputs["method"]
+    name = "plan.onnx" if stream else "model.onnx"
+    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
+
+        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
+            if stream:
+                files, ops = streamed_qdq.plan_files(
+                    smoothed, base, Path(tmp), mode, calibration_cfg, data
+                )
+            else:
+                files, ops = run_modelopt(
+                    smoothed, base, Path(tmp), mode, method, calibration_cfg, data
+                )
+            # ops.json spares a hit parsing the graph again (large models: a second or more)
+            return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+
+        got, cache = calibration_cache.cached(
+            calibration_cfg, cache_key(inputs), make, "calibration result", required=(name,)
+        )
+        return calibration_cache.read_graph(got, name), cache
 
 
 def qdq_source(model: Any, mode: str) -> Any:

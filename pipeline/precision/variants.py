@@ -1,0 +1,129 @@
+"""The weight variants of precision=auto's switchboard (mixed_graphs.MixedSwitchboard):
+every type's value of every candidate weight, computed once before the search runs, and the
+file its ONNX Runtime session opens.
+
+A small model stores each variant widened to fp32 (each search step then runs the GEMMs
+only); a model whose weights are in external data stores them narrow (int4, int8/fp8,
+fp16) and widens each just before its GEMM in every step, so the session holds the
+weights once and each variant at a fraction of their bytes."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pipeline.export import onnx_runtime
+from pipeline.precision import int4_graphs
+
+
+@contextlib.contextmanager
+def session_file(model: Any, base_dir: Path | None) -> Iterator[onnx_runtime.Graph]:
+    """What the switchboard's session opens: a graph naming the source's files is written
+    with its variants and those weights to one data file (disk, not memory), so that the
+    process holds the variants once, in ONNX Runtime, beside one copy of the weights."""
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision import streamed
+
+    if not streamed.external_data(model):
+        with onnx_runtime.model_file(model, base_dir) as f:
+            yield f
+        return
+    with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:
+        path = Path(tmp) / "model.onnx"
+        write_gathered(model, base_dir, path)
+        yield path
+
+
+def _widening(node: Any) -> bool:
+    """A DequantizeLinear, or a Cast to fp32: what turns a narrow stored weight into the
+    fp32 value a GEMM reads."""
+    if node.op_type == "DequantizeLinear":
+        return True
+    return node.op_type == "Cast" and any(a.name == "to" and a.i == 1 for a in node.attribute)
+
+
+def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
+    """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
+    rounding) computed once: stored as an fp32 initializer, so that a search step runs the
+    GEMMs and the activations' variants only, or with `narrow` stored as the narrow value
+    (an int8/fp8 QuantizeLinear's output, an fp16 rounding's fp16 half, an int4 weight as
+    it is) with its widening node (DequantizeLinear, Cast to fp32) left to run each step:
+    0.125 to 0.5 times the weights' bytes a variant instead of an fp32 copy each. The
+    values are ONNX Runtime's either way (the same kernels, once or every step). By hand, not Polygraphy's
+    fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
+    which is right for a graph to build and wrong for this one, which is only ever judged."""
+    from onnx import helper
+
+    known = {i.name for i in m.graph.initializer}
+    constant = []
+    for node in m.graph.node:  # in topological order: qdq_plan.reorder ran
+        if all(not x or x in known for x in node.input) and not (narrow and _widening(node)):
+            constant.append(node)
+            known.update(node.output)
+    if not constant:
+        return m
+    folding = {id(n) for n in constant}
+    kept = [n for n in m.graph.node if id(n) not in folding]
+    produced = {o for n in constant for o in n.output}
+    wanted = sorted({x for n in kept for x in n.input if x in produced})
+    read = {x for n in constant for x in n.input}
+    # a graph of the constant nodes alone, with the initializers they read (no copy of the rest)
+    values = helper.make_model(
+        helper.make_graph(
+            constant,
+            "weight variants",
+            [],
+            [helper.make_empty_tensor_value_info(x) for x in wanted],
+            [i for i in m.graph.initializer if i.name in read],
+        ),
+        opset_imports=m.opset_import,
+        ir_version=m.ir_version,
+    )
+    folded = onnx_runtime.run_model(values, [{}], base_dir)[0]
+    from onnx import numpy_helper
+
+    del m.graph.node[:]
+    m.graph.node.extend(_just_in_time(kept) if narrow else kept)
+    types = _quantized_types(constant, m)
+    for x in wanted:  # one variant at a time: its array is let go as its tensor is made
+        tensor = numpy_helper.from_array(folded.pop(x), x)
+        if x in types:  # fp8 comes back from ONNX Runtime as its bytes, typed uint8
+            tensor.data_type = types[x]
+        m.graph.initializer.append(tensor)
+    return int4_graphs.pruned(m)
+
+
+def _just_in_time(nodes: list[Any]) -> list[Any]:
+    """`nodes` with each widening node moved to just before its first reader. ONNX Runtime
+    runs nodes in the graph's order where it may, so a DequantizeLinear placed at the top
+    (all of them read initializers only) would widen every variant of every weight before
+    the first GEMM ran, and hold them all."""
+    widening = {id(n) for n in nodes if _widening(n)}
+    before: dict[int, list[Any]] = {}
+    first_reader: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            first_reader.setdefault(x, i)
+    for n in nodes:
+        if id(n) in widening:
+            at = min((first_reader.get(o, len(nodes)) for o in n.output), default=len(nodes))
+            before.setdefault(at, []).append(n)
+    out = []
+    for i, n in enumerate(nodes):
+        out += before.get(i, [])
+        if id(n) not in widening:
+            out.append(n)
+    return out + before.get(len(nodes), [])
+
+
+def _quantized_types(nodes: list[Any], m: Any) -> dict[str, int]:
+    """The ONNX type of each QuantizeLinear output among `nodes`: its zero point's."""
+    zero_points = {i.name: i.data_type for i in m.graph.initializer}
+    return {
+        n.output[0]: zero_points[n.input[2]]
+        for n in nodes
+        if n.op_type == "QuantizeLinear" and len(n.input) > 2 and n.input[2] in zero_points
+    }
