@@ -85,9 +85,8 @@ def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> 
     return why is None
 
 
-PROTOBUF_LIMIT = (
-    2**31
-)  # bytes: ModelOpt's onnx-graphsurgeon round trip holds a tensor in one message
+# bytes: ModelOpt's onnx-graphsurgeon round trip holds a tensor in one protobuf message
+PROTOBUF_LIMIT = 2**31
 
 
 def refuse_huge_tensors(source: Any, what: str) -> None:
@@ -118,13 +117,12 @@ def weight(tensor: Any, base: Path | None) -> np.ndarray:
 
 
 def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarray:
-    """A weight's values without touching the tensor that names them. onnx's
-    numpy_helper.to_array loads external bytes into the tensor it is given (and so into the
-    model holding it); reading into a copy of the tensor still kept every weight alive in
-    the model's protobuf arena (measured: the 2.46 GB encoder's int4 pass grew by the
-    weights' size). A plain numeric tensor in external data is read from its file slice
-    straight into numpy; anything else goes through a copy. `to_array`: onnx's own, where
-    it is replaced (streamed_autocast.reads_apart)."""
+    """A weight's values without touching the tensor that names them: onnx's
+    numpy_helper.to_array loads external bytes into the tensor it is given, and so into the
+    model holding it, which would bring the whole model into memory one weight at a time. A
+    plain numeric tensor in external data is read from its file slice straight into numpy
+    (no protobuf copy of its bytes on the way); anything else goes through a copy of the
+    tensor. `to_array`: onnx's own, where it is replaced (streamed_autocast.reads_apart)."""
     import onnx
     from onnx import helper, numpy_helper
     from onnx.external_data_helper import uses_external_data

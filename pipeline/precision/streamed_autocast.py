@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pipeline.core.config import PrecisionConfig
 
 
-CAST_DATA = "autocast.data"  # the converted weights, beside the links to the source's files
+CAST_DATA = "autocast.data"  # the converted weights, beside the copies of the source's files
 
 
 def convert(
