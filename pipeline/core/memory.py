@@ -39,8 +39,8 @@ def large_blocks_returned(threshold: int = 1 << 16) -> bool:
     """Have glibc map every block of `threshold` bytes or more on its own, so freeing it
     gives it back to the system. By default glibc raises that threshold as large blocks
     are freed, and then serves them from its heap, where a block freed between longer-lived
-    ones is kept: a search that widens every weight variant on each run grew from 2.0 to
-    3.3 GB that way on a 0.74 GB model. A no-op (False) where libc has no mallopt."""
+    ones is kept: a search that widens every weight variant on each run grew from 2.1 to
+    3.4 GB that way on a 0.74 GB model. A no-op (False) where libc has no mallopt."""
     import ctypes
     import ctypes.util
 
