@@ -142,6 +142,30 @@ def _names_external_data(model: Any) -> bool:
     return any(uses_external_data(t) for t in model.graph.initializer)
 
 
+def session_with_outputs(model: Any, base: Path | None, names: list[str]) -> Any:
+    """A session of `model` (weights in `base`'s files where it keeps them there) that can
+    also return the tensors `names`: each becomes a graph output without a type, which ONNX
+    Runtime infers. For the statistics calibration takes of intermediate tensors."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)  # the graph: weights kept in files stay there
+    present = {o.name for o in m.graph.output}
+    m.graph.output.extend(
+        onnx.ValueInfoProto(name=t) for t in dict.fromkeys(names) if t not in present
+    )
+    with model_file(m, base) as f:
+        return ort_session(f, basic_optimizations=True)
+
+
+def run_named(session: Any, names: list[str], feeds: dict[str, np.ndarray], what: str) -> list[Any]:
+    """session.run for the named outputs; a failure is one line saying what was being done."""
+    try:
+        return list(session.run(names, feeds))
+    except Exception as e:
+        raise PipelineError(f"ONNX Runtime failed {what}: {first_line(e)}") from None
+
+
 def run_model(
     model: Any, batches: list[dict[str, np.ndarray]], base: Path | None = None
 ) -> list[dict[str, np.ndarray]]:

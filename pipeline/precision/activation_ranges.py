@@ -6,13 +6,13 @@ one batch's calibrated tensors, whatever the number of batches."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from pipeline.core import console
-from pipeline.core.errors import PipelineError, first_line
 
 
 def max_abs(
@@ -20,42 +20,26 @@ def max_abs(
     base: Path | None,
     tensors: list[str],
     batches: list[dict[str, np.ndarray]],
-    shapes_of: list[str] = (),  # type: ignore[assignment]  # a tuple default: never mutated
+    shapes_of: Sequence[str] = (),
 ) -> tuple[dict[str, float], dict[str, tuple[int, ...]]]:
     """max |x| of each of `tensors` over every batch, as float32 like ONNX Runtime's
     MinMax calibrator (ModelOpt's max calibration), and the shape each of `shapes_of`
     (and `tensors`) has in the first batch."""
-    import onnx
-
     from pipeline.export import onnx_runtime
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)  # the graph only: the weights stay in their files
-    present = {o.name for o in m.graph.output}
     wanted = list(dict.fromkeys([*tensors, *shapes_of]))
-    for t in wanted:
-        if t not in present:
-            m.graph.output.append(
-                onnx.helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None)
-            )
+    session = onnx_runtime.session_with_outputs(model, base, wanted)
     amax = dict.fromkeys(tensors, np.float32(0))
     shapes: dict[str, tuple[int, ...]] = {}
-    with onnx_runtime.model_file(m, base) as f:
-        session = onnx_runtime.ort_session(f, basic_optimizations=True)
-        with console.bar(total=len(batches), desc="calibrating (streamed)", unit="batch") as bar:
-            for i, feeds in enumerate(batches):
-                names = wanted if i == 0 else tensors
-                try:
-                    outs = session.run(names, feeds)
-                except Exception as e:
-                    raise PipelineError(
-                        f"ONNX Runtime failed to calibrate: {first_line(e)}"
-                    ) from None
-                if i == 0:
-                    shapes = {t: tuple(x.shape) for t, x in zip(names, outs)}
-                for t, x in zip(names, outs):
-                    if t in amax and x.size:
-                        amax[t] = max(amax[t], np.float32(np.abs(x).max()))
-                del outs
-                bar.update(1)
+    with console.bar(total=len(batches), desc="calibrating (streamed)", unit="batch") as bar:
+        for i, feeds in enumerate(batches):
+            names = wanted if i == 0 else tensors
+            outs = onnx_runtime.run_named(session, names, feeds, "to calibrate")
+            if i == 0:
+                shapes = {t: tuple(x.shape) for t, x in zip(names, outs)}
+            for t, x in zip(names, outs):
+                if t in amax and x.size:
+                    amax[t] = max(amax[t], np.float32(np.abs(x).max()))
+            del outs
+            bar.update(1)
     return {t: float(v) for t, v in amax.items()}, shapes

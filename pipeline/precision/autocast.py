@@ -130,9 +130,7 @@ def _convert(
     except PipelineError:
         raise
     except Exception as e:
-        raise PipelineError(
-            f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
-        ) from None
+        raise _failed(precision_cfg, e) from None
     onnx_model.drop_intermediate_shapes(model)
     return calibration_cache.graph_files(model, work)
 
@@ -152,8 +150,11 @@ def _streamed(
     except PipelineError:
         raise
     except Exception as e:
-        raise PipelineError(
-            f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}"
-        ) from None
+        raise _failed(precision_cfg, e) from None
     onnx_model.drop_intermediate_shapes(model)
     return calibration_cache.entry_files(write_gathered(model, folder, work / "model.onnx")[0])
+
+
+def _failed(precision_cfg: PrecisionConfig, e: Exception) -> PipelineError:
+    """ModelOpt's failure inside AutoCast, in one line."""
+    return PipelineError(f"AutoCast to {precision_cfg.low_precision_type} failed: {first_line(e)}")

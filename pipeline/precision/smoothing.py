@@ -94,22 +94,13 @@ def activation_max(
 ) -> dict[str, np.ndarray]:
     """max|X_j| per channel (the last axis) of each tensor over the calibration batches,
     from one fp32 run of the graph with those tensors as extra outputs."""
-    import onnx
-
     from pipeline.export import onnx_runtime
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    present = {o.name for o in m.graph.output}
-    for t in tensors:
-        if t not in present:
-            m.graph.output.append(
-                onnx.helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None)
-            )
+    session = onnx_runtime.session_with_outputs(model, base_dir, tensors)
     out: dict[str, np.ndarray] = {}
-    for outs in onnx_runtime.run_model(m, batches, base_dir):
-        for t in tensors:
-            a = np.abs(outs[t]).reshape(-1, outs[t].shape[-1]).max(axis=0)
+    for feeds in batches:
+        for t, x in zip(tensors, onnx_runtime.run_named(session, tensors, feeds, "to smooth")):
+            a = np.abs(x).reshape(-1, x.shape[-1]).max(axis=0)
             out[t] = a if t not in out else np.maximum(out[t], a)
     return out
 

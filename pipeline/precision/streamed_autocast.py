@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import console
-from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipeline.core.config import PrecisionConfig
@@ -116,28 +116,16 @@ def reference_stats(model: Any, base: Path, feeds: dict[str, np.ndarray]) -> dic
     feeds, from one session reading the weights from `base` (what ModelOpt's reference
     runner gives its classifier, without holding every tensor's values past their
     statistics)."""
-    import onnx
     from modelopt.onnx.autocast.referencerunner import TensorStats
 
     from pipeline.export import onnx_runtime
 
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    present = {o.name for o in m.graph.output}
-    names = list(dict.fromkeys(o for n in m.graph.node for o in n.output if o))
-    # an output without a type: ONNX Runtime takes the type it infers
-    m.graph.output.extend(onnx.ValueInfoProto(name=t) for t in names if t not in present)
-    wanted = [o.name for o in m.graph.output]
-    with onnx_runtime.model_file(m, base) as f:
-        session = onnx_runtime.ort_session(f, basic_optimizations=True)
-        with console.bar(total=1, desc="AutoCast ranges (streamed)", unit="batch") as bar:
-            try:
-                outs = session.run(wanted, feeds)
-            except Exception as e:
-                raise PipelineError(
-                    f"ONNX Runtime failed on the fp32 graph: {first_line(e)}"
-                ) from None
-            bar.update(1)
+    made = (o for n in model.graph.node for o in n.output if o)
+    wanted = list(dict.fromkeys([*(o.name for o in model.graph.output), *made]))
+    session = onnx_runtime.session_with_outputs(model, base, wanted)
+    with console.bar(total=1, desc="AutoCast ranges (streamed)", unit="batch") as bar:
+        outs = onnx_runtime.run_named(session, wanted, feeds, "on the fp32 graph")
+        bar.update(1)
     stats = {}
     for name, x in [*feeds.items(), *zip(wanted, outs)]:
         a = np.asarray(x)
