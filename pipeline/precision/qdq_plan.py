@@ -81,7 +81,7 @@ class QdqPlan:
         return list(dict.fromkeys(node for node, _ in self.admitted()))
 
 
-def _constants(model: Any) -> dict[str, Any]:
+def constants(model: Any) -> dict[str, Any]:
     """Initializers and Constant-node values by tensor name (ModelOpt uses both)."""
     from onnx import numpy_helper
 
@@ -107,7 +107,7 @@ def extract(qdq_model: Any, source: Any, placement: str) -> QdqPlan:
         raise PipelineError(
             f"precision.qdq_placement={placement} is not one of {', '.join(PLACEMENTS)}"
         )
-    consts = _constants(qdq_model)
+    consts = constants(qdq_model)
     producer = onnx_model.producers(qdq_model)
     src_nodes = {n.name: n for n in source.graph.node}
     edges: dict[tuple[str, int], QSpec] = {}

@@ -49,7 +49,10 @@ def plan(
     calibration_cfg: CalibrationConfig,
 ) -> QdqPlan:
     """The plan for `source` (the opset-normalised fp32 graph, weights in `base`)."""
-    inits = {t.name: t for t in source.graph.initializer}
+    # weights: initializers and Constant-node values (Paddle exports convolution weights as
+    # Constant nodes; ModelOpt quantizes both as weights)
+    inits = qdq_plan.constants(source)
+    stored = {t.name for t in source.graph.initializer}
     edges = _gemm_edges(source, calibration_cfg)
     activations = sorted({t for _, _, t in edges if t not in inits})
     fixed = {o: 1.0 for n in source.graph.node if n.op_type == "Softmax" for o in n.output}
@@ -64,7 +67,8 @@ def plan(
     op_types: dict[str, str] = {}
     for node, idx, tensor in edges:
         if tensor in inits:
-            axis = _weight_axis(node, idx, inits[tensor])
+            # ONNX Runtime scales a Constant node's weight per tensor, an initializer per channel
+            axis = _weight_axis(node, idx, inits[tensor]) if tensor in stored else None
             w = streamed.weight(inits[tensor], base)
             specs[(node.name, idx)] = _spec(_channel_max(w, axis), axis, mode)
             del w  # one weight at a time
