@@ -52,8 +52,8 @@ with torch.no_grad():
 """
 
 
-# int8/fp8 calibrate on random token ids (the file has no factory): 16 samples, batches of 2,
-# by max calibration (what streams)
+# int8/fp8 and AWQ calibrate on random token ids (the file has no factory): 16 samples,
+# batches of 2, int8/fp8 by max calibration (what streams)
 CALIBRATION = {
     q: [
         "calibration.source=random",
@@ -61,7 +61,7 @@ CALIBRATION = {
         "calibration.batch_size=2",
         "calibration.method=max",
     ]
-    for q in ("int8", "fp8", "auto")
+    for q in ("int8", "fp8", "int4_awq", "auto")
 }
 # The memory of a transform is measured, not the accuracy of a random model's int8 on random
 # ids: the gate is off for the quantized types (it would stop the stage before its end).
@@ -227,7 +227,9 @@ def report(rows: list[tuple[str, float, int]], weights: int, files: int, size: t
         print(f"{name:<32}{seconds:8.1f}{rss / 1e9:13.2f}{rss / weights:9.2f}{vs_bare}")
     goals = {"export": 1.5, "calibrate (fp32)": 1.5}
     # issue 30: every transform streamed
-    goals |= {f"calibrate ({p})": 2.5 for p in ("fp16", "bf16", "int8", "fp8", "int4_rtn")}
+    goals |= {
+        f"calibrate ({p})": 2.5 for p in ("fp16", "bf16", "int8", "fp8", "int4_rtn", "int4_awq")
+    }
     goals["calibrate (auto)"] = 3.0
     # inspect and benchmark: what their work needs (no weights; ONNX Runtime's one copy)
     goals |= {"inspect": 0.25, "benchmark": 1.5}

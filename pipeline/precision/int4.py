@@ -20,10 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import hashing
+from pipeline.core.choices import Int4Method
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
-from pipeline.precision import calibration_cache, calibration_data, quantize, streamed
+from pipeline.precision import (
+    calibration_cache,
+    calibration_data,
+    quantize,
+    streamed,
+    streamed_awq,
+)
 from pipeline.precision.calibration_data import CalibrationSet
 from pipeline.precision.int4_graphs import Int4Graphs
 from pipeline.store import FileData
@@ -79,7 +86,7 @@ def quantize_int4(
     untransposed = untranspose_gemm_weights(source, src.parent)
     inputs = key_inputs(src, data, precision_cfg, calibration_cfg)
     if stream:  # another computation of the same weights: its own entries (old keys unchanged)
-        inputs["calibrated_by"] = STREAMED
+        inputs["calibrated_by"] = STREAMED[method]
         source = quantize.at_opset(source, OPSET, "int4")
     int4, cache = _int4_graph(
         source, src.parent, inputs, stream, precision_cfg, calibration_cfg, data
@@ -96,7 +103,8 @@ def quantize_int4(
         "data": data.info if data is not None else NO_DATA,
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
         "gemm_weights_untransposed": untransposed,
-        "calibrated_by": STREAMED if stream else "modelopt",
+        "calibrated_by": STREAMED[method] if stream else "modelopt",
+        **streamed_awq.sampling(plain),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["nvidia-modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
@@ -122,7 +130,9 @@ def _int4_graph(
 
         def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
             if stream:
-                files = _streamed_files(source, base, Path(tmp), precision_cfg, calibration_cfg)
+                files = _streamed_files(
+                    source, base, Path(tmp), precision_cfg, calibration_cfg, data
+                )
             else:
                 files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
             return files, {"kind": "int4", **inputs}, "miss"
@@ -136,8 +146,12 @@ def _int4_graph(
     return (streamed.with_source_weights(int4, source) if stream else int4), cache
 
 
-# What calibration.json says made the weights when they were streamed (streamed_int4.py).
-STREAMED = "streamed round-to-nearest (ModelOpt's rtn_dq weights, one weight at a time)"
+# What calibration.json says made the weights when they were streamed (streamed_int4.py,
+# streamed_awq.py), by precision.int4_method.
+STREAMED: dict[Int4Method | None, str] = {
+    Int4Method.rtn_dq: "streamed round-to-nearest (ModelOpt's rtn_dq weights, one weight at a time)",
+    Int4Method.awq_clip: "streamed AWQ clip search (ModelOpt's search, one weight at a time)",
+}
 
 
 def _streamed_files(
@@ -146,6 +160,7 @@ def _streamed_files(
     work: Path,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
+    data: CalibrationSet | None,
 ) -> dict[str, FileData]:
     """The streamed int4 graph as a cache entry: its nodes, int4 weights and scales,
     without the source's weights (plan.onnx)."""
@@ -153,7 +168,12 @@ def _streamed_files(
 
     block = int(precision_cfg.block_size)
     exclude = list(calibration_cfg.exclude_nodes)
-    made = streamed_int4.graph(source, base, block, exclude, bool(precision_cfg.int4_embeddings))
+    alphas, sampled = (
+        streamed_awq.search(source, base, data, block, exclude) if data is not None else (None, {})
+    )
+    embeddings = bool(precision_cfg.int4_embeddings)
+    made = streamed_int4.graph(source, base, block, exclude, embeddings, alphas)
+    streamed_awq.record_sampling(made, sampled)
     if not any(i.data_type in (21, 22) for i in made.graph.initializer):
         raise PipelineError(NOTHING_QUANTIZED)
     return calibration_cache.graph_files(streamed.quantization_only(made), work, "plan.onnx")

@@ -12,9 +12,10 @@ int4 weights. Both are written here to give ModelOpt's numbers (the tests compar
 so a model takes the same graph whichever way it was calibrated.
 
 AutoCast (fp16/bf16) runs ModelOpt's own classifier and converter on the graph without
-its weights (streamed_autocast.py). What needs the whole model stays with ModelOpt: AWQ's
-clip search (int4_awq), ModelOpt's entropy calibration and precision.qdq_placement=modelopt
-(ModelOpt's own choice of non-GEMM edges)."""
+its weights (streamed_autocast.py), and AWQ's clip search (int4_awq) ModelOpt's own search
+one weight at a time on the tokens it samples (streamed_awq.py). What needs the whole model
+stays with ModelOpt: its entropy calibration and precision.qdq_placement=modelopt (its own
+choice of non-GEMM edges)."""
 
 from __future__ import annotations
 
@@ -39,11 +40,6 @@ def external_data(model: Any) -> bool:
 def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) -> str | None:
     """Why this precision's transform cannot be streamed, or None."""
     transform = precision_cfg.transform
-    if transform == "int4" and precision_cfg.int4_method != "rtn_dq":
-        return (
-            f"int4 method {precision_cfg.int4_method} (AWQ's clip search runs on the whole "
-            "model; int4_rtn streams)"
-        )
     if transform == "qdq" and precision_cfg.qdq_placement != "gemm_inputs":
         return f"precision.qdq_placement={precision_cfg.qdq_placement} (ModelOpt's own placement)"
     if transform == "qdq" and calibration_cfg.method not in ("max", "minmax"):

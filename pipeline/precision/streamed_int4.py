@@ -21,13 +21,21 @@ from pipeline.precision.int4_graphs import WEIGHT_INPUT
 
 INT4_MAX = 7.0
 INT4_MIN = -8.0
+CLIP_MIN = 1e-5  # ModelOpt's (quant_utils.CLIP_MIN)
 OPSET = 21  # blocked DequantizeLinear
 
 
 def graph(
-    source: Any, base: Path | None, block_size: int, exclude: list[str], embeddings: bool
+    source: Any,
+    base: Path | None,
+    block_size: int,
+    exclude: list[str],
+    embeddings: bool,
+    alphas: dict[str, np.ndarray] | None = None,
 ) -> Any:
-    """A copy of `source` (opset 21 or more, Gemm weights untransposed) with int4 weights."""
+    """A copy of `source` (opset 21 or more, Gemm weights untransposed) with int4 weights.
+    `alphas`: AWQ's clip ratios (streamed_awq.py); only the GEMM weights it names are
+    quantized, each block's scale taken at its ratio of the block's max |w|."""
     import onnx
 
     m = onnx.ModelProto()
@@ -44,9 +52,13 @@ def graph(
         w = inits.get(node.input[index])
         if w is None or len(w.dims) != 2:
             continue
+        gemm = node.op_type != "Gather"
+        if alphas is not None and gemm and w.name not in alphas:
+            continue
         if w.name not in done:
-            axis = 1 if node.op_type == "Gather" else 0
-            dq_nodes.append(_dequantize(m, w, streamed.weight(w, base), axis, block_size))
+            alpha = alphas.get(w.name) if alphas is not None and gemm else None
+            values = streamed.weight(w, base)
+            dq_nodes.append(_dequantize(m, w, values, 0 if gemm else 1, block_size, alpha))
             done[w.name] = dq_nodes[-1].output[0]
         node.input[index] = done[w.name]
     # each DequantizeLinear reads initializers only: ahead of every node is a valid order
@@ -56,10 +68,12 @@ def graph(
     return m
 
 
-def _dequantize(m: Any, w: Any, values: np.ndarray, axis: int, block_size: int) -> Any:
+def _dequantize(
+    m: Any, w: Any, values: np.ndarray, axis: int, block_size: int, alpha: np.ndarray | None
+) -> Any:
     from onnx import TensorProto, helper, numpy_helper
 
-    q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size)
+    q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size, alpha)
     packed = helper.make_tensor(f"{w.name}_i4", TensorProto.INT4, q.shape, packed_int4(q), raw=True)
     m.graph.initializer.append(packed)
     m.graph.initializer.append(numpy_helper.from_array(scale, f"{w.name}_scale"))
@@ -83,16 +97,21 @@ def packed_int4(q: np.ndarray) -> bytes:
     return (flat[0::2] | (flat[1::2] << 4)).astype(np.uint8).tobytes()
 
 
-def rtn(w: np.ndarray, axis: int, block_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """int4 values (int8 storage) and per-block scales of a 2-D weight, blocked along axis."""
+def rtn(
+    w: np.ndarray, axis: int, block_size: int, alpha: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """int4 values (int8 storage) and per-block scales of a 2-D weight, blocked along axis.
+    `alpha`: a clip ratio per block, flat in ModelOpt's order (output column major)."""
     moved = np.moveaxis(w, axis, 0)  # blocks along the first axis
     rows = moved.shape[0]
     blocks = -(-rows // block_size)
     padded = np.zeros((blocks * block_size, *moved.shape[1:]), dtype=np.float32)
     padded[:rows] = moved
     amax = np.abs(padded.reshape(blocks, block_size, -1)).max(axis=1)
-    scale = (amax / np.float32(INT4_MAX)).astype(np.float32)
-    scale[scale == 0] = np.float32(1.0)  # a block of zeros: any scale gives zeros
+    if alpha is not None:
+        amax = amax * alpha.reshape(amax.shape[::-1]).T
+    # ModelOpt's floor on a scale: a block of zeros (or near zeros) still divides
+    scale = np.maximum((amax / np.float32(INT4_MAX)).astype(np.float32), np.float32(CLIP_MIN))
     full = np.repeat(scale, block_size, axis=0)[:rows]
     q = np.clip(np.round(moved / full), INT4_MIN, INT4_MAX).astype(np.int8)
     return np.ascontiguousarray(np.moveaxis(q, 0, axis)), np.ascontiguousarray(

@@ -64,23 +64,32 @@ def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode):
         assert a[edge][1:] == b[edge][1:], edge
 
 
-def test_streamed_int4_weights_are_modelopts_bit_for_bit(bert_export, tmp_path):
-    theirs = _quantize(bert_export, tmp_path, "outlier_bert", "int4_rtn", "never")
-    ours = _quantize(bert_export, tmp_path, "outlier_bert", "int4_rtn", "always")
+@pytest.mark.parametrize("precision", ["int4_rtn", "int4_awq"])
+def test_streamed_int4_weights_are_modelopts_bit_for_bit(bert_export, tmp_path, precision):
+    """int4_awq: ModelOpt's clip search on the tokens it samples, one weight at a time (the
+    search's column batches bounded): the same clip ratio for every block."""
+    theirs = _quantize(bert_export, tmp_path, "outlier_bert", precision, "never")
+    ours = _quantize(bert_export, tmp_path, "outlier_bert", precision, "always")
+    if precision == "int4_awq":
+        assert ours.summary["awq_tokens"].endswith("ModelOpt's"), ours.summary
+        rtn = _quantize(bert_export, tmp_path / "rtn", "outlier_bert", "int4_rtn", "always")
+        a, b = _int4_tensors(ours.graphs), _int4_tensors(rtn.graphs)
+        clipped = [n for n in a if n.endswith("_scale") and (a[n] < b[n]).any()]
+        assert clipped, "the clip search kept every block at its max"
     assert ours.graphs.plan.weights.keys() == theirs.graphs.plan.weights.keys()
     assert len(ours.graphs.plan.weights) >= 12
-
-    def int4_tensors(graphs):
-        return {
-            i.name: numpy_helper.to_array(i)
-            for i in graphs.int4.graph.initializer
-            if i.name.endswith(("_i4", "_scale"))
-        }
-
-    a, b = int4_tensors(ours.graphs), int4_tensors(theirs.graphs)
+    a, b = _int4_tensors(ours.graphs), _int4_tensors(theirs.graphs)
     assert a.keys() == b.keys() and a
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _int4_tensors(graphs) -> dict:
+    return {
+        i.name: numpy_helper.to_array(i)
+        for i in graphs.int4.graph.initializer
+        if i.name.endswith(("_i4", "_scale"))
+    }
 
 
 def _cast(layout, tmp_path, model, low, streaming):
@@ -124,7 +133,6 @@ def test_streamed_autocast_is_modelopts_node_for_node(request, tmp_path, fixture
     ("overrides", "says"),
     [
         (("precision=int8", "calibration.method=entropy"), "calibration.method=entropy"),
-        (("precision=int4_awq",), "int4 method awq_clip"),
         (("precision=int8", "precision.qdq_placement=modelopt"), "precision.qdq_placement"),
     ],
 )
@@ -153,7 +161,7 @@ def external_export(tmp_path_factory):
     return layout
 
 
-@pytest.mark.parametrize("precision", ["int8", "int4_rtn", "fp16"])
+@pytest.mark.parametrize("precision", ["int8", "int4_rtn", "int4_awq", "fp16"])
 def test_a_model_with_external_data_streams_by_default(external_export, tmp_path, precision):
     src = external_export.export_dir / "model.onnx"
     assert any(
