@@ -145,7 +145,7 @@ def quantize(
         calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
     )
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
-        inputs["calibrated_by"] = streamed_qdq.STREAMED
+        inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
     else:
         streamed.refuse_huge_tensors(source, f"{mode} calibration")
     modelopt_graph, cache = _calibrated(smoothed, src.parent, inputs, stream, calibration_cfg, data)
@@ -166,7 +166,7 @@ def quantize(
         "exclude_op_types": list(calibration_cfg.exclude_op_types),
         "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
-        "calibrated_by": streamed_qdq.STREAMED if stream else "modelopt",
+        "calibrated_by": streamed_qdq.streamed_by(method) if stream else "modelopt",
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
         "result_sha256": onnx_model.sha256(dest),
@@ -192,7 +192,7 @@ def _calibrated(
         def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
             if stream:
                 files, ops = streamed_qdq.plan_files(
-                    smoothed, base, Path(tmp), mode, calibration_cfg, data
+                    smoothed, base, Path(tmp), mode, method, calibration_cfg, data
                 )
             else:
                 files, ops = run_modelopt(

@@ -6,16 +6,15 @@ from the same files (activation_ranges.py). Nothing holds a second copy of the w
 ModelOpt's ONNX quantizers load the whole model, round-trip it through onnx-graphsurgeon
 and copy it again (7-8x the model's bytes on a 2.46 GB encoder), and its per-node
 calibration does not change that (docs/models-past-2gb.md). What the tool needs of them is
-small: per-tensor activation scales and per-channel weight scales for int8/fp8 (the Q/DQ
-graphs are written from the fp32 graph anyway, qdq_plan.py), and blocked round-to-nearest
-int4 weights. Both are written here to give ModelOpt's numbers (the tests compare them),
-so a model takes the same graph whichever way it was calibrated.
+small: per-tensor activation scales (max, or ONNX Runtime's entropy histograms) and
+per-channel weight scales for int8/fp8 (the Q/DQ graphs are written from the fp32 graph
+anyway, qdq_plan.py), and blocked int4 weights. Both are made here with ModelOpt's numbers
+(the tests compare them), so a model takes the same graph whichever way it was calibrated.
 
 AutoCast (fp16/bf16) runs ModelOpt's own classifier and converter on the graph without
 its weights (streamed_autocast.py), and AWQ's clip search (int4_awq) ModelOpt's own search
 one weight at a time on the tokens it samples (streamed_awq.py). What needs the whole model
-stays with ModelOpt: its entropy calibration and precision.qdq_placement=modelopt (its own
-choice of non-GEMM edges)."""
+stays with ModelOpt: precision.qdq_placement=modelopt (its own choice of non-GEMM edges)."""
 
 from __future__ import annotations
 
@@ -42,15 +41,6 @@ def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) 
     transform = precision_cfg.transform
     if transform == "qdq" and precision_cfg.qdq_placement != "gemm_inputs":
         return f"precision.qdq_placement={precision_cfg.qdq_placement} (ModelOpt's own placement)"
-    if transform == "qdq" and calibration_cfg.method not in ("max", "minmax"):
-        # ModelOpt's entropy scales come out of ONNX Runtime's histogram collector as
-        # ModelOpt patches and feeds it; neither one histogram of all batches nor one merged
-        # per batch gives its numbers (measured), so a streamed "entropy" would be another
-        # method.
-        return (
-            f"calibration.method={calibration_cfg.method} (ModelOpt's whole-model "
-            "calibration; max streams)"
-        )
     return None
 
 

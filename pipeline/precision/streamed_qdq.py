@@ -1,8 +1,8 @@
-"""int8/fp8 scales without ModelOpt (calibration.streaming): the QdqPlan ModelOpt's max
-calibration would give for every GEMM input, made from the fp32 graph without its weights.
+"""int8/fp8 scales without ModelOpt (calibration.streaming): the QdqPlan ModelOpt's max or
+entropy calibration would give for every GEMM input, made from the fp32 graph without its weights.
 
-- Activations (a GEMM input no initializer holds): one scale per tensor, max |x| over the
-  calibration batches / 127 (activation_ranges.py).
+- Activations (a GEMM input no initializer holds): one scale per tensor, its range over
+  the calibration batches (max |x|, or entropy's threshold: activation_ranges.py) / 127.
 - Weights: one scale per output channel, max |w| / 127, read one weight at a time; the
   channel axis is the one ONNX Runtime's quantizer uses (MatMul B: 1, Gemm B: 0 when
   transB else 1, Conv W: 0, ConvTranspose W: 1).
@@ -45,10 +45,12 @@ def plan(
     source: Any,
     base: Path | None,
     mode: str,
+    method: str,
     batches: list[dict[str, np.ndarray]],
     calibration_cfg: CalibrationConfig,
 ) -> QdqPlan:
-    """The plan for `source` (the opset-normalised fp32 graph, weights in `base`)."""
+    """The plan for `source` (the opset-normalised fp32 graph, weights in `base`), its
+    activations calibrated by ModelOpt's `method` (max or entropy)."""
     # weights: initializers and Constant-node values (Paddle exports convolution weights as
     # Constant nodes; ModelOpt quantizes both as weights)
     inits = qdq_plan.constants(source)
@@ -59,7 +61,7 @@ def plan(
     measured = [t for t in activations if t not in fixed]
     gemms = list({id(n): n for n, _, _ in edges}.values())
     outputs = [n.output[0] for n in gemms if n.op_type in qdq_plan.MATMULS]
-    found, shapes = activation_ranges.max_abs(source, base, measured, batches, outputs)
+    found, shapes = RANGES[method](source, base, measured, batches, outputs)
     amax = {**found, **fixed}
     skipped = excluded(gemms, inits, shapes, mode, {i.name for i in source.graph.input})
     edges = [e for e in edges if e[0].name not in skipped]
@@ -90,8 +92,14 @@ def _gemm_edges(source: Any, calibration_cfg: CalibrationConfig) -> list[tuple[A
     return out
 
 
-# What calibration.json says made the scales when they were streamed (streamed_qdq.py).
-STREAMED = "streamed max calibration (ModelOpt's scales, one weight at a time)"
+# Activation ranges, streamed, by ModelOpt's calibration method (quantize.METHODS)
+RANGES = {"max": activation_ranges.max_abs, "entropy": activation_ranges.entropy}
+
+
+def streamed_by(method: str) -> str:
+    """What calibration.json says made the scales of ModelOpt's `method` when they were
+    streamed."""
+    return f"streamed {method} calibration (ModelOpt's scales, one weight at a time)"
 
 
 def plan_files(
@@ -99,12 +107,13 @@ def plan_files(
     base: Path,
     work: Path,
     mode: str,
+    method: str,
     calibration_cfg: CalibrationConfig,
     data: CalibrationSet,
 ) -> tuple[dict[str, FileData], dict[str, int]]:
     """The streamed plan as a cache entry: the Q/DQ pairs on every GEMM edge of `model`,
     without its weights (plan.onnx), and its op histogram."""
-    made = plan(model, base, mode, data.batches, calibration_cfg)
+    made = plan(model, base, mode, method, data.batches, calibration_cfg)
     if not made.edges:
         raise PipelineError(
             f"no GEMM of the model can be quantized to {mode} (excluded: nodes "

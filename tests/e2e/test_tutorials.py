@@ -287,8 +287,8 @@ def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
 
 def test_streamed_transforms_tutorial(in_tmp_repo_copy):
     repo = in_tmp_repo_copy
-    streamed, modelopt, entropy, show = commands("streamed-transforms.md")
-    assert all(c[:2] == ["dvc", "exp"] for c in (streamed, modelopt, entropy, show))
+    streamed, modelopt, placement, show = commands("streamed-transforms.md")
+    assert all(c[:2] == ["dvc", "exp"] for c in (streamed, modelopt, placement, show))
 
     def outcome() -> tuple[str, dict]:
         calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
@@ -298,14 +298,14 @@ def test_streamed_transforms_tutorial(in_tmp_repo_copy):
 
     dvc(repo, *streamed[1:])
     by, figures = outcome()
-    assert by == "streamed max calibration (ModelOpt's scales, one weight at a time)"
+    assert by == "streamed entropy calibration (ModelOpt's scales, one weight at a time)"
     dvc(repo, *modelopt[1:])
     assert outcome() == ("modelopt", figures)
 
-    failed = dvc(repo, *entropy[1:], check=False)
+    failed = dvc(repo, *placement[1:], check=False)
     assert failed.returncode != 0
     assert (
-        "error: calibration.streaming=always cannot stream calibration.method=entropy ("
+        "error: calibration.streaming=always cannot stream precision.qdq_placement=modelopt ("
         in failed.stderr
     )
     assert "streaming" in dvc(repo, *show[1:]).stdout

@@ -21,14 +21,13 @@ from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs
 
 
-def _quantize(layout, tmp_path, model, precision, streaming, *more):
+def _quantize(layout, tmp_path, model, precision, streaming, method="max"):
     cfg = compose(
         f"model={model}",
         f"precision={precision}",
-        "calibration.method=max",
+        f"calibration.method={method}",
         f"calibration.streaming={streaming}",
         f"calibration.cache_dir={tmp_path / 'cache'}",
-        *more,
     )
     src = layout.export_dir / "model.onnx"
     make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize
@@ -43,17 +42,21 @@ def _scales(plan) -> dict:
 
 
 @pytest.mark.parametrize(
-    ("fixture", "model", "mode"),
+    ("fixture", "model", "mode", "method"),
     [
-        ("bert_export", "outlier_bert", "int8"),
-        ("bert_export", "outlier_bert", "fp8"),
-        ("cnn_export", "cnn", "int8"),
+        ("bert_export", "outlier_bert", "int8", "max"),
+        ("bert_export", "outlier_bert", "int8", "entropy"),
+        ("bert_export", "outlier_bert", "fp8", "max"),
+        ("cnn_export", "cnn", "int8", "max"),
+        ("cnn_export", "cnn", "int8", "entropy"),
     ],
 )
-def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode):
+def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode, method):
+    """entropy: ONNX Runtime's histogram collector fed batch by batch as ModelOpt feeds
+    it, so the same bins and the same KL thresholds."""
     layout = request.getfixturevalue(fixture)
-    theirs = _quantize(layout, tmp_path, model, mode, "never")
-    ours = _quantize(layout, tmp_path, model, mode, "always")
+    theirs = _quantize(layout, tmp_path, model, mode, "never", method)
+    ours = _quantize(layout, tmp_path, model, mode, "always", method)
     assert theirs.summary["calibrated_by"] == "modelopt"
     assert ours.summary["calibrated_by"].startswith("streamed")
     a, b = _scales(ours.graphs.plan), _scales(theirs.graphs.plan)
@@ -62,6 +65,9 @@ def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode):
     for edge in a:
         np.testing.assert_array_equal(a[edge][0], b[edge][0], err_msg=str(edge))
         assert a[edge][1:] == b[edge][1:], edge
+    if method == "entropy":  # its thresholds, not the max
+        by_max = _scales(_quantize(layout, tmp_path / "max", model, mode, "always").graphs.plan)
+        assert any((a[e][0] != by_max[e][0]).any() for e in a)
 
 
 @pytest.mark.parametrize("precision", ["int4_rtn", "int4_awq"])
@@ -132,7 +138,6 @@ def test_streamed_autocast_is_modelopts_node_for_node(request, tmp_path, fixture
 @pytest.mark.parametrize(
     ("overrides", "says"),
     [
-        (("precision=int8", "calibration.method=entropy"), "calibration.method=entropy"),
         (("precision=int8", "precision.qdq_placement=modelopt"), "precision.qdq_placement"),
     ],
 )
