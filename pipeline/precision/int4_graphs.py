@@ -11,7 +11,7 @@ fallback search (pipeline/precision/fallback.py) runs on it unchanged."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,16 +119,23 @@ def pruned(model: Any) -> Any:
     for node in reversed(list(model.graph.node)):
         if any(o in needed for o in node.output):
             kept_nodes.append(node)
-            needed.update(x for x in node.input if x)
-            for attr in node.attribute:  # subgraphs read outer-scope tensors by name
-                for g in [attr.g, *attr.graphs]:
-                    needed.update(x for n in g.node for x in n.input if x)
+            needed.update(_reads(node))
     del model.graph.node[:]
     model.graph.node.extend(reversed(kept_nodes))
     inits = [i for i in model.graph.initializer if i.name in needed]
     del model.graph.initializer[:]
     model.graph.initializer.extend(inits)
     return model
+
+
+def _reads(node: Any) -> Iterator[str]:
+    """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
+    reads outer-scope tensors by name."""
+    yield from (x for x in node.input if x)
+    for attr in node.attribute:
+        for g in [attr.g, *attr.graphs]:
+            for n in g.node:
+                yield from _reads(n)
 
 
 def weight_view(model: Any) -> dict[str, Any]:

@@ -9,7 +9,8 @@ int8/fp8 gets the Q/DQ pairs its plan gives it, one in fp16 computes in fp16 (it
 cast, its weights stored in fp16, its result cast back), and the rest is the source.
 
 The search runs every assignment in one ONNX Runtime session (MixedSwitchboard): each input
-of a candidate reads Where(flag, variant, ...) over its variants, and fp16 is emulated
+of a candidate reads Where(flag, variant, ...) over its variants (an If when the variants are
+kept narrow: variants.py), and fp16 is emulated
 there (operands and result rounded through fp16, the product in fp32, as tensor cores
 accumulate); the graph written is judged again as written."""
 
@@ -98,14 +99,19 @@ class MixedGraphs:
             _in_fp16(m, fp16, self.base_dir)
         return int4_graphs.pruned(m)
 
-    def switchboard(self, batches: list[dict[str, np.ndarray]]) -> MixedSwitchboard:
+    def switchboard(
+        self, batches: list[dict[str, np.ndarray]], narrow: bool | None = None
+    ) -> MixedSwitchboard:
+        """The session that judges every assignment. `narrow` (None: by the model): a
+        model whose weights are in external data (a large one) keeps the variants narrow,
+        each widened in an If branch only when its GEMM takes it; a small one stores them
+        widened, which makes each step faster (MiniLM-size: 43 s cold against 51 s, 4.8 s
+        against 7.6 s with cached figures)."""
         from pipeline.precision import streamed
 
         model, flags = _switchable(self, self.candidates())
-        # A model whose weights are in external data (a large one) keeps the variants
-        # narrow; a small one stores them widened, which makes each step faster
-        # (MiniLM-size: 43 s cold against 51 s, 4.8 s against 7.6 s with cached figures).
-        narrow = streamed.external_data(model)
+        if narrow is None:
+            narrow = streamed.external_data(model)
         if narrow:
             memory.large_blocks_returned()
         model = variants.folded(model, self.base_dir, narrow)

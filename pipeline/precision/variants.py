@@ -9,6 +9,7 @@ weights once and each variant at a fraction of their bytes."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -86,7 +87,7 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
     from onnx import numpy_helper
 
     del m.graph.node[:]
-    m.graph.node.extend(_just_in_time(kept) if narrow else kept)
+    m.graph.node.extend(_just_in_time(_lazy(kept)) if narrow else kept)
     types = _quantized_types(constant, m)
     for x in wanted:  # one variant at a time: its array is let go as its tensor is made
         tensor = numpy_helper.from_array(folded.pop(x), x)
@@ -94,6 +95,52 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
             tensor.data_type = types[x]
         m.graph.initializer.append(tensor)
     return int4_graphs.pruned(m)
+
+
+def _lazy(nodes: list[Any]) -> list[Any]:
+    """Each Where that picks a widened variant (flag, variant, the rest) as an If whose then
+    branch widens it, the rest's Where nested in its else branch: ONNX Runtime runs only the
+    branch taken, so a search step widens the variants its assignment uses and no other
+    (every variant of every weight, each step, before: most of a step's time on a large
+    model). The values are the same nodes' either way."""
+    producer = {o: n for n in nodes for o in n.output}
+    readers = collections.Counter(x for n in nodes for x in n.input)
+
+    def picks_variant(n: Any) -> bool:
+        widen = producer.get(n.input[1]) if n.op_type == "Where" else None
+        return widen is not None and _widening(widen) and readers[n.input[1]] == 1
+
+    lazy = {id(n) for n in nodes if picks_variant(n)}
+    inside: set[int] = set()  # nodes moved into a branch
+
+    def as_if(where: Any) -> Any:
+        from onnx import TensorProto, helper
+
+        widen, rest = producer[where.input[1]], producer.get(where.input[2])
+        inside.add(id(widen))
+        if rest is not None and id(rest) in lazy and readers[where.input[2]] == 1:
+            inside.add(id(rest))
+            otherwise, out = as_if(rest), rest.output[0]
+        else:
+            out = f"{where.output[0]}::else"
+            otherwise = helper.make_node("Identity", [where.input[2]], [out])
+
+        def branch(node: Any, name: str) -> Any:
+            result = helper.make_tensor_value_info(name, TensorProto.FLOAT, None)
+            return helper.make_graph([node], f"{where.output[0]}::{node.op_type}", [], [result])
+
+        return helper.make_node(
+            "If",
+            [where.input[0]],
+            list(where.output),
+            name=f"{where.output[0]}::if",
+            then_branch=branch(widen, widen.output[0]),
+            else_branch=branch(otherwise, out),
+        )
+
+    # outermost first (a chain's last Where), so each inner one is already taken
+    ifs = {id(n): as_if(n) for n in reversed(nodes) if id(n) in lazy and id(n) not in inside}
+    return [ifs.get(id(n), n) for n in nodes if id(n) not in inside]
 
 
 def _just_in_time(nodes: list[Any]) -> list[Any]:

@@ -99,9 +99,12 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
     assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
 
 
+@pytest.mark.parametrize("narrow", [False, True])
 def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_graph(
-    transformer_export, tmp_path
+    transformer_export, tmp_path, narrow
 ):
+    """narrow: the variants stored narrow and widened in If branches, as for a model with
+    external data: the same figures as the widened ones."""
     cfg = compose(*TIGHT, f"calibration.cache_dir={tmp_path / 'cache'}")
     src = transformer_export.export_dir / "model.onnx"
     source_path, source = mixed._common_source(src, tmp_path, fp8=False)
@@ -113,7 +116,7 @@ def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_g
         source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
     )
     feeds = [p[0] for p in reference_pairs(transformer_export)]
-    board = graphs.switchboard(feeds)
+    board = graphs.switchboard(feeds, narrow)
     nodes = graphs.candidates()
     plain = onnx_runtime.run_model(source, feeds, None)
     for got, want in zip(board.outputs({}), plain):
