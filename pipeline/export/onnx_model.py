@@ -83,8 +83,10 @@ def save(model: Any, path: str | Path) -> list[Path]:
     if weight_bytes(model) < inline_limit():
         fileio.write_bytes(path, model.SerializeToString())
         return [path]
-    location = f"{path.name}.data"
+    location = _free_location(model, path.name)
+    _raw_data(model, EXTERNAL_THRESHOLD)
     tmp = fileio.mkdtemp(f".{path.name}.", path.parent)
+    written = [path]
     try:
         onnx.save_model(
             model,
@@ -92,13 +94,42 @@ def save(model: Any, path: str | Path) -> list[Path]:
             save_as_external_data=True,
             all_tensors_to_one_file=True,
             location=location,
-            size_threshold=1024,
+            size_threshold=EXTERNAL_THRESHOLD,
         )
-        os.replace(tmp / location, path.parent / location)
+        if (tmp / location).exists():  # none is written when every tensor is small
+            os.replace(tmp / location, path.parent / location)
+            written.append(path.parent / location)
         os.replace(tmp / path.name, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return [path, path.parent / location]
+    return written
+
+
+def _free_location(model: Any, name: str) -> str:
+    """`<name>.data`, or `<name>.<n>.data` where the graph's external tensors already name
+    that file (a graph rewritten beside its own data): writing it would clobber them."""
+    taken = external_locations(model)
+    location, n = f"{name}.data", 1
+    while location in taken:
+        location, n = f"{name}.{n}.data", n + 1
+    return location
+
+
+EXTERNAL_THRESHOLD = 1024  # bytes: a smaller tensor stays in the graph
+
+
+def _raw_data(model: Any, threshold: int) -> None:
+    """Each in-memory tensor of `threshold` bytes or more held in raw_data: onnx moves only
+    raw_data to an external file, and an exporter may write weights in the typed fields
+    (float_data, int64_data: Paddle's Constant nodes, once made initializers, come so)."""
+    from onnx import numpy_helper
+
+    for t in model.graph.initializer:
+        typed = 4 * (len(t.float_data) + len(t.int32_data)) + 8 * (
+            len(t.int64_data) + len(t.double_data)
+        )
+        if typed >= threshold:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t), t.name))
 
 
 def save_copy(model: Any, path: str | Path) -> list[Path]:
@@ -210,15 +241,20 @@ def opset(model: Any) -> int:
 
 
 def external_data_files(model: Any, base: Path) -> list[Path]:
+    return sorted({base / loc for loc in external_locations(model)})
+
+
+def external_locations(model: Any) -> set[str]:
+    """The external-data locations the graph's initializers name, as written."""
     from onnx.external_data_helper import uses_external_data
 
-    files: set[Path] = set()
-    for init in model.graph.initializer:
-        if uses_external_data(init):
-            loc = next((e.value for e in init.external_data if e.key == "location"), None)
-            if loc:
-                files.add(base / loc)
-    return sorted(files)
+    return {
+        e.value
+        for init in model.graph.initializer
+        if uses_external_data(init)
+        for e in init.external_data
+        if e.key == "location" and e.value
+    }
 
 
 def files_and_sha256(path: str | Path) -> tuple[list[Path], str]:

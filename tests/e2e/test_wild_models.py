@@ -148,3 +148,60 @@ def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypa
         assert summary["calibration"]["data"]["random"] is False
     steps.build(cfg, layout, progress=False)
     assert list(layout.build_dir.glob("*/engine.plan"))
+
+
+def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_path, monkeypatch):
+    """PP-OCRv4's detector saved with its weights in external data, as a large export comes
+    (the inline limit lowered so that the export keeps them there, as past 1 GiB): int8
+    streams by default (entropy, the default method) and lands on the Q/DQ edges and scales
+    ModelOpt's whole-model calibration gives it. Paddle exports its convolution weights as
+    Constant nodes: they are weights here too, scaled per tensor."""
+    import onnx
+
+    from pipeline.export import onnx_model
+    from pipeline.precision import qdq_plan, quantize
+
+    monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
+
+    wild = MODELS["ocr_det"]
+    folder, cal, ref = prepared(wild_root, "ocr_det", wild)
+    external = tmp_path / "external"
+    external.mkdir()
+    model = onnx.load(folder / "model.onnx")
+    onnx.save(model, external / "model.onnx", save_as_external_data=True, size_threshold=0)
+    layout = Layout(tmp_path / "run")
+
+    def calibrated(streaming: str) -> quantize.QuantizeResult:
+        cfg = compose(
+            "model=onnx_file",
+            f"model.onnx_path={external / 'model.onnx'}",
+            f"model.source={external}",
+            f"model.reference_data={ref}",
+            f"profile.shapes={wild.shapes}",
+            "precision=int8",
+            "calibration=directory",
+            f"calibration.path={cal}",
+            f"calibration.batch_size={wild.batch}",
+            f"calibration.streaming={streaming}",
+            f"calibration.cache_dir={tmp_path / 'cache'}",
+        )
+        if not layout.export_dir.exists():
+            steps.export(cfg, layout)
+        src = layout.export_dir / "model.onnx"
+        dest = tmp_path / streaming / "model.onnx"
+        dest.parent.mkdir()
+        return quantize.quantize(src, dest, cfg.precision, cfg.calibration, cfg.model)
+
+    ours, theirs = calibrated("auto"), calibrated("never")
+    assert ours.summary["calibrated_by"].startswith("streamed entropy")
+    assert theirs.summary["calibrated_by"] == "modelopt"
+    a, b = ours.graphs.plan.edges, theirs.graphs.plan.edges
+    gemms = {e for e in b if theirs.graphs.plan.op_types[e[0]] in qdq_plan.GEMMS}
+    assert set(a) == gemms and len(a) >= 100
+    for edge in a:
+        np.testing.assert_allclose(
+            np.asarray(onnx.numpy_helper.to_array(a[edge].scale)),
+            np.asarray(onnx.numpy_helper.to_array(b[edge].scale)),
+            rtol=1e-5,
+            err_msg=str(edge),
+        )

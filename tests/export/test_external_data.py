@@ -88,3 +88,28 @@ def test_an_in_memory_graph_runs_with_its_source_files(tmp_path, monkeypatch, in
     got = onnx_runtime.run_model(model, [{"x": x}], base)[0]["y"]
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     assert any(t.raw_data for t in model.graph.initializer)  # the caller's weights are kept
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_saving_beside_its_own_data_file_keeps_it(tmp_path, monkeypatch, typed):
+    """A graph past the inline limit rewritten where its external data already is, in a
+    file named as save() names its own (`model.onnx.data`; an imported Paddle model comes
+    so), its in-memory weights in raw_data or in the typed fields (float_data): the old
+    file is left whole, the new weights go to a file of their own, and the graph runs."""
+    model, folder, x, want = _matmuls(tmp_path)
+    for t in model.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "model.onnx.data"
+    (folder / "w.bin").rename(folder / "model.onnx.data")
+    if typed:
+        b = next(t for t in model.graph.initializer if t.name == "b")
+        b.float_data.extend(numpy_helper.to_array(b).ravel().tolist())
+        b.ClearField("raw_data")
+    before = (folder / "model.onnx.data").read_bytes()
+    monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
+    written = onnx_model.save(model, folder / "model.onnx")
+    assert (folder / "model.onnx.data").read_bytes() == before
+    assert [p.name for p in written] == ["model.onnx", "model.onnx.1.data"]
+    got = onnx_runtime.run_model(onnx.load(folder / "model.onnx"), [{"x": x}], None)[0]
+    np.testing.assert_allclose(got["y"], want, rtol=1e-5)
