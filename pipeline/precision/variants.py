@@ -24,7 +24,8 @@ from pipeline.precision import int4_graphs
 def session_file(model: Any, base_dir: Path | None) -> Iterator[onnx_runtime.Graph]:
     """What the switchboard's session opens: a graph naming the source's files is written
     with its variants and those weights to one data file (disk, not memory), so that the
-    process holds the variants once, in ONNX Runtime, beside one copy of the weights."""
+    process holds the variants once, in ONNX Runtime, beside one copy of the weights. The
+    written model's in-memory variants are let go before the session reads them back."""
     from pipeline.export.external_data import write_gathered
     from pipeline.precision import streamed
 
@@ -35,6 +36,7 @@ def session_file(model: Any, base_dir: Path | None) -> Iterator[onnx_runtime.Gra
     with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:
         path = Path(tmp) / "model.onnx"
         write_gathered(model, base_dir, path)
+        model.graph.ClearField("initializer")
         yield path
 
 
