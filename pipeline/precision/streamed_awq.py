@@ -6,10 +6,10 @@ GEMM's input activations to sample 64 tokens from them (`_clip_search`: every
 (n // 64)-th row of the concatenated batches). Here one session of the fp32 graph, reading
 its weights from their files, runs each batch once with every GEMM input as an output,
 and keeps only the rows ModelOpt would sample; then each weight is read from its file and
-searched on its own with ModelOpt's `AWQClipHelper` and `_clip_search` (its own numbers:
-the tests compare the resulting graphs bit for bit). The search is batched over output
-columns to bound its working memory; each column's loss is computed alone, so the batch
-size does not change a number.
+searched with ModelOpt's `AWQClipHelper` and `_clip_search` (its own numbers: the tests
+compare the resulting graphs bit for bit), a slice of output columns at a time to bound
+the search's working memory: each column's blocks, scales and loss are its own, so the
+slicing does not change a number.
 
 Which rows ModelOpt samples depends on the total row count, known only after the last
 batch. It is predicted from the first batch, scaled by each batch's sample count (how a
@@ -100,13 +100,19 @@ def clip_alphas(
     alphas: dict[str, np.ndarray] = {}
     with console.bar(total=len(pairs), desc="AWQ clip search", unit="weight") as bar:
         for name, act in pairs.items():
-            w = np.array(streamed.weight(inits[name], base), dtype=np.float32)
+            w = streamed.weight(inits[name], base)
             x = rows[act]
-            helper = AWQClipHelper(w, block_size)
             padded = -(-w.shape[0] // block_size) * block_size
             columns = max(1, SEARCH_BYTES // (4 * max(1, x.shape[0]) * padded))
-            _clip_search(x, w, helper, awqclip_bsz_col=columns)
-            alphas[name] = helper.best_alpha.astype(np.float32)
+            found = []
+            for start in range(0, w.shape[1], columns):
+                # a slice of output columns searched alone: ModelOpt's own column batches
+                # re-quantize the whole weight for each batch
+                part = np.array(w[:, start : start + columns], dtype=np.float32)
+                helper = AWQClipHelper(part, block_size)
+                _clip_search(x, part, helper, awqclip_bsz_col=columns)
+                found.append(helper.best_alpha.astype(np.float32))
+            alphas[name] = np.concatenate(found)  # output-column major, as ModelOpt's
             del w
             bar.update(1)
     return alphas

@@ -71,9 +71,15 @@ def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode, 
 
 
 @pytest.mark.parametrize("precision", ["int4_rtn", "int4_awq"])
-def test_streamed_int4_weights_are_modelopts_bit_for_bit(bert_export, tmp_path, precision):
-    """int4_awq: ModelOpt's clip search on the tokens it samples, one weight at a time (the
-    search's column batches bounded): the same clip ratio for every block."""
+def test_streamed_int4_weights_are_modelopts_bit_for_bit(
+    bert_export, tmp_path, monkeypatch, precision
+):
+    """int4_awq: ModelOpt's clip search on the tokens it samples, one weight at a time, a
+    few output columns at a time (the bound lowered so that every weight is sliced): the
+    same clip ratio for every block."""
+    from pipeline.precision import streamed_awq
+
+    monkeypatch.setattr(streamed_awq, "SEARCH_BYTES", 1 << 16)
     theirs = _quantize(bert_export, tmp_path, "outlier_bert", precision, "never")
     ours = _quantize(bert_export, tmp_path, "outlier_bert", precision, "always")
     if precision == "int4_awq":
