@@ -70,6 +70,26 @@ def weight_bytes(model: Any) -> int:
     return total
 
 
+# ONNX's 4-bit types, packed two values a byte: UINT4, INT4, FLOAT4E2M1
+PACKED_4BIT = (21, 22, 23)
+
+
+def tensor_bytes(tensor: Any) -> int:
+    """The bytes a tensor's values take wherever they are kept (in the graph or in an
+    external-data file): its elements times their size, 4-bit types two a byte. A string
+    tensor counts nothing: it is never a weight."""
+    import numpy as np
+    from onnx import helper
+
+    n = int(np.prod(tensor.dims, dtype=np.int64))
+    if tensor.data_type in PACKED_4BIT:
+        return (n + 1) // 2
+    try:
+        return n * int(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize)
+    except (TypeError, KeyError, ValueError):  # a string tensor
+        return 0
+
+
 def save(model: Any, path: str | Path) -> list[Path]:
     """Write `model` to path: inline below INLINE_LIMIT, else its weights in one file
     `<name>.data` beside it (onnx.save_model's external data; the in-memory tensors are

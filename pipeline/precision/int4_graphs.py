@@ -160,7 +160,7 @@ def weight_view(model: Any) -> dict[str, Any]:
             kind = "higher_precision"
         n = int(np.prod(w.dims))
         params[kind] += n
-        stored[kind] += (n + 1) // 2 if kind == "int4" else n * _itemsize(w.data_type)
+        stored[kind] += onnx_model.tensor_bytes(w)
         if kind == "int4":
             int4_gemms.append(node.name)
     total = sum(params.values())
@@ -180,9 +180,3 @@ def weight_view(model: Any) -> dict[str, Any]:
         "gemm_weight_bytes": stored,
         "int4_weight_share": round(params["int4"] / total, 4) if total else None,
     }
-
-
-def _itemsize(data_type: int) -> int:
-    from onnx import helper
-
-    return int(np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize)

@@ -77,10 +77,12 @@ class MixedGraphs:
         if kind == "int4":
             assert self.int4 is not None
             dq = self._int4_producers[self.int4.plan.weights[node][1]]
-            return data + sum(_nbytes(self._int4_inits[x]) for x in dq.input[1:] if x)
+            return data + sum(
+                onnx_model.tensor_bytes(self._int4_inits[x]) for x in dq.input[1:] if x
+            )
         if kind in self.qdq:
             spec = self.qdq[kind].edges[(node, WEIGHT_INPUT)]
-            return data + _nbytes(spec.scale)
+            return data + onnx_model.tensor_bytes(spec.scale)
         return data
 
     def graph(self, assignment: Assignment) -> Any:
@@ -272,10 +274,3 @@ def _in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:
                 helper.make_node("Cast", [node.output[i]], [out], to=TensorProto.FLOAT)
             )
     qdq_plan.reorder(m)
-
-
-def _nbytes(tensor: Any) -> int:
-    from onnx import helper
-
-    itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    return int(np.prod(tensor.dims)) * int(itemsize)

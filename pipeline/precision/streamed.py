@@ -78,23 +78,16 @@ PROTOBUF_LIMIT = 2**31
 def refuse_huge_tensors(source: Any, what: str) -> None:
     """One line, before any work, for a weight ModelOpt's whole-model path cannot hold
     (a protobuf message of 2 GB or more); streaming reads it as a file slice."""
-    from onnx import helper
+    from pipeline.export.onnx_model import tensor_bytes
 
     for t in source.graph.initializer:
-        size = int(np.prod(t.dims, dtype=np.int64)) * _itemsize(t.data_type, helper)
+        size = tensor_bytes(t)
         if size >= PROTOBUF_LIMIT:
             raise PipelineError(
                 f"weight {t.name!r} is {size / 1e9:.2f} GB: {what} through ModelOpt cannot hold "
                 "a tensor of 2 GB or more (one protobuf message); calibration.streaming=always "
                 "reads it from its file"
             )
-
-
-def _itemsize(data_type: int, helper: Any) -> int:
-    try:
-        return int(np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize)
-    except Exception:  # a string or packed 4-bit tensor: never a 2 GB float weight here
-        return 1
 
 
 def weight(tensor: Any, base: Path | None) -> np.ndarray:

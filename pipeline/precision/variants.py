@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pipeline.export import onnx_runtime
+from pipeline.export import onnx_model, onnx_runtime
 from pipeline.precision import int4_graphs
 
 
@@ -55,11 +55,10 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
     (an int8/fp8 QuantizeLinear's output, an fp16 rounding's fp16 half, an int4 weight as
     it is) with its widening node (DequantizeLinear, Cast to fp32) left to run each step:
     0.125 to 0.5 times the weights' bytes a variant instead of an fp32 copy each. The
-    values are ONNX Runtime's either way (the same kernels, once or every step). By hand, not Polygraphy's
-    fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
-    which is right for a graph to build and wrong for this one, which is only ever judged."""
-    from onnx import helper
-
+    values are ONNX Runtime's either way (the same kernels, once or every step). By hand,
+    not Polygraphy's fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
+    which is right for a graph to build and wrong for this one, which is only ever judged.
+    The constant nodes run a chunk at a time (_chunks)."""
     known = {i.name for i in m.graph.initializer}
     constant = []
     for node in m.graph.node:  # in topological order: qdq_plan.reorder ran
@@ -71,32 +70,93 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
     folding = {id(n) for n in constant}
     kept = [n for n in m.graph.node if id(n) not in folding]
     produced = {o for n in constant for o in n.output}
-    wanted = sorted({x for n in kept for x in n.input if x in produced})
-    read = {x for n in constant for x in n.input}
-    # a graph of the constant nodes alone, with the initializers they read (no copy of the rest)
-    values = helper.make_model(
+    wanted = {x for n in kept for x in n.input if x in produced}
+    chunks = _chunks(constant, m, wanted)
+    from onnx import numpy_helper
+
+    types = _quantized_types(constant, m)
+    del m.graph.node[:]
+    m.graph.node.extend(_just_in_time(_lazy(kept)) if narrow else kept)
+    for values in chunks:
+        folded = onnx_runtime.run_model(values, [{}], base_dir)[0]
+        for x in list(folded):  # one variant at a time: its array let go as its tensor is made
+            tensor = numpy_helper.from_array(folded.pop(x), x)
+            if x in types:  # fp8 comes back from ONNX Runtime as its bytes, typed uint8
+                tensor.data_type = types[x]
+            m.graph.initializer.append(tensor)
+    return int4_graphs.pruned(m)
+
+
+# bytes of weights one folding session reads: one session over every constant node would
+# hold every fp32 weight and every variant at once (2.46 GB encoder: 1.9x the model's bytes)
+FOLD_BYTES = 256 << 20
+
+
+def _chunks(nodes: list[Any], m: Any, wanted: set[str]) -> list[Any]:
+    """Graphs of the constant `nodes` that compute the `wanted` tensors, each reading about
+    FOLD_BYTES of initializers at most (a node and the constant nodes it reads from stay in
+    one graph), with the initializers they read (external ones by reference)."""
+    from onnx import helper
+
+    inits = {i.name: i for i in m.graph.initializer}
+    graphs: list[Any] = []
+    chunk: list[Any] = []
+    size = 0
+    for group in _connected(nodes):
+        chunk += group
+        size += sum(onnx_model.tensor_bytes(inits[x]) for x in _reads(group) if x in inits)
+        if size >= FOLD_BYTES:
+            graphs.append(_graph_of(chunk, m, inits, wanted, helper))
+            chunk, size = [], 0
+    if chunk:
+        graphs.append(_graph_of(chunk, m, inits, wanted, helper))
+    return [g for g in graphs if g is not None]
+
+
+def _graph_of(
+    chunk: list[Any], m: Any, inits: dict[str, Any], wanted: set[str], helper: Any
+) -> Any:
+    outs = sorted({o for n in chunk for o in n.output} & wanted)
+    if not outs:
+        return None
+    return helper.make_model(
         helper.make_graph(
-            constant,
+            chunk,
             "weight variants",
             [],
-            [helper.make_empty_tensor_value_info(x) for x in wanted],
-            [i for i in m.graph.initializer if i.name in read],
+            [helper.make_empty_tensor_value_info(x) for x in outs],
+            [inits[x] for x in sorted(_reads(chunk)) if x in inits],
         ),
         opset_imports=m.opset_import,
         ir_version=m.ir_version,
     )
-    folded = onnx_runtime.run_model(values, [{}], base_dir)[0]
-    from onnx import numpy_helper
 
-    del m.graph.node[:]
-    m.graph.node.extend(_just_in_time(_lazy(kept)) if narrow else kept)
-    types = _quantized_types(constant, m)
-    for x in wanted:  # one variant at a time: its array is let go as its tensor is made
-        tensor = numpy_helper.from_array(folded.pop(x), x)
-        if x in types:  # fp8 comes back from ONNX Runtime as its bytes, typed uint8
-            tensor.data_type = types[x]
-        m.graph.initializer.append(tensor)
-    return int4_graphs.pruned(m)
+
+def _reads(nodes: list[Any]) -> set[str]:
+    return {x for n in nodes for x in n.input if x}
+
+
+def _connected(nodes: list[Any]) -> list[list[Any]]:
+    """`nodes` in groups joined by what one produces and another reads (not by the
+    initializers they share: a scale read by many would join them all), each group in
+    the nodes' order, the groups by their first node."""
+    producer = {o: i for i, n in enumerate(nodes) for o in n.output}
+    parent = list(range(len(nodes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, n in enumerate(nodes):
+        for x in n.input:
+            if x in producer:
+                parent[root(i)] = root(producer[x])
+    groups: dict[int, list[Any]] = {}
+    for i, n in enumerate(nodes):
+        groups.setdefault(root(i), []).append(n)
+    return list(groups.values())
 
 
 def _lazy(nodes: list[Any]) -> list[Any]:
