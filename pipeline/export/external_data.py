@@ -25,40 +25,71 @@ def write_gathered(model: Any, base: Path | None, path: Path) -> list[Path]:
     tensor of SMALL bytes or more, and each tensor kept in an external-data file of
     `base`, copied across. The model's tensors name the new file afterwards. Each file
     appears by a rename; the files written."""
-    from onnx import numpy_helper
-    from onnx.external_data_helper import uses_external_data
+    with Gathered(path, base) as gathered:
+        return gathered.finish(model)
 
-    location = f"{path.name}.data"
-    tmp = fileio.mkdtemp(f".{path.name}.", path.parent)
-    try:
-        with open(tmp / location, "wb") as out:
-            for t in model.graph.initializer:
-                external = uses_external_data(t)
-                if not external and t.ByteSize() < SMALL:
-                    continue
-                if external:
-                    data = external_bytes(t, base)
-                else:
-                    data = t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
-                offset = out.tell()
-                out.write(data)
-                for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
-                    t.ClearField(field)
-                del t.external_data[:]
-                for key, value in (
-                    ("location", location),
-                    ("offset", offset),
-                    ("length", len(data)),
-                ):
-                    entry = t.external_data.add()
-                    entry.key, entry.value = key, str(value)
-                t.data_location = 1  # TensorProto.EXTERNAL
-        fileio.write_bytes(tmp / path.name, model.SerializeToString())
-        os.replace(tmp / location, path.parent / location)
-        os.replace(tmp / path.name, path)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return [path, path.parent / location]
+
+class Gathered:
+    """write_gathered one tensor at a time: add() moves a tensor's bytes into the data
+    file as soon as it is made (it keeps only the file's name and place), so that a graph
+    built tensor by tensor never holds their bytes; finish() adds the model's other
+    tensors and writes the graph. Nothing appears at `path` before finish(); leaving the
+    block removes what an unfinished writer wrote."""
+
+    def __init__(self, path: Path, base: Path | None) -> None:
+        self.path, self.base = path, base
+        self.location = f"{path.name}.data"
+        self.added: set[str] = set()
+
+    def __enter__(self) -> Gathered:
+        self.tmp = fileio.mkdtemp(f".{self.path.name}.", self.path.parent)
+        self.out = open(self.tmp / self.location, "wb")  # closed by __exit__ or finish
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.out.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def add(self, t: Any) -> None:
+        """`t`'s bytes into the data file (from memory, or from its file in `base`); `t`
+        names them there afterwards."""
+        from onnx import numpy_helper
+        from onnx.external_data_helper import uses_external_data
+
+        if uses_external_data(t):
+            data = external_bytes(t, self.base)
+        else:
+            data = t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
+        offset = self.out.tell()
+        self.out.write(data)
+        for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+            t.ClearField(field)
+        del t.external_data[:]
+        for key, value in (("location", self.location), ("offset", offset), ("length", len(data))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, str(value)
+        t.data_location = 1  # TensorProto.EXTERNAL
+        self.added.add(t.name)
+
+    @staticmethod
+    def takes(t: Any) -> bool:
+        """Whether `t` goes to the data file: it names one already, or it is SMALL bytes or
+        more (smaller ones stay in the graph, where shape inference reads them)."""
+        from onnx.external_data_helper import uses_external_data
+
+        return bool(uses_external_data(t)) or t.ByteSize() >= SMALL
+
+    def finish(self, model: Any) -> list[Path]:
+        """Add each tensor of `model` not added yet (in memory and SMALL bytes or more, or
+        in `base`'s files), write the graph and move both files into place."""
+        for t in model.graph.initializer:
+            if t.name not in self.added and self.takes(t):
+                self.add(t)
+        self.out.close()
+        fileio.write_bytes(self.tmp / self.path.name, model.SerializeToString())
+        os.replace(self.tmp / self.location, self.path.parent / self.location)
+        os.replace(self.tmp / self.path.name, self.path)
+        return [self.path, self.path.parent / self.location]
 
 
 def external_bytes(t: Any, base: Path | None) -> bytes:

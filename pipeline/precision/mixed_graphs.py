@@ -116,8 +116,7 @@ class MixedGraphs:
             narrow = streamed.external_data(model)
         if narrow:
             memory.large_blocks_returned()
-        model = variants.folded(model, self.base_dir, narrow)
-        with variants.session_file(model, self.base_dir) as f:
+        with variants.session_file(model, self.base_dir, narrow) as f:
             # folding would widen each narrow variant to an fp32 copy again
             session = onnx_runtime.ort_session(
                 f, basic_optimizations=True, fold_constants=not narrow

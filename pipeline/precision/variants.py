@@ -14,29 +14,33 @@ import contextlib
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.export import onnx_model, onnx_runtime
 from pipeline.precision import int4_graphs
 
+if TYPE_CHECKING:
+    from pipeline.export.external_data import Gathered
+
 
 @contextlib.contextmanager
-def session_file(model: Any, base_dir: Path | None) -> Iterator[onnx_runtime.Graph]:
-    """What the switchboard's session opens: a graph naming the source's files is written
-    with its variants and those weights to one data file (disk, not memory), so that the
-    process holds the variants once, in ONNX Runtime, beside one copy of the weights. The
-    written model's in-memory variants are let go before the session reads them back."""
-    from pipeline.export.external_data import write_gathered
+def session_file(model: Any, base_dir: Path | None, narrow: bool) -> Iterator[onnx_runtime.Graph]:
+    """`model` folded (folded()) as the switchboard's session opens it. A graph naming the
+    source's files is written to one data file in a folder of its own: each variant as it
+    is made, then the source's weights copied across, so that the graph never holds the
+    variants' bytes (a protobuf message keeps what it held until it is freed whole) and
+    the process holds them once, in ONNX Runtime, beside one copy of the weights."""
+    from pipeline.export.external_data import Gathered
     from pipeline.precision import streamed
 
     if not streamed.external_data(model):
-        with onnx_runtime.model_file(model, base_dir) as f:
+        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir) as f:
             yield f
         return
     with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:
         path = Path(tmp) / "model.onnx"
-        write_gathered(model, base_dir, path)
-        model.graph.ClearField("initializer")
+        with Gathered(path, base_dir) as gathered:
+            gathered.finish(folded(model, base_dir, narrow, gathered))
         yield path
 
 
@@ -48,7 +52,7 @@ def _widening(node: Any) -> bool:
     return node.op_type == "Cast" and any(a.name == "to" and a.i == 1 for a in node.attribute)
 
 
-def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
+def folded(m: Any, base_dir: Path | None, narrow: bool, gathered: Gathered | None = None) -> Any:
     """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
     rounding) computed once: stored as an fp32 initializer, so that a search step runs the
     GEMMs and the activations' variants only, or with `narrow` stored as the narrow value
@@ -58,7 +62,8 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
     values are ONNX Runtime's either way (the same kernels, once or every step). By hand,
     not Polygraphy's fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
     which is right for a graph to build and wrong for this one, which is only ever judged.
-    The constant nodes run a chunk at a time (_chunks)."""
+    The constant nodes run a chunk at a time (_chunks); with `gathered` each variant goes
+    to its data file as it is made."""
     known = {i.name for i in m.graph.initializer}
     constant = []
     for node in m.graph.node:  # in topological order: qdq_plan.reorder ran
@@ -83,6 +88,8 @@ def folded(m: Any, base_dir: Path | None, narrow: bool) -> Any:
             tensor = numpy_helper.from_array(folded.pop(x), x)
             if x in types:  # fp8 comes back from ONNX Runtime as its bytes, typed uint8
                 tensor.data_type = types[x]
+            if gathered is not None and gathered.takes(tensor):
+                gathered.add(tensor)
             m.graph.initializer.append(tensor)
     return int4_graphs.pruned(m)
 
