@@ -167,8 +167,9 @@ def main() -> None:
             folder.mkdir(exist_ok=True)
             export = [sys.executable, "-c", EXPORT, *map(str, size), str(folder / "model.onnx")]
             rows.append(("torch.onnx.export", *timed(export, REPO, env)))
-        shutil.rmtree(work / "repo", ignore_errors=True)
-        shutil.rmtree(work / "store", ignore_errors=True)
+        # every transform and search cold: a kept calibration cache would serve them
+        for kept in ("repo", "store", "calib"):
+            shutil.rmtree(work / kept, ignore_errors=True)
         weights = model_bytes(folder)
         files = len(list(folder.iterdir()))
         repo = work / "repo"
