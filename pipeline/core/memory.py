@@ -42,11 +42,13 @@ def large_blocks_returned(threshold: int = 1 << 16) -> bool:
     ones is kept: a search that widens every weight variant on each run grew from 2.1 to
     3.4 GB that way on a 0.74 GB model. A no-op (False) where libc has no mallopt."""
     import ctypes
-    import ctypes.util
 
     m_mmap_threshold = -3  # glibc's malloc.h
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        # by its soname, not ctypes.util.find_library: that runs `ldconfig -p` in a child
+        # process, whose peak RSS starts at this process's size when it forks, and a
+        # stage's peak counts its children's (a 2.46 GB search reported 10.4 GB for 7.4)
+        libc = ctypes.CDLL("libc.so.6")
         return bool(libc.mallopt(m_mmap_threshold, threshold))
     except (OSError, AttributeError):
         return False

@@ -171,3 +171,15 @@ def test_same_filesystem(tmp_path):
     assert memory.same_filesystem(tmp_path, tmp_path / "a" / "b")
     assert memory.size(1) == "1 bytes"
     assert memory.size(1536) == "1,536 bytes (1.5 KiB)"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_returning_large_blocks_starts_no_child(monkeypatch):
+    """A child forked by a large process reports that process's size as its own peak, and a
+    stage's peak counts its children's: finding libc must not run `ldconfig -p`."""
+
+    def no_child(*args, **kwargs):
+        raise AssertionError(f"a child process was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    assert memory.large_blocks_returned()
