@@ -53,22 +53,12 @@ class Gathered:
     def add(self, t: Any) -> None:
         """`t`'s bytes into the data file (from memory, or from its file in `base`); `t`
         names them there afterwards."""
-        from onnx import numpy_helper
         from onnx.external_data_helper import uses_external_data
 
-        if uses_external_data(t):
-            data = external_bytes(t, self.base)
-        else:
-            data = t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data
+        data = external_bytes(t, self.base) if uses_external_data(t) else held_bytes(t)
         offset = self.out.tell()
         self.out.write(data)
-        for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
-            t.ClearField(field)
-        del t.external_data[:]
-        for key, value in (("location", self.location), ("offset", offset), ("length", len(data))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, str(value)
-        t.data_location = 1  # TensorProto.EXTERNAL
+        point_at(t, self.location, offset, len(data))
         self.added.add(t.name)
 
     @staticmethod
@@ -90,6 +80,24 @@ class Gathered:
         os.replace(self.tmp / self.location, self.path.parent / self.location)
         os.replace(self.tmp / self.path.name, self.path)
         return [self.path, self.path.parent / self.location]
+
+
+def held_bytes(t: Any) -> bytes:
+    """An in-memory tensor's bytes as raw_data holds them, whichever field keeps them."""
+    from onnx import numpy_helper
+
+    return bytes(t.raw_data or numpy_helper.from_array(numpy_helper.to_array(t)).raw_data)
+
+
+def point_at(t: Any, location: str, offset: int, length: int) -> None:
+    """`t` without its in-memory values, naming `length` bytes at `offset` of `location`."""
+    for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+        t.ClearField(field)
+    del t.external_data[:]
+    for key, value in (("location", location), ("offset", offset), ("length", length)):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, str(value)
+    t.data_location = 1  # TensorProto.EXTERNAL
 
 
 def external_bytes(t: Any, base: Path | None) -> bytes:

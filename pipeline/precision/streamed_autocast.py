@@ -157,19 +157,13 @@ def _converter_class() -> type:
 
 def move_to_file(tensor: Any, data: Path) -> Any:
     """The tensor with its bytes appended to `data` and named there (external data)."""
-    from onnx import numpy_helper
+    from pipeline.export.external_data import held_bytes, point_at
 
-    raw = tensor.raw_data or numpy_helper.from_array(numpy_helper.to_array(tensor)).raw_data
+    raw = held_bytes(tensor)
     with open(data, "ab") as f:
         offset = f.tell()
         f.write(raw)
-    for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
-        tensor.ClearField(field)
-    del tensor.external_data[:]
-    for key, value in (("location", data.name), ("offset", offset), ("length", len(raw))):
-        entry = tensor.external_data.add()
-        entry.key, entry.value = key, str(value)
-    tensor.data_location = 1  # TensorProto.EXTERNAL
+    point_at(tensor, data.name, offset, len(raw))
     return tensor
 
 
