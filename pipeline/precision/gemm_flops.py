@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+from pipeline.precision.qdq_plan import GEMMS
 
 
 def _shapes(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:

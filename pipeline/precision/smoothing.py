@@ -25,6 +25,7 @@ import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_model
+from pipeline.precision.qdq_plan import MATMULS
 
 MODES = ("none", "smoothquant", "auto")
 
@@ -86,7 +87,7 @@ def _gemm_output(x: str, producer: dict[str, Any]) -> bool:
     node = producer.get(x)
     while node is not None and node.op_type in _MOVES:
         node = producer.get(node.input[0])
-    return node is not None and node.op_type in ("MatMul", "Gemm")
+    return node is not None and node.op_type in MATMULS
 
 
 def activation_max(

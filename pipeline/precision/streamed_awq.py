@@ -27,6 +27,7 @@ import numpy as np
 
 from pipeline.core import console
 from pipeline.precision import streamed
+from pipeline.precision.qdq_plan import MATMULS
 
 if TYPE_CHECKING:
     from pipeline.precision.calibration_data import CalibrationSet
@@ -43,7 +44,7 @@ def gemm_activations(source: Any, exclude: list[str]) -> dict[str, str]:
     inits = {t.name: t for t in source.graph.initializer}
     pairs: dict[str, str] = {}
     for node in source.graph.node:
-        if node.op_type not in ("MatMul", "Gemm") or len(node.input) < 2:
+        if node.op_type not in MATMULS or len(node.input) < 2:
             continue
         if any(re.match(p, node.name) for p in exclude) or node.input[0] in inits:
             continue

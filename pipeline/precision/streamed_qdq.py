@@ -203,7 +203,7 @@ def _weight_axis(node: Any, idx: int, weight: Any) -> int | None:
         axis = 0 if trans_b else 1
     else:
         axis = WEIGHT_AXIS[node.op_type]
-    if node.op_type in ("MatMul", "Gemm") and len(weight.dims) != 2:
+    if node.op_type in qdq_plan.MATMULS and len(weight.dims) != 2:
         return None
     return axis
 
