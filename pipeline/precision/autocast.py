@@ -95,7 +95,7 @@ def _convert(
     calib_inputs: dict[str, np.ndarray],
     stream: bool = False,
 ) -> dict[str, FileData]:
-    """The cast graph as a cache entry's files: the graph, and past 1 GiB of weights (or
+    """The cast graph as a cache entry's files: the graph, and past the inline limit (or
     when streamed and some weights stay in the source's files) one external-data file,
     written in `work` and left on disk."""
     if stream:

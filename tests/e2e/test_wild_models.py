@@ -152,7 +152,7 @@ def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypa
 
 def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_path, monkeypatch):
     """PP-OCRv4's detector saved with its weights in external data, as a large export comes
-    (the inline limit lowered so that the export keeps them there, as past 1 GiB): int8
+    (the inline limit lowered so that the export keeps them there, as past 256 MiB): int8
     streams by default (entropy, the default method) and lands on the Q/DQ edges and scales
     ModelOpt's whole-model calibration gives it. Paddle exports its convolution weights as
     Constant nodes: they are weights here too, scaled per tensor."""

@@ -161,7 +161,7 @@ def test_what_cannot_stream_is_one_line(bert_export, tmp_path, overrides, says):
 @pytest.fixture(scope="module")
 def external_export(tmp_path_factory):
     """outlier_bert exported with its weights in an external-data file, as a model past
-    the inline limit (1 GiB) is."""
+    the inline limit (256 MiB) is."""
     mp = pytest.MonkeyPatch()
     mp.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
     try:
