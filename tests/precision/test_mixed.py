@@ -168,3 +168,25 @@ def test_a_gate_even_fp32_misses_is_one_line_before_any_sensitivity(transformer_
     with pytest.raises(PipelineError, match=r"^precision=auto: the all-fp32 graph misses the gate"):
         steps.calibrate(cfg, layout)
     assert not (layout.calibrate_dir / "model.onnx").exists()
+
+
+def test_the_polish_finds_moves_that_fit_together_where_each_alone_costs_nothing():
+    """A coarse metric (characters misread on a few lines) scores every GEMM 0 alone, so
+    every lambda takes all of them and that fails; rounds of moves, the one that broke a
+    round left out, keep as many as fit. Here any four GEMMs in int8 fail."""
+    from pipeline.precision import mixed_search
+
+    nodes = [f"n{i}" for i in range(6)]
+    options = {n: ["int8", "fp16", "fp32"] for n in nodes}
+    sizes = {n: {"int8": 100, "fp16": 200, "fp32": 400} for n in nodes}
+    sens = {n: {"int8": 0.0, "fp16": 0.0} for n in nodes}
+    trade = mixed_search.Tradeoff(options, sizes, sens)
+
+    def judge(assignment):
+        return {"passed": sum(t == "int8" for t in assignment.values()) <= 3}
+
+    assert not judge(trade.at(0.0))["passed"]
+    points: dict = {}
+    best = mixed_search._polish(judge, trade, {}, points)
+    assert sorted(best.values()) == ["fp16"] * 3 + ["int8"] * 3
+    assert points["polished"] == best
