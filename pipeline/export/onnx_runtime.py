@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ class GraphBytes:
     reads them there (its session option for graphs loaded from memory), so a graph read
     without its weights runs with them and nothing is copied or linked."""
 
-    data: bytes
+    data: bytes = field(repr=False)  # a log line or an error message names it, not its bytes
     external_dir: Path | None = None
 
 
@@ -60,13 +60,15 @@ def ort_session(
         # arena sized for every widened weight at once
         opts.enable_cpu_mem_arena = False
         opts.enable_mem_pattern = False
-    source: bytes | str = path if isinstance(path, bytes) else str(path)
-    if isinstance(path, GraphBytes):
+    source: bytes | str
+    if isinstance(path, GraphBytes):  # never str() of it: the repr of every byte it holds
         source = path.data
         if path.external_dir is not None:
             opts.add_session_config_entry(
                 "session.model_external_initializers_file_folder_path", str(path.external_dir)
             )
+    else:
+        source = path if isinstance(path, bytes) else str(path)
     try:
         return ort.InferenceSession(source, opts, providers=list(providers))
     except Exception as e:

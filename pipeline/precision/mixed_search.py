@@ -193,19 +193,21 @@ def _polish(
 ) -> dict[str, str]:
     """Rounds of moves to the next cheaper allowed type, most bytes saved per sensitivity
     first, each keeping the longest prefix of its moves that still passes; the move that
-    broke a round is not tried again. Rounds matter where sensitivities cannot tell GEMMs
-    apart: a discrete metric (an OCR model's character error rate on a few lines) scores
-    most GEMMs 0 alone, every lambda then takes all of them, the whole set fails, and only
-    moves judged together find the ones that fit."""
+    broke a round is not tried again, and a round that keeps none ends the polish. Rounds
+    matter where sensitivities cannot tell GEMMs apart: a discrete metric (an OCR model's
+    character error rate on a few lines) scores most GEMMs 0 alone, every lambda then takes
+    all of them, the whole set fails, and only moves judged together find the ones that
+    fit."""
     blocked: set[tuple[str, str]] = set()
     for _ in range(POLISH_ROUNDS):
         moves = _moves(trade, best, blocked)
         if not moves:
             break
         kept = _longest_passing(judge, best, moves)
-        if kept:
-            best = {**best, **{n: t for _, n, t in moves[:kept]}}
-            points["polished"] = best
+        if not kept:  # each round that goes on keeps a move: the search stays quick
+            break
+        best = {**best, **{n: t for _, n, t in moves[:kept]}}
+        points["polished"] = best
         if kept < len(moves):
             blocked.add(moves[kept][1:])
     return best

@@ -13,7 +13,7 @@ import collections
 import contextlib
 import copy
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +82,8 @@ def folded(m: Any, base_dir: Path | None, narrow: bool, gathered: Gathered | Non
 
     types = _quantized_types(constant, m)
     del m.graph.node[:]
-    m.graph.node.extend(_just_in_time(_lazy(kept)) if narrow else kept)
+    stored = known - produced | wanted  # the initializers, and the variants folded below
+    m.graph.node.extend(_just_in_time(_lazy(kept, stored)) if narrow else _lazy(kept, stored))
     for values in chunks:
         folded = onnx_runtime.run_model(values, [{}], base_dir)[0]
         for x in list(folded):  # one variant at a time: its array let go as its tensor is made
@@ -167,12 +168,13 @@ def _connected(nodes: list[Any]) -> list[list[Any]]:
     return list(groups.values())
 
 
-def _lazy(nodes: list[Any]) -> list[Any]:
-    """Each Where that picks a widened variant (flag, variant, the rest) as an If whose then
-    branch widens it, the rest's Where nested in its else branch: ONNX Runtime runs only the
-    branch taken, so a search step widens the variants its assignment uses and no other
-    (every variant of every weight, each step, before: most of a step's time on a large
-    model). Where the chain picks a weight for one GEMM, that GEMM runs inside each branch
+def _lazy(nodes: list[Any], stored: set[str]) -> list[Any]:
+    """Each Where that picks a variant (flag, variant, the rest) as an If whose then branch
+    widens it (or reads it, stored widened), the rest's Where nested in its else branch:
+    ONNX Runtime runs only the branch taken, so a search step widens the variants its
+    assignment uses and no other (every variant of every weight, each step, before: most
+    of a step's time on a large model), and computes an activation's variants only where
+    they are picked. Where the chain picks a weight for one GEMM, that GEMM runs inside each branch
     too, so the If yields the GEMM's result: an If that yields the weight hands its reader a
     copy of it (fp32 for a weight left in fp32), and ONNX Runtime keeps an If's outputs
     until the step ends (2.46 GB encoder: 2.2 GB of such copies at a step's peak). The
@@ -184,8 +186,10 @@ def _lazy(nodes: list[Any]) -> list[Any]:
             readers[x].append(n)
 
     def picks_variant(n: Any) -> bool:
-        widen = producer.get(n.input[1]) if n.op_type == "Where" else None
-        return widen is not None and _widening(widen) and len(readers[n.input[1]]) == 1
+        if n.op_type != "Where" or len(readers[n.input[1]]) != 1:
+            return False
+        widen = producer.get(n.input[1])
+        return n.input[1] in stored if widen is None else _widening(widen)
 
     lazy = {id(n) for n in nodes if picks_variant(n)}
     inside: set[int] = set()  # nodes moved into a branch
@@ -209,7 +213,7 @@ def _lazy(nodes: list[Any]) -> list[Any]:
     for top in tops:
         gemm = gemm_of.get(id(top))
         links = chain(top)
-        inside.update(id(producer[w.input[1]]) for w in links)
+        inside.update(id(producer[w.input[1]]) for w in links if w.input[1] in producer)
         if gemm is None:
             ifs[id(top)] = _if_chain(links, producer, list(top.output), None)
         else:
@@ -219,7 +223,10 @@ def _lazy(nodes: list[Any]) -> list[Any]:
 
 
 def _gemms_taking(
-    tops: list[Any], chain: Any, producer: dict[str, Any], readers: dict[str, list[Any]]
+    tops: list[Any],
+    chain: Callable[[Any], list[Any]],
+    producer: dict[str, Any],
+    readers: dict[str, list[Any]],
 ) -> dict[int, Any]:
     """For each chain (by its outermost Where) that picks a weight, the one GEMM that reads
     it, which then runs in the chain's branches; a GEMM joins one chain at most (a weight's
@@ -249,7 +256,7 @@ def _if_chain(links: list[Any], producer: dict[str, Any], outs: list[str], gemm:
     from onnx import TensorProto, helper
 
     where, picked = links[0], links[0].output[0]
-    widen = producer[where.input[1]]
+    widen = producer.get(where.input[1])  # None: a variant stored as it is read
 
     def branch(label: str, value: str, first: list[Any]) -> Any:
         if gemm is None:
@@ -264,7 +271,10 @@ def _if_chain(links: list[Any], producer: dict[str, Any], outs: list[str], gemm:
         results = [helper.make_tensor_value_info(x, TensorProto.FLOAT, None) for x in node_outs]
         return helper.make_graph(body, f"{outs[0]}::{label}", [], results)
 
-    then = branch(f"with::{widen.output[0]}", widen.output[0], [widen])
+    if widen is None:
+        then = branch(f"with::{where.input[1]}", where.input[1], [])
+    else:
+        then = branch(f"with::{widen.output[0]}", widen.output[0], [widen])
     if len(links) > 1:
         inner_outs = [f"{o}::else::{where.output[0]}" for o in outs]
         inner = _if_chain(links[1:], producer, inner_outs, _renamed(gemm, picked, links[1]))

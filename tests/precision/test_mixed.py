@@ -118,9 +118,9 @@ def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_g
     feeds = [p[0] for p in reference_pairs(transformer_export)]
     board = graphs.switchboard(feeds, narrow)
     nodes = graphs.candidates()
-    if narrow:  # each GEMM runs in its weight's If: the If yields its result, not a weight copy
-        top = variants.folded(mixed_graphs._switchable(graphs, nodes)[0], None, True).graph.node
-        assert nodes and not [n.name for n in top if n.name in nodes]
+    # each GEMM runs in its weight's If: the If yields its result, not a copy of the weight
+    top = variants.folded(mixed_graphs._switchable(graphs, nodes)[0], None, narrow).graph.node
+    assert nodes and not [n.name for n in top if n.name in nodes]
     plain = onnx_runtime.run_model(source, feeds, None)
     for got, want in zip(board.outputs({}), plain):
         for name in want:
