@@ -56,13 +56,14 @@ def _widening(node: Any) -> bool:
 def folded(m: Any, base_dir: Path | None, narrow: bool, gathered: Gathered | None = None) -> Any:
     """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
     rounding) computed once: stored as an fp32 initializer, so that a search step runs the
-    GEMMs and the activations' variants only, or with `narrow` stored as the narrow value
-    (an int8/fp8 QuantizeLinear's output, an fp16 rounding's fp16 half, an int4 weight as
-    it is) with its widening node (DequantizeLinear, Cast to fp32) left to run each step:
-    0.125 to 0.5 times the weights' bytes a variant instead of an fp32 copy each. The
-    values are ONNX Runtime's either way (the same kernels, once or every step). By hand,
-    not Polygraphy's fold_constants: ONNX-GraphSurgeon never folds Q/DQ nodes (TensorRT wants them kept),
-    which is right for a graph to build and wrong for this one, which is only ever judged.
+    GEMMs and the activations' variants it picks only (_lazy), or with `narrow` stored as
+    the narrow value (an int8/fp8 QuantizeLinear's output, an fp16 rounding's fp16 half,
+    an int4 weight as it is) with its widening node (DequantizeLinear, Cast to fp32) left
+    to run each step: 0.125 to 0.5 times the weights' bytes a variant instead of an fp32
+    copy each. The values are ONNX Runtime's either way (the same kernels, once or every
+    step). By hand, not Polygraphy's fold_constants: ONNX-GraphSurgeon never folds Q/DQ
+    nodes (TensorRT wants them kept), which is right for a graph to build and wrong for
+    this one, which is only ever judged.
     The constant nodes run a chunk at a time (_chunks); with `gathered` each variant goes
     to its data file as it is made."""
     known = {i.name for i in m.graph.initializer}
@@ -174,11 +175,12 @@ def _lazy(nodes: list[Any], stored: set[str]) -> list[Any]:
     ONNX Runtime runs only the branch taken, so a search step widens the variants its
     assignment uses and no other (every variant of every weight, each step, before: most
     of a step's time on a large model), and computes an activation's variants only where
-    they are picked. Where the chain picks a weight for one GEMM, that GEMM runs inside each branch
-    too, so the If yields the GEMM's result: an If that yields the weight hands its reader a
-    copy of it (fp32 for a weight left in fp32), and ONNX Runtime keeps an If's outputs
-    until the step ends (2.46 GB encoder: 2.2 GB of such copies at a step's peak). The
-    values are the same nodes' either way."""
+    they are picked. Where the chain picks a weight for one GEMM, that GEMM runs inside
+    each branch too, so the If yields the GEMM's result: an If (or a Where) that yields
+    the weight hands its reader a copy of it (fp32 for a weight left in fp32), and ONNX
+    Runtime keeps an If's outputs until the step ends (2.46 GB encoder: 2.2 GB of such
+    copies at a step's peak; MiniLM-size: half of a step's time). The values are the same
+    nodes' either way."""
     producer = {o: n for n in nodes for o in n.output}
     readers: dict[str, list[Any]] = collections.defaultdict(list)
     for n in nodes:
