@@ -306,9 +306,7 @@ def run_modelopt(
     # ModelOpt compares input dims as numbers or names: an axis with neither (a batch an
     # exporter wrote as -1) fails its checks, so its copy names them.
     with onnx_model.unnamed_dims_named(model):
-        external += onnx_model.save_copy(model, src)[
-            1:
-        ]  # weights SmoothQuant rewrote, past the inline limit
+        external += onnx_model.save_copy(model, src)[1:]  # SmoothQuant's, past the limit
     out = work / "model.qdq.onnx"
     with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         try:
