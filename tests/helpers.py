@@ -292,3 +292,14 @@ SWEEP_FAST = [
     "benchmark.min_duration_s=0.05",
     "benchmark.min_iterations=5",
 ]
+
+
+def int4_tensors(graphs) -> dict:
+    """The packed int4 weights and their scales of an int4 transform's graph, by name."""
+    from onnx import numpy_helper
+
+    return {
+        i.name: numpy_helper.to_array(i)
+        for i in graphs.int4.graph.initializer
+        if i.name.endswith(("_i4", "_scale"))
+    }

@@ -2,7 +2,8 @@
 its angle classifier from rapidocr-onnxruntime 1.4.4; NudeNet 3.4.2's YOLOv8n), each with one
 shape statement, through fp32, fp16 and int8 (realistic inputs made in tests/wild,
 precision.fallback=auto) to a TensorRT-RTX engine. int8 must pass a task gate keeping at
-least half of the convolutions and matrix multiplies in int8."""
+least half of the convolutions and matrix multiplies in int8. The streamed transforms
+(int8 by entropy, int4_awq) must give what ModelOpt gives on the same model."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from pipeline.core.layout import Layout
 from pipeline.flow import steps
 from tests.conftest import compose
+from tests.helpers import int4_tensors
 from tests.wild import fetch, inputs
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -123,24 +126,36 @@ CASES = [
 ]
 
 
+def wild_cfg(wild: Wild, folder: Path, cal: Path, ref: Path, cache: Path, *extra: str) -> Any:
+    """The config of a run on a wheel model in `folder`, its data in `cal` and `ref`."""
+    return compose(
+        "model=onnx_file",
+        f"model.onnx_path={folder / 'model.onnx'}",
+        f"model.source={folder}",
+        f"model.reference_data={ref}",
+        f"profile.shapes={wild.shapes}",
+        "calibration=directory",
+        f"calibration.path={cal}",
+        f"calibration.batch_size={wild.batch}",
+        f"calibration.cache_dir={cache}",
+        *extra,
+    )
+
+
 @pytest.mark.parametrize(("name", "precision"), CASES)
 def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypatch):
     wild = MODELS[name]
     folder, cal, ref = prepared(wild_root, name, wild)
     monkeypatch.chdir(wild_root / name)  # the metric imports as ocr_model.metrics from here
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(wild_root / "store"))
-    cfg = compose(
-        "model=onnx_file",
-        f"model.onnx_path={folder / 'model.onnx'}",
-        f"model.source={folder}",
-        f"model.reference_data={ref}",
+    cfg = wild_cfg(
+        wild,
+        folder,
+        cal,
+        ref,
+        wild_root / "cache",
         f"model.reference_source={ref}",
-        f"profile.shapes={wild.shapes}",
         f"precision={precision}",
-        "calibration=directory",
-        f"calibration.path={cal}",
-        f"calibration.batch_size={wild.batch}",
-        f"calibration.cache_dir={wild_root / 'cache'}",
         "build.backend=tensorrt_rtx",
         *(["precision.fallback=auto"] if precision == "int8" else []),
         *wild.task,
@@ -181,18 +196,14 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     layout = Layout(tmp_path / "run")
 
     def calibrated(streaming: str) -> quantize.QuantizeResult:
-        cfg = compose(
-            "model=onnx_file",
-            f"model.onnx_path={external / 'model.onnx'}",
-            f"model.source={external}",
-            f"model.reference_data={ref}",
-            f"profile.shapes={wild.shapes}",
+        cfg = wild_cfg(
+            wild,
+            external,
+            cal,
+            ref,
+            tmp_path / "cache",
             "precision=int8",
-            "calibration=directory",
-            f"calibration.path={cal}",
-            f"calibration.batch_size={wild.batch}",
             f"calibration.streaming={streaming}",
-            f"calibration.cache_dir={tmp_path / 'cache'}",
         )
         if not layout.export_dir.exists():
             steps.export(cfg, layout)
@@ -214,3 +225,41 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
             rtol=1e-5,
             err_msg=str(edge),
         )
+
+
+def test_a_wheel_model_streams_modelopts_int4_awq_weights(wild_root, tmp_path):
+    """PP-OCRv4's recognizer (its MatMul weights in Constant nodes, as Paddle exports them)
+    in int4_awq, calibrated on rendered text lines: streamed, ModelOpt's own clip search
+    one weight at a time on the tokens it samples gives ModelOpt's int4 weights and
+    scales, bit for bit."""
+    from pipeline.precision import int4, quantize
+
+    wild = MODELS["ocr_rec"]
+    folder, cal, ref = prepared(wild_root, "ocr_rec", wild)
+    layout = Layout(tmp_path / "run")
+
+    def calibrated(streaming: str) -> quantize.QuantizeResult:
+        cfg = wild_cfg(
+            wild,
+            folder,
+            cal,
+            ref,
+            tmp_path / "cache",
+            "precision=int4_awq",
+            f"calibration.streaming={streaming}",
+        )
+        if not layout.export_dir.exists():
+            steps.export(cfg, layout)
+        src = layout.export_dir / "model.onnx"
+        dest = tmp_path / streaming / "model.onnx"
+        dest.parent.mkdir()
+        return int4.quantize_int4(src, dest, cfg.precision, cfg.calibration, cfg.model)
+
+    ours, theirs = calibrated("always"), calibrated("never")
+    assert ours.summary["calibrated_by"] != "modelopt" == theirs.summary["calibrated_by"]
+    assert ours.graphs.plan.weights.keys() == theirs.graphs.plan.weights.keys()
+    assert len(ours.graphs.plan.weights) == 9
+    a, b = int4_tensors(ours.graphs), int4_tensors(theirs.graphs)
+    assert a.keys() == b.keys() and a
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)

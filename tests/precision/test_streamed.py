@@ -18,7 +18,7 @@ from pipeline.export import onnx_model
 from pipeline.flow import steps
 from pipeline.precision import autocast, int4, quantize
 from tests.conftest import compose
-from tests.helpers import fresh, reference_pairs
+from tests.helpers import fresh, int4_tensors, reference_pairs
 
 
 def _quantize(layout, tmp_path, model, precision, streaming, method="max"):
@@ -85,23 +85,15 @@ def test_streamed_int4_weights_are_modelopts_bit_for_bit(
     if precision == "int4_awq":
         assert ours.summary["awq_tokens"].endswith("ModelOpt's"), ours.summary
         rtn = _quantize(bert_export, tmp_path / "rtn", "outlier_bert", "int4_rtn", "always")
-        a, b = _int4_tensors(ours.graphs), _int4_tensors(rtn.graphs)
+        a, b = int4_tensors(ours.graphs), int4_tensors(rtn.graphs)
         clipped = [n for n in a if n.endswith("_scale") and (a[n] < b[n]).any()]
         assert clipped, "the clip search kept every block at its max"
     assert ours.graphs.plan.weights.keys() == theirs.graphs.plan.weights.keys()
     assert len(ours.graphs.plan.weights) >= 12
-    a, b = _int4_tensors(ours.graphs), _int4_tensors(theirs.graphs)
+    a, b = int4_tensors(ours.graphs), int4_tensors(theirs.graphs)
     assert a.keys() == b.keys() and a
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
-
-
-def _int4_tensors(graphs) -> dict:
-    return {
-        i.name: numpy_helper.to_array(i)
-        for i in graphs.int4.graph.initializer
-        if i.name.endswith(("_i4", "_scale"))
-    }
 
 
 def _cast(layout, tmp_path, model, low, streaming):
