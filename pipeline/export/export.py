@@ -75,8 +75,8 @@ def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
     import onnx
 
     model = onnx_model.load(path, check=False, weights=False)
-    # Inline weights past the inline limit (a torch export below 2 GB) go to a data file first, which
-    # empties them in memory: inference would otherwise copy them twice over.
+    # Inline weights past the inline limit (a torch export below 2 GB may hold them) go to a
+    # data file first, which empties them in memory: inference would copy them twice over.
     if onnx_model.weight_bytes(model) >= onnx_model.inline_limit():
         onnx_model.save(model, path)
     try:

@@ -198,7 +198,8 @@ def import_onnx(src: Path, dest: Path) -> list[str]:
         target = dest.parent / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         _copy(ext, target)
-    # inline weights past the inline limit go to one data file beside it (emptied in memory as written)
+    # inline weights past the inline limit go to one data file beside it (emptied in memory
+    # as written)
     onnx_model.save(model, dest)
     return changes
 

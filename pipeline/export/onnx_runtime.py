@@ -114,9 +114,9 @@ def run_session(
 @contextlib.contextmanager
 def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
     """Something ort_session opens for an in-memory graph: its bytes, with the folder of
-    the external-data files it names (`base`); past the inline limit of weights held in memory (a
-    rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder holding the
-    graph with one data file of its own: those weights and the ones it names in `base`,
+    the external-data files it names (`base`); past the inline limit of weights held in
+    memory (a rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder
+    holding the graph with one data file of its own: those weights and the ones it names in `base`,
     copied one tensor at a time (ONNX Runtime refuses data reached through a link)."""
     import onnx
 

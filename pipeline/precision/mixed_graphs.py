@@ -9,10 +9,10 @@ int8/fp8 gets the Q/DQ pairs its plan gives it, one in fp16 computes in fp16 (it
 cast, its weights stored in fp16, its result cast back), and the rest is the source.
 
 The search runs every assignment in one ONNX Runtime session (MixedSwitchboard): each input
-of a candidate reads Where(flag, variant, ...) over its variants (an If when the variants are
-kept narrow: variants.py), and fp16 is emulated
-there (operands and result rounded through fp16, the product in fp32, as tensor cores
-accumulate); the graph written is judged again as written."""
+of a candidate reads Where(flag, variant, ...) over its variants (made If branches, the GEMM
+inside its weight's, by variants.py), and fp16 is emulated there (operands and result
+rounded through fp16, the product in fp32, as tensor cores accumulate); the graph written
+is judged again as written."""
 
 from __future__ import annotations
 
@@ -107,8 +107,8 @@ class MixedGraphs:
         """The session that judges every assignment. `narrow` (None: by the model): a
         model whose weights are in external data (a large one) keeps the variants narrow,
         each widened in an If branch only when its GEMM takes it; a small one stores them
-        widened, which makes each step faster (MiniLM-size: 43 s cold against 51 s, 4.8 s
-        against 7.6 s with cached figures)."""
+        widened, which made each step faster (MiniLM-size: 43 s cold against 51 s, 4.8 s
+        against 7.6 s with cached figures, measured before each GEMM ran in its If)."""
         from pipeline.precision import streamed
 
         model, flags = _switchable(self, self.candidates())

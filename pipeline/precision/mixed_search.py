@@ -274,20 +274,20 @@ def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
     here = trade._s(node, kind)
     costly = [t for t in cheaper if t not in alone and trade.sens[node][t] > here]
     together = [t for t in cheaper if t not in alone and t not in costly]
-    reasons = [failing] if alone else []
-    if costly:
-        reasons.insert(
-            0,
-            "cheaper types cost the gate more than their bytes are worth here (sensitivity "
-            f"{', '.join(f'{t} {trade.sens[node][t]:.3g}' for t in costly)} against {here:.3g})",
-        )
+    reasons = []
     if together:
-        reasons.insert(
-            0,
+        reasons.append(
             f"{', '.join(together)} {'passes' if len(together) == 1 else 'pass'} the gate alone "
             f"(sensitivity {', '.join(f'{trade.sens[node][t]:.3g}' for t in together)}) but "
-            "not with the other GEMMs' cheaper types chosen first",
+            "not with the other GEMMs' cheaper types chosen first"
         )
+    if costly:
+        reasons.append(
+            "cheaper types cost the gate more than their bytes are worth here (sensitivity "
+            f"{', '.join(f'{t} {trade.sens[node][t]:.3g}' for t in costly)} against {here:.3g})"
+        )
+    if alone:
+        reasons.append(failing)
     return "; ".join(reasons)
 
 

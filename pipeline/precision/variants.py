@@ -13,7 +13,7 @@ import collections
 import contextlib
 import copy
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,30 +205,26 @@ def _lazy(nodes: list[Any], stored: set[str]) -> list[Any]:
             where, rest = rest, producer.get(rest.input[2])
         return links
 
-    tops = [n for n in reversed(nodes) if id(n) in lazy]
-    for n in tops:
-        if id(n) not in inside:
-            inside.update(id(w) for w in chain(n)[1:])
-    tops = [n for n in tops if id(n) not in inside]
-    gemm_of = _gemms_taking(tops, chain, producer, readers)
+    chains: dict[int, list[Any]] = {}  # outermost Where -> its chain
+    for n in reversed(nodes):
+        if id(n) in lazy and id(n) not in inside:
+            chains[id(n)] = chain(n)
+            inside.update(id(w) for w in chains[id(n)][1:])
+    gemm_of = _gemms_taking(chains, producer, readers)
     ifs = {}
-    for top in tops:
-        gemm = gemm_of.get(id(top))
-        links = chain(top)
+    for top_id, links in chains.items():
+        top, gemm = links[0], gemm_of.get(top_id)
         inside.update(id(producer[w.input[1]]) for w in links if w.input[1] in producer)
         if gemm is None:
-            ifs[id(top)] = _if_chain(links, producer, list(top.output), None)
+            ifs[top_id] = _if_chain(links, producer, list(top.output), None, top.output[0])
         else:
-            inside.update({id(top), id(gemm)})
-            ifs[id(gemm)] = _if_chain(links, producer, list(gemm.output), gemm)
+            inside.update({top_id, id(gemm)})
+            ifs[id(gemm)] = _if_chain(links, producer, list(gemm.output), gemm, top.output[0])
     return [ifs.get(id(n), n) for n in nodes if id(n) not in inside or id(n) in ifs]
 
 
 def _gemms_taking(
-    tops: list[Any],
-    chain: Callable[[Any], list[Any]],
-    producer: dict[str, Any],
-    readers: dict[str, list[Any]],
+    chains: dict[int, list[Any]], producer: dict[str, Any], readers: dict[str, list[Any]]
 ) -> dict[int, Any]:
     """For each chain (by its outermost Where) that picks a weight, the one GEMM that reads
     it, which then runs in the chain's branches; a GEMM joins one chain at most (a weight's
@@ -238,26 +234,28 @@ def _gemms_taking(
     taken: dict[int, Any] = {}
     joined: set[int] = set()
     for weights_first in (True, False):
-        for top in tops:
-            out = top.output[0]
-            leaf = chain(top)[-1].input[2]
-            if id(top) in taken or (leaf not in producer) != weights_first:
+        for top_id, links in chains.items():
+            out = links[0].output[0]
+            if top_id in taken or (links[-1].input[2] not in producer) != weights_first:
                 continue
             if len(readers[out]) != 1 or len(readers[out][0].output) != 1:
                 continue
             gemm = readers[out][0]
             if gemm.op_type in qdq_plan.GEMMS and id(gemm) not in joined:
-                taken[id(top)] = gemm
+                taken[top_id] = gemm
                 joined.add(id(gemm))
     return taken
 
 
-def _if_chain(links: list[Any], producer: dict[str, Any], outs: list[str], gemm: Any) -> Any:
+def _if_chain(
+    links: list[Any], producer: dict[str, Any], outs: list[str], gemm: Any, picked: str
+) -> Any:
     """The If for a chain of Wheres (outermost first) that yields `outs`: the picked
-    variant, or with `gemm` the GEMM's result computed from it in the branch taken."""
+    variant, or with `gemm` (which reads it as `picked`, the chain's output) the GEMM's
+    result computed from it in the branch taken."""
     from onnx import TensorProto, helper
 
-    where, picked = links[0], links[0].output[0]
+    where = links[0]
     widen = producer.get(where.input[1])  # None: a variant stored as it is read
 
     def branch(label: str, value: str, first: list[Any]) -> Any:
@@ -279,7 +277,7 @@ def _if_chain(links: list[Any], producer: dict[str, Any], outs: list[str], gemm:
         then = branch(f"with::{widen.output[0]}", widen.output[0], [widen])
     if len(links) > 1:
         inner_outs = [f"{o}::else::{where.output[0]}" for o in outs]
-        inner = _if_chain(links[1:], producer, inner_outs, _renamed(gemm, picked, links[1]))
+        inner = _if_chain(links[1:], producer, inner_outs, gemm, picked)
         otherwise = helper.make_graph(
             [inner],
             f"{outs[0]}::else::{where.output[0]}",
@@ -296,15 +294,6 @@ def _if_chain(links: list[Any], producer: dict[str, Any], outs: list[str], gemm:
         then_branch=then,
         else_branch=otherwise,
     )
-
-
-def _renamed(gemm: Any, picked: str, inner: Any) -> Any:
-    """`gemm` reading the inner Where's output where it read the outer one's."""
-    if gemm is None:
-        return None
-    reader = copy.deepcopy(gemm)
-    reader.input[:] = [inner.output[0] if x == picked else x for x in gemm.input]
-    return reader
 
 
 def _just_in_time(nodes: list[Any]) -> list[Any]:

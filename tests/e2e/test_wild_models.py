@@ -183,7 +183,7 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     import onnx
 
     from pipeline.export import onnx_model
-    from pipeline.precision import qdq_plan, quantize
+    from pipeline.precision import qdq_plan
 
     monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
 
@@ -193,26 +193,7 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     external.mkdir()
     model = onnx.load(folder / "model.onnx")
     onnx.save(model, external / "model.onnx", save_as_external_data=True, size_threshold=0)
-    layout = Layout(tmp_path / "run")
-
-    def calibrated(streaming: str) -> quantize.QuantizeResult:
-        cfg = wild_cfg(
-            wild,
-            external,
-            cal,
-            ref,
-            tmp_path / "cache",
-            "precision=int8",
-            f"calibration.streaming={streaming}",
-        )
-        if not layout.export_dir.exists():
-            steps.export(cfg, layout)
-        src = layout.export_dir / "model.onnx"
-        dest = tmp_path / streaming / "model.onnx"
-        dest.parent.mkdir()
-        return quantize.quantize(src, dest, cfg.precision, cfg.calibration, cfg.model)
-
-    ours, theirs = calibrated("auto"), calibrated("never")
+    ours, theirs = both_ways(wild, external, cal, ref, tmp_path, "int8", "auto")
     assert ours.summary["calibrated_by"].startswith("streamed entropy")
     assert theirs.summary["calibrated_by"] == "modelopt"
     a, b = ours.graphs.plan.edges, theirs.graphs.plan.edges
@@ -232,30 +213,9 @@ def test_a_wheel_model_streams_modelopts_int4_awq_weights(wild_root, tmp_path):
     in int4_awq, calibrated on rendered text lines: streamed, ModelOpt's own clip search
     one weight at a time on the tokens it samples gives ModelOpt's int4 weights and
     scales, bit for bit."""
-    from pipeline.precision import int4, quantize
-
     wild = MODELS["ocr_rec"]
     folder, cal, ref = prepared(wild_root, "ocr_rec", wild)
-    layout = Layout(tmp_path / "run")
-
-    def calibrated(streaming: str) -> quantize.QuantizeResult:
-        cfg = wild_cfg(
-            wild,
-            folder,
-            cal,
-            ref,
-            tmp_path / "cache",
-            "precision=int4_awq",
-            f"calibration.streaming={streaming}",
-        )
-        if not layout.export_dir.exists():
-            steps.export(cfg, layout)
-        src = layout.export_dir / "model.onnx"
-        dest = tmp_path / streaming / "model.onnx"
-        dest.parent.mkdir()
-        return int4.quantize_int4(src, dest, cfg.precision, cfg.calibration, cfg.model)
-
-    ours, theirs = calibrated("always"), calibrated("never")
+    ours, theirs = both_ways(wild, folder, cal, ref, tmp_path, "int4_awq", "always")
     assert ours.summary["calibrated_by"] != "modelopt" == theirs.summary["calibrated_by"]
     assert ours.graphs.plan.weights.keys() == theirs.graphs.plan.weights.keys()
     assert len(ours.graphs.plan.weights) == 9
@@ -263,3 +223,26 @@ def test_a_wheel_model_streams_modelopts_int4_awq_weights(wild_root, tmp_path):
     assert a.keys() == b.keys() and a
     for name in a:
         np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def both_ways(
+    wild: Wild, folder: Path, cal: Path, ref: Path, tmp_path: Path, precision: str, streaming: str
+) -> tuple[Any, Any]:
+    """`precision`'s transform of the model in `folder` with calibration.streaming set to
+    `streaming`, and through ModelOpt (never), from one export."""
+    from pipeline.precision import int4, quantize
+
+    layout = Layout(tmp_path / "run")
+    make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize
+    results = []
+    for way in (streaming, "never"):
+        overrides = (f"precision={precision}", f"calibration.streaming={way}")
+        cfg = wild_cfg(wild, folder, cal, ref, tmp_path / "cache", *overrides)
+        if not layout.export_dir.exists():
+            steps.export(cfg, layout)
+        dest = tmp_path / way / "model.onnx"
+        dest.parent.mkdir()
+        results.append(
+            make(layout.export_dir / "model.onnx", dest, cfg.precision, cfg.calibration, cfg.model)
+        )
+    return results[0], results[1]
