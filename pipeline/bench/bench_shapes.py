@@ -1,6 +1,10 @@
 """Benchmark shapes from the engine's optimization profiles (the build manifest):
 a headline shape at one profile point and a sweep over batch sizes (and sequence
-lengths), every one placed in a profile that holds it before anything is measured."""
+lengths), every one placed in a profile that holds it before anything is measured.
+
+The batch axis is each input's sample axis (pipeline.export.samples: model.sample_axis, else
+the exporter's batch dim, whatever it is called: `batch`, `p2o.DynamicDimension.0`,
+`unk__214`, none), so a Paddle export is timed in samples, not calls."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
+from pipeline.export import onnx_model, samples
 from pipeline.export import profiles as profiles_lib
 from pipeline.export.profiles import Profile
 
@@ -18,7 +22,7 @@ if TYPE_CHECKING:
 
     from pipeline.core.config import BenchmarkConfig
 
-BATCH_DIM, SEQ_DIM = "batch", "seq"
+SEQ_DIM = "seq"
 Shapes = dict[str, list[int]]  # a concrete shape per input
 Arrays = dict[str, "np.ndarray"]  # arrays by input (or output) name
 Pair = tuple[Arrays, Arrays]  # a reference batch: (inputs, fp32 outputs)
@@ -36,6 +40,22 @@ class Point:
 
 def _axes(specs: list[onnx_model.TensorSpec], dim: str) -> dict[str, list[int]]:
     return {s.name: [a for a, d in enumerate(s.dims) if d == dim] for s in specs if dim in s.dims}
+
+
+def batch_axes(
+    specs: list[onnx_model.TensorSpec], axes: samples.Axes, profile: Profile
+) -> dict[str, list[int]]:
+    """Each input's batch axis: its sample axis where the model leaves that axis dynamic and
+    the profile sizes it as the first such input's (min, opt, max), so an input that only
+    looks batched (a state sized on its own) keeps its shape."""
+    ranges: dict[str, tuple[int, list[int]]] = {}
+    for s in specs:
+        axis = axes.get(s.name)
+        if axis is None or isinstance(s.dims[axis], int) or s.name not in profile["inputs"]:
+            continue
+        ranges[s.name] = (axis, [profile["inputs"][s.name][p][axis] for p in profiles_lib.POINTS])
+    first = next(iter(ranges.values()), (0, []))[1]
+    return {name: [axis] for name, (axis, rng) in ranges.items() if rng == first}
 
 
 def _dim_value(shapes: Mapping[str, Sequence[int]], axes: dict[str, list[int]]) -> int | None:
@@ -71,9 +91,14 @@ def locate(shapes: Shapes, profiles: list[Profile]) -> int:
 
 
 def plan(
-    bench_cfg: BenchmarkConfig, specs: list[onnx_model.TensorSpec], profiles: list[Profile]
+    bench_cfg: BenchmarkConfig,
+    specs: list[onnx_model.TensorSpec],
+    profiles: list[Profile],
+    axes: samples.Axes | None = None,
 ) -> tuple[Point, list[Point]]:
-    """(headline, sweep). Every shape is checked against the profiles here, before any measuring."""
+    """(headline, sweep). axes: each input's sample axis (samples.sample_axes); None takes
+    the specs' own (no model.sample_axis). Every shape is checked against the profiles
+    here, before any measuring."""
     if not profiles:
         raise PipelineError("the build manifest lists no optimization profiles")
     names = [p["name"] for p in profiles]
@@ -83,17 +108,21 @@ def plan(
             f"(it has {', '.join(names)})"
         )
     base = profiles[names.index(bench_cfg.profile) if bench_cfg.profile is not None else 0]
-    batch_axes, seq_axes = _axes(specs, BATCH_DIM), _axes(specs, SEQ_DIM)
-    for key, values, axes, dim in (
-        ("batch_sizes", bench_cfg.batch_sizes, batch_axes, BATCH_DIM),
-        ("seq_lens", bench_cfg.seq_lens, seq_axes, SEQ_DIM),
-    ):
-        if values and not axes:
-            raise PipelineError(f"benchmark.{key} is set but no model input has a '{dim}' dim")
+    if axes is None:
+        axes = samples.sample_axes(None, specs)
+    by_batch = batch_axes(specs, axes, base)
+    seq_axes = _axes(specs, SEQ_DIM)
+    if bench_cfg.batch_sizes and not by_batch:
+        raise PipelineError(
+            "benchmark.batch_sizes is set but no model input has a dynamic batch axis "
+            "(set model.sample_axis to name it)"
+        )
+    if bench_cfg.seq_lens and not seq_axes:
+        raise PipelineError(f"benchmark.seq_lens is set but no model input has a '{SEQ_DIM}' dim")
     head_shapes = {n: list(r[bench_cfg.shape]) for n, r in base["inputs"].items()}
     head_seq = _dim_value(head_shapes, seq_axes)
     at_points = (
-        _dim_value({n: r[p] for n, r in base["inputs"].items()}, batch_axes)
+        _dim_value({n: r[p] for n, r in base["inputs"].items()}, by_batch)
         for p in profiles_lib.POINTS
     )
     # None where the model has no such dim: one point along it
@@ -103,7 +132,7 @@ def plan(
     seqs: list[int | None] = list(bench_cfg.seq_lens) or [head_seq]
 
     def point(shapes: Shapes) -> Point:
-        batch, seq = _dim_value(shapes, batch_axes), _dim_value(shapes, seq_axes)
+        batch, seq = _dim_value(shapes, by_batch), _dim_value(shapes, seq_axes)
         key = (f"batch{batch}" if batch is not None else "fixed") + (
             f"_seq{seq}" if seq is not None else ""
         )
@@ -112,7 +141,7 @@ def plan(
 
     headline = point(head_shapes)
     sweep = [
-        point(_with(_with(head_shapes, batch_axes, b), seq_axes, s))
+        point(_with(_with(head_shapes, by_batch, b), seq_axes, s))
         for s in seqs
         for b in batches or [None]
     ]

@@ -20,7 +20,7 @@ from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Feeds, Runner
 from pipeline.core import console, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import export, onnx_model, reference_file, sample_data
+from pipeline.export import export, onnx_model, reference_file, sample_data, samples
 from pipeline.export.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.precision import accuracy
@@ -206,7 +206,7 @@ def run(
     graph = onnx_model.load(paths["export"], check=False, weights=False)
     specs, outputs = onnx_model.inputs(graph), onnx_model.outputs(graph)
     del graph
-    headline, sweep = plan(bc, specs, profiles)
+    headline, sweep = plan(bc, specs, profiles, samples.sample_axes(cfg.model, specs))
     points = list({p.key: p for p in [headline, *sweep]}.values())
     device = _device(bc.device, fingerprint)
     pci = _pci_bus_id() if device == "cuda" else None

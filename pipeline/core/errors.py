@@ -10,6 +10,11 @@ class PipelineError(Exception):
     """Bad config, bad model, unsupported op, missing data, foreign engine."""
 
 
+class NothingToQuantize(PipelineError):
+    """A precision transform found no node of the graph it can take (precision=auto leaves
+    that type out of its search, with a line)."""
+
+
 def first_line(e: BaseException) -> str:
     """The first line of a library's exception, for a one-line PipelineError; never
     empty (some exceptions carry no message)."""

@@ -94,7 +94,9 @@ def batch_dim(specs: list[TensorSpec]) -> str | None:
     return next((s.dims[0] for s in specs if s.dims and isinstance(s.dims[0], str)), None)
 
 
-def sample_axes(model_cfg: ModelConfig, specs: list[TensorSpec]) -> Axes:
+def sample_axes(model_cfg: ModelConfig | None, specs: list[TensorSpec]) -> Axes:
+    """Each input's sample axis (the module's docstring says how); model_cfg None: the
+    specs' own, without model.sample_axis."""
     given = dict(getattr(model_cfg, "sample_axis", None) or {})
     names = {s.name for s in specs}
     unknown = sorted(set(given) - names)

@@ -58,7 +58,7 @@ def run(
             *[
                 (
                     k,
-                    f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g}/s"
+                    f"median {r['median_ms']:.4g} ms, p99 {r['p99_ms']:.4g} ms, {r['throughput_per_s']:.4g} samples/s (batch {r['batch']})"
                     if r["status"] == "ok"
                     else f"skipped: {r.get('reason', '')}",
                 )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core import hashing
 from pipeline.core.choices import Int4Method
-from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision import (
@@ -175,7 +175,7 @@ def _streamed_files(
     made = streamed_int4.graph(source, base, block, exclude, embeddings, alphas)
     streamed_awq.record_sampling(made, sampled)
     if not any(i.data_type in (21, 22) for i in made.graph.initializer):
-        raise PipelineError(NOTHING_QUANTIZED)
+        raise NothingToQuantize(NOTHING_QUANTIZED)
     return calibration_cache.graph_files(streamed.quantization_only(made), work, "plan.onnx")
 
 
@@ -272,5 +272,5 @@ def run_modelopt(
         raise PipelineError("ModelOpt int4 quantization wrote no model")
     model_out = onnx_model.load(out, check=False, weights=False)
     if not any(i.data_type in (21, 22) for i in model_out.graph.initializer):
-        raise PipelineError(f"ModelOpt: {NOTHING_QUANTIZED}")
+        raise NothingToQuantize(f"ModelOpt: {NOTHING_QUANTIZED}")
     return calibration_cache.entry_files(out)

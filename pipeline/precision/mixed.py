@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline.core import fileio, hashing
-from pipeline.core.errors import PipelineError
+from pipeline.core import console, fileio, hashing
+from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.export import onnx_model
 from pipeline.precision import accuracy, calibration_cache, calibration_data, mixed_search
@@ -47,11 +47,9 @@ def make(
     with tempfile.TemporaryDirectory(prefix="auto.") as tmp:
         work = Path(tmp)
         source_path, source = _common_source(src, work, "fp8" in types)
-        results = {
-            t: _transform(t, source_path, work, precision_cfg, calibration_cfg, model_cfg)
-            for t in types
-            if t != "fp16"
-        }
+        results, left_out = _transforms(
+            types, source_path, work, precision_cfg, calibration_cfg, model_cfg
+        )
         graphs = MixedGraphs(
             source,
             cast(Any, results["int4"].graphs) if "int4" in results else None,
@@ -63,6 +61,8 @@ def make(
         inputs = _key_inputs(source_path, results, held_out, criteria, types)
         assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
         calibration_cache.save_beside(graphs.graph(assignment), dest, source_path.parent)
+    if left_out:
+        record["left_out"] = left_out
     summary = {
         "calibration": {
             "types": {t: r.summary for t, r in results.items()},
@@ -97,6 +97,34 @@ def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
         return path, converted
     write_gathered(converted, src.parent, path)  # weights copied file to file
     return path, onnx_model.load(path, check=False, weights=False)
+
+
+def _transforms(
+    types: list[str],
+    src: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> tuple[dict[str, QuantizeResult], dict[str, str]]:
+    """Each low type's whole-graph result; and the types that fit no node of the graph
+    (int4 on a graph of convolutions), left out of the search with a line each."""
+    results: dict[str, QuantizeResult] = {}
+    left_out: dict[str, str] = {}
+    for t in types:
+        if t == "fp16":
+            continue
+        try:
+            results[t] = _transform(t, src, work, precision_cfg, calibration_cfg, model_cfg)
+        except NothingToQuantize as e:
+            left_out[t] = str(e)
+            console.note(f"precision=auto leaves {t} out of its search: {e}")
+    if not results and "fp16" not in types:
+        raise PipelineError(
+            f"precision=auto has no type to search: none of precision.search_types="
+            f"{types} fits a node of this graph ({'; '.join(left_out.values())})"
+        )
+    return results, left_out
 
 
 def _transform(

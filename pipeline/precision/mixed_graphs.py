@@ -188,22 +188,20 @@ def _switchable(
     for node in candidates:
         n = nodes[node]
         for idx, x in enumerate(list(n.input)):
-            variants = [(k, dq[k][(node, idx)]) for k in dq if (node, idx) in dq[k]]
+            choices = [(k, dq[k][(node, idx)]) for k in dq if (node, idx) in dq[k]]
             if idx == WEIGHT_INPUT and node in int4_weight:
-                variants.insert(0, ("int4", int4_weight[node]))
+                choices.insert(0, ("int4", int4_weight[node]))
             if (node, "fp16") in flags and x:
-                variants.append(("fp16", _rounded(m, x, f"{x}::fp16::{node}::{idx}")))
+                choices.append(("fp16", _rounded(m, x, f"{x}::fp16::{node}::{idx}")))
             picked = x
-            for kind, tensor in reversed(variants):
+            for kind, tensor in reversed(choices):
                 picked = _where(m, flags[(node, kind)], tensor, picked)
             n.input[idx] = picked
         if (node, "fp16") in flags:
             for i, out in enumerate(list(n.output)):
                 n.output[i] = f"{out}::raw"
                 rounded = _rounded(m, n.output[i], f"{out}::fp16")
-                m.graph.node.append(
-                    helper.make_node("Where", [flags[(node, "fp16")], rounded, n.output[i]], [out])
-                )
+                m.graph.node.append(variants.pick(flags[(node, "fp16")], rounded, n.output[i], out))
     qdq_plan.reorder(m)
     return m, flags
 
@@ -237,11 +235,9 @@ def _rounded(m: Any, tensor: str, name: str) -> str:
 
 
 def _where(m: Any, flag: str, yes: str, no: str) -> str:
-    from onnx import helper
-
-    out = f"{yes}::or::{no}"
-    m.graph.node.append(helper.make_node("Where", [flag, yes, no], [out]))
-    return out
+    node = variants.pick(flag, yes, no)
+    m.graph.node.append(node)
+    return str(node.output[0])
 
 
 def _in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:

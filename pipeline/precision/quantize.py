@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import console, fileio, hashing
-from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
 from pipeline.export import onnx_model
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision import (
@@ -44,6 +44,11 @@ METHODS = {"entropy": "entropy", "max": "max", "minmax": "max"}
 # fp32 keeps the unquantized layers as the source graph has them; TensorRT picks no
 # other precision for them in a strongly typed build.
 HIGH_PRECISION = "fp32"
+
+
+class HistogramFailed(PipelineError):
+    """ModelOpt's entropy calibration could not histogram a tensor (numpy refuses bins of
+    zero width at a magnitude like 3.4e38); max calibration reads the same data."""
 
 
 def _version(dist: str) -> str:
@@ -148,7 +153,18 @@ def quantize(
         inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
     else:
         streamed.refuse_huge_tensors(source, f"{mode} calibration")
-    modelopt_graph, cache = _calibrated(smoothed, src.parent, inputs, stream, calibration_cfg, data)
+    fallback = None
+    try:
+        modelopt_graph, cache = _calibrated(
+            smoothed, src.parent, inputs, stream, calibration_cfg, data
+        )
+    except HistogramFailed as e:
+        method = inputs["method"] = modelopt_method("max", mode)
+        console.warn(f"{e}; calibrated by max instead (calibration.method=max says so up front)")
+        modelopt_graph, cache = _calibrated(
+            smoothed, src.parent, inputs, stream, calibration_cfg, data
+        )
+        fallback = f"{e}; calibrated by max"
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
@@ -172,6 +188,8 @@ def quantize(
         "result_sha256": onnx_model.sha256(dest),
         "cache": cache,
     }
+    if fallback:
+        summary["method_fallback"] = fallback
     return QuantizeResult(summary, data, graphs)
 
 
@@ -326,6 +344,11 @@ def run_modelopt(
                 )
         except Exception as e:
             detail = first_line(e)
+            if method == "entropy" and "Too many bins" in detail:
+                raise HistogramFailed(
+                    f"entropy calibration cannot histogram this graph ({detail.rstrip('.')}: a tensor "
+                    f"whose values are all one huge number, as a float-min attention mask is)"
+                ) from None
             raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
     if not out.is_file():
         raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
@@ -333,7 +356,7 @@ def run_modelopt(
     files = calibration_cache.entry_files(out)
     ops = onnx_model.op_histogram(calibration_cache.read_graph_at(out))
     if not ops.get("QuantizeLinear"):
-        raise PipelineError(
+        raise NothingToQuantize(
             f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
             f", op types {list(calibration_cfg.exclude_op_types)})"
         )

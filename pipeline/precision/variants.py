@@ -23,6 +23,19 @@ from pipeline.precision import int4_graphs
 if TYPE_CHECKING:
     from pipeline.export.external_data import Gathered
 
+# The name of every Where the switchboard adds to pick a variant (mixed_graphs). Its nodes
+# are told from the model's own by this name, never by op type: a BERT attention mask or a
+# GPT-2 causal mask is a Where too, reading a constant that only it reads.
+PICK = "switchboard::pick::"
+
+
+def pick(flag: str, yes: str, no: str, out: str | None = None) -> Any:
+    """The switchboard's Where: `yes` where `flag` is set, else `no` (as `out`)."""
+    from onnx import helper
+
+    out = out or f"{yes}::or::{no}"
+    return helper.make_node("Where", [flag, yes, no], [out], name=f"{PICK}{out}")
+
 
 @contextlib.contextmanager
 def session_file(model: Any, base_dir: Path | None, narrow: bool) -> Iterator[onnx_runtime.Graph]:
@@ -188,7 +201,7 @@ def _lazy(nodes: list[Any], stored: set[str]) -> list[Any]:
             readers[x].append(n)
 
     def picks_variant(n: Any) -> bool:
-        if n.op_type != "Where" or len(readers[n.input[1]]) != 1:
+        if not n.name.startswith(PICK) or len(readers[n.input[1]]) != 1:
             return False
         widen = producer.get(n.input[1])
         return n.input[1] in stored if widen is None else _widening(widen)

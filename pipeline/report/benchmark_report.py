@@ -92,7 +92,7 @@ def _results_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
             "mean ± std",
             "min",
             "max",
-            "throughput/s",
+            "samples/s",
             "speed-up",
             "iterations",
             "max abs err",
@@ -150,7 +150,7 @@ def _by_shape_lines(metrics: dict[str, Any]) -> list[str]:
     if not rows:
         return []
     out = ["## Against batch size", ""]
-    out += _table(["shape", "backend", "median ms", "p99 ms", "throughput/s", "speed-up"], rows)
+    out += _table(["shape", "backend", "median ms", "p99 ms", "samples/s", "speed-up"], rows)
     # Written beside this file by the same stage; static SVG, so it shows offline.
     out += [
         "![latency against batch size](benchmark_latency.svg)",

@@ -85,6 +85,39 @@ def test_shape_outside_every_profile_is_one_line_error():
     )
 
 
+PADDLE = [TensorSpec("x", "float32", ("p2o.DynamicDimension.0", 3, 48, "p2o.DynamicDimension.1"))]
+
+
+def test_a_batch_dim_named_by_its_exporter_is_timed_in_samples():
+    """paddle2onnx calls the batch `p2o.DynamicDimension.0`: the headline and the sweep
+    still run at the profile's batch sizes, and a point counts its samples."""
+    x = {"min": [1, 3, 48, 160], "opt": [4, 3, 48, 320], "max": [8, 3, 48, 960]}
+    head, sweep = bench_shapes.plan(_bench(), PADDLE, [{"name": "default", "inputs": {"x": x}}])
+    assert (head.key, head.batch, head.shapes) == ("batch4", 4, {"x": [4, 3, 48, 320]})
+    assert [(p.key, p.batch) for p in sweep] == [("batch1", 1), ("batch4", 4), ("batch8", 8)]
+    assert sweep[-1].shapes == {"x": [8, 3, 48, 320]}
+
+
+def test_state_inputs_follow_the_batch_and_an_input_sized_on_its_own_keeps_its_shape():
+    """A voice-activity detector as exported: unnamed dims, state [2, batch, 128] and a
+    rank-0 sample rate; a second input whose first axis is sized apart is not the batch."""
+    specs = [
+        TensorSpec("input", "float32", (None, None)),
+        TensorSpec("state", "float32", (2, None, 128)),
+        TensorSpec("sr", "int64", ()),
+        TensorSpec("table", "float32", (None, 4)),
+    ]
+    inputs = {
+        "input": {"min": [1, 512], "opt": [2, 512], "max": [4, 512]},
+        "state": {"min": [2, 1, 128], "opt": [2, 2, 128], "max": [2, 4, 128]},
+        "sr": {"min": [], "opt": [], "max": []},
+        "table": {"min": [16, 4], "opt": [16, 4], "max": [16, 4]},
+    }
+    head, sweep = bench_shapes.plan(_bench(), specs, [{"name": "default", "inputs": inputs}])
+    assert head.batch == 2 and [p.batch for p in sweep] == [1, 2, 4]
+    assert sweep[-1].shapes == {"input": [4, 512], "state": [2, 4, 128], "sr": [], "table": [16, 4]}
+
+
 def test_sequence_sweep_for_models_with_a_seq_dim():
     profiles = [_profile("default", [1, 8, 32], [8, 32, 128])]
     head, sweep = bench_shapes.plan(

@@ -1,0 +1,112 @@
+"""precision=auto on graphs as real exporters write them (tests/wild/hf.py: `transformers`
+BertModel with an attention mask and mean pooling, GPT-2 with a KV cache; a graph of
+convolutions only). Random weights: these tests say "it runs and its record is right",
+not how accurate a real checkpoint gets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from pipeline.core.layout import Layout
+from pipeline.flow import steps
+from tests.conftest import compose
+from tests.wild import hf
+
+TOKENS = "[1x8, 2x16, 4x32]"
+BERT_SHAPES = f"{{input_ids: {TOKENS}, attention_mask: {TOKENS}, token_type_ids: {TOKENS}}}"
+BERT_RANGES = "{input_ids: [0, 999], attention_mask: [0, 1], token_type_ids: [0, 1]}"
+PAST = "[1x4x1x16, 1x4x8x16, 2x4x16x16]"
+GPT2_SHAPES = (
+    "{input_ids: [1x1, 1x4, 2x8], attention_mask: [1x2, 1x12, 2x24], "
+    + ", ".join(f"past_key_values.{i}.{kv}: {PAST}" for i in range(2) for kv in ("key", "value"))
+    + "}"
+)
+
+
+def _convs(path: Path) -> Path:
+    """Convolutions and activations only: no MatMul or Gemm for int4 to take."""
+    import torch
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 16, 3, padding=1),
+        torch.nn.Sigmoid(),
+    ).eval()
+    with torch.no_grad():
+        torch.onnx.export(
+            net,
+            (torch.zeros(1, 3, 32, 32),),
+            str(path),
+            input_names=["x"],
+            output_names=["map"],
+            dynamic_axes={"x": {0: "batch"}, "map": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
+        )
+    return path
+
+
+MODELS = {
+    "bert": (hf.bert, BERT_SHAPES, (f"model.input_ranges={BERT_RANGES}",)),
+    "gpt2": (
+        hf.gpt2,
+        GPT2_SHAPES,
+        ("model.input_ranges={input_ids: [0, 999], attention_mask: [0, 1]}",),
+    ),
+    "convs": (_convs, "{x: [1x3x32x32, 2x3x32x32, 4x3x32x32]}", ()),
+}
+
+
+def _searched(name: str, tmp: Path):
+    make, shapes, extra = MODELS[name]
+    model = make(tmp / f"{name}.onnx")
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"profile.shapes={shapes}",
+        "precision=auto",
+        "calibration.source=random",
+        "calibration.num_samples=16",
+        f"calibration.cache_dir={tmp / 'cache'}",
+        *extra,
+    )
+    layout = Layout(tmp)
+    steps.export(cfg, layout)
+    return model, layout, steps.calibrate(cfg, layout)
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2"])
+def test_auto_runs_on_transformers_exports_and_keeps_the_models_own_wheres(name, tmp_path):
+    """The attention-mask Where (BERT) and the causal-mask Where (GPT-2) are the model's:
+    the switchboard's If branches are made of its own Wheres only (these graphs stopped
+    ONNX Runtime with 'condition input must have exactly one element')."""
+    model, layout, summary = _searched(name, tmp_path)
+    record = summary["mixed"]
+    assert summary["gate_passed"] and record["candidates"] > 0
+    assert record["counts"]["fp32"] < record["candidates"]
+    own = {n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Where"}
+    written = onnx.load(str(layout.calibrate_dir / "model.onnx")).graph.node
+    assert own and own <= {n.name for n in written if n.op_type == "Where"}
+
+
+def test_entropy_calibration_of_a_float_min_mask_falls_back_to_max_with_a_line(tmp_path, capsys):
+    """GPT-2's causal mask fills with float32's minimum: ModelOpt's entropy histogram of it
+    cannot be made, so int8 is calibrated by max and the record and a line say so."""
+    _, _, summary = _searched("gpt2", tmp_path)
+    int8 = summary["calibration"]["types"]["int8"]
+    assert int8["modelopt_method"] == "max" and int8["method"] == "entropy"
+    assert "Too many bins" in int8["method_fallback"]
+    assert "calibrated by max" in capsys.readouterr().err
+
+
+def test_a_type_that_fits_no_node_is_left_out_of_the_search_with_a_line(tmp_path, capsys):
+    _, _, summary = _searched("convs", tmp_path)
+    record = summary["mixed"]
+    assert summary["gate_passed"] and set(record["left_out"]) == {"int4"}
+    assert record["counts"]["int4"] == 0 and record["counts"]["int8"] > 0
+    assert "leaves int4 out of its search" in capsys.readouterr().err
