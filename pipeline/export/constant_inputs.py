@@ -53,10 +53,9 @@ def values(constants: Mapping[str, Any], specs: list[TensorSpec]) -> dict[str, n
 
 
 def freeze(path: Path, frozen: dict[str, np.ndarray]) -> list[str]:
-    """Rewrite the graph at `path` with `frozen` inputs as constants, folded (Polygraphy);
-    what changed, for export.json."""
+    """Rewrite the graph at `path` with `frozen` inputs as constants, folded; what changed,
+    for export.json. Every graph output is still produced (state outputs included)."""
     import onnx
-    from polygraphy.backend.onnx import fold_constants
 
     model = onnx_model.load(path, check=False)
     graph = model.graph
@@ -66,15 +65,108 @@ def freeze(path: Path, frozen: dict[str, np.ndarray]) -> list[str]:
     for name, a in frozen.items():
         graph.initializer.append(onnx.numpy_helper.from_array(a, name))
     try:
-        folded = fold_constants(model, num_passes=None, error_ok=False)
+        folded, inlined = _folded(model)
     except Exception as e:
         raise PipelineError(
             f"folding the graph with model.constant_inputs "
             f"({', '.join(frozen)}) failed: {first_line(e)}"
         ) from None
+    lost = _unproduced_outputs(folded)
+    if lost:  # a bug of the folding, not of the user's model: keep the traceback
+        raise AssertionError(f"folding lost graph output(s) {lost}")
     onnx_model.save(folded, path)
     left = [n.op_type for n in folded.graph.node if n.op_type in ("If", "Loop")]
     note = f"; {len(left)} If/Loop node(s) remain" if left else "; no If/Loop node remains"
     return [
-        f"froze input(s) {', '.join(f'{k}={v.tolist()}' for k, v in frozen.items())} and folded constants{note}"
+        f"froze input(s) {', '.join(f'{k}={v.tolist()}' for k, v in frozen.items())} and "
+        f"folded constants, {inlined} If node(s) replaced by the branch they take{note}"
     ]
+
+
+# Rounds of folding and inlining: each round may make the condition of an If nested in a
+# branch just inlined constant.
+MAX_ROUNDS = 16
+
+
+def _folded(model: Any) -> tuple[Any, int]:
+    """`model` folded (Polygraphy's shape inference, ONNX's own: ONNX Runtime's writes
+    temporary files into the working directory, ONNX-GraphSurgeon's constant folding),
+    each If whose condition became constant replaced by its branch, until nothing changes;
+    and how many Ifs were replaced. GraphSurgeon's own If flattening (what Polygraphy's
+    fold_constants runs) loses an If output made inside a nested branch: Silero VAD's
+    `stateN`, frozen at sr=16000, was left without a producer."""
+    import onnx_graphsurgeon as gs
+    from polygraphy.backend.onnx import infer_shapes
+
+    inlined = 0
+    for _ in range(MAX_ROUNDS):
+        graph = gs.import_onnx(infer_shapes(model, allow_onnxruntime=False))
+        graph.fold_constants(flatten_subgraphs=False, error_ok=False).cleanup()
+        model = gs.export_onnx(graph)
+        done = _inline_constant_ifs(model)
+        if not done:
+            break
+        inlined += done
+    return model, inlined
+
+
+def _inline_constant_ifs(model: Any) -> int:
+    """Replace each top-level If whose condition is an initializer by the nodes of the branch
+    it takes, its names given the If's name as a suffix (a branch may reuse an outer
+    name: ONNX checks names per scope), its results passed on under the If's output names;
+    the count replaced."""
+    from onnx import GraphProto, helper, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    nodes: list[Any] = []
+    count = 0
+    for node in model.graph.node:
+        if node.op_type != "If" or node.input[0] not in inits:
+            nodes.append(node)
+            continue
+        taken = bool(numpy_helper.to_array(inits[node.input[0]]).reshape(-1)[0])
+        which = "then_branch" if taken else "else_branch"
+        branch = GraphProto()
+        branch.CopyFrom(next(a.g for a in node.attribute if a.name == which))
+        local = {o for n in branch.node for o in n.output if o}
+        local |= {i.name for i in branch.initializer}
+        _rename(branch, {x: f"{x}::{node.name or node.output[0]}" for x in local}, own=True)
+        nodes += list(branch.node)
+        model.graph.initializer.extend(branch.initializer)
+        nodes += [
+            helper.make_node("Identity", [b.name], [out], name=f"{out}::from_{which}")
+            for b, out in zip(branch.output, node.output)
+        ]
+        count += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return count
+
+
+def _rename(graph: Any, names: dict[str, str], own: bool) -> None:
+    """Rename `names` in `graph`: what it defines where `own` (the inlined branch), what it
+    reads everywhere, down nested subgraphs (where a name they define shadows ours)."""
+    from onnx import AttributeProto
+
+    if not own:
+        defined = {o for n in graph.node for o in n.output}
+        defined |= {i.name for i in [*graph.initializer, *graph.input]}
+        names = {k: v for k, v in names.items() if k not in defined}
+    for n in graph.node:
+        n.input[:] = [names.get(x, x) for x in n.input]
+        if own:
+            n.output[:] = [names.get(x, x) for x in n.output]
+        for a in n.attribute:
+            for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
+                _rename(g, names, own=False)
+    if own:
+        for i in graph.initializer:
+            i.name = names.get(i.name, i.name)
+    for o in graph.output:
+        o.name = names.get(o.name, o.name)
+
+
+def _unproduced_outputs(model: Any) -> list[str]:
+    g = model.graph
+    have = {o for n in g.node for o in n.output} | {i.name for i in [*g.initializer, *g.input]}
+    return [o.name for o in g.output if o.name not in have]

@@ -115,16 +115,16 @@ def _convert(
     calib.mkdir()
     np.savez(calib / "batch.npz", **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     try:
-        with quiet_modelopt():
+        with quiet_modelopt(work):
             model = convert_to_mixed_precision(
-                onnx_path=str(src),
+                onnx_path=str(src.resolve()),
                 low_precision_type=precision_cfg.low_precision_type,
                 nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
                 op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
                 data_max=float(precision_cfg.data_max),
                 init_max=float(precision_cfg.init_max),
                 keep_io_types=bool(precision_cfg.keep_io_types),
-                calibration_data=str(calib),
+                calibration_data=str(calib.resolve()),
                 providers=["cpu"],
             )
     except PipelineError:

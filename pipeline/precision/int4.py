@@ -252,9 +252,9 @@ def run_modelopt(
     batches = data.batches if data is not None else []
     with console.bar(total=len(batches), desc="int4 weights", unit="batch") as bar:
         try:
-            with quiet_modelopt():
+            with quiet_modelopt(work):
                 mo_quantize(
-                    onnx_path=str(src),
+                    onnx_path=str(src.resolve()),
                     quantize_mode="int4",
                     calibration_method=precision_cfg.int4_method,
                     calibration_data_reader=quantize.reader(batches, bar) if batches else None,
@@ -263,7 +263,7 @@ def run_modelopt(
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes),
                     use_external_data_format=bool(external),
                     **_gather_kwargs(precision_cfg),
-                    output_path=str(out),
+                    output_path=str(out.resolve()),
                     log_level="WARNING",
                 )
         except Exception as e:

@@ -328,14 +328,14 @@ def run_modelopt(
     out = work / "model.qdq.onnx"
     with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         try:
-            with quiet_modelopt():
+            with quiet_modelopt(work):
                 mo_quantize(
-                    onnx_path=str(src),
+                    onnx_path=str(src.resolve()),
                     quantize_mode=mode,
                     calibration_method=method,
                     calibration_data_reader=reader(data.batches, bar),
                     calibration_eps=["cpu"],
-                    output_path=str(out),
+                    output_path=str(out.resolve()),
                     op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
                     high_precision_dtype=HIGH_PRECISION,

@@ -16,7 +16,7 @@ from pipeline.export import samples
 from pipeline.flow import steps
 from pipeline.precision import calibration_data
 from tests.conftest import compose
-from tests.wild import graphs
+from tests.wild import fetch, graphs
 
 
 def wild(tmp_path: Path, name: str, *overrides: str, **kwargs) -> tuple:
@@ -131,3 +131,45 @@ def test_paddle_dims_with_dots_size_from_one_statement(tmp_path):
     )
     steps.export(cfg, layout)
     assert exported(layout)["samples"]["shapes"] == {"x": [2, 3, 32, 256]}
+
+
+VAD_SHAPES = "profile.shapes={input: [1x512, 2x512, 4x512], state: [2x1x128, 2x2x128, 2x4x128]}"
+
+
+def test_a_frozen_sample_rate_keeps_every_output_of_silero_vad(tmp_path, monkeypatch):
+    """Silero VAD as its wheel ships it: freezing `sr` folds the top If and the Ifs nested
+    in the branch it takes, and `stateN`, made inside that branch, is still an output
+    (ONNX-GraphSurgeon's If flattening left it without a producer). fp32 and int8 run in a
+    working folder that stays empty: ModelOpt and ONNX Runtime's symbolic shape inference
+    write temporary files into the working directory, and leave them there on failure."""
+    try:
+        vad = fetch.silero_vad()["vad"]
+    except fetch.FetchError as e:
+        pytest.skip(str(e))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    common = (
+        "model=onnx_file",
+        f"model.onnx_path={vad}",
+        VAD_SHAPES,
+        "model.constant_inputs.sr=16000",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path / "run")
+    summary = steps.export(compose(*common), layout)
+    model = onnx.load(str(layout.export_dir / "model.onnx"))
+    assert [i.name for i in model.graph.input] == ["input", "state"]
+    assert [o.name for o in model.graph.output] == ["output", "stateN"]
+    assert any("2 If node(s) replaced by the branch they take" in c for c in summary["normalized"])
+    fp32 = steps.calibrate(compose(*common), layout)
+    assert fp32["gate_passed"] and set(fp32["accuracy"]) == {"output", "stateN"}
+    int8 = compose(
+        *common,
+        "precision=int8",
+        "calibration=random",
+        "precision.gate.max_rel_error=0.5",
+        "precision.gate.min_cosine=0.99",
+    )
+    assert set(steps.calibrate(int8, layout)["accuracy"]) == {"output", "stateN"}
+    assert not list(cwd.iterdir())

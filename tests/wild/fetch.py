@@ -3,6 +3,7 @@ pip and cached. Nothing here imports the pipeline.
 
     paths = rapidocr()   # {"det", "rec", "cls", "rec_keys"} -> Path
     paths = nudenet()    # {"det"} -> Path
+    paths = silero_vad() # {"vad"} -> Path
 
 The cache is <root>/<package>-<version>, where <root> is $TRT_PIPELINE_TEST_CACHE if set,
 else platformdirs.user_cache_dir("trt-pipeline")/test-models. A folder there is complete
@@ -30,6 +31,7 @@ WHEEL_SHA256 = {
         "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
     ),
     ("nudenet", "3.4.2"): "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
+    ("silero-vad", "6.2.3"): "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
 }
 TEXT_LIMIT = 1 << 20  # *.txt members are kept only when this small (dictionaries, labels)
 
@@ -156,3 +158,10 @@ def rapidocr() -> dict[str, Path]:
 def nudenet() -> dict[str, Path]:
     """NudeNet 3.4.2's YOLOv8n detector (18 classes, 320x320, Ultralytics 8.2.46 export)."""
     return {"det": wheel_models("nudenet", "3.4.2") / "320n.onnx"}
+
+
+def silero_vad() -> dict[str, Path]:
+    """Silero VAD (silero-vad 6.2.3): input [batch, samples], state [2, batch, 128] and a
+    rank-0 int64 sample rate `sr` that picks an If branch (16 kHz or 8 kHz), each branch an
+    LSTM decoder with If nodes of its own; outputs `output` [batch, 1] and `stateN`."""
+    return {"vad": wheel_models("silero-vad", "6.2.3") / "silero_vad.onnx"}
