@@ -114,6 +114,7 @@ def read_folder(
     key: str | None = None,
     axes: samples.Axes | None = None,
     labels: bool = False,
+    batch_key: str | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """The first n samples (0: all) of the folder in batches of bs, along each input's
     sample axis (`axes`: axis 0 where not given; an input the batch shares is the same
@@ -142,7 +143,7 @@ def read_folder(
     if n > total:
         raise PipelineError(f"{count_key}={n} but {root} holds only {total} samples")
     n = n or total
-    _check_fixed_batch(specs, axes, bs, n, what)
+    _check_fixed_batch(specs, axes, bs, n, what, batch_key)
     return samples.split(stacked, axes, n, bs)
 
 
@@ -174,18 +175,20 @@ def _read_files(root: Path, what: str, key: str) -> dict[str, list[np.ndarray]]:
 
 
 def _check_fixed_batch(
-    specs: list[TensorSpec], axes: samples.Axes, bs: int, n: int, what: str
+    specs: list[TensorSpec], axes: samples.Axes, bs: int, n: int, what: str, key: str | None
 ) -> None:
-    """A model whose sample axis is fixed takes batches of exactly that many samples."""
+    """A model whose sample axis is fixed takes batches of exactly that many samples; the
+    line names the setting (`key`) that sets the batch size."""
     fixed = {
         int(dim)
         for s in specs
         if (axis := axes.get(s.name)) is not None and isinstance(dim := s.dims[axis], int)
     }
     if fixed and (fixed != {bs} or n % bs):
+        setting = f"; set {key}={min(fixed)}" if key and fixed != {bs} else ""
         raise PipelineError(
             f"the model has a fixed batch of {min(fixed)}: the {what} batch size ({bs}) must equal "
-            f"it and divide the {n} samples"
+            f"it and divide the {n} samples{setting}"
         )
 
 

@@ -228,9 +228,23 @@ def passed(results: list[dict[str, Any]]) -> bool:
     return not gate_lib.failures(results)
 
 
+# Said wherever a gate judged on random reference inputs is reported (gate lines, stage
+# tables, reports, sweep summaries): a healthy graph can fail on them, a broken one pass.
+ON_RANDOM = "on RANDOM inputs (no model.reference_data)"
+
+
+def judged_on_random(summary: dict[str, Any]) -> bool:
+    """Whether a calibrate summary's gate was judged on random reference inputs."""
+    return bool((summary.get("reference") or {}).get("random"))
+
+
 def raise_on_failure(results: list[dict[str, Any]], label: str, summary: dict[str, Any]) -> None:
-    """One line naming every failing metric, its value and its threshold; the
-    exception carries `summary` for the metrics file."""
-    line = gate_lib.failure_line(f"accuracy gate failed for {label}", results)
+    """One line naming every failing metric, its value and its threshold (and that the
+    inputs were random, where they were); the exception carries `summary` for the
+    metrics file."""
+    where = f" {ON_RANDOM}" if judged_on_random(summary) else ""
+    line = gate_lib.failure_line(f"accuracy gate failed for {label}{where}", results)
     if line:
+        if where:
+            line += "; give real inputs with model.reference_data before trusting this gate"
         raise GateFailed(line, summary)

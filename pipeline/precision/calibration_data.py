@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
 from pipeline.export import export, input_roles, onnx_model, sample_data, samples
-from pipeline.export.array_folder import check, data_sha256, read_folder
+from pipeline.export.array_folder import LABEL_PREFIX, check, data_sha256, read_folder
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig
@@ -162,7 +162,7 @@ def _from_directory(
 ) -> list[dict[str, np.ndarray]]:
     if not calibration_cfg.path:
         raise PipelineError("calibration.source=directory needs calibration.path")
-    return read_folder(
+    batches = read_folder(
         calibration_cfg.path,
         specs,
         "calibration data",
@@ -171,7 +171,10 @@ def _from_directory(
         bs,
         key="calibration.path",
         axes=layout.axes,
+        labels=True,  # a folder made for model.reference_data serves calibration too
+        batch_key="calibration.batch_size",
     )
+    return [{k: v for k, v in b.items() if not k.startswith(LABEL_PREFIX)} for b in batches]
 
 
 def _from_factory(

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
+from pipeline.core import console
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.precision import accuracy, node_groups, qdq_plan
@@ -101,9 +102,13 @@ class Evaluator(Generic[Choice]):
     ) -> None:
         self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
         self.runs = 0
+        self.progress: Progress[Choice] | None = None
 
     def __call__(self, choice: Choice) -> dict[str, Any]:
-        return judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
+        result = judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
+        if self.progress is not None:
+            self.progress.judged(choice, result)
+        return result
 
     def figures(self, choice: Choice) -> dict[str, dict[str, Any]]:
         """The accuracy figures of a choice, which any gate can judge later."""
@@ -111,6 +116,44 @@ class Evaluator(Generic[Choice]):
         self.runs += 1
         figures, _ = self.criteria.judge([p[1] for p in self.pairs], got)
         return figures
+
+
+class Progress(Generic[Choice]):
+    """A bar over the graphs a search judges: how many so far (of about `total`), and the
+    cheapest that passed, as `describe` says it (a search runs for minutes on a real
+    model; without this it printed nothing)."""
+
+    def __init__(
+        self,
+        desc: str,
+        total: int | None,
+        cost: Callable[[Choice], float],
+        describe: Callable[[float], str],
+    ) -> None:
+        self.bar = console.bar(total=total, desc=desc, unit="graph")
+        self.cost, self.describe = cost, describe
+        self.best: float | None = None
+
+    def judged(self, choice: Choice, result: dict[str, Any]) -> None:
+        self.bar.update(1)
+        if result["passed"] and (self.best is None or self.cost(choice) < self.best):
+            self.best = self.cost(choice)
+            self.bar.set_postfix_str(f"best passing so far: {self.describe(self.best)}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def most_graphs(units: int, candidates: int) -> int:
+    """The graphs a fallback search judges at most: every candidate kept, each group and each
+    node alone, a bisection over each."""
+    return (
+        1
+        + units
+        + math.ceil(math.log2(units + 1))
+        + candidates
+        + math.ceil(math.log2(candidates + 1))
+    )
 
 
 def _bisect(
@@ -141,8 +184,7 @@ def search(
 ) -> tuple[Any, dict[str, Any]]:
     """The graph with the fewest most-sensitive candidates kept in fp32 that passes, and
     the record of how it was found. `plain`: the Q/DQ graph's judgement."""
-    plan = graphs.plan
-    candidates = plan.candidates()
+    candidates = graphs.plan.candidates()
     if not candidates:
         raise SearchFailed(
             "precision.fallback=auto: the Q/DQ graph has no quantized node to keep in "
@@ -152,6 +194,24 @@ def search(
     run = _Run(
         candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
     )
+    roles = node_groups.role_groups(graphs.source, candidates)
+    progress: Progress[list[str]] = Progress(
+        "fallback search",
+        most_graphs(len(roles), len(candidates)),
+        len,
+        lambda kept: f"{kept:.0f} of {len(candidates)} kept in fp32",
+    )
+    run.keeping.progress = progress
+    try:
+        return _searched(graphs, run, roles, plain)
+    finally:
+        progress.close()
+
+
+def _searched(
+    graphs: QdqGraphs | Int4Graphs, run: _Run, roles: list[Group], plain: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    plan, candidates = graphs.plan, run.candidates
     everything = run.keeping(candidates)
     if not everything["passed"]:
         raise SearchFailed(
@@ -161,7 +221,7 @@ def search(
             {"quantized_nodes": len(candidates), "all_high_precision": everything},
         )
     # Groups (a role across layers) first, then the nodes of the groups that had to stay.
-    groups = run.alone(node_groups.role_groups(graphs.source, candidates), "group quantized alone")
+    groups = run.alone(roles, "group quantized alone")
     ordered = [g for g, _ in groups]
     n_groups = _bisect(ordered, run.keep_units, run.steps, "groups kept") if len(ordered) > 1 else 1
     pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]

@@ -74,8 +74,15 @@ def search(
     sens = _sensitivity(figures, criteria)
     trade = Tradeoff(options, sizes, sens)
     points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
-    best = _bisect_lambda(judge, trade, points)
-    best = _polish(judge, trade, best, points)
+    progress: fallback.Progress[Assignment] = fallback.Progress(
+        "precision=auto search", None, trade.bytes, lambda b: f"{b / 1e6:.3g} MB of weights"
+    )
+    judge.evaluator.progress = progress
+    try:
+        best = _bisect_lambda(judge, trade, points)
+        best = _polish(judge, trade, best, points)
+    finally:
+        progress.close()
     points = {label: a for label, a in points.items() if a != best} | {"chosen": best}
     record = {
         "mode": "auto",

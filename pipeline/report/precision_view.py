@@ -275,7 +275,8 @@ def transform_markdown(t: dict[str, Any]) -> list[str]:
     md += [
         "",
         f"Against the fp32 reference on {t['held_out_batches']} held-out batches, run by "
-        f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}):",
+        f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}"
+        f"{' on RANDOM inputs' if (t.get('reference') or {}).get('random') else ''}):",
         "",
         tables.markdown(ACCURACY_HEADERS, rows),
         "",

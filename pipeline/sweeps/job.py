@@ -63,6 +63,9 @@ def job_result(results: dict[str, dict[str, Any]], cfg: PipelineConfig) -> dict[
         "accuracy": results["calibrate"]["accuracy"],
         "accuracy_gate": accuracy_gate.get("gate", {}),
         "accuracy_gate_passed": accuracy_gate.get("gate_passed"),
+        "accuracy_on_random_inputs": bool(
+            (accuracy_gate.get("reference_inputs") or {}).get("random")
+        ),
         "benchmark": {
             k: {
                 m: v.get(m)

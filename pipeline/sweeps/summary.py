@@ -86,15 +86,17 @@ def row_from_result(job: str, r: dict[str, Any]) -> dict[str, Any]:
         "median_ms": measured.get("median_ms"),
         "p99_ms": measured.get("p99_ms"),
         "throughput_per_s": measured.get("throughput_per_s"),
-        "gates": _gate_word(r.get("accuracy_gate_passed")),
+        "gates": _gate_word(r.get("accuracy_gate_passed"), r.get("accuracy_on_random_inputs")),
         "store": _store_word(r.get("store_event")),
     }
     row.update(_accuracy_columns(r.get("accuracy_gate", {})))
     return row
 
 
-def _gate_word(passed: bool | None) -> str | None:
-    return None if passed is None else ("passed" if passed else "FAILED")
+def _gate_word(passed: bool | None, on_random: bool | None = False) -> str | None:
+    if passed is None:
+        return None
+    return ("passed" if passed else "FAILED") + (" on RANDOM inputs" if on_random else "")
 
 
 def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:

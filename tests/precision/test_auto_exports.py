@@ -110,3 +110,32 @@ def test_a_type_that_fits_no_node_is_left_out_of_the_search_with_a_line(tmp_path
     assert summary["gate_passed"] and set(record["left_out"]) == {"int4"}
     assert record["counts"]["int4"] == 0 and record["counts"]["int8"] > 0
     assert "leaves int4 out of its search" in capsys.readouterr().err
+
+
+def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, capfd):
+    """No model.reference_data: the reference inputs are drawn at random, and the failure
+    line and the stage table say so (a healthy graph can fail on them)."""
+    from pipeline.core.errors import PipelineError
+
+    model = _convs(tmp_path / "convs.onnx")
+    overrides = (
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"profile.shapes={MODELS['convs'][1]}",
+        "calibration.source=random",
+        "calibration.num_samples=16",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path)
+    steps.export(compose(*overrides), layout)
+    with pytest.raises(PipelineError) as failed:
+        steps.calibrate(
+            compose(*overrides, "precision=int8", "precision.gate.min_cosine=1"), layout
+        )
+    line = str(failed.value)
+    assert "accuracy gate failed for int8 ONNX on RANDOM inputs (no model.reference_data)" in line
+    assert line.endswith("give real inputs with model.reference_data before trusting this gate")
+    capfd.readouterr()
+    steps.calibrate(compose(*overrides, "precision=fp32"), layout)
+    table = " ".join(capfd.readouterr().err.split())
+    assert "accuracy gate passed, on RANDOM inputs (no model.reference_data)" in table

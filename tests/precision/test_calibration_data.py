@@ -64,6 +64,18 @@ def test_npy_files_named_after_inputs(tmp_path, cnn_onnx):
     assert s.info["num_samples"] == 4
 
 
+def test_a_reference_folder_with_labels_serves_as_calibration_data(tmp_path, cnn_onnx):
+    """`label:<name>` arrays (a task metric's labels) ride along in a reference folder; the
+    same folder calibrates, its labels left out of the batches and of the data's hash."""
+    images = np.random.default_rng(0).standard_normal((4, 3, 32, 32)).astype(np.float32)
+    np.savez(tmp_path / "a.npz", images=images, **{"label:text": np.array(list("abcd"))})
+    s = load("cnn", cnn_onnx, "calibration=cnn_samples", f"calibration.path={tmp_path}")
+    np.savez(tmp_path / "a.npz", images=images)
+    plain = load("cnn", cnn_onnx, "calibration=cnn_samples", f"calibration.path={tmp_path}")
+    assert s.info["num_samples"] == 4 and all(set(b) == {"images"} for b in s.batches)
+    assert s.info["sha256"] == plain.info["sha256"]
+
+
 @pytest.mark.parametrize(
     "arrays,needle",
     [

@@ -270,3 +270,13 @@ def _outlier_transformer_export(tmp_path):
     layout = Layout(tmp_path / "export")
     steps.export(compose("model=outlier_transformer"), layout)
     return layout
+
+
+def test_search_progress_counts_every_graph_and_shows_the_cheapest_that_passed():
+    progress = fallback.Progress("fallback search", 4, len, lambda k: f"{k:.0f} kept")
+    progress.judged(["a", "b"], {"passed": True})
+    progress.judged(["a"], {"passed": False})
+    progress.judged(["a", "b", "c"], {"passed": True})
+    assert progress.bar.n == 3 and progress.best == 2
+    progress.close()
+    assert fallback.most_graphs(3, 10) == 1 + 3 + 2 + 10 + 4
