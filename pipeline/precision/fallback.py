@@ -246,6 +246,70 @@ def _searched(
     return graphs.graph(kept), record
 
 
+def resume(
+    graphs: QdqGraphs | Int4Graphs,
+    record: dict[str, Any],
+    written: Callable[[list[str]], dict[str, Any]],
+) -> dict[str, Any]:
+    """After the graph written with the search's choice misses the gate when judged as
+    written (`written(kept)` writes that graph and judges it), keep more candidates, most
+    sensitive first, each count judged as written: 1, 2, 4, ... more until one passes,
+    then the fewest between by bisection. `record` is updated (kept_fp32, counts, the
+    written checks); the passing judgement is returned. The search's emulation and the
+    written graph should agree; where they do not, the written graph has the last word."""
+    kept = list(record["kept_fp32"])
+    rest = [n for n in _by_sensitivity(record) if n not in kept]
+    checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
+
+    def judged(extra: int) -> dict[str, Any]:
+        result = written(kept + rest[:extra])
+        checks.append({"kept": len(kept) + extra, **_brief(result)})
+        return result
+
+    lo, hi, step, found = 0, None, 1, None
+    while hi is None and lo < len(rest):
+        n = min(step, len(rest))
+        result = judged(n)
+        if result["gate_passed"]:
+            hi, found = n, result
+        else:
+            lo, step = n, step * 2
+    if hi is None or found is None:
+        raise SearchFailed(
+            f"precision.fallback=auto: the search's choice ({len(kept)} kept in fp32) misses the "
+            f"gate as written, and so does every larger set up to all {len(kept) + len(rest)}",
+            record,
+        )
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        result = judged(mid)
+        if result["gate_passed"]:
+            hi, found = mid, result
+        else:
+            lo = mid
+    record["kept_fp32"] = kept + rest[:hi]
+    record.update(_counts(graphs.plan, graphs.plan.candidates(), record["kept_fp32"]))
+    if len(checks) and checks[-1]["kept"] != len(record["kept_fp32"]):
+        written(record["kept_fp32"])  # dest holds the passing graph, not the last one tried
+    return found
+
+
+def _by_sensitivity(record: dict[str, Any]) -> list[str]:
+    """Every candidate, most sensitive first: the nodes measured alone, then the nodes of
+    the groups the search let stay quantized, group by group."""
+    order = [r["node"] for r in record["nodes"]]
+    for g in record["groups"]:
+        order += [n for n in g["nodes"] if n not in order]
+    return order
+
+
+def _brief(judgement: dict[str, Any]) -> dict[str, Any]:
+    from pipeline.core import gate as gates
+
+    failing = gates.failures(judgement["gate"])
+    return {"passed": judgement["gate_passed"], "failing": [gates.describe(r) for r in failing]}
+
+
 class _Run:
     """One search's evaluator over the candidates, and the steps it took."""
 

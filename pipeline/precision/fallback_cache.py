@@ -66,6 +66,11 @@ def run(
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
+    def written(keep: list[str]) -> dict[str, Any]:
+        """The graph with `keep` in fp32, written to dest and judged there."""
+        calibration_cache.save_beside(graphs.graph(keep), dest, graphs.base_dir or dest.parent)
+        return judge()
+
     def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
         final = judge()
         record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
@@ -82,7 +87,18 @@ def run(
                 e.plain = final
                 raise
             calibration_cache.save_beside(graph, dest, graphs.base_dir or dest.parent)
-            final = judge()
+            final = judge()  # the graph as written: the search judged it as emulated
+            if not final["gate_passed"]:
+                console.warn(
+                    f"precision.fallback=auto: the graph written with the search's choice misses "
+                    f"the gate as written ({'; '.join(fallback.judged(final['gate'])['failing'])}); "
+                    f"keeping more nodes, each graph judged as written"
+                )
+                try:
+                    final = fallback.resume(graphs, record, written)
+                except fallback.SearchFailed as e:
+                    e.plain = final
+                    raise
         files = {
             **calibration_cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),

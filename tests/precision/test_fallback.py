@@ -280,3 +280,41 @@ def test_search_progress_counts_every_graph_and_shows_the_cheapest_that_passed()
     assert progress.bar.n == 3 and progress.best == 2
     progress.close()
     assert fallback.most_graphs(3, 10) == 1 + 3 + 2 + 10 + 4
+
+
+def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
+    bert_export, tmp_path
+):
+    """The written graph has the last word: where it is judged worse than the search's
+    emulation (here the written graphs are judged under a stricter gate than the search's,
+    as a layout detector's written graph measured 0.0568 where its search step measured
+    0.0466), more nodes are kept, most sensitive first, each count judged as written,
+    until the fewest that pass."""
+    cfg, result = quantized(bert_export, tmp_path, *MODEL)
+    pairs = reference_pairs(bert_export)
+    base = OmegaConf.to_container(cfg.precision.gate)
+    loose = accuracy.Criteria(OmegaConf.create(base), OutputTasks("embedding"))
+    strict = accuracy.Criteria(
+        OmegaConf.create({**base, "min_cosine": 0.99995}), OutputTasks("embedding")
+    )
+    plain = {"score": 2, "metrics": {}, "failing": []}
+    _, record = fallback.search(result.graphs, pairs, loose, plain)
+    searched = list(record["kept_fp32"])
+
+    def written(keep):
+        got = result.graphs.run(result.graphs.graph(keep), [p[0] for p in pairs])
+        _, gate = strict.judge([p[1] for p in pairs], got)
+        return {"gate": gate, "gate_passed": accuracy.passed(gate), "kept": len(keep)}
+
+    assert not written(searched)["gate_passed"]
+    final = fallback.resume(result.graphs, record, written)
+    kept = record["kept_fp32"]
+    assert final["gate_passed"] and final["kept"] == len(kept) > len(searched)
+    assert kept[: len(searched)] == searched
+    checks = record["written_checks"]
+    assert checks[-1]["passed"] or any(c["kept"] == len(kept) and c["passed"] for c in checks)
+    # the fewest: one node fewer, judged as written, fails
+    assert not written(kept[:-1])["gate_passed"]
+    plan = result.graphs.plan
+    gemms_kept = sum(1 for n in kept if plan.op_types[n] in qdq_plan.GEMMS)
+    assert record["gemms_still_quantized"] == record["quantized_gemms"] - gemms_kept
