@@ -1,12 +1,14 @@
-"""MkDocs hook (mkdocs.yml `hooks:`): the reference pages are generated from the code at
-every build (pipeline/cli/reference.py), never committed, so they cannot go stale."""
+"""MkDocs hook (mkdocs.yml `hooks:`): the reference pages are committed in docs/reference/
+(`python -m pipeline.cli.reference docs` writes them) so that links to them work in the
+repository too; the build stops where a page differs from what the code generates now."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from mkdocs.structure.files import File, Files
+from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import Files
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -14,5 +16,7 @@ def on_files(files: Files, config: Any) -> Files:
 
     repo = Path(config["config_file_path"]).resolve().parent
     for path, text in reference.pages(repo).items():
-        files.append(File.generated(config, path, content=text))
+        page = repo / "docs" / path
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            raise PluginError(f"docs/{path} is stale: run python -m pipeline.cli.reference docs")
     return files

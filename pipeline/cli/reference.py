@@ -249,8 +249,8 @@ def config_page(repo: Path) -> str:
     lines = [
         "# Config reference",
         "",
-        "Generated from the schema (`pipeline/core/config.py`), `conf/` and `dvc.yaml` when the",
-        "site is built; `python -m pipeline.cli.reference DIR` writes it as a file.",
+        "Generated from the schema (`pipeline/core/config.py`), `conf/` and `dvc.yaml` by",
+        "`python -m pipeline.cli.reference docs`; a test keeps this file equal to what the code says.",
         "**Default** is the value of the default composition (what `dvc repro` uses);",
         "**read by** names the `dvc.yaml` stages that have the key in their params (a change",
         "reruns them); **engine key** says whether a change makes a different engine-store",
@@ -321,7 +321,8 @@ def cli_page() -> str:
     lines = [
         "# Command-line reference",
         "",
-        "Generated from the parser (`pipeline/cli/main.py`) when the site is built.",
+        "Generated from the parser (`pipeline/cli/main.py`) by `python -m pipeline.cli.reference docs`;",
+        "a test keeps this file equal to what the code says.",
         "`trt-pipeline` and `python -m pipeline` are the same command.",
         "`trt-pipeline run` hands everything after it to Hydra (`python -m pipeline.cli.run`):",
         "its flags are Hydra's (`--multirun`, `--cfg job`, `-sc install=bash`).",
@@ -340,7 +341,7 @@ def pages(repo: Path) -> dict[str, str]:
 if __name__ == "__main__":
     from pipeline.core import fileio
 
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "site-reference")
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "docs")
     for name, text in pages(Path(".")).items():
         fileio.write_text(out / name, text)
         print(f"wrote {out / name}")

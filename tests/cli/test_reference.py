@@ -93,3 +93,13 @@ def test_every_environment_variable_the_code_reads_is_documented():
     page = (REPO / "docs/reference/environment.md").read_text()
     documented = set(re.findall(r"^\| `(TRT_PIPELINE_[A-Z_]+)` \|", page, flags=re.M))
     assert found and not found - documented, sorted(found - documented)
+
+
+def test_the_reference_pages_in_the_repository_are_what_the_code_generates():
+    """docs/ links to reference/config.md and reference/cli.md: they are committed, so the
+    links work in the repository, and kept equal to what the code generates now."""
+    for name, text in reference.pages(REPO).items():
+        page = REPO / "docs" / name
+        assert page.is_file() and page.read_text(encoding="utf-8") == text, (
+            f"docs/{name} is stale: run python -m pipeline.cli.reference docs"
+        )
