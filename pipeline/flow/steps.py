@@ -129,11 +129,27 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
                 if summary.get("fallback", {}).get("needed")
                 else []
             ),
+            *_weight_rows(summary.get("calibration") or {}),
             ("graph", str(layout.calibrated_graph)),
             memory.row(rss),
         ],
     )
     return summary
+
+
+def _weight_rows(calibration: dict[str, Any]) -> list[tuple[str, str]]:
+    """What a quantized graph's GEMMs hold: their weights' bytes by stored type, and the
+    share of GEMM FLOPs that reads a quantized input (a count of quantized nodes hides that
+    one FFN projection outweighs ten attention MatMuls)."""
+    weights, flops = calibration.get("gemm_weights"), calibration.get("gemm_flops") or {}
+    if not weights or not weights["bytes"]:
+        return []
+    by_share = sorted(weights["share"].items(), key=lambda kv: -kv[1])
+    text = " · ".join(f"{kind} {share:.0%}" for kind, share in by_share)
+    text += f" of {sum(weights['bytes'].values()) / 1e6:.3g} MB"
+    if flops.get("quantized_fraction") is not None:
+        text += f"; quantized GEMM FLOPs {flops['quantized_fraction']:.0%}"
+    return [("GEMM weights", text)]
 
 
 def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, Any]:

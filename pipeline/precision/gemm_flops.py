@@ -80,3 +80,51 @@ def summary(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
         "shapes_of": {k: list(v.shape) for k, v in feeds.items()},
         "nodes_of_unknown_shape": unknown,
     }
+
+
+# ONNX tensor types by the name a GEMM weight's storage is reported under.
+STORED_AS = {
+    1: "fp32",
+    10: "fp16",
+    16: "bf16",
+    3: "int8",
+    2: "int8",
+    17: "fp8",
+    22: "int4",
+    21: "int4",
+}
+# Nodes a weight passes through between its initializer and its GEMM.
+_WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Cast", "Transpose", "Reshape", "Identity")
+_ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
+
+
+def weight_bytes(model: Any) -> dict[str, Any]:
+    """The bytes of every GEMM and convolution weight as it is stored in the graph (an int8
+    initializer behind a DequantizeLinear counts as int8, an fp16 one behind a Cast as fp16),
+    by type, and each type's share: what the engine's weights will weigh, in the graph."""
+    inits = {i.name: i for i in model.graph.initializer}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    by_type: dict[str, int] = {}
+    seen: set[str] = set()
+    for node in model.graph.node:
+        if node.op_type not in GEMMS or len(node.input) < 2:
+            continue
+        x, quantized_to = node.input[1], None
+        while x not in inits and x in producer and producer[x].op_type in _WEIGHT_PATH:
+            p = producer[x]
+            if p.op_type == "QuantizeLinear":  # TensorRT stores Q(constant) in its type
+                zero = inits.get(p.input[2]) if len(p.input) > 2 else None
+                quantized_to = zero.data_type if zero is not None else 3
+            x = p.input[0]
+        if x not in inits or x in seen:
+            continue  # an activation (attention's two inputs), or a weight counted already
+        seen.add(x)
+        kind = STORED_AS.get(quantized_to or inits[x].data_type, "other")
+        params = int(np.prod(inits[x].dims, dtype=np.int64))
+        size = (params + 1) // 2 if kind == "int4" else params * _ITEM.get(kind, 4)
+        by_type[kind] = by_type.get(kind, 0) + size
+    total = sum(by_type.values())
+    return {
+        "bytes": by_type,
+        "share": {k: round(v / total, 4) for k, v in by_type.items()} if total else {},
+    }

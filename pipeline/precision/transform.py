@@ -230,6 +230,7 @@ def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     view = {
         "quantized_tensors": qdq_plan.quantized_tensors(model),
         "gemm_flops": gemm_flops.summary(model, feeds),
+        "gemm_weights": gemm_flops.weight_bytes(model),
     }
     if any(i.data_type in int4_graphs.INT4_TYPES for i in model.graph.initializer):
         view["int4"] = int4_graphs.weight_view(model)

@@ -232,12 +232,52 @@ def _queue_store_event(executor: dict[str, Any]) -> str | None:
     return found[-1] if found else None
 
 
+# Precisions whose engine is meant to be smaller than the float engines of the same graph.
+QUANTIZED = ("int8", "fp8", "int4_awq", "int4_rtn", "auto")
+FLOATS = ("fp16", "fp32")
+
+
+def against_floats(rows: list[dict[str, Any]]) -> list[str]:
+    """Each row's engine size against the fp16 and fp32 engines of the same model, profile
+    and machine in the sweep (`engine_vs_fp16`, `engine_vs_fp32`, set on the rows); and a
+    line for each quantized engine larger than one of them (never a silent outcome: on a
+    small model a TensorRT-RTX plan's code per engine layer outweighs the weights that
+    quantization saves, and Q/DQ adds layers)."""
+
+    def group(r: dict[str, Any]) -> tuple[Any, ...]:
+        return (r.get("model"), r.get("profile"), r.get("fingerprint"))
+
+    floats = {
+        (group(r), r["precision"]): r["engine_mib"]
+        for r in rows
+        if r.get("precision") in FLOATS and r.get("engine_mib")
+    }
+    lines = []
+    for r in rows:
+        if not r.get("engine_mib"):
+            continue
+        for kind in FLOATS:
+            ref = floats.get((group(r), kind))
+            if ref and r.get("precision") != kind:
+                r[f"engine_vs_{kind}"] = round(r["engine_mib"] / ref, 3)
+        larger = [k for k in FLOATS if r.get(f"engine_vs_{k}", 0) > 1]
+        if r.get("precision") in QUANTIZED and larger:
+            lines.append(
+                f"- `{r['job']}` ({r['precision']}): its engine, {r['engine_mib']:.3g} MiB, is "
+                + " and ".join(f"{r[f'engine_vs_{k}']:.2f}x the {k} engine's" for k in larger)
+                + " of the same model and profile"
+            )
+    return lines
+
+
 def columns(rows: list[dict[str, Any]]) -> list[str]:
     acc = sorted({k for r in rows for k in r if k.startswith("acc:")})
-    return [*list(FIXED[:6]), "build_s", *acc, *list(FIXED[7:])]
+    vs = [f"engine_vs_{k}" for k in FLOATS if any(f"engine_vs_{k}" in r for r in rows)]
+    return [*list(FIXED[:6]), *vs, "build_s", *acc, *list(FIXED[7:])]
 
 
 def to_csv(rows: list[dict[str, Any]]) -> str:
+    against_floats(rows)
     buf = io.StringIO()
     writer = csv.DictWriter(
         buf, fieldnames=columns(rows), extrasaction="ignore", lineterminator="\n"
@@ -248,6 +288,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 
 def to_markdown(rows: list[dict[str, Any]], title: str) -> str:
+    larger = against_floats(rows)
     cols = columns(rows)
     body = tables.markdown(cols, [[fmt(r.get(c)) for c in cols] for r in rows])
     fronts = {x: pareto(rows, x) for x in ("median_ms", "engine_mib")}
@@ -259,7 +300,13 @@ def to_markdown(rows: list[dict[str, Any]], title: str) -> str:
         + (", ".join(f"`{r['job']}`" for r in fronts["engine_mib"]) or "none measured")
         + "."
     )
-    return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}\n"
+    sizes = (
+        "\n\nQuantized engines larger than a float engine of the same graph:\n\n"
+        + "\n".join(larger)
+        if larger
+        else ""
+    )
+    return f"# Sweep summary: {title}\n\n{len(rows)} job(s).\n\n{body}\n\n{note}{sizes}\n"
 
 
 def write(rows: list[dict[str, Any]], out_dir: str | Path, title: str) -> list[Path]:

@@ -349,3 +349,33 @@ def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     dvc(repo, *again[1:])
     rerun = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]
     assert rerun["search_cache_hit"] and rerun["assignment"] == mixed["assignment"]
+
+
+def test_hf_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
+    repo = in_tmp_repo_copy
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
+    assert save_files("hf-transformer.md", repo) == ["export_bert.py"]
+    export, int8, auto = blocks("hf-transformer.md")
+    sh(repo, export)
+    graph = __import__("onnx").load(str(repo / "bert/model.onnx"))
+    wheres = {n.name for n in graph.graph.node if n.op_type == "Where"}
+    assert wheres  # the attention mask's, as transformers writes it
+
+    failed = sh(repo, int8, check=False)
+    assert failed.returncode != 0
+    assert "accuracy gate failed for int8 ONNX: max_abs_error of output 'embedding'" in (
+        " ".join(failed.stderr.split())
+    )
+
+    sh(repo, auto)
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    mixed = calibration["mixed"]
+    assert calibration["gate_passed"] and not calibration["reference"]["random"]
+    assert mixed["candidates"] == 24 and mixed["counts"]["int4"] == 24, mixed["counts"]
+    assert mixed["weight_bytes"] < 0.2 * mixed["fp32_weight_bytes"]
+    written = __import__("onnx").load(str(repo / "artifacts/calibrate/model.onnx"))
+    assert wheres <= {n.name for n in written.graph.node if n.op_type == "Where"}
+    assert (
+        "precision=auto: 24 GEMMs as 24 int4" in (repo / "artifacts/inspect/report.md").read_text()
+    )
+    assert list((repo / "artifacts/build").glob("*/engine.plan"))

@@ -110,6 +110,11 @@ def test_a_type_that_fits_no_node_is_left_out_of_the_search_with_a_line(tmp_path
     assert summary["gate_passed"] and set(record["left_out"]) == {"int4"}
     assert record["counts"]["int4"] == 0 and record["counts"]["int8"] > 0
     assert "leaves int4 out of its search" in capsys.readouterr().err
+    # the weights as stored, by type: 3x16x3x3 and 16x16x3x3 convolution weights
+    stored = summary["calibration"]["gemm_weights"]["bytes"]
+    size = {"int8": 1, "fp16": 2, "fp32": 4}
+    assert sum(v / size[k] for k, v in stored.items()) == 16 * 3 * 9 + 16 * 16 * 9
+    assert stored.get("int8", 0) > 0
 
 
 def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, capfd):

@@ -490,3 +490,36 @@ def test_the_size_front_keeps_the_jobs_no_smaller_engine_beats_on_accuracy(tmp_p
         r.update(precision=r["job"], latency_backend="onnxruntime")
     names = {p.name for p in pareto.plot(rows, tmp_path, "t")}
     assert names == {f"sweep_pareto{s}.{e}" for s in ("", "_size") for e in ("svg", "png")}
+
+
+def test_a_quantized_engine_larger_than_a_float_one_is_said_in_the_summary():
+    """On a 0.6 MB PP-OCR classifier TensorRT-RTX's int8 plan was 2.7x the fp32 one: the
+    summary gives every engine's size against the fp16 and fp32 engines of the same model,
+    profile and machine, and a line for each quantized one that is larger."""
+
+    def row(job, precision, mib, model="cls"):
+        return {
+            "job": job,
+            "model": model,
+            "precision": precision,
+            "profile": "default",
+            "fingerprint": "nogpu",
+            "engine_mib": mib,
+        }
+
+    rows = [
+        row("0", "fp32", 3.41),
+        row("1", "fp16", 3.31),
+        row("2", "int8", 9.21),
+        row("3", "int4_awq", 2.0),
+        row("4", "int8", 1.0, model="other"),
+    ]
+    page = sweep_summary.to_markdown(rows, "t")
+    assert rows[2]["engine_vs_fp16"] == round(9.21 / 3.31, 3)
+    assert rows[3]["engine_vs_fp32"] == round(2.0 / 3.41, 3) and "engine_vs_fp16" not in rows[4]
+    lines = [x for x in page.splitlines() if x.startswith("- `")]
+    assert lines == [
+        "- `2` (int8): its engine, 9.21 MiB, is 2.78x the fp16 engine's and 2.70x the fp32 "
+        "engine's of the same model and profile"
+    ]
+    assert "engine_vs_fp16" in sweep_summary.to_csv(rows).splitlines()[0]
