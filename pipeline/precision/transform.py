@@ -16,7 +16,7 @@ from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
-from pipeline.precision import accuracy, tasks
+from pipeline.precision import accuracy, calibration_cache, tasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
@@ -116,6 +116,8 @@ def transform(
             summary.update(_fp16_activations(dest, made, summary, precision_cfg, calibration_cfg))
             summary.update(judge(dest, made.held_out, precision_cfg, criteria))
         if made.quantized is not None or precision_cfg.transform == "auto":
+            if summary["gate_passed"]:
+                summary.update(_tables_in_fp16(dest, made, precision_cfg, criteria))
             summary["calibration"].update(quantized_view(dest, made.held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
         # the build takes the graph's hash from here while the files are unchanged (one read)
@@ -218,6 +220,32 @@ def _searched(
         )
         raise accuracy.GateFailed(str(e), summary) from None
     return judged
+
+
+def _tables_in_fp16(
+    dest: Path, made: Made, precision_cfg: PrecisionConfig, criteria: accuracy.Criteria
+) -> dict[str, Any]:
+    """The quantized graph's embedding tables in fp16 (tables.py), kept where the graph so
+    written still passes the gate: its judgement, and `tables` saying what was done."""
+    from pipeline.precision import tables
+
+    model = onnx_model.load(dest, check=False, weights=False)
+    names = tables.candidates(model)
+    if not names:
+        return {}
+    inits = {i.name: i for i in model.graph.initializer}
+    saved = sum(onnx_model.tensor_bytes(inits[n]) for n in names) // 2
+    with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
+        trial = Path(tmp) / "model.onnx"
+        calibration_cache.save_beside(tables.in_fp16(model, names, dest.parent), trial, dest.parent)
+        judged = judge(trial, made.held_out, precision_cfg, criteria)
+        if not judged["gate_passed"]:
+            failing = [r["metric"] for r in judged["gate"] if not r["passed"]]
+            return {"tables": {"fp32": names, "why": f"in fp16 the gate fails ({failing})"}}
+        for f in onnx_model.files_and_sha256(dest)[0]:
+            f.unlink()
+        onnx_import.copy_graph(trial, dest)
+    return {**judged, "tables": {"fp16": names, "bytes_saved": saved}}
 
 
 def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:

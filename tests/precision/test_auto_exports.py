@@ -90,8 +90,13 @@ def test_auto_runs_on_transformers_exports_and_keeps_the_models_own_wheres(name,
     assert summary["gate_passed"] and record["candidates"] > 0
     assert record["counts"]["fp32"] < record["candidates"]
     own = {n.name for n in onnx.load(str(model)).graph.node if n.op_type == "Where"}
-    written = onnx.load(str(layout.calibrate_dir / "model.onnx")).graph.node
-    assert own and own <= {n.name for n in written if n.op_type == "Where"}
+    written = onnx.load(str(layout.calibrate_dir / "model.onnx")).graph
+    assert own and own <= {n.name for n in written.node if n.op_type == "Where"}
+    # the token embedding table (1000 x 64) is no GEMM: stored in fp16 where the gate holds
+    table = "m.embeddings.word_embeddings.weight" if name == "bert" else "m.transformer.wte.weight"
+    assert table in summary["tables"]["fp16"]
+    stored = {i.name: i.data_type for i in written.initializer}
+    assert stored[f"{table}::fp16"] == onnx.TensorProto.FLOAT16 and table not in stored
 
 
 def test_entropy_calibration_of_a_float_min_mask_falls_back_to_max_with_a_line(tmp_path, capsys):

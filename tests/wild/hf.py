@@ -17,21 +17,30 @@ from pathlib import Path
 import numpy as np
 
 VOCAB = 1000
+OUTLIER_DIMS = (7, 42, 99)
 GPT2_PAST = "past_key_values"
 
 
 def bert(
-    path: str | Path, hidden: int = 64, layers: int = 2, heads: int = 4, seed: int = 0
+    path: str | Path,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    seed: int = 0,
+    vocab: int = VOCAB,
+    outliers: bool = False,
 ) -> Path:
-    """A BertModel (MiniLM's shape at hidden=384, layers=6, heads=12, intermediate 4x) with
-    mean pooling over the attention mask, as sentence-transformers computes an embedding.
-    Inputs [batch, seq] int64; output `embedding` [batch, hidden]."""
+    """A BertModel (MiniLM's shape at hidden=384, layers=6, heads=12, vocab=30522,
+    intermediate 4x) with mean pooling over the attention mask, as sentence-transformers
+    computes an embedding. Inputs [batch, seq] int64; output `embedding` [batch, hidden].
+    `outliers`: three residual-stream dimensions with 30x LayerNorm gains in every layer, as
+    pretrained BERTs carry them (random init has none)."""
     import torch
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=VOCAB,
+        vocab_size=vocab,
         hidden_size=hidden,
         num_hidden_layers=layers,
         num_attention_heads=heads,
@@ -44,6 +53,10 @@ def bert(
         def __init__(self) -> None:
             super().__init__()
             self.m = BertModel(config, add_pooling_layer=False).eval()
+            if outliers:
+                with torch.no_grad():
+                    for layer in self.m.encoder.layer:
+                        layer.output.LayerNorm.weight[list(OUTLIER_DIMS)] *= 30.0
 
         def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
             hidden_states = self.m(
@@ -77,6 +90,19 @@ def bert_feeds(batch: int, seq: int, seed: int = 0) -> dict[str, np.ndarray]:
     mask = np.ones((batch, seq), dtype=np.int64)
     mask[1::2, seq // 2 :] = 0
     ids[mask == 0] = 0
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+
+def sentence_feeds(n: int, length: int, seed: int = 0, vocab: int = VOCAB) -> dict[str, np.ndarray]:
+    """n tokenized "sentences" of 6 to `length - 2` words ([CLS] ... [SEP]), padded to
+    `length` as a tokenizer pads a batch, with their attention masks."""
+    rng = np.random.default_rng(seed)
+    ids = np.zeros((n, length), np.int64)
+    mask = np.zeros((n, length), np.int64)
+    for i in range(n):
+        words = rng.integers(1000, vocab, size=int(rng.integers(6, length - 1)))
+        row = [101, *words.tolist(), 102][:length]
+        ids[i, : len(row)], mask[i, : len(row)] = row, 1
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
 
 

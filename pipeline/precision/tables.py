@@ -1,0 +1,68 @@
+"""Embedding tables in fp16 in a quantized graph, where the gate holds.
+
+A `Gather` over a constant table (token, position and type embeddings) is no GEMM: int8,
+int4 and precision=auto leave it in fp32, and in a sentence encoder of MiniLM's size that
+table is half the weights: the quantized engine came out larger than the fp16 one (89 MB
+against 74 MB). Stored in fp16 and widened after the rows are gathered, the table takes
+half its bytes and every row read is the fp16 rounding of the fp32 one, as in the fp16
+engine; the graph is judged as written before it is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+# Tables smaller than this are left as they are: a few KB are not worth a Cast layer.
+MIN_TABLE_BYTES = 64 << 10
+
+
+def candidates(model: Any) -> list[str]:
+    """fp32 initializers read only as the data of Gather nodes, of MIN_TABLE_BYTES or more."""
+    from onnx import TensorProto
+
+    from pipeline.export import onnx_model
+
+    inits = {i.name: i for i in model.graph.initializer}
+    readers: dict[str, list[tuple[Any, int]]] = {}
+    for node in model.graph.node:
+        for i, x in enumerate(node.input):
+            readers.setdefault(x, []).append((node, i))
+    return [
+        name
+        for name, init in inits.items()
+        if init.data_type == TensorProto.FLOAT
+        and onnx_model.tensor_bytes(init) >= MIN_TABLE_BYTES
+        and readers.get(name)
+        and all(n.op_type == "Gather" and i == 0 for n, i in readers[name])
+    ]
+
+
+def in_fp16(model: Any, names: list[str], base: Path | None) -> Any:
+    """`model` with each named table stored in fp16 (read from `base`'s files where it is
+    kept there) and each Gather over it followed by a Cast back to fp32 under the Gather's
+    own output name, so nothing downstream changes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pipeline.precision import qdq_plan, streamed
+
+    wanted = set(names)
+    inits = {i.name: i for i in model.graph.initializer}
+    kept = [i for i in model.graph.initializer if i.name not in wanted]
+    halves = [
+        numpy_helper.from_array(streamed.weight(inits[n], base).astype(np.float16), f"{n}::fp16")
+        for n in names
+    ]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend([*kept, *halves])
+    for node in list(model.graph.node):
+        if node.op_type == "Gather" and node.input[0] in wanted:
+            out = node.output[0]
+            node.input[0] = f"{node.input[0]}::fp16"
+            node.output[0] = f"{out}::fp16"
+            model.graph.node.append(
+                helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT)
+            )
+    qdq_plan.reorder(model)
+    return model
