@@ -55,7 +55,8 @@ def minilm(folder: Path) -> tuple[Path, tuple[str, ...]]:
     )
     for name, n, seed in (("calibration", 64, 1), ("reference", 32, 2)):
         (folder / name).mkdir()
-        np.savez(folder / name / "sentences.npz", **hf.sentence_feeds(n, 32, seed, vocab=30522))
+        feeds = hf.sentence_feeds(n, 32, seed, vocab=30522)
+        np.savez(folder / name / "sentences.npz", **feeds)  # type: ignore[arg-type]  # numpy's stub
     shapes = f"{{input_ids: {TOKENS}, attention_mask: {TOKENS}, token_type_ids: {TOKENS}}}"
     return model, (
         f"profile.shapes={shapes}",

@@ -266,32 +266,44 @@ def resume(
         checks.append({"kept": len(kept) + extra, **_brief(result)})
         return result
 
-    lo, hi, step, found = 0, None, 1, None
-    while hi is None and lo < len(rest):
-        n = min(step, len(rest))
-        result = judged(n)
-        if result["gate_passed"]:
-            hi, found = n, result
-        else:
-            lo, step = n, step * 2
-    if hi is None or found is None:
+    got = fewest_passing(len(rest), judged)
+    if got is None:
         raise SearchFailed(
             f"precision.fallback=auto: the search's choice ({len(kept)} kept in fp32) misses the "
             f"gate as written, and so does every larger set up to all {len(kept) + len(rest)}",
             record,
         )
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        result = judged(mid)
-        if result["gate_passed"]:
-            hi, found = mid, result
-        else:
-            lo = mid
+    hi, found = got
     record["kept_fp32"] = kept + rest[:hi]
     record.update(_counts(graphs.plan, graphs.plan.candidates(), record["kept_fp32"]))
     if len(checks) and checks[-1]["kept"] != len(record["kept_fp32"]):
         written(record["kept_fp32"])  # dest holds the passing graph, not the last one tried
     return found
+
+
+def fewest_passing(
+    limit: int, judged: Callable[[int], dict[str, Any]]
+) -> tuple[int, dict[str, Any]] | None:
+    """The fewest n in 1..limit for which judged(n) passes the gate, taking that more is
+    never worse: 1, 2, 4, ... until one passes, then bisection below it; with its
+    judgement. None where judged(limit) fails too."""
+    lo, step = 0, 1
+    hi: tuple[int, dict[str, Any]] | None = None
+    while hi is None and lo < limit:
+        n = min(step, limit)
+        result = judged(n)
+        if result["gate_passed"]:
+            hi = (n, result)
+        else:
+            lo, step = n, step * 2
+    while hi is not None and hi[0] - lo > 1:
+        mid = (lo + hi[0]) // 2
+        result = judged(mid)
+        if result["gate_passed"]:
+            hi = (mid, result)
+        else:
+            lo = mid
+    return hi
 
 
 def _by_sensitivity(record: dict[str, Any]) -> list[str]:

@@ -40,9 +40,12 @@ def make(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
-) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any]]:
+    judge: Callable[[Path, list[accuracy.ReferenceBatch]], dict[str, Any]],
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any], dict[str, Any]]:
     """Write dest (the graph the search chose); return the held-out batches it was judged
-    on and what calibration.json says of it ("calibration" and "mixed")."""
+    on, what calibration.json says of it ("calibration" and "mixed"), and its judgement as
+    written (`judge(dest, held_out)`): where that misses the gate the search goes on with
+    written graphs (mixed_search.resume) rather than giving up its result."""
     types = [str(t) for t in precision_cfg.search_types]
     with tempfile.TemporaryDirectory(prefix="auto.") as tmp:
         work = Path(tmp)
@@ -60,7 +63,21 @@ def make(
         held_out, overlap = _held_out(pairs, results)
         inputs = _key_inputs(source_path, results, held_out, criteria, types)
         assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
-        calibration_cache.save_beside(graphs.graph(assignment), dest, source_path.parent)
+
+        def written(chosen: dict[str, str]) -> dict[str, Any]:
+            calibration_cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
+            return judge(dest, held_out)
+
+        final = written(assignment)
+        if not final["gate_passed"]:
+            console.warn(
+                "precision=auto: the chosen graph misses the gate as written; putting its most "
+                "sensitive GEMMs back in fp32, each graph judged as written"
+            )
+            try:
+                assignment, final = mixed_search.resume(record, written)
+            except SearchFailed as e:
+                raise PipelineError(str(e)) from None
     if left_out:
         record["left_out"] = left_out
     summary = {
@@ -73,7 +90,7 @@ def make(
     }
     if overlap is not None:
         summary["reference_overlap"] = overlap
-    return held_out, summary
+    return held_out, summary, final
 
 
 def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:

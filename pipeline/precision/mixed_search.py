@@ -323,3 +323,46 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
     unique = {(p["weight_bytes"], p["score"]): p for p in front}
     return sorted(unique.values(), key=lambda p: p["weight_bytes"])
+
+
+def resume(
+    record: dict[str, Any], written: Callable[[dict[str, str]], dict[str, Any]]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """After the graph written with the search's assignment misses the gate as written
+    (`written(assignment)` writes it and judges it), put GEMMs back in fp32, the most
+    sensitive at their chosen type first, each count judged as written (1, 2, 4, ...
+    then bisection: fallback.fewest_passing); the assignment that passes and its
+    judgement, `record` updated (rows, counts, bytes, the written checks)."""
+    rows = {r["node"]: r for r in record["assignment"]}
+    chosen = {n: r["type"] for n, r in rows.items() if r["type"] != "fp32"}
+    order = sorted(chosen, key=lambda n: -rows[n]["sensitivity"].get(chosen[n], 0.0))
+    checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
+
+    def widened(k: int) -> dict[str, str]:
+        return {n: t for n, t in chosen.items() if n not in order[:k]}
+
+    def judged(k: int) -> dict[str, Any]:
+        result = written(widened(k))
+        checks.append({"fp32_added": k, "passed": result["gate_passed"]})
+        return result
+
+    got = fallback.fewest_passing(len(order), judged)
+    if got is None:
+        raise fallback.SearchFailed(
+            "precision=auto: the chosen graph misses the gate as written, and so does every "
+            "graph with more of its GEMMs in fp32 up to all of them",
+            record,
+        )
+    k, final = got
+    best = widened(k)
+    if checks[-1]["fp32_added"] != k:
+        written(best)  # dest holds the passing graph, not the last one tried
+    for n in order[:k]:
+        rows[n].update(
+            type="fp32",
+            weight_bytes=rows[n]["fp32_weight_bytes"],
+            why="put back in fp32: the written graph missed the gate with it lower",
+        )
+    record["weight_bytes"] = sum(r["weight_bytes"] for r in rows.values())
+    record["counts"] = {t: sum(1 for r in rows.values() if r["type"] == t) for t in TYPES}
+    return best, final

@@ -110,8 +110,8 @@ def transform(
         )
         if made.quantized is not None and precision_cfg.fallback == "auto":
             summary.update(_searched(dest, made, summary, precision_cfg, calibration_cfg, criteria))
-        else:
-            summary.update(judge(dest, made.held_out, precision_cfg, criteria))
+        else:  # precision=auto judged what it wrote already
+            summary.update(made.judged or judge(dest, made.held_out, precision_cfg, criteria))
         if precision_cfg.transform == "int4" and precision_cfg.activations == "fp16":
             summary.update(_fp16_activations(dest, made, summary, precision_cfg, calibration_cfg))
             summary.update(judge(dest, made.held_out, precision_cfg, criteria))
@@ -131,6 +131,7 @@ def transform(
 class Made:
     held_out: list[accuracy.ReferenceBatch]  # the reference batches the gate judges by
     quantized: QuantizeResult | None = None  # of a strongly typed Q/DQ (or int4) graph
+    judged: dict[str, Any] | None = None  # the written graph's judgement, where made judged it
 
 
 def _make_graph(
@@ -166,11 +167,18 @@ def _make_graph(
     if precision_cfg.transform == "auto":
         from pipeline.precision import mixed
 
-        held, found = mixed.make(
-            src, dest, pairs, criteria, precision_cfg, calibration_cfg, model_cfg
+        held, found, judged = mixed.make(
+            src,
+            dest,
+            pairs,
+            criteria,
+            precision_cfg,
+            calibration_cfg,
+            model_cfg,
+            lambda path, held_out: judge(path, held_out, precision_cfg, criteria),
         )
         summary.update(found)
-        return Made(held)
+        return Made(held, judged=judged)
     from pipeline.precision import calibration_data, int4, quantize
 
     make = int4.quantize_int4 if precision_cfg.transform == "int4" else quantize.quantize

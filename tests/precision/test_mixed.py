@@ -190,3 +190,55 @@ def test_the_polish_finds_moves_that_fit_together_where_each_alone_costs_nothing
     best = mixed_search._polish(judge, trade, {}, points)
     assert sorted(best.values()) == ["fp16"] * 3 + ["int8"] * 3
     assert points["polished"] == best
+
+
+def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
+    searched, transformer_export, tmp_path
+):
+    """The written graph has the last word (the switchboard emulates fp16; the written graph
+    runs it): where the chosen graph misses the gate as written (here: written graphs judged
+    under a stricter gate than the search's), its most sensitive GEMMs go back to fp32, each
+    count judged as written, until the fewest that pass."""
+    import copy
+
+    from omegaconf import OmegaConf
+
+    from pipeline.precision import accuracy, mixed_search
+    from pipeline.precision.tasks import OutputTasks
+
+    cfg, _, summary = searched
+    record = copy.deepcopy(summary["mixed"])
+    chosen = {r["node"]: r["type"] for r in record["assignment"] if r["type"] != "fp32"}
+    src = transformer_export.export_dir / "model.onnx"
+    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
+    results = {
+        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
+        for t in ("int4", "int8")
+    }
+    graphs = mixed.MixedGraphs(
+        source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
+    )
+    pairs = reference_pairs(transformer_export)
+
+    def judged(assignment, min_cosine):
+        gate = OmegaConf.create(
+            {**OmegaConf.to_container(cfg.precision.gate), "min_cosine": min_cosine}
+        )
+        got = onnx_runtime.run_model(graphs.graph(assignment), [p[0] for p in pairs], None)
+        _, results = accuracy.Criteria(gate, OutputTasks("embedding")).judge(
+            [p[1] for p in pairs], got
+        )
+        return {"gate": results, "gate_passed": accuracy.passed(results), "n": len(assignment)}
+
+    cosine = judged(chosen, 0.0)["gate"][0]["value"]
+    strict = cosine + (1 - cosine) / 2
+    best, final = mixed_search.resume(record, lambda a: judged(a, strict))
+    assert final["gate_passed"] and set(best) < set(chosen)
+    assert all(best[n] == chosen[n] for n in best)
+    back = len(chosen) - len(best)
+    assert record["counts"]["fp32"] == summary["mixed"]["counts"]["fp32"] + back
+    assert record["weight_bytes"] > summary["mixed"]["weight_bytes"]
+    checks = record["written_checks"]
+    assert {"fp32_added": back, "passed": True} in checks
+    if back > 1:
+        assert {"fp32_added": back - 1, "passed": False} in checks

@@ -13,11 +13,15 @@ and `Cast` chains, `Gather` embeddings, `Erf` GELU.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 VOCAB = 1000
 OUTLIER_DIMS = (7, 42, 99)
+# The attention as written in PyTorch (not SDPA): what an ONNX export of it shows. Passed
+# as a mapping: transformers' config classes take it through **kwargs, untyped.
+EAGER: dict[str, Any] = {"attn_implementation": "eager"}
 GPT2_PAST = "past_key_values"
 
 
@@ -46,7 +50,7 @@ def bert(
         num_attention_heads=heads,
         intermediate_size=4 * hidden,
         max_position_embeddings=128,
-        attn_implementation="eager",
+        **EAGER,
     )
 
     class Pooled(torch.nn.Module):
@@ -58,7 +62,7 @@ def bert(
                     for layer in self.m.encoder.layer:
                         layer.output.LayerNorm.weight[list(OUTLIER_DIMS)] *= 30.0
 
-        def forward(self, input_ids, attention_mask, token_type_ids):  # type: ignore[no-untyped-def]
+        def forward(self, input_ids, attention_mask, token_type_ids):
             hidden_states = self.m(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
@@ -122,7 +126,7 @@ def gpt2(
         n_layer=layers,
         n_head=heads,
         n_positions=128,
-        attn_implementation="eager",
+        **EAGER,
     )
 
     class WithCache(torch.nn.Module):
@@ -130,7 +134,7 @@ def gpt2(
             super().__init__()
             self.m = GPT2LMHeadModel(config).eval()
 
-        def forward(self, input_ids, attention_mask, *past):  # type: ignore[no-untyped-def]
+        def forward(self, input_ids, attention_mask, *past):
             cache = DynamicCache(config=config)
             for i in range(layers):
                 cache.update(past[2 * i], past[2 * i + 1], i)
