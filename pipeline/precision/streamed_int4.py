@@ -58,7 +58,7 @@ def graph(
         if w.name not in done:
             alpha = alphas.get(w.name) if alphas is not None and gemm else None
             values = streamed.weight(w, base)
-            dq_nodes.append(_dequantize(m, w, values, 0 if gemm else 1, block_size, alpha))
+            dq_nodes.append(dequantize(m, w, values, 0 if gemm else 1, block_size, alpha))
             done[w.name] = dq_nodes[-1].output[0]
         node.input[index] = done[w.name]
     # each DequantizeLinear reads initializers only: ahead of every node is a valid order
@@ -68,9 +68,11 @@ def graph(
     return m
 
 
-def _dequantize(
+def dequantize(
     m: Any, w: Any, values: np.ndarray, axis: int, block_size: int, alpha: np.ndarray | None
 ) -> Any:
+    """`w` blocked to int4 along `axis` (its packed values and scales added to `m`), and the
+    DequantizeLinear that widens it (not added)."""
     from onnx import TensorProto, helper, numpy_helper
 
     q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size, alpha)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from pipeline.core import calibration_file, fileio, hashing
+from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
@@ -117,7 +118,7 @@ def transform(
             summary.update(judge(dest, made.held_out, precision_cfg, criteria))
         if made.quantized is not None or precision_cfg.transform == "auto":
             if summary["gate_passed"]:
-                summary.update(_tables_in_fp16(dest, made, precision_cfg, criteria))
+                summary.update(_tables(dest, made, precision_cfg, criteria))
             summary["calibration"].update(quantized_view(dest, made.held_out[0][0]))
         files, summary["onnx_sha256"] = onnx_model.files_and_sha256(dest)
         # the build takes the graph's hash from here while the files are unchanged (one read)
@@ -230,30 +231,40 @@ def _searched(
     return judged
 
 
-def _tables_in_fp16(
+def _tables(
     dest: Path, made: Made, precision_cfg: PrecisionConfig, criteria: accuracy.Criteria
 ) -> dict[str, Any]:
-    """The quantized graph's embedding tables in fp16 (tables.py), kept where the graph so
-    written still passes the gate: its judgement, and `tables` saying what was done."""
+    """The quantized graph's embedding tables (tables.py) in the cheapest type the gate
+    holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
+    searching int4), else fp16; its judgement, and `tables` saying what was done."""
     from pipeline.precision import tables
 
-    model = onnx_model.load(dest, check=False, weights=False)
-    names = tables.candidates(model)
+    names = tables.candidates(onnx_model.load(dest, check=False, weights=False))
     if not names:
         return {}
-    inits = {i.name: i for i in model.graph.initializer}
-    saved = sum(onnx_model.tensor_bytes(inits[n]) for n in names) // 2
-    with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
-        trial = Path(tmp) / "model.onnx"
-        calibration_cache.save_beside(tables.in_fp16(model, names, dest.parent), trial, dest.parent)
-        judged = judge(trial, made.held_out, precision_cfg, criteria)
-        if not judged["gate_passed"]:
-            failing = [r["metric"] for r in judged["gate"] if not r["passed"]]
-            return {"tables": {"fp32": names, "why": f"in fp16 the gate fails ({failing})"}}
-        for f in onnx_model.files_and_sha256(dest)[0]:
-            f.unlink()
-        onnx_import.copy_graph(trial, dest)
-    return {**judged, "tables": {"fp16": names, "bytes_saved": saved}}
+    int4 = precision_cfg.transform == "int4" or (
+        precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types
+    )
+    failed = {}
+    for kind in ("int4", "fp16") if int4 else ("fp16",):
+        model = onnx_model.load(dest, check=False, weights=False)
+        with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
+            trial = Path(tmp) / "model.onnx"
+            made_tables = (
+                tables.in_int4(model, names, dest.parent, int(precision_cfg.block_size))
+                if kind == "int4"
+                else tables.in_fp16(model, names, dest.parent)
+            )
+            calibration_cache.save_beside(made_tables, trial, dest.parent)
+            judged = judge(trial, made.held_out, precision_cfg, criteria)
+            if not judged["gate_passed"]:
+                failed[kind] = [gate_lib.describe(r) for r in gate_lib.failures(judged["gate"])]
+                continue
+            for f in onnx_model.files_and_sha256(dest)[0]:
+                f.unlink()
+            onnx_import.copy_graph(trial, dest)
+        return {**judged, "tables": {kind: names, "missed_the_gate": failed}}
+    return {"tables": {"fp32": names, "missed_the_gate": failed}}
 
 
 def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
