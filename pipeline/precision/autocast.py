@@ -111,20 +111,22 @@ def _convert(
     # A folder of one .npz: AutoCast feeds each file as it is. A single .npz it would split
     # along axis 0 of the first input, which fails on a rank-0 input (a sample rate) and
     # cuts recurrent state [layers, batch, hidden] along its layers.
+    # absolute before ModelOpt runs in `work` (quiet_modelopt): a stage's paths are relative
+    src, work = src.resolve(), work.resolve()
     calib = work / "autocast_calibration"
     calib.mkdir()
     np.savez(calib / "batch.npz", **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     try:
         with quiet_modelopt(work):
             model = convert_to_mixed_precision(
-                onnx_path=str(src.resolve()),
+                onnx_path=str(src),
                 low_precision_type=precision_cfg.low_precision_type,
                 nodes_to_exclude=list(precision_cfg.keep_fp32_nodes) or None,
                 op_types_to_exclude=list(precision_cfg.keep_fp32_op_types) or None,
                 data_max=float(precision_cfg.data_max),
                 init_max=float(precision_cfg.init_max),
                 keep_io_types=bool(precision_cfg.keep_io_types),
-                calibration_data=str(calib.resolve()),
+                calibration_data=str(calib),
                 providers=["cpu"],
             )
     except PipelineError:

@@ -244,6 +244,7 @@ def run_modelopt(
         from modelopt.onnx.quantization import quantize as mo_quantize
     except ImportError as e:
         raise PipelineError(f"int4 needs nvidia-modelopt with its ONNX dependencies: {e}") from None
+    work = work.resolve()  # ModelOpt runs in `work` (quiet_modelopt): every path absolute
     (work / "in").mkdir()
     src = work / "in" / "model.onnx"
     with onnx_model.unnamed_dims_named(model):
@@ -254,7 +255,7 @@ def run_modelopt(
         try:
             with quiet_modelopt(work):
                 mo_quantize(
-                    onnx_path=str(src.resolve()),
+                    onnx_path=str(src),
                     quantize_mode="int4",
                     calibration_method=precision_cfg.int4_method,
                     calibration_data_reader=quantize.reader(batches, bar) if batches else None,
@@ -263,7 +264,7 @@ def run_modelopt(
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes),
                     use_external_data_format=bool(external),
                     **_gather_kwargs(precision_cfg),
-                    output_path=str(out.resolve()),
+                    output_path=str(out),
                     log_level="WARNING",
                 )
         except Exception as e:

@@ -318,6 +318,7 @@ def run_modelopt(
         ) from None
     # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own,
     # holding copies of the external data (onnx refuses linked data files).
+    work = work.resolve()  # ModelOpt runs in `work` (quiet_modelopt): every path absolute
     (work / "in").mkdir()
     src = work / "in" / "model.onnx"
     external = calibration_cache.copy_external(model, base, src.parent)
@@ -330,12 +331,12 @@ def run_modelopt(
         try:
             with quiet_modelopt(work):
                 mo_quantize(
-                    onnx_path=str(src.resolve()),
+                    onnx_path=str(src),
                     quantize_mode=mode,
                     calibration_method=method,
                     calibration_data_reader=reader(data.batches, bar),
                     calibration_eps=["cpu"],
-                    output_path=str(out.resolve()),
+                    output_path=str(out),
                     op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
                     high_precision_dtype=HIGH_PRECISION,
