@@ -151,7 +151,7 @@ def run_mode(model: Path, common: tuple[str, ...], mode: str, root: Path) -> dic
         "calibrate_s": round(seconds, 1),
         "graphs_judged": search.get("graphs_evaluated") or search.get("graphs_judged"),
         "peak_rss_mib": summary.get("peak_rss_mib"),
-        "tables_fp16": bool((summary.get("tables") or {}).get("fp16")),
+        "tables": next((k for k in ("int4", "fp16") if k in (summary.get("tables") or {})), None),
     }
 
 
@@ -180,10 +180,10 @@ def main() -> int:
 def _table(rows: list[dict]) -> bool:
     """The Markdown table; whether a goal was missed."""
     print(
-        "\n| model | mode | gate | quantized GEMM FLOPs | int8 / int4 weight bytes | engine MB "
-        "| vs fp16 | vs fp32 | calibrate s | graphs | peak RSS MiB |"
+        "\n| model | mode | gate | quantized GEMM FLOPs | int8 / int4 weight bytes | tables "
+        "| engine MB | vs fp16 | vs fp32 | calibrate s | graphs | peak RSS MiB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     missed = False
     for r in rows:
         ref = {
@@ -198,6 +198,7 @@ def _table(rows: list[dict]) -> bool:
             r["gate"],
             _pct(r.get("quantized_flops")),
             share,
+            r.get("tables") or "",
             f"{eng / 1e6:.2f}" if eng else "",
             _x(vs["fp16"]),
             _x(vs["fp32"]),
