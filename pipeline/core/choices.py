@@ -82,7 +82,8 @@ class Activations(StrEnum):
 
 class Fallback(StrEnum):
     none = "none"
-    auto = "auto"
+    auto = "auto"  # the nodes the search keeps go to fp16 where the gate holds, else fp32
+    fp32 = "fp32"  # the nodes the search keeps stay in fp32
 
 
 class QdqPlacement(StrEnum):

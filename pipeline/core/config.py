@@ -128,8 +128,9 @@ class PrecisionConfig:
     data_max: float = 512.0
     init_max: float = 65504.0  # AutoCast: see data_max; 65504 is fp16's largest value
     keep_io_types: bool = True  # AutoCast: the graph's inputs and outputs keep their fp32 type
-    # int8/fp8: with auto, a graph that misses the gate keeps its most sensitive
-    # quantized nodes in fp32, the fewest that pass (pipeline/precision/fallback.py).
+    # int8/fp8/int4: a graph that misses the gate keeps its most sensitive quantized nodes
+    # out of the low type, the fewest that pass (pipeline/precision/fallback.py); auto: in
+    # fp16 where the gate holds (the most sensitive in fp32), fp32: all in fp32.
     fallback: Fallback = Fallback.none
     # int8/fp8: which readers of a quantized tensor read the quantized value
     # (pipeline/precision/qdq_plan.py): MatMul/Gemm/Conv inputs only, or as ModelOpt placed them.

@@ -118,14 +118,14 @@ def _check_precision_combinations(p: DictConfig) -> None:
             f"invalid config: precision.smoothing={p.smoothing} with precision={p.name}: smoothing "
             f"prepares a graph for int8/fp8 quantization (precision=int8 or fp8)"
         )
-    if p.fallback == "auto" and p.mode == "weak":
+    if p.fallback != "none" and p.mode == "weak":
         raise PipelineError(
-            "invalid config: precision.fallback=auto needs precision.mode=strong (a Q/DQ graph); "
+            f"invalid config: precision.fallback={p.fallback} needs precision.mode=strong (a Q/DQ graph); "
             "weak typing leaves the precision to TensorRT 10's builder flags"
         )
-    if p.fallback == "auto" and p.transform not in QUANTIZING:
+    if p.fallback != "none" and p.transform not in QUANTIZING:
         raise PipelineError(
-            f"invalid config: precision.fallback=auto with precision={p.name}: it has no "
+            f"invalid config: precision.fallback={p.fallback} with precision={p.name}: it has no "
             f"quantized nodes to keep in higher precision (fallback applies to int8, fp8 and int4)"
         )
     if p.transform == "auto" and not p.search_types:

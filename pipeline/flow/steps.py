@@ -123,7 +123,8 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
                 [
                     (
                         "fallback",
-                        f"kept {len(summary['fallback'].get('kept_fp32') or [])} node(s) in fp32",
+                        f"kept {len(summary['fallback'].get('kept_fp16') or [])} node(s) in "
+                        f"fp16, {len(summary['fallback'].get('kept_fp32') or [])} in fp32",
                     )
                 ]
                 if summary.get("fallback", {}).get("needed")
@@ -182,7 +183,9 @@ def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, 
             k: fb[k]
             for k in (
                 "needed",
+                "kept",
                 "kept_fp32",
+                "kept_fp16",
                 "quantized_matmuls",
                 "matmuls_still_quantized",
                 "quantized_gemms",

@@ -234,7 +234,9 @@ def _searched(
         "mode": "auto",
         "needed": True,
         "placement": plan.placement,
-        "kept_fp32": kept,
+        "kept": kept,  # every node kept out of the low type, most sensitive first
+        "kept_fp32": kept,  # of them, those in fp32 (fallback_cache.kept_in_fp16 moves some)
+        "kept_fp16": [],
         **_counts(plan, candidates, kept),
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
         "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
@@ -254,10 +256,10 @@ def resume(
     """After the graph written with the search's choice misses the gate when judged as
     written (`written(kept)` writes that graph and judges it), keep more candidates, most
     sensitive first, each count judged as written: 1, 2, 4, ... more until one passes,
-    then the fewest between by bisection. `record` is updated (kept_fp32, counts, the
+    then the fewest between by bisection. `record` is updated (kept, counts, the
     written checks); the passing judgement is returned. The search's emulation and the
     written graph should agree; where they do not, the written graph has the last word."""
-    kept = list(record["kept_fp32"])
+    kept = list(record["kept"])
     rest = [n for n in _by_sensitivity(record) if n not in kept]
     checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
 
@@ -274,10 +276,10 @@ def resume(
             record,
         )
     hi, found = got
-    record["kept_fp32"] = kept + rest[:hi]
-    record.update(_counts(graphs.plan, graphs.plan.candidates(), record["kept_fp32"]))
-    if len(checks) and checks[-1]["kept"] != len(record["kept_fp32"]):
-        written(record["kept_fp32"])  # dest holds the passing graph, not the last one tried
+    record["kept"] = record["kept_fp32"] = kept + rest[:hi]
+    record.update(_counts(graphs.plan, graphs.plan.candidates(), record["kept"]))
+    if len(checks) and checks[-1]["kept"] != len(record["kept"]):
+        written(record["kept"])  # dest holds the passing graph, not the last one tried
     return found
 
 

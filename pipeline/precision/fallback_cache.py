@@ -16,6 +16,7 @@ from pipeline.core.config import to_dict
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import data_sha256
 from pipeline.precision import accuracy, calibration_cache, fallback
+from pipeline.precision.mixed_graphs import in_fp16
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.store import FileData
 
@@ -25,11 +26,15 @@ if TYPE_CHECKING:
 
 
 def cache_inputs(
-    qdq_sha256: str, pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria
+    qdq_sha256: str,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    mode: str = "auto",
 ) -> dict[str, Any]:
     return {
         "search_version": fallback.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
+        "kept_in": "fp16 where the gate holds" if mode == "auto" else "fp32",
         **judged_by(pairs, criteria),
     }
 
@@ -48,6 +53,35 @@ def judged_by(pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria)
     }
 
 
+def kept_in_fp16(
+    record: dict[str, Any], written: Callable[..., dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The next type down for the nodes the search kept: all of them in fp16, else the k
+    most sensitive in fp32 and the rest in fp16 for the fewest k that passes, each graph
+    written and judged as written (fallback.fewest_passing); `record` says which
+    (`kept_fp16`, `kept_fp32`, `fp16_checks`). The judgement of the graph left in dest, or
+    None where every kept node stays in fp32 (dest holds that graph again)."""
+    kept = list(record["kept"])  # most sensitive first
+    checks: list[dict[str, Any]] = record.setdefault("fp16_checks", [])
+
+    def judged(k: int) -> dict[str, Any]:
+        result = written(kept, tuple(kept[k:]))
+        checks.append({"kept_fp32": k, "kept_fp16": len(kept) - k, "passed": result["gate_passed"]})
+        return result
+
+    first = judged(0)
+    got = (0, first) if first["gate_passed"] else fallback.fewest_passing(len(kept) - 1, judged)
+    if got is None:
+        written(kept)
+        record["kept_fp16"] = []
+        return None
+    k, final = got
+    if checks[-1]["kept_fp32"] != k:
+        final = written(kept, tuple(kept[k:]))  # dest holds the passing graph
+    record["kept_fp32"], record["kept_fp16"] = kept[:k], kept[k:]
+    return final
+
+
 def run(
     dest: Path,
     graphs: QdqGraphs | Int4Graphs,
@@ -62,13 +96,17 @@ def run(
     against the gate (transform.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
     graph's onnx_sha256)."""
-    inputs = cache_inputs(qdq_sha256, pairs, criteria)
+    inputs = cache_inputs(qdq_sha256, pairs, criteria, str(precision_cfg.fallback))
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def written(keep: list[str]) -> dict[str, Any]:
-        """The graph with `keep` in fp32, written to dest and judged there."""
-        calibration_cache.save_beside(graphs.graph(keep), dest, graphs.base_dir or dest.parent)
+    def written(keep: list[str], fp16: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The graph with `keep` out of the low type (those of them in `fp16` computing in
+        fp16, the others in fp32), written to dest and judged there."""
+        model = graphs.graph(keep)
+        if fp16:
+            in_fp16(model, list(fp16), graphs.base_dir or dest.parent)
+        calibration_cache.save_beside(model, dest, graphs.base_dir or dest.parent)
         return judge()
 
     def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
@@ -99,6 +137,8 @@ def run(
                 except fallback.SearchFailed as e:
                     e.plain = final
                     raise
+            if precision_cfg.fallback == "auto":
+                final = kept_in_fp16(record, written) or final
         files = {
             **calibration_cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),

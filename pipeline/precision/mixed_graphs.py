@@ -98,7 +98,7 @@ class MixedGraphs:
                 m = qdq_plan.materialize(m, plan, keep, label=kind)
         fp16 = [n for n, t in assignment.items() if t == "fp16"]
         if fp16:
-            _in_fp16(m, fp16, self.base_dir)
+            in_fp16(m, fp16, self.base_dir)
         return int4_graphs.pruned(m)
 
     def switchboard(
@@ -240,7 +240,7 @@ def _where(m: Any, flag: str, yes: str, no: str) -> str:
     return str(node.output[0])
 
 
-def _in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:
+def in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:
     """Each named node computes in fp16: its constant inputs stored in fp16 (read from
     base_dir's files where they are kept), the others cast to it, its results cast back
     to fp32 under their own names."""

@@ -109,7 +109,7 @@ def transform(
         made = _make_graph(
             src, dest, pairs, summary, criteria, precision_cfg, calibration_cfg, model_cfg
         )
-        if made.quantized is not None and precision_cfg.fallback == "auto":
+        if made.quantized is not None and precision_cfg.fallback != "none":
             summary.update(_searched(dest, made, summary, precision_cfg, calibration_cfg, criteria))
         else:  # precision=auto judged what it wrote already
             summary.update(made.judged or judge(dest, made.held_out, precision_cfg, criteria))

@@ -92,11 +92,14 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
     """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
         return fb
-    result = {True: "kept fp32", False: "quantized"}
+    in16 = set(fb.get("kept_fp16", []))
+    result = {True: "kept", False: "quantized"}
     return {
         "needed": True,
         "placement": fb.get("placement"),
+        "kept": fb.get("kept", fb["kept_fp32"]),  # a record of an older search: all fp32
         "kept_fp32": fb["kept_fp32"],
+        "kept_fp16": fb.get("kept_fp16", []),
         "quantized_matmuls": fb["quantized_matmuls"],
         "matmuls_still_quantized": fb["matmuls_still_quantized"],
         # records of an older search count matrix multiplies only
@@ -110,7 +113,13 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
             [g["group"], len(g["nodes"]), g["sensitivity"], result[g["kept"]]] for g in fb["groups"]
         ],
         "nodes": [
-            [r["node"], r["op_type"], r["sensitivity"], result[r["kept"]]] for r in fb["nodes"]
+            [
+                r["node"],
+                r["op_type"],
+                r["sensitivity"],
+                ("kept fp16" if r["node"] in in16 else "kept fp32") if r["kept"] else "quantized",
+            ]
+            for r in fb["nodes"]
         ],
         "steps": [
             [
@@ -141,17 +150,16 @@ TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized
 
 
 def mark_kept_nodes(report: dict[str, Any]) -> None:
-    """Outline the nodes precision.fallback kept in fp32 in the graph picture."""
-    kept = set(
-        ((report.get("precision_transform") or {}).get("fallback") or {}).get("kept_fp32") or []
-    )
+    """Outline the nodes precision.fallback kept out of the low type in the graph picture."""
+    fb = (report.get("precision_transform") or {}).get("fallback") or {}
+    kept = set(fb.get("kept") or fb.get("kept_fp32") or [])
+    in16 = set(fb.get("kept_fp16") or [])
     for g in [report["graph"], *report["graph"].get("details", [])]:
         for node in g["nodes"]:
             if node.get("name") in kept:
                 node["marked"] = True
-                node["tooltip"] = (
-                    f"{node.get('tooltip', '')}\nkept in fp32 by precision.fallback=auto"
-                )
+                kind = "fp16" if node.get("name") in in16 else "fp32"
+                node["tooltip"] = f"{node.get('tooltip', '')}\nkept in {kind} by precision.fallback"
 
 
 ACCURACY_HEADERS = [
@@ -210,7 +218,8 @@ def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
     if not fb.get("needed"):
         return ["- precision.fallback=auto: not needed, the plain graph passed", ""]
     return [
-        f"### precision.fallback=auto: {len(fb['kept_fp32'])} nodes kept in fp32, "
+        f"### precision.fallback: {len(fb['kept'])} nodes kept out of the low type "
+        f"({len(fb['kept_fp16'])} in fp16, {len(fb['kept_fp32'])} in fp32), "
         f"{fb['matmuls_still_quantized']} of {fb['quantized_matmuls']} matrix multiplies still "
         f"quantized ({fb['graphs_evaluated']} graphs evaluated)",
         "",

@@ -86,7 +86,7 @@ def test_int8_transformer_tutorial(in_tmp_repo_copy):
     metrics = json.loads((repo / "metrics/accuracy.json").read_text())
     fb = metrics["fallback"]
     assert metrics["gate_passed"] and fb["needed"]
-    assert fb["kept_fp32"] and all("/ff2/" in n for n in fb["kept_fp32"])
+    assert fb["kept"] and all("/ff2/" in n for n in fb["kept"])
     report = (repo / "artifacts/inspect/report.md").read_text()
     assert f"({fb['graphs_evaluated']} graphs evaluated)" in report
     assert "group (one role in every layer)" in report and "of GEMM FLOPs run in int8" in report

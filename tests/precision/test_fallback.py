@@ -63,9 +63,7 @@ def test_fallback_passes_keeping_at_least_three_quarters_of_the_matmuls_in_int8(
     assert cold["gate_passed"] and fb["needed"] and fb["cache"]["hit"] is False
     assert fb["plain"]["score"] > 1 and fb["plain"]["failing"]
     assert fb["placement"] == "gemm_inputs"
-    assert (
-        len(fb["kept_fp32"]) > 0 and fb["matmuls_still_quantized"] >= 0.75 * fb["quantized_matmuls"]
-    )
+    assert len(fb["kept"]) > 0 and fb["matmuls_still_quantized"] >= 0.75 * fb["quantized_matmuls"]
     # groups first: every group measured quantized alone; the kept groups are the most
     # sensitive ones, and the kept nodes come from them only
     groups = fb["groups"]
@@ -74,10 +72,10 @@ def test_fallback_passes_keeping_at_least_three_quarters_of_the_matmuls_in_int8(
     n_kept = sum(g["kept"] for g in groups)
     assert {g["group"] for g in by_score[:n_kept]} == {g["group"] for g in groups if g["kept"]}
     pool = {n for g in groups if g["kept"] for n in g["nodes"]}
-    assert set(fb["kept_fp32"]) <= pool and {r["node"] for r in fb["nodes"]} == pool
+    assert set(fb["kept"]) <= pool and {r["node"] for r in fb["nodes"]} == pool
     # then nodes of the kept groups, most sensitive first: the kept ones head that ranking
     ranked = [r["node"] for r in fb["nodes"]]
-    assert ranked[: len(fb["kept_fp32"])] == fb["kept_fp32"]
+    assert ranked[: len(fb["kept"])] == fb["kept"]
     scores = [r["score_quantized_alone"] for r in fb["nodes"]]
     assert scores == sorted(scores, reverse=True)
     # fewer graphs than measuring every node alone, and every step recorded with metrics
@@ -86,21 +84,30 @@ def test_fallback_passes_keeping_at_least_three_quarters_of_the_matmuls_in_int8(
     assert stages.count("group quantized alone") == len(groups)
     assert fb["graphs_evaluated"] == len(fb["steps"]) + 1  # + the graph with all kept
     assert all("cosine" in s["metrics"]["embedding"] for s in fb["steps"])
-    # the FFN output projection reads the FFN's outlier units: it is what must stay fp32
-    assert all("ff2" in n for n in fb["kept_fp32"])
+    # the FFN output projection reads the FFN's outlier units: it is what must stay out of
+    # int8; kept nodes go to fp16 where the gate holds (the next type down), else fp32
+    assert all("ff2" in n for n in fb["kept"])
+    assert sorted(fb["kept_fp16"] + fb["kept_fp32"]) == sorted(fb["kept"])
+    assert fb["fp16_checks"][0] == {
+        "kept_fp32": 0,
+        "kept_fp16": len(fb["kept"]),
+        "passed": not fb["kept_fp32"],
+    }
     # the written graph: kept nodes read no DequantizeLinear, the other GEMMs still do
     model = onnx.load(layout.calibrate_dir / "model.onnx")
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
     for node in model.graph.node:
         if node.op_type in ("MatMul", "Gemm"):
             quantized_in = any(producer.get(i) == "DequantizeLinear" for i in node.input)
-            assert quantized_in == (node.name not in fb["kept_fp32"]), node.name
+            assert quantized_in == (node.name not in fb["kept"]), node.name
+            half = any(i.endswith(f"::fp16::{node.name}") for i in node.input)
+            assert half == (node.name in fb["kept_fp16"]), node.name
     calibration = fileio.read_json(layout.calibrate_dir / "calibration.json")
-    assert calibration["fallback"]["kept_fp32"] == fb["kept_fp32"]
+    assert calibration["fallback"]["kept"] == fb["kept"]
     flops = calibration["calibration"]["gemm_flops"]
     assert 0.5 < flops["quantized_fraction"] < 1.0 and not flops["nodes_of_unknown_shape"]
     metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
-    assert metrics["gate_passed"] and metrics["fallback"]["kept_fp32"] == fb["kept_fp32"]
+    assert metrics["gate_passed"] and metrics["fallback"]["kept_fp16"] == fb["kept_fp16"]
 
 
 def test_rerun_is_a_cache_hit_under_two_seconds(searched):
@@ -138,10 +145,10 @@ def test_report_shows_groups_nodes_tensors_and_marks_kept_nodes(searched):
     md = "\n".join(precision_view.transform_markdown(t))
     assert "group (one role in every layer)" in md and "node (in the kept groups)" in md
     assert f"({cold['fallback']['graphs_evaluated']} graphs evaluated)" in md
-    assert all(n in md for n in cold["fallback"]["kept_fp32"])
+    assert all(n in md for n in cold["fallback"]["kept"])
     assert "placement: gemm_inputs" in md and "of GEMM FLOPs run in int8" in md
     assert "read unquantized by" in md and "/layers.0/Add" in md  # the residual Add
-    kept = cold["fallback"]["kept_fp32"][0]
+    kept = cold["fallback"]["kept"][0]
     report = {
         "precision_transform": t,
         "graph": {"nodes": [{"name": kept}, {"name": "other"}], "details": []},
@@ -178,6 +185,7 @@ def test_a_gate_only_the_fp32_graph_meets_keeps_every_node_and_is_exact(bert_exp
     summary = steps.calibrate(cfg, layout)
     fb = summary["fallback"]
     assert summary["gate_passed"] and len(fb["kept_fp32"]) == fb["quantized_nodes"]
+    assert not fb["kept_fp16"]  # fp16 is not exact: every kept node stays in fp32
     assert summary["accuracy"]["embedding"]["max_abs_error"] == 0.0
     ops = onnx_model_ops(layout.calibrate_dir / "model.onnx")
     assert "QuantizeLinear" not in ops and "DequantizeLinear" not in ops
@@ -247,7 +255,7 @@ def test_fp8_search_keeps_what_its_gate_needs(bert_export, tmp_path):
     fb = summary["fallback"]
     assert fb["needed"] and summary["gate_passed"]
     assert fb["plain"]["metrics"]["embedding"]["cosine"] < 0.9995
-    assert 1 <= len(fb["kept_fp32"]) < fb["quantized_matmuls"] // 2
+    assert 1 <= len(fb["kept"]) < fb["quantized_matmuls"] // 2
     assert summary["calibration"]["quantize_mode"] == "fp8"
 
 
@@ -299,7 +307,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
     )
     plain = {"score": 2, "metrics": {}, "failing": []}
     _, record = fallback.search(result.graphs, pairs, loose, plain)
-    searched = list(record["kept_fp32"])
+    searched = list(record["kept"])
 
     def written(keep):
         got = result.graphs.run(result.graphs.graph(keep), [p[0] for p in pairs])
@@ -308,7 +316,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
 
     assert not written(searched)["gate_passed"]
     final = fallback.resume(result.graphs, record, written)
-    kept = record["kept_fp32"]
+    kept = record["kept"]
     assert final["gate_passed"] and final["kept"] == len(kept) > len(searched)
     assert kept[: len(searched)] == searched
     checks = record["written_checks"]
@@ -318,3 +326,21 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
     plan = result.graphs.plan
     gemms_kept = sum(1 for n in kept if plan.op_types[n] in qdq_plan.GEMMS)
     assert record["gemms_still_quantized"] == record["quantized_gemms"] - gemms_kept
+
+
+def test_fallback_fp32_keeps_every_kept_node_in_fp32_and_auto_takes_fp16_where_it_holds(
+    searched, bert_export, tmp_path
+):
+    """precision.fallback=fp32 is the search alone (every kept node in fp32); auto then
+    moves the kept nodes to fp16 where the gate holds, the next type down from int8."""
+    _, _, cold, _, _, _ = searched
+    auto = cold["fallback"]
+    layout = fresh(bert_export, tmp_path)
+    cfg = compose(*MODEL, "precision.fallback=fp32", f"calibration.cache_dir={tmp_path / 'c'}")
+    fb = steps.calibrate(cfg, layout)["fallback"]
+    assert fb["kept_fp32"] == fb["kept"] == auto["kept"] and not fb["kept_fp16"]
+    assert "fp16_checks" not in fb
+    assert auto["kept_fp16"], auto["fp16_checks"]  # fp16 holds for the FFN outputs here
+    graph = onnx.load(layout.calibrate_dir / "model.onnx")
+    halves = {i.name for i in graph.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16}
+    assert not [h for h in halves for n in fb["kept"] if h.endswith(f"::fp16::{n}")]
