@@ -99,6 +99,19 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
     assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
 
 
+def int4_int8_fp16(cfg, exported: Layout, tmp_path) -> mixed.MixedGraphs:
+    """The switchboard's graphs of the export, made as precision=auto makes them."""
+    src = exported.export_dir / "model.onnx"
+    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
+    results = {
+        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
+        for t in ("int4", "int8")
+    }
+    return mixed.MixedGraphs(
+        source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
+    )
+
+
 @pytest.mark.parametrize("narrow", [False, True])
 def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_graph(
     transformer_export, tmp_path, narrow
@@ -106,22 +119,14 @@ def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_g
     """narrow: the variants stored narrow and widened in If branches, as for a model with
     external data: the same figures as the widened ones."""
     cfg = compose(*TIGHT, f"calibration.cache_dir={tmp_path / 'cache'}")
-    src = transformer_export.export_dir / "model.onnx"
-    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
-    results = {
-        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
-        for t in ("int4", "int8")
-    }
-    graphs = mixed.MixedGraphs(
-        source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
-    )
+    graphs = int4_int8_fp16(cfg, transformer_export, tmp_path)
     feeds = [p[0] for p in reference_pairs(transformer_export)]
     board = graphs.switchboard(feeds, narrow)
     nodes = graphs.candidates()
     # each GEMM runs in its weight's If: the If yields its result, not a copy of the weight
     top = variants.folded(mixed_graphs._switchable(graphs, nodes)[0], None, narrow).graph.node
     assert nodes and not [n.name for n in top if n.name in nodes]
-    plain = onnx_runtime.run_model(source, feeds, None)
+    plain = onnx_runtime.run_model(graphs.source, feeds, None)
     for got, want in zip(board.outputs({}), plain):
         for name in want:
             np.testing.assert_array_equal(got[name], want[name])
@@ -209,15 +214,7 @@ def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
     cfg, _, summary = searched
     record = copy.deepcopy(summary["mixed"])
     chosen = {r["node"]: r["type"] for r in record["assignment"] if r["type"] != "fp32"}
-    src = transformer_export.export_dir / "model.onnx"
-    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
-    results = {
-        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
-        for t in ("int4", "int8")
-    }
-    graphs = mixed.MixedGraphs(
-        source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
-    )
+    graphs = int4_int8_fp16(cfg, transformer_export, tmp_path)
     pairs = reference_pairs(transformer_export)
 
     def judged(assignment, min_cosine):
