@@ -239,6 +239,13 @@ def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
     fp32_ocr, int8_ocr = blocks_lines(ocr)
     sh(repo, fp32_ocr)
     assert accuracy()["gate_passed"]
+    # paddle2onnx names the batch p2o.DynamicDimension.0: the benchmark counts samples at
+    # the profile's opt batch of 4 and sweeps its min, opt and max batch
+    bench = json.loads((repo / "metrics/benchmark.json").read_text())
+    ort = bench["results"]["onnxruntime"]
+    assert bench["headline"] == "batch4" and ort["batch"] == 4, bench["headline"]
+    assert ort["throughput_per_s"] == pytest.approx(4 * 1000 / ort["mean_ms"], rel=0.05)
+    assert set(bench["by_shape"]) == {"batch1", "batch4", "batch8"}
     sh(repo, int8_ocr)
     metrics = accuracy()
     assert metrics["gate_passed"], metrics["failing"]
