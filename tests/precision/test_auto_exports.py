@@ -154,3 +154,41 @@ def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, 
     steps.calibrate(compose(*overrides, "precision=fp32"), layout)
     table = " ".join(capfd.readouterr().err.split())
     assert "accuracy gate passed, on RANDOM inputs (no model.reference_data)" in table
+
+
+@pytest.mark.parametrize("model", ["cnn", "transformer", "outlier_bert", "outlier_transformer"])
+def test_auto_runs_on_every_bundled_model(model, tmp_path):
+    layout = Layout(tmp_path)
+    cfg = compose(f"model={model}", "precision=auto", f"calibration.cache_dir={tmp_path / 'c'}")
+    steps.export(cfg, layout)
+    summary = steps.calibrate(cfg, layout)
+    assert summary["gate_passed"] and summary["mixed"]["counts"]["fp32"] == 0
+
+
+def test_auto_runs_on_a_paddle_classifier_from_its_wheel(tmp_path):
+    """PP-OCR's angle classifier (rapidocr wheel, 53 convolutions, `-1` batch) on rendered
+    text lines, upright and turned: the search mixes types under the default gate."""
+    from tests.wild import fetch, inputs
+
+    try:
+        cls = fetch.rapidocr()["cls"]
+    except fetch.FetchError as e:
+        pytest.skip(str(e))
+    inputs.write_npz_folder(tmp_path / "cal", "x", inputs.cls_batches(2, 8, 1))
+    inputs.write_npz_folder(tmp_path / "ref", "x", inputs.cls_batches(1, 8, 2))
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={cls}",
+        "profile.shapes={x: [1x3x48x192, 8x3x48x192, 16x3x48x192]}",
+        f"model.reference_data={tmp_path / 'ref'}",
+        "calibration=directory",
+        f"calibration.path={tmp_path / 'cal'}",
+        f"calibration.cache_dir={tmp_path / 'c'}",
+        "precision=auto",
+    )
+    layout = Layout(tmp_path / "run")
+    steps.export(cfg, layout)
+    summary = steps.calibrate(cfg, layout)
+    record = summary["mixed"]
+    assert summary["gate_passed"] and record["candidates"] >= 50
+    assert record["counts"]["int8"] > 0 and record["weight_bytes"] < record["fp32_weight_bytes"] / 3
