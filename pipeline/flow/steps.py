@@ -264,6 +264,7 @@ def _build(
                 f"{manifest['engine']['bytes'] / MIB:.2f} MiB, "
                 f"built in {manifest.get('build_seconds')} s",
             ),
+            *_plan_rows(layout, manifest["engine"]["bytes"]),
             ("build gates", "passed"),
             ("folder", str(folder)),
             memory.row(rss),
@@ -272,6 +273,29 @@ def _build(
     # What this run did with the store (a sweep summary's "hit or built"); not in the file.
     manifest["store_event"] = got.event
     return manifest
+
+
+def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
+    """Of a quantized graph's engine: how much of it is GEMM weights. A TensorRT-RTX plan
+    carries code per engine layer, and an int8 convolution is a layer of its own, so on a
+    model of many small convolutions the quantized plan can outweigh the fp16 one; without
+    an fp16 engine to compare with, this is what can be said (a sweep says the rest)."""
+    from pipeline.core import calibration_file
+
+    if not layout.calibration_summary.is_file():
+        return []
+    calibration = calibration_file.read(layout.calibration_summary).get("calibration") or {}
+    weights = sum(((calibration.get("gemm_weights") or {}).get("bytes") or {}).values())
+    if not weights or engine_bytes < 2 * weights:
+        return []
+    return [
+        (
+            "engine holds",
+            f"{weights / 1e6:.3g} MB of GEMM weights, {weights / engine_bytes:.0%} of the plan: "
+            f"the rest is TensorRT's code per layer; an fp16 engine may be smaller "
+            f"(a sweep over precision says: docs/precision.md, engine size)",
+        )
+    ]
 
 
 def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> dict[str, Any]:

@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from pipeline.core import console
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
-from pipeline.precision import accuracy, node_groups, qdq_plan
+from pipeline.precision import accuracy, node_groups, qdq_plan, search_progress
 from pipeline.precision.node_groups import Group
 from pipeline.precision.qdq_graphs import QdqGraphs
 
@@ -102,7 +101,7 @@ class Evaluator(Generic[Choice]):
     ) -> None:
         self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
         self.runs = 0
-        self.progress: Progress[Choice] | None = None
+        self.progress: search_progress.Progress[Choice] | None = None
 
     def __call__(self, choice: Choice) -> dict[str, Any]:
         result = judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
@@ -116,44 +115,6 @@ class Evaluator(Generic[Choice]):
         self.runs += 1
         figures, _ = self.criteria.judge([p[1] for p in self.pairs], got)
         return figures
-
-
-class Progress(Generic[Choice]):
-    """A bar over the graphs a search judges: how many so far (of about `total`), and the
-    cheapest that passed, as `describe` says it (a search runs for minutes on a real
-    model; without this it printed nothing)."""
-
-    def __init__(
-        self,
-        desc: str,
-        total: int | None,
-        cost: Callable[[Choice], float],
-        describe: Callable[[float], str],
-    ) -> None:
-        self.bar = console.bar(total=total, desc=desc, unit="graph")
-        self.cost, self.describe = cost, describe
-        self.best: float | None = None
-
-    def judged(self, choice: Choice, result: dict[str, Any]) -> None:
-        self.bar.update(1)
-        if result["passed"] and (self.best is None or self.cost(choice) < self.best):
-            self.best = self.cost(choice)
-            self.bar.set_postfix_str(f"best passing so far: {self.describe(self.best)}")
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def most_graphs(units: int, candidates: int) -> int:
-    """The graphs a fallback search judges at most: every candidate kept, each group and each
-    node alone, a bisection over each."""
-    return (
-        1
-        + units
-        + math.ceil(math.log2(units + 1))
-        + candidates
-        + math.ceil(math.log2(candidates + 1))
-    )
 
 
 def _bisect(
@@ -195,9 +156,9 @@ def search(
         candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
     )
     roles = node_groups.role_groups(graphs.source, candidates)
-    progress: Progress[list[str]] = Progress(
+    progress: search_progress.Progress[list[str]] = search_progress.Progress(
         "fallback search",
-        most_graphs(len(roles), len(candidates)),
+        search_progress.most_graphs(len(roles), len(candidates)),
         len,
         lambda kept: f"{kept:.0f} of {len(candidates)} kept in fp32",
     )
@@ -237,7 +198,7 @@ def _searched(
         "kept": kept,  # every node kept out of the low type, most sensitive first
         "kept_fp32": kept,  # of them, those in fp32 (fallback_cache.kept_in_fp16 moves some)
         "kept_fp16": [],
-        **_counts(plan, candidates, kept),
+        **counts(plan, candidates, kept),
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
         "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
         "groups": _group_rows(groups, n_groups, base),
@@ -246,82 +207,6 @@ def _searched(
         "graphs_evaluated": run.keeping.runs,
     }
     return graphs.graph(kept), record
-
-
-def resume(
-    graphs: QdqGraphs | Int4Graphs,
-    record: dict[str, Any],
-    written: Callable[[list[str]], dict[str, Any]],
-) -> dict[str, Any]:
-    """After the graph written with the search's choice misses the gate when judged as
-    written (`written(kept)` writes that graph and judges it), keep more candidates, most
-    sensitive first, each count judged as written: 1, 2, 4, ... more until one passes,
-    then the fewest between by bisection. `record` is updated (kept, counts, the
-    written checks); the passing judgement is returned. The search's emulation and the
-    written graph should agree; where they do not, the written graph has the last word."""
-    kept = list(record["kept"])
-    rest = [n for n in _by_sensitivity(record) if n not in kept]
-    checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
-
-    def judged(extra: int) -> dict[str, Any]:
-        result = written(kept + rest[:extra])
-        checks.append({"kept": len(kept) + extra, **_brief(result)})
-        return result
-
-    got = fewest_passing(len(rest), judged)
-    if got is None:
-        raise SearchFailed(
-            f"precision.fallback=auto: the search's choice ({len(kept)} kept in fp32) misses the "
-            f"gate as written, and so does every larger set up to all {len(kept) + len(rest)}",
-            record,
-        )
-    hi, found = got
-    record["kept"] = record["kept_fp32"] = kept + rest[:hi]
-    record.update(_counts(graphs.plan, graphs.plan.candidates(), record["kept"]))
-    if len(checks) and checks[-1]["kept"] != len(record["kept"]):
-        written(record["kept"])  # dest holds the passing graph, not the last one tried
-    return found
-
-
-def fewest_passing(
-    limit: int, judged: Callable[[int], dict[str, Any]]
-) -> tuple[int, dict[str, Any]] | None:
-    """The fewest n in 1..limit for which judged(n) passes the gate, taking that more is
-    never worse: 1, 2, 4, ... until one passes, then bisection below it; with its
-    judgement. None where judged(limit) fails too."""
-    lo, step = 0, 1
-    hi: tuple[int, dict[str, Any]] | None = None
-    while hi is None and lo < limit:
-        n = min(step, limit)
-        result = judged(n)
-        if result["gate_passed"]:
-            hi = (n, result)
-        else:
-            lo, step = n, step * 2
-    while hi is not None and hi[0] - lo > 1:
-        mid = (lo + hi[0]) // 2
-        result = judged(mid)
-        if result["gate_passed"]:
-            hi = (mid, result)
-        else:
-            lo = mid
-    return hi
-
-
-def _by_sensitivity(record: dict[str, Any]) -> list[str]:
-    """Every candidate, most sensitive first: the nodes measured alone, then the nodes of
-    the groups the search let stay quantized, group by group."""
-    order = [r["node"] for r in record["nodes"]]
-    for g in record["groups"]:
-        order += [n for n in g["nodes"] if n not in order]
-    return order
-
-
-def _brief(judgement: dict[str, Any]) -> dict[str, Any]:
-    from pipeline.core import gate as gates
-
-    failing = gates.failures(judgement["gate"])
-    return {"passed": judgement["gate_passed"], "failing": [gates.describe(r) for r in failing]}
 
 
 class _Run:
@@ -344,7 +229,7 @@ class _Run:
         return self.keeping([n for u in units for n in u.nodes])
 
 
-def _counts(
+def counts(
     plan: qdq_plan.QdqPlan | Int4Plan, candidates: list[str], kept: list[str]
 ) -> dict[str, Any]:
     """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),

@@ -15,7 +15,7 @@ from pipeline.core import console, fileio, hashing
 from pipeline.core.config import to_dict
 from pipeline.export import onnx_model
 from pipeline.export.array_folder import data_sha256
-from pipeline.precision import accuracy, calibration_cache, fallback
+from pipeline.precision import accuracy, calibration_cache, fallback, written_checks
 from pipeline.precision.mixed_graphs import in_fp16
 from pipeline.precision.qdq_graphs import QdqGraphs
 from pipeline.store import FileData
@@ -53,33 +53,38 @@ def judged_by(pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria)
     }
 
 
-def kept_in_fp16(
-    record: dict[str, Any], written: Callable[..., dict[str, Any]]
-) -> dict[str, Any] | None:
-    """The next type down for the nodes the search kept: all of them in fp16, else the k
-    most sensitive in fp32 and the rest in fp16 for the fewest k that passes, each graph
-    written and judged as written (fallback.fewest_passing); `record` says which
-    (`kept_fp16`, `kept_fp32`, `fp16_checks`). The judgement of the graph left in dest, or
-    None where every kept node stays in fp32 (dest holds that graph again)."""
-    kept = list(record["kept"])  # most sensitive first
-    checks: list[dict[str, Any]] = record.setdefault("fp16_checks", [])
-
-    def judged(k: int) -> dict[str, Any]:
-        result = written(kept, tuple(kept[k:]))
-        checks.append({"kept_fp32": k, "kept_fp16": len(kept) - k, "passed": result["gate_passed"]})
-        return result
-
-    first = judged(0)
-    got = (0, first) if first["gate_passed"] else fallback.fewest_passing(len(kept) - 1, judged)
-    if got is None:
-        written(kept)
-        record["kept_fp16"] = []
-        return None
-    k, final = got
-    if checks[-1]["kept_fp32"] != k:
-        final = written(kept, tuple(kept[k:]))  # dest holds the passing graph
-    record["kept_fp32"], record["kept_fp16"] = kept[:k], kept[k:]
-    return final
+def _searched(
+    graphs: QdqGraphs | Int4Graphs,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    precision_cfg: PrecisionConfig,
+    plain: dict[str, Any],
+    written: Callable[..., dict[str, Any]],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The search from the plain graph's judgement; its choice written and judged as
+    written (resumed with written graphs where it misses: written_checks.resume); with
+    fallback=auto its kept nodes in fp16 where the gate holds. The record and the final
+    graph's judgement; dest holds that graph."""
+    console.note(
+        f"precision.fallback={precision_cfg.fallback}: {precision_cfg.name} misses the gate; "
+        f"searching for the fewest nodes to keep out of it (groups first, then nodes)"
+    )
+    try:
+        _, record = fallback.search(graphs, pairs, criteria, fallback.judged(plain["gate"]))
+        final = written(record["kept"])  # as written: the search judged it as emulated
+        if not final["gate_passed"]:
+            console.warn(
+                f"precision.fallback: the graph written with the search's choice misses the "
+                f"gate as written ({'; '.join(fallback.judged(final['gate'])['failing'])}); "
+                f"keeping more nodes, each graph judged as written"
+            )
+            final = written_checks.resume(graphs, record, written)
+    except fallback.SearchFailed as e:
+        e.plain = plain
+        raise
+    if precision_cfg.fallback == "auto":
+        final = written_checks.kept_in_fp16(record, written) or final
+    return record, final
 
 
 def run(
@@ -113,32 +118,7 @@ def run(
         final = judge()
         record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:
-            console.note(
-                f"precision.fallback=auto: {precision_cfg.name} misses the gate; searching for "
-                f"the fewest nodes to keep in fp32 (groups first, then nodes)"
-            )
-            try:
-                graph, record = fallback.search(
-                    graphs, pairs, criteria, fallback.judged(final["gate"])
-                )
-            except fallback.SearchFailed as e:
-                e.plain = final
-                raise
-            calibration_cache.save_beside(graph, dest, graphs.base_dir or dest.parent)
-            final = judge()  # the graph as written: the search judged it as emulated
-            if not final["gate_passed"]:
-                console.warn(
-                    f"precision.fallback=auto: the graph written with the search's choice misses "
-                    f"the gate as written ({'; '.join(fallback.judged(final['gate'])['failing'])}); "
-                    f"keeping more nodes, each graph judged as written"
-                )
-                try:
-                    final = fallback.resume(graphs, record, written)
-                except fallback.SearchFailed as e:
-                    e.plain = final
-                    raise
-            if precision_cfg.fallback == "auto":
-                final = kept_in_fp16(record, written) or final
+            record, final = _searched(graphs, pairs, criteria, precision_cfg, final, written)
         files = {
             **calibration_cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),

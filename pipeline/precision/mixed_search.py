@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from pipeline.core import console
-from pipeline.precision import accuracy, fallback
+from pipeline.precision import accuracy, fallback, search_progress, written_checks
 from pipeline.precision.mixed_graphs import TYPES, Assignment, MixedGraphs
 
 SEARCH_VERSION = 2  # 2: the polish in rounds
@@ -74,7 +74,7 @@ def search(
     sens = _sensitivity(figures, criteria)
     trade = Tradeoff(options, sizes, sens)
     points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
-    progress: fallback.Progress[Assignment] = fallback.Progress(
+    progress: search_progress.Progress[Assignment] = search_progress.Progress(
         "precision=auto search", None, trade.bytes, lambda b: f"{b / 1e6:.3g} MB of weights"
     )
     judge.evaluator.progress = progress
@@ -331,7 +331,7 @@ def resume(
     """After the graph written with the search's assignment misses the gate as written
     (`written(assignment)` writes it and judges it), put GEMMs back in fp32, the most
     sensitive at their chosen type first, each count judged as written (1, 2, 4, ...
-    then bisection: fallback.fewest_passing); the assignment that passes and its
+    then bisection: written_checks.fewest_passing); the assignment that passes and its
     judgement, `record` updated (rows, counts, bytes, the written checks)."""
     rows = {r["node"]: r for r in record["assignment"]}
     chosen = {n: r["type"] for n, r in rows.items() if r["type"] != "fp32"}
@@ -346,7 +346,7 @@ def resume(
         checks.append({"fp32_added": k, "passed": result["gate_passed"]})
         return result
 
-    got = fallback.fewest_passing(len(order), judged)
+    got = written_checks.fewest_passing(len(order), judged)
     if got is None:
         raise fallback.SearchFailed(
             "precision=auto: the chosen graph misses the gate as written, and so does every "

@@ -153,18 +153,10 @@ def quantize(
         inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
     else:
         streamed.refuse_huge_tensors(source, f"{mode} calibration")
-    fallback = None
-    try:
-        modelopt_graph, cache = _calibrated(
-            smoothed, src.parent, inputs, stream, calibration_cfg, data
-        )
-    except HistogramFailed as e:
-        method = inputs["method"] = modelopt_method("max", mode)
-        console.warn(f"{e}; calibrated by max instead (calibration.method=max says so up front)")
-        modelopt_graph, cache = _calibrated(
-            smoothed, src.parent, inputs, stream, calibration_cfg, data
-        )
-        fallback = f"{e}; calibrated by max"
+    modelopt_graph, cache, fallback = _calibrated(
+        smoothed, src.parent, inputs, stream, calibration_cfg, data
+    )
+    method = inputs["method"]
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
@@ -194,6 +186,25 @@ def quantize(
 
 
 def _calibrated(
+    smoothed: Any,
+    base: Path,
+    inputs: dict[str, Any],
+    stream: bool,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet,
+) -> tuple[Any, dict[str, Any], str | None]:
+    """_cached_scales(), by max where entropy calibration cannot histogram the graph
+    (HistogramFailed): inputs["method"] then says max, and the note says why."""
+    try:
+        return (*_cached_scales(smoothed, base, inputs, stream, calibration_cfg, data), None)
+    except HistogramFailed as e:
+        inputs["method"] = modelopt_method("max", inputs["quantize_mode"])
+        console.warn(f"{e}; calibrated by max instead (calibration.method=max says so up front)")
+        got = _cached_scales(smoothed, base, inputs, stream, calibration_cfg, data)
+        return (*got, f"{e}; calibrated by max")
+
+
+def _cached_scales(
     smoothed: Any,
     base: Path,
     inputs: dict[str, Any],
@@ -296,6 +307,18 @@ def reader(batches: list[dict[str, np.ndarray]], progress: console.Bar) -> Any:
     return Reader()
 
 
+def _failure(e: Exception, mode: str, method: str) -> PipelineError:
+    """ModelOpt's failure in one line; HistogramFailed where entropy calibration could not
+    histogram a tensor (the caller calibrates by max then)."""
+    detail = first_line(e)
+    if method == "entropy" and "Too many bins" in detail:
+        return HistogramFailed(
+            f"entropy calibration cannot histogram this graph ({detail.rstrip('.')}: a tensor "
+            f"whose values are all one huge number, as a float-min attention mask is)"
+        )
+    return PipelineError(f"ModelOpt {mode} quantization failed: {detail}")
+
+
 def run_modelopt(
     model: Any,
     base: Path,
@@ -344,13 +367,7 @@ def run_modelopt(
                     log_level="WARNING",
                 )
         except Exception as e:
-            detail = first_line(e)
-            if method == "entropy" and "Too many bins" in detail:
-                raise HistogramFailed(
-                    f"entropy calibration cannot histogram this graph ({detail.rstrip('.')}: a tensor "
-                    f"whose values are all one huge number, as a float-min attention mask is)"
-                ) from None
-            raise PipelineError(f"ModelOpt {mode} quantization failed: {detail}") from None
+            raise _failure(e, mode, method) from None
     if not out.is_file():
         raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
     shutil.rmtree(src.parent)  # the input's copy of the weights: not needed past here

@@ -166,20 +166,7 @@ def _make_graph(
         )
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
     if precision_cfg.transform == "auto":
-        from pipeline.precision import mixed
-
-        held, found, judged = mixed.make(
-            src,
-            dest,
-            pairs,
-            criteria,
-            precision_cfg,
-            calibration_cfg,
-            model_cfg,
-            lambda path, held_out: judge(path, held_out, precision_cfg, criteria),
-        )
-        summary.update(found)
-        return Made(held, judged=judged)
+        return _auto(src, dest, pairs, summary, criteria, precision_cfg, calibration_cfg, model_cfg)
     from pipeline.precision import calibration_data, int4, quantize
 
     make = int4.quantize_int4 if precision_cfg.transform == "int4" else quantize.quantize
@@ -196,6 +183,33 @@ def _make_graph(
             "has no held-out data; calibrate on other data than the reference inputs"
         )
     return Made(held_out, result)
+
+
+def _auto(
+    src: Path,
+    dest: Path,
+    pairs: list[accuracy.ReferenceBatch],
+    summary: dict[str, Any],
+    criteria: accuracy.Criteria,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> Made:
+    """precision=auto: dest is the searched graph, judged as written by the search."""
+    from pipeline.precision import mixed
+
+    held, found, judged = mixed.make(
+        src,
+        dest,
+        pairs,
+        criteria,
+        precision_cfg,
+        calibration_cfg,
+        model_cfg,
+        lambda path, held_out: judge(path, held_out, precision_cfg, criteria),
+    )
+    summary.update(found)
+    return Made(held, judged=judged)
 
 
 def _searched(

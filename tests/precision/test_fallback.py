@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.flow import steps
-from pipeline.precision import accuracy, fallback, qdq_plan
+from pipeline.precision import accuracy, fallback, qdq_plan, search_progress, written_checks
 from pipeline.precision.tasks import OutputTasks
 from pipeline.report import precision_view
 from tests.conftest import compose
@@ -281,13 +281,13 @@ def _outlier_transformer_export(tmp_path):
 
 
 def test_search_progress_counts_every_graph_and_shows_the_cheapest_that_passed():
-    progress = fallback.Progress("fallback search", 4, len, lambda k: f"{k:.0f} kept")
+    progress = search_progress.Progress("fallback search", 4, len, lambda k: f"{k:.0f} kept")
     progress.judged(["a", "b"], {"passed": True})
     progress.judged(["a"], {"passed": False})
     progress.judged(["a", "b", "c"], {"passed": True})
     assert progress.bar.n == 3 and progress.best == 2
     progress.close()
-    assert fallback.most_graphs(3, 10) == 1 + 3 + 2 + 10 + 4
+    assert search_progress.most_graphs(3, 10) == 1 + 3 + 2 + 10 + 4
 
 
 def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
@@ -315,7 +315,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
         return {"gate": gate, "gate_passed": accuracy.passed(gate), "kept": len(keep)}
 
     assert not written(searched)["gate_passed"]
-    final = fallback.resume(result.graphs, record, written)
+    final = written_checks.resume(result.graphs, record, written)
     kept = record["kept"]
     assert final["gate_passed"] and final["kept"] == len(kept) > len(searched)
     assert kept[: len(searched)] == searched
