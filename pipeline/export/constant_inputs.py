@@ -83,8 +83,8 @@ def freeze(path: Path, frozen: dict[str, np.ndarray]) -> list[str]:
     ]
 
 
-# Rounds of folding and inlining: each round may make the condition of an If nested in a
-# branch just inlined constant.
+# Rounds of folding and inlining at most: a round may fold shapes the one before could not,
+# or make constant the condition of an If nested in a branch it inlined.
 MAX_ROUNDS = 16
 
 
@@ -100,13 +100,15 @@ def _folded(model: Any) -> tuple[Any, int]:
 
     inlined = 0
     for _ in range(MAX_ROUNDS):
+        before = len(model.graph.node)
         graph = gs.import_onnx(infer_shapes(model, allow_onnxruntime=False))
         graph.fold_constants(flatten_subgraphs=False, error_ok=False).cleanup()
         model = gs.export_onnx(graph)
         done = _inline_constant_ifs(model)
-        if not done:
-            break
         inlined += done
+        # as Polygraphy's num_passes=None: again while a pass still folds something
+        if not done and len(model.graph.node) == before:
+            break
     return model, inlined
 
 
