@@ -251,13 +251,17 @@ def _tables(
     """The quantized graph's embedding tables (tables.py) in the cheapest type the gate
     holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
     searching int4), else fp16; its judgement, and `tables` saying what was done."""
-    from pipeline.precision import tables
+    from pipeline.precision import streamed_int4, tables
+    from pipeline.precision.qdq_plan import opset
 
-    names = tables.candidates(onnx_model.load(dest, check=False, weights=False))
+    graph = onnx_model.load(dest, check=False, weights=False)
+    names = tables.candidates(graph)
     if not names:
         return {}
-    int4 = precision_cfg.transform == "int4" or (
-        precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types
+    # blocked int4 needs opset 21: a graph that holds int4 weights is there already
+    int4 = opset(graph) >= streamed_int4.OPSET and (
+        precision_cfg.transform == "int4"
+        or (precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types)
     )
     failed = {}
     for kind in ("int4", "fp16") if int4 else ("fp16",):
