@@ -108,13 +108,14 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
         summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
     fileio.write_json(layout.accuracy_metrics, metrics)
-    on_random = f", {accuracy.ON_RANDOM}" if accuracy.judged_on_random(summary) else ""
+    random = accuracy.judged_on_random(summary)
+    on_random, each = (f", {accuracy.ON_RANDOM}", ", random inputs") if random else ("", "")
     console.table(
         f"calibrate: {cfg.model.name} {cfg.precision.name}",
         [
             ("accuracy gate", ("passed" if metrics["gate_passed"] else "FAILED") + on_random),
             *[
-                (f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']}{on_random})")
+                (f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']}{each})")
                 for subject, by in metrics["gate"].items()
                 for metric, r in by.items()
                 if isinstance(r.get("value"), (int, float))
