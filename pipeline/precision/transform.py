@@ -96,7 +96,8 @@ def transform(
     if not pairs:
         raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
     # What the gate judges by, checked before any work.
-    criteria = accuracy.Criteria.of(precision_cfg, model_cfg)
+    reference = export.reference_info(export_dir)
+    criteria = accuracy.Criteria.of(precision_cfg, model_cfg, bool(reference.get("random")))
     criteria.tasks.check_outputs(list(tasks.split_labels(pairs[0][1])[0]))
     with fileio.staged_dir(out_dir) as tmp:
         dest = tmp / "model.onnx"
@@ -104,7 +105,7 @@ def transform(
             "precision": precision_cfg.name,
             "transform": precision_cfg.transform,
             "source_sha256": hashing.sha256_file(src),
-            "reference": export.reference_info(export_dir),
+            "reference": reference,
         }
         made = _make_graph(
             src, dest, pairs, summary, criteria, precision_cfg, calibration_cfg, model_cfg

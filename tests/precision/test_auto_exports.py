@@ -154,6 +154,13 @@ def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, 
     steps.calibrate(compose(*overrides, "precision=fp32"), layout)
     table = " ".join(capfd.readouterr().err.split())
     assert "accuracy gate passed, on RANDOM inputs (no model.reference_data)" in table
+    # random inputs judge direction (cosine), not magnitude: an absolute-error threshold
+    # int8 cannot meet is left out, and says nothing in the gate
+    summary = steps.calibrate(
+        compose(*overrides, "precision=int8", "precision.gate.max_abs_error=0"), layout
+    )
+    assert summary["gate_passed"]
+    assert {r["metric"] for r in summary["gate"]} == {"cosine"}  # a dense map: rel_error left out
 
 
 @pytest.mark.parametrize("model", ["cnn", "transformer", "outlier_bert", "outlier_transformer"])
