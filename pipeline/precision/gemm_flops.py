@@ -128,19 +128,3 @@ def weight_bytes(model: Any) -> dict[str, Any]:
         "bytes": by_type,
         "share": {k: round(v / total, 4) for k, v in by_type.items()} if total else {},
     }
-
-
-def activation_bytes(model: Any, batches: list[dict[str, np.ndarray]]) -> int:
-    """The bytes of every float tensor the graph computes for its largest batch: what a
-    calibrator that takes every tensor of a batch as an output holds at once (ONNX
-    Runtime's, which ModelOpt's calibration runs, and copies of them as it merges them).
-    From shape inference at the first batch's shapes, scaled to the largest batch;
-    tensors of unknown shape count nothing."""
-    if not batches:
-        return 0
-    shapes = _shapes(model, batches[0])
-    weights = {i.name for i in model.graph.initializer}
-    computed = {o for n in model.graph.node if n.op_type not in ("Shape", "Size") for o in n.output}
-    one = sum(4 * math.prod(s) for name, s in shapes.items() if name in computed - weights)
-    first = sum(a.nbytes for a in batches[0].values()) or 1
-    return int(one * max(sum(a.nbytes for a in b.values()) for b in batches) / first)

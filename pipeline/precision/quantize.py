@@ -23,7 +23,6 @@ from pipeline.machine.fingerprint import package_version
 from pipeline.precision import (
     calibration_cache,
     calibration_data,
-    gemm_flops,
     qdq_plan,
     smoothing,
     streamed,
@@ -148,10 +147,7 @@ def quantize(
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     stream = streamed.chosen(
-        calibration_cfg,
-        streamed.why_not(precision_cfg, calibration_cfg),
-        source,
-        gemm_flops.activation_bytes(source, data.batches),
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
     )
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
         inputs["calibrated_by"] = streamed_qdq.streamed_by(method)

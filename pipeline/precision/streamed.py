@@ -44,21 +44,10 @@ def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) 
     return None
 
 
-# bytes of one batch's activations past which calibration.streaming=auto streams int8/fp8
-# calibration: ModelOpt's path runs every tensor of a batch as an output of ONNX Runtime's
-# calibrator and merges copies of them (4.3-4.5 GB for a 5 MB text detector at 640x640);
-# the streamed path holds the tensors it calibrates, one batch at a time.
-ACTIVATION_LIMIT = 512 << 20
-
-
-def chosen(
-    calibration_cfg: CalibrationConfig, why: str | None, source: Any, activations: int = 0
-) -> bool:
+def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> bool:
     """calibration.streaming for a transform of `source` that cannot stream for the reason
     `why` (None: it can). auto streams a model whose weights are in external-data files
-    where it can, and warns where it cannot; and a calibration whose `activations` (the
-    bytes ModelOpt's path would hold) pass ACTIVATION_LIMIT, where it can, with a line.
-    always streams or says in one line why not."""
+    where it can, and warns where it cannot; always streams or says in one line why not."""
     from pipeline.core import console
 
     mode = calibration_cfg.streaming
@@ -70,12 +59,6 @@ def chosen(
             "or never"
         )
     if mode == "always":
-        return True
-    if activations > ACTIVATION_LIMIT and why is None and not external_data(source):
-        console.note(
-            f"calibrating in a stream (calibration.streaming=auto): a batch's activations are "
-            f"{activations / 2**30:.1f} GiB, which ModelOpt's calibration holds as outputs"
-        )
         return True
     if not external_data(source):
         return False

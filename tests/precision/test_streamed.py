@@ -237,32 +237,3 @@ def test_precision_auto_on_a_model_with_external_data_streams_its_types(external
     assert set(types) == {"int4", "int8", "fp8"}
     assert all(t["calibrated_by"].startswith("streamed") for t in types.values())
     assert sum(n for t, n in summary["mixed"]["counts"].items() if t != "fp32") > 0
-
-
-def test_auto_streams_int8_calibration_whose_batch_activations_are_large(capfd):
-    """ModelOpt's calibration runs every tensor of a batch as an output and merges copies
-    of them (4.3-4.5 GB for a 5 MB text detector at 640x640): past ACTIVATION_LIMIT a
-    batch, calibration.streaming=auto streams a model even without external data."""
-    from onnx import TensorProto, helper
-
-    from pipeline.precision import gemm_flops, streamed
-
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Sigmoid", ["y"], ["z"])],
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1000])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["n", 1000])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    batches = [{"x": np.zeros((n, 1000), np.float32)} for n in (2, 4, 3)]
-    assert gemm_flops.activation_bytes(model, batches) == 2 * 4 * 1000 * 4  # y and z at n=4
-    cfg = compose("calibration.streaming=auto").calibration
-    limit = streamed.ACTIVATION_LIMIT
-    assert not streamed.chosen(cfg, None, model, limit)
-    capfd.readouterr()
-    assert streamed.chosen(cfg, None, model, limit + 1)
-    assert "calibrating in a stream" in capfd.readouterr().err
-    assert not streamed.chosen(cfg, "qdq_placement=modelopt", model, limit + 1)
-    assert not streamed.chosen(
-        compose("calibration.streaming=never").calibration, None, model, 2 * limit
-    )
