@@ -85,7 +85,9 @@ def in_fp16(model: Any, names: list[str], base: Path | None) -> Any:
             node.input[0] = f"{node.input[0]}::fp16"
             node.output[0] = f"{out}::fp16"
             model.graph.node.append(
-                helper.make_node("Cast", [node.output[0]], [out], to=TensorProto.FLOAT)
+                helper.make_node(
+                    "Cast", [node.output[0]], [out], to=TensorProto.FLOAT, name=f"{out}::widen"
+                )
             )
     qdq_plan.reorder(model)
     return model
