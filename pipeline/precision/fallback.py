@@ -40,7 +40,7 @@ from pipeline.precision.qdq_graphs import QdqGraphs
 if TYPE_CHECKING:
     from pipeline.precision.int4_graphs import Int4Graphs, Int4Plan
 
-SEARCH_VERSION = 5  # the record's shape and the search's steps
+SEARCH_VERSION = 6  # the record's shape and the search's steps
 Choice = TypeVar("Choice")
 
 
@@ -142,9 +142,10 @@ def search(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     plain: dict[str, Any],
-) -> tuple[Any, dict[str, Any]]:
-    """The graph with the fewest most-sensitive candidates kept in fp32 that passes, and
-    the record of how it was found. `plain`: the Q/DQ graph's judgement."""
+) -> dict[str, Any]:
+    """The record of the search for the fewest most-sensitive candidates to keep out of the
+    low type that pass (its `kept`); the caller writes that graph and judges it as written.
+    `plain`: the Q/DQ graph's judgement."""
     candidates = graphs.plan.candidates()
     if not candidates:
         raise SearchFailed(
@@ -171,7 +172,7 @@ def search(
 
 def _searched(
     graphs: QdqGraphs | Int4Graphs, run: _Run, roles: list[Group], plain: dict[str, Any]
-) -> tuple[Any, dict[str, Any]]:
+) -> dict[str, Any]:
     plan, candidates = graphs.plan, run.candidates
     everything = run.keeping(candidates)
     if not everything["passed"]:
@@ -206,7 +207,7 @@ def _searched(
         "steps": run.steps,
         "graphs_evaluated": run.keeping.runs,
     }
-    return graphs.graph(kept), record
+    return record
 
 
 class _Run:

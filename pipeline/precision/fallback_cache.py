@@ -70,7 +70,7 @@ def _searched(
         f"searching for the fewest nodes to keep out of it (groups first, then nodes)"
     )
     try:
-        _, record = fallback.search(graphs, pairs, criteria, fallback.judged(plain["gate"]))
+        record = fallback.search(graphs, pairs, criteria, fallback.judged(plain["gate"]))
         final = written(record["kept"])  # as written: the search judged it as emulated
         if not final["gate_passed"]:
             console.warn(

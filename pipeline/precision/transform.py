@@ -279,9 +279,7 @@ def _tables(
             if not judged["gate_passed"]:
                 failed[kind] = [gate_lib.describe(r) for r in gate_lib.failures(judged["gate"])]
                 continue
-            for f in onnx_model.files_and_sha256(dest)[0]:
-                f.unlink()
-            onnx_import.copy_graph(trial, dest)
+            _replace_graph(dest, trial)
         return {**judged, "tables": {kind: names, "missed_the_gate": failed}}
     return {"tables": {"fp32": names, "missed_the_gate": failed}}
 
@@ -324,10 +322,15 @@ def _fp16_activations(
     with tempfile.TemporaryDirectory(prefix="fp16.") as tmp:
         cast_graph = Path(tmp) / "model.onnx"
         record = autocast.autocast(dest, cast_graph, cast_cfg, calibration_cfg, made.held_out[0][0])
-        for f in onnx_model.files_and_sha256(dest)[0]:
-            f.unlink()
-        onnx_import.copy_graph(cast_graph, dest)
+        _replace_graph(dest, cast_graph)
     return {"activations": {"type": "fp16", "autocast": record}}
+
+
+def _replace_graph(dest: Path, made: Path) -> None:
+    """dest's graph (and its external-data files) replaced by the one at `made`."""
+    for f in onnx_model.files_and_sha256(dest)[0]:
+        f.unlink()
+    onnx_import.copy_graph(made, dest)
 
 
 def judge(

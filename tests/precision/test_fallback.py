@@ -306,7 +306,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
         OmegaConf.create({**base, "min_cosine": 0.99995}), OutputTasks("embedding")
     )
     plain = {"score": 2, "metrics": {}, "failing": []}
-    _, record = fallback.search(result.graphs, pairs, loose, plain)
+    record = fallback.search(result.graphs, pairs, loose, plain)
     searched = list(record["kept"])
 
     def written(keep):
