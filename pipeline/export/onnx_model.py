@@ -77,18 +77,20 @@ def weight_bytes(model: Any) -> int:
 PACKED_4BIT = (21, 22, 23)
 
 
-def tensor_bytes(tensor: Any) -> int:
+def tensor_bytes(tensor: Any, data_type: int | None = None) -> int:
     """The bytes a tensor's values take wherever they are kept (in the graph or in an
-    external-data file): its elements times their size, 4-bit types two a byte. A string
-    tensor counts nothing: it is never a weight."""
+    external-data file): its elements times their size, 4-bit types two a byte; with
+    `data_type`, the bytes they take stored in that type. A string tensor counts nothing:
+    it is never a weight."""
     import numpy as np
     from onnx import helper
 
     n = int(np.prod(tensor.dims, dtype=np.int64))
-    if tensor.data_type in PACKED_4BIT:
+    kind = tensor.data_type if data_type is None else data_type
+    if kind in PACKED_4BIT:
         return (n + 1) // 2
     try:
-        return n * int(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize)
+        return n * int(np.dtype(helper.tensor_dtype_to_np_dtype(kind)).itemsize)
     except (TypeError, KeyError, ValueError):  # a string tensor
         return 0
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.export import onnx_model
 from pipeline.precision.qdq_plan import GEMMS
 
 
@@ -95,7 +96,6 @@ STORED_AS = {
 }
 # Nodes a weight passes through between its initializer and its GEMM.
 _WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Cast", "Transpose", "Reshape", "Identity")
-_ITEM = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "fp8": 1}
 
 
 def weight_bytes(model: Any) -> dict[str, Any]:
@@ -119,10 +119,9 @@ def weight_bytes(model: Any) -> dict[str, Any]:
         if x not in inits or x in seen:
             continue  # an activation (attention's two inputs), or a weight counted already
         seen.add(x)
-        kind = STORED_AS.get(quantized_to or inits[x].data_type, "other")
-        params = int(np.prod(inits[x].dims, dtype=np.int64))
-        size = (params + 1) // 2 if kind == "int4" else params * _ITEM.get(kind, 4)
-        by_type[kind] = by_type.get(kind, 0) + size
+        stored = quantized_to or inits[x].data_type
+        kind = STORED_AS.get(stored, "other")
+        by_type[kind] = by_type.get(kind, 0) + onnx_model.tensor_bytes(inits[x], stored)
     total = sum(by_type.values())
     return {
         "bytes": by_type,
