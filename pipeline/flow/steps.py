@@ -87,7 +87,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import provenance
-    from pipeline.precision import accuracy
+    from pipeline.precision import accuracy, fallback
     from pipeline.precision import transform as precision
 
     provenance.require(layout.export_dir, cfg, "export")
@@ -121,13 +121,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
                 if isinstance(r.get("value"), (int, float))
             ],
             *(
-                [
-                    (
-                        "fallback",
-                        f"kept {len(summary['fallback'].get('kept_fp16') or [])} node(s) in "
-                        f"fp16, {len(summary['fallback'].get('kept_fp32') or [])} in fp32",
-                    )
-                ]
+                [("fallback", f"kept {fallback.kept_types(summary['fallback'])}")]
                 if summary.get("fallback", {}).get("needed")
                 else []
             ),
@@ -187,6 +181,7 @@ def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, 
                 "kept",
                 "kept_fp32",
                 "kept_fp16",
+                "kept_int8",
                 "quantized_matmuls",
                 "matmuls_still_quantized",
                 "quantized_gemms",

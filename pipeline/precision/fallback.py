@@ -197,7 +197,7 @@ def _searched(
         "needed": True,
         "placement": plan.placement,
         "kept": kept,  # every node kept out of the low type, most sensitive first
-        "kept_fp32": kept,  # of them, those in fp32 (fallback_cache.kept_in_fp16 moves some)
+        "kept_fp32": kept,  # of them, those in fp32 (written_checks.kept_lower moves some)
         "kept_fp16": [],
         **counts(plan, candidates, kept),
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
@@ -228,6 +228,18 @@ class _Run:
 
     def keep_units(self, units: list[Group]) -> dict[str, Any]:
         return self.keeping([n for u in units for n in u.nodes])
+
+
+def kept_types(fb: dict[str, Any]) -> str:
+    """How many kept nodes went to each type: "2 in int8, 3 in fp16, 1 in fp32"; a record
+    of an older search has no int8 (or fp16) list."""
+    kinds = [k for k in ("int8", "fp16") if fb.get(f"kept_{k}")] + ["fp32"]
+    return ", ".join(f"{len(fb.get(f'kept_{k}') or [])} in {k}" for k in kinds)
+
+
+def kept_type(fb: dict[str, Any], node: str) -> str:
+    """The type a node the search kept computes or stores its weight in."""
+    return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")
 
 
 def counts(

@@ -30,11 +30,13 @@ def cache_inputs(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     mode: str = "auto",
+    family: str = "int8",
 ) -> dict[str, Any]:
+    ladder = written_checks.LADDERS[family]
     return {
         "search_version": fallback.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
-        "kept_in": "fp16 where the gate holds" if mode == "auto" else "fp32",
+        "kept_in": f"{', then '.join(ladder)} where the gate holds" if mode == "auto" else "fp32",
         **judged_by(pairs, criteria),
     }
 
@@ -83,8 +85,21 @@ def _searched(
         e.plain = plain
         raise
     if precision_cfg.fallback == "auto":
-        final = written_checks.kept_in_fp16(record, written) or final
+        ladder = written_checks.LADDERS[_family(graphs)]
+        final = written_checks.kept_lower(record, written, ladder, _fits(graphs)) or final
     return record, final
+
+
+def _family(graphs: QdqGraphs | Int4Graphs) -> str:
+    return "int8" if isinstance(graphs, QdqGraphs) else "int4"
+
+
+def _fits(graphs: QdqGraphs | Int4Graphs) -> Callable[[str, str], bool]:
+    """Whether a kept node can take a type of its family's ladder: fp16 any node, int8
+    weight-only a GEMM of the int4 graph."""
+    if isinstance(graphs, QdqGraphs):
+        return lambda node, kind: True
+    return lambda node, kind: kind != "int8" or graphs.int8_fits(node)
 
 
 def run(
@@ -101,14 +116,18 @@ def run(
     against the gate (transform.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
     graph's onnx_sha256)."""
-    inputs = cache_inputs(qdq_sha256, pairs, criteria, str(precision_cfg.fallback))
+    inputs = cache_inputs(qdq_sha256, pairs, criteria, str(precision_cfg.fallback), _family(graphs))
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def written(keep: list[str], fp16: tuple[str, ...] = ()) -> dict[str, Any]:
-        """The graph with `keep` out of the low type (those of them in `fp16` computing in
-        fp16, the others in fp32), written to dest and judged there."""
-        model = graphs.graph(keep)
+    def written(keep: list[str], lower: dict[str, str] | None = None) -> dict[str, Any]:
+        """The graph with `keep` out of the low type (those `lower` names in the type it
+        gives, int8 weights or fp16 compute, the others in fp32), written to dest and
+        judged there."""
+        lower = lower or {}
+        int8 = [n for n, kind in lower.items() if kind == "int8"]
+        fp16 = [n for n, kind in lower.items() if kind == "fp16"]
+        model = graphs.graph(keep) if isinstance(graphs, QdqGraphs) else graphs.graph(keep, int8)
         if fp16:
             in_fp16(model, list(fp16), graphs.base_dir or dest.parent)
         calibration_cache.save_beside(model, dest, graphs.base_dir or dest.parent)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.export import onnx_model, onnx_runtime
-from pipeline.precision import qdq_plan
+from pipeline.precision import int8_weights, qdq_plan, streamed
 from pipeline.precision.qdq_graphs import Switchboard
 
 INT4_TYPES = (22, 21)  # TensorProto.INT4, UINT4
@@ -51,20 +51,35 @@ class Int4Graphs:
     def of(cls, source: Any, int4: Any, block_size: int, base_dir: Path | None) -> Int4Graphs:
         return cls(source, int4, plan_of(source, int4, block_size), base_dir)
 
-    def graph(self, keep: Iterable[str] = ()) -> Any:
-        """The int4 graph with `keep` reading the source's weights."""
-        kept = set(keep)
+    def graph(self, keep: Iterable[str] = (), int8: Iterable[str] = ()) -> Any:
+        """The int4 graph with `keep` reading the source's weights, those of them in `int8`
+        (GEMMs) through an int8 weight-only DequantizeLinear of it (int8_weights.py)."""
+        kept, in_int8 = set(keep), set(int8)
         model = copy.deepcopy(self.int4)
         nodes = {n.name: n for n in model.graph.node}
         have = {i.name for i in model.graph.initializer}
         source_inits = {i.name: i for i in self.source.graph.initializer}
+        widened: dict[str, str] = {}  # source weight -> its int8 DequantizeLinear output
         for name in kept & set(self.plan.weights):
             index, _, weight = self.plan.weights[name]
+            if name in in_int8:
+                if weight not in widened:
+                    values = streamed.weight(source_inits[weight], self.base_dir)
+                    axis = int8_weights.output_axis(nodes[name])
+                    widened[weight] = int8_weights.dequantize(model, weight, values, axis)
+                nodes[name].input[index] = widened[weight]
+                continue
             nodes[name].input[index] = weight
             if weight not in have:
                 model.graph.initializer.append(copy.deepcopy(source_inits[weight]))
                 have.add(weight)
+        if widened:
+            qdq_plan.reorder(model)  # the DequantizeLinear nodes were appended at the end
         return pruned(model)
+
+    def int8_fits(self, name: str) -> bool:
+        """Whether a kept candidate can read an int8 weight: a GEMM's, not a table's."""
+        return self.plan.op_types.get(name) in ("MatMul", "Gemm")
 
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> Switchboard:
         """One ONNX Runtime session that runs any choice of kept GEMMs: each quantized

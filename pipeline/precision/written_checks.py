@@ -91,30 +91,69 @@ def _brief(judgement: dict[str, Any]) -> dict[str, Any]:
     return {"passed": judgement["gate_passed"], "failing": [gate_lib.describe(r) for r in failing]}
 
 
-def kept_in_fp16(
-    record: dict[str, Any], written: Callable[..., dict[str, Any]]
+# The types a kept node tries, cheapest first, before it stays in fp32: a weight-only int8
+# GEMM for what int4 could not hold, then fp16 for any node.
+LADDERS = {"int4": ("int8", "fp16"), "int8": ("fp16",)}
+
+
+def kept_lower(
+    record: dict[str, Any],
+    written: Callable[..., dict[str, Any]],
+    ladder: tuple[str, ...],
+    fits: Callable[[str, str], bool],
 ) -> dict[str, Any] | None:
-    """The next type down for the nodes the search kept: all of them in fp16, else the k
-    most sensitive in fp32 and the rest in fp16 for the fewest k that passes, each graph
-    written and judged as written (fewest_passing); `record` says which
-    (`kept_fp16`, `kept_fp32`, `fp16_checks`). The judgement of the graph left in dest, or
-    None where every kept node stays in fp32 (dest holds that graph again)."""
+    """The next types down for the nodes the search kept, one type of `ladder` at a time:
+    of the nodes still in fp32 that the type `fits`, all of them in it first, else the k
+    most sensitive left above it and the rest in it for the fewest k that passes, each
+    graph written and judged as written (fewest_passing; `written(kept, {node: type})`).
+    `record` says which (`kept_<type>`, `kept_fp32`, `<type>_checks`). The judgement of
+    the graph left in dest, or None where every kept node stays in fp32 (dest holds that
+    graph again)."""
     kept = list(record["kept"])  # most sensitive first
-    checks: list[dict[str, Any]] = record.setdefault("fp16_checks", [])
-
-    def judged(k: int) -> dict[str, Any]:
-        result = written(kept, tuple(kept[k:]))
-        checks.append({"kept_fp32": k, "kept_fp16": len(kept) - k, "passed": result["gate_passed"]})
-        return result
-
-    first = judged(0)
-    got = (0, first) if first["gate_passed"] else fewest_passing(len(kept) - 1, judged)
-    if got is None:
-        written(kept)
-        record["kept_fp16"] = []
-        return None
-    k, final = got
-    if checks[-1]["kept_fp32"] != k:
-        final = written(kept, tuple(kept[k:]))  # dest holds the passing graph
-    record["kept_fp32"], record["kept_fp16"] = kept[:k], kept[k:]
+    step = _Step(kept, written)
+    final: dict[str, Any] | None = None
+    for kind in ladder:
+        movable = [n for n in kept if n not in step.lower and fits(n, kind)]
+        above = "kept_fp32" if kind == ladder[-1] else "kept_above"
+        got = step.down(kind, movable, record.setdefault(f"{kind}_checks", []), above)
+        final = got or final
+    for kind in ladder:
+        record[f"kept_{kind}"] = [n for n in kept if step.lower.get(n) == kind]
+    record["kept_fp32"] = [n for n in kept if n not in step.lower]
+    if step.last is not None and step.last != step.lower:
+        result = written(kept, step.lower)  # dest holds the passing graph, not the last tried
+        final = result if step.lower else None
     return final
+
+
+class _Step:
+    """The kept nodes' types as the ladder settles them (`lower`), and the assignment the
+    graph last written holds (`last`)."""
+
+    def __init__(self, kept: list[str], written: Callable[..., dict[str, Any]]) -> None:
+        self.kept, self.written = kept, written
+        self.lower: dict[str, str] = {}
+        self.last: dict[str, str] | None = None
+
+    def down(
+        self, kind: str, movable: list[str], checks: list[dict[str, Any]], above: str
+    ) -> dict[str, Any] | None:
+        """`movable` in `kind` but for the fewest most sensitive that must stay above it;
+        the passing judgement, or None where even the most sensitive alone fails."""
+
+        def judged(k: int) -> dict[str, Any]:
+            self.last = {**self.lower, **dict.fromkeys(movable[k:], kind)}
+            result = self.written(self.kept, self.last)
+            checks.append(
+                {above: k, f"kept_{kind}": len(movable) - k, "passed": result["gate_passed"]}
+            )
+            return result
+
+        if not movable:
+            return None
+        first = judged(0)
+        got = (0, first) if first["gate_passed"] else fewest_passing(len(movable) - 1, judged)
+        if got is None:
+            return None
+        self.lower.update(dict.fromkeys(movable[got[0] :], kind))
+        return got[1]

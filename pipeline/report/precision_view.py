@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
+from pipeline.precision import fallback
 from pipeline.report import mixed_view
 
 
@@ -92,7 +93,6 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
     """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
         return fb
-    in16 = set(fb.get("kept_fp16", []))
     result = {True: "kept", False: "quantized"}
     return {
         "needed": True,
@@ -100,6 +100,7 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
         "kept": fb.get("kept", fb["kept_fp32"]),  # a record of an older search: all fp32
         "kept_fp32": fb["kept_fp32"],
         "kept_fp16": fb.get("kept_fp16", []),
+        "kept_int8": fb.get("kept_int8", []),
         "quantized_matmuls": fb["quantized_matmuls"],
         "matmuls_still_quantized": fb["matmuls_still_quantized"],
         # records of an older search count matrix multiplies only
@@ -117,7 +118,7 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
                 r["node"],
                 r["op_type"],
                 r["sensitivity"],
-                ("kept fp16" if r["node"] in in16 else "kept fp32") if r["kept"] else "quantized",
+                f"kept {fallback.kept_type(fb, r['node'])}" if r["kept"] else "quantized",
             ]
             for r in fb["nodes"]
         ],
@@ -153,12 +154,11 @@ def mark_kept_nodes(report: dict[str, Any]) -> None:
     """Outline the nodes precision.fallback kept out of the low type in the graph picture."""
     fb = (report.get("precision_transform") or {}).get("fallback") or {}
     kept = set(fb.get("kept") or fb.get("kept_fp32") or [])
-    in16 = set(fb.get("kept_fp16") or [])
     for g in [report["graph"], *report["graph"].get("details", [])]:
         for node in g["nodes"]:
             if node.get("name") in kept:
                 node["marked"] = True
-                kind = "fp16" if node.get("name") in in16 else "fp32"
+                kind = fallback.kept_type(fb, node["name"])
                 node["tooltip"] = f"{node.get('tooltip', '')}\nkept in {kind} by precision.fallback"
 
 
@@ -219,7 +219,7 @@ def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
         return ["- precision.fallback=auto: not needed, the plain graph passed", ""]
     return [
         f"### precision.fallback: {len(fb['kept'])} nodes kept out of the low type "
-        f"({len(fb['kept_fp16'])} in fp16, {len(fb['kept_fp32'])} in fp32), "
+        f"({fallback.kept_types(fb)}), "
         f"{fb['matmuls_still_quantized']} of {fb['quantized_matmuls']} matrix multiplies still "
         f"quantized ({fb['graphs_evaluated']} graphs evaluated)",
         "",

@@ -42,8 +42,28 @@ def test_int4_with_fallback_passes_with_most_gemm_weights_in_int4_and_builds(
     view = summary["calibration"]["int4"]
     assert view["int4_weight_share"] >= 0.75 and len(view["int4_gemms"]) >= 6
     graph = onnx.load(str(layout.calibrate_dir / "model.onnx"), load_external_data=False)
+    types = {i.name: i.data_type for i in graph.graph.initializer}
     dqs = [n for n in graph.graph.node if n.op_type == "DequantizeLinear"]
-    assert dqs and all(any(a.name == "block_size" and a.i == 128 for a in n.attribute) for n in dqs)
+    int4_dqs = [n for n in dqs if types[n.input[0]] == onnx.TensorProto.INT4]
+    assert int4_dqs and all(
+        any(a.name == "block_size" and a.i == 128 for a in n.attribute) for n in int4_dqs
+    )
+    fb = summary["fallback"]
+    if precision == "int4_rtn":  # round-to-nearest misses the gate here: the search keeps
+        # a GEMM, and the next type down, int8 weight-only per output channel, holds it
+        assert fb["needed"] and fb["kept"] and fb["kept_int8"] == fb["kept"]
+        assert fb["int8_checks"][0] == {
+            "kept_above": 0,
+            "kept_int8": len(fb["kept"]),
+            "passed": True,
+        }
+        producer = {o: n for n in graph.graph.node for o in n.output}
+        for node in graph.graph.node:
+            if node.name in fb["kept"]:
+                dq = producer[node.input[1]]
+                assert types[dq.input[0]] == onnx.TensorProto.INT8, node.name
+                assert [a.i for a in dq.attribute if a.name == "axis"] == [1]
+        assert summary["calibration"]["gemm_weights"]["bytes"]["int8"] > 0
     assert summary["calibration"]["gemm_weights_untransposed"] >= 1  # the pooler's Gemm
     steps.fingerprint(cfg, layout)
     manifest = steps.build(cfg, layout, progress=False)
