@@ -3,6 +3,7 @@ strongly typed engine, and keep every log record for the analysis."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -292,7 +293,8 @@ def _parse_and_build(
         raise BuildFailed(
             f"TensorRT build failed: {errors[-1] if errors else 'no error was logged'}"
             + strip_hint(trt, build_cfg, errors)
-            + control_flow_hint(onnx_path, errors),
+            + control_flow_hint(onnx_path, errors)
+            + ranks_hint(errors),
             logger.records,
         )
     if timing_cache is not None and not stop.requested:  # a stopped run leaves nothing behind
@@ -341,6 +343,34 @@ def control_flow_hint(onnx_path: Path, errors: list[str]) -> str:
         f"; the graph has control flow ({', '.join(nodes[:3])}{more}), whose subgraphs TensorRT "
         f"optimizes as scopes: freeze the inputs the conditions read (model.constant_inputs) so "
         f"the export folds the branches away, or try a newer TensorRT"
+    )
+
+
+# TensorRT cannot give a tensor of one rank or another at run time: an If whose branches
+# differ in rank (a "squeeze where the batch is 1") needs its condition fixed at build time.
+UNEQUAL_RANKS = "Must have inputs with equal ranks when condition is not a build-time constant"
+
+
+def ranks_hint(errors: list[str]) -> str:
+    """After an If refused for branches of unequal ranks: the dynamic dims its branches'
+    shapes name (a dim's name, or `(# axis (SHAPE input))` where it has none), and the
+    way out."""
+    said = next((e for e in errors if UNEQUAL_RANKS in e), None)
+    if said is None:
+        return ""
+    shapes = re.search(r"Dimensions are \[(.*?)\] and \[(.*?)\]\.", said)
+    dims: list[str] = []
+    for token in re.split(r",(?![^(]*\))", ",".join(shapes.groups()) if shapes else ""):
+        token = token.strip()
+        axis = re.fullmatch(r"\(# (\d+) \(SHAPE ([^)\s]+)\)\)", token)
+        named = f"axis {axis[1]} of input '{axis[2]}'" if axis else f"dim '{token}'"
+        if token and not token.isdigit() and named not in dims:
+            dims.append(named)
+    return (
+        f"; an If node's branches give tensors of different ranks, chosen by "
+        f"{', '.join(dims) or 'a dynamic dim'}: give it one size in the profile (min = opt = "
+        f"max) so TensorRT folds the condition, or freeze the input that decides it "
+        f"(model.constant_inputs)"
     )
 
 

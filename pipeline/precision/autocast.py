@@ -113,6 +113,7 @@ def _convert(
     # cuts recurrent state [layers, batch, hidden] along its layers.
     # absolute before ModelOpt runs in `work` (quiet_modelopt): a stage's paths are relative
     src, work = src.resolve(), work.resolve()
+    src = _captures_renamed(src, work)
     calib = work / "autocast_calibration"
     calib.mkdir()
     np.savez(calib / "batch.npz", **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
@@ -135,6 +136,21 @@ def _convert(
         raise _failed(precision_cfg, e) from None
     onnx_model.drop_intermediate_shapes(model)
     return calibration_cache.graph_files(model, work)
+
+
+def _captures_renamed(src: Path, work: Path) -> Path:
+    """src, or a copy in `work` where subgraphs that share a capture each get their own
+    name for it (subgraph_captures.py: AutoCast names its casts after the tensor)."""
+    from pipeline.precision import subgraph_captures
+
+    model = onnx_model.load(src, check=False, weights=False)
+    if not any(a.type in (5, 10) for n in model.graph.node for a in n.attribute):  # GRAPH(S)
+        return src
+    model = onnx_model.load(src, check=False)
+    if not subgraph_captures.one_per_subgraph(model):
+        return src
+    onnx_model.save(model, work / "captures.onnx")
+    return work / "captures.onnx"
 
 
 def _streamed(

@@ -56,3 +56,63 @@ def test_an_internal_error_in_a_graph_with_control_flow_names_its_nodes(tmp_path
     assert "model.constant_inputs" in hint and "newer TensorRT" in hint
     # a user's error (a bad profile) is not blamed on the control flow
     assert build.control_flow_hint(path, ["Error Code 4: API Usage Error (...)"]) == ""
+
+
+def squeeze_where_batch_is_one(path: Path) -> Path:
+    """`x` squeezed to rank 1 where its batch is 1, else as it is: an If whose branches
+    differ in rank, decided by a dynamic dim (Silero VAD's LSTM state does this)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
+    squeezed = helper.make_tensor_value_info("s", TensorProto.FLOAT, None)
+    kept = helper.make_tensor_value_info("k", TensorProto.FLOAT, None)
+    zero = numpy_helper.from_array(np.array([0], dtype=np.int64), "zero")
+    one = numpy_helper.from_array(np.array([1], dtype=np.int64), "one")
+    then = helper.make_graph(
+        [helper.make_node("Squeeze", ["x", "zero"], ["s"])], "t", [], [squeezed]
+    )
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["k"])], "e", [], [kept])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], start=0, end=1),
+        helper.make_node("Equal", ["shape", "one"], ["is_one"]),
+        helper.make_node("Squeeze", ["is_one"], ["cond"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other),
+    ]
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])  # as exporters say
+    graph = helper.make_graph(nodes, "g", [x], [y], [zero, one])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_an_if_of_unequal_ranks_names_the_dim_that_decides_it(tmp_path, monkeypatch):
+    """TensorRT refuses an If whose branches differ in rank unless its condition is known
+    at build time: the line names the profile dim that decides it, and one size there
+    builds."""
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
+    path = squeeze_where_batch_is_one(tmp_path / "squeeze.onnx")
+
+    def built(shapes: str, run: str) -> dict:
+        cfg = compose(
+            "model=onnx_file",
+            f"model.onnx_path={path}",
+            f"model.source={path}",
+            f"profile.shapes={shapes}",
+            "build.backend=tensorrt_rtx",
+        )
+        layout = Layout(tmp_path / run)
+        steps.fingerprint(cfg, layout)
+        steps.export(cfg, layout)
+        steps.calibrate(cfg, layout)
+        return steps.build(cfg, layout, progress=False)
+
+    with pytest.raises(PipelineError) as e:
+        built("{x: [1x4, 2x4, 4x4]}", "dynamic")
+    line = str(e.value)
+    assert build.UNEQUAL_RANKS in line and "\n" not in line
+    assert "chosen by dim 'batch'" in line and "min = opt = max" in line
+    # where the dim has no name, TensorRT names it by the input's shape (Silero VAD's state)
+    vad = "Dimensions are [128] and [(# 1 (SHAPE state)),128]."
+    assert "chosen by axis 1 of input 'state':" in build.ranks_hint([build.UNEQUAL_RANKS + vad])
+    assert built("{x: [1x4, 1x4, 1x4]}", "fixed")["engine"]["bytes"] > 0

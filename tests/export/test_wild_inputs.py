@@ -172,4 +172,8 @@ def test_a_frozen_sample_rate_keeps_every_output_of_silero_vad(tmp_path, monkeyp
         "precision.gate.min_cosine=0.99",
     )
     assert set(steps.calibrate(int8, layout)["accuracy"]) == {"output", "stateN"}
+    # fp16: AutoCast names its casts of a captured tensor after the tensor, and the LSTM's
+    # Ifs capture one state in both branches (precision/subgraph_captures.py)
+    fp16 = steps.calibrate(compose(*common, "precision=fp16"), layout)
+    assert fp16["gate_passed"] and set(fp16["accuracy"]) == {"output", "stateN"}
     assert not list(cwd.iterdir())
