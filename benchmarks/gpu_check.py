@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipeline.bench import cuda_timing
 from pipeline.machine import gpu_conditions
 from pipeline.machine.cudart import D2D, D2H, H2D, Cuda
-from pipeline.precision import accuracy
+from pipeline.precision.gate import accuracy
 
 MODELS = {
     "cnn": ("pipeline.zoo.cnn_classifier", {"batch": 8}),

@@ -248,7 +248,7 @@ def reference_pairs(layout: Layout) -> list[tuple[dict, dict]]:
 def quantized(layout: Layout, tmp_path: Path, *overrides: str):
     """quantize.quantize on the export, as the calibrate stage calls it: the result holds
     the calibration summary and every graph the fallback search may write."""
-    from pipeline.precision import quantize
+    from pipeline.precision.qdq import quantize
 
     cfg = compose(*overrides, f"calibration.cache_dir={tmp_path / 'cache'}")
     dest = tmp_path / "qdq.onnx"

@@ -23,8 +23,8 @@ from pipeline.core.errors import PipelineError, first_line
 from pipeline.export import export, onnx_model, reference_file, sample_data, samples
 from pipeline.export.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
-from pipeline.precision import accuracy
-from pipeline.precision.tasks import OutputTasks
+from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.tasks import OutputTasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig, ModelConfig, PipelineConfig

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 
 class Task(StrEnum):
-    """What an output is, and so what the accuracy gate judges (pipeline/precision/tasks.py)."""
+    """What an output is, and so what the accuracy gate judges (pipeline/precision/gate/tasks.py)."""
 
     auto = "auto"
     classification = "classification"
@@ -32,7 +32,7 @@ class Precision(StrEnum):
     fp8 = "fp8"
     int4_awq = "int4_awq"
     int4_rtn = "int4_rtn"
-    auto = "auto"  # a type per GEMM, searched under the gate (pipeline/precision/mixed.py)
+    auto = "auto"  # a type per GEMM, searched under the gate (pipeline/precision/mixed/make.py)
 
 
 class Transform(StrEnum):
@@ -113,7 +113,7 @@ class CalibrationMethod(StrEnum):
 
 
 class Streaming(StrEnum):
-    """Whether a transform reads the weights one tensor at a time (pipeline/precision/streamed.py)."""
+    """Whether a transform reads the weights one tensor at a time (pipeline/precision/common/streamed.py)."""
 
     auto = "auto"  # when the model keeps its weights in external-data files
     always = "always"

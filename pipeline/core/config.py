@@ -57,7 +57,7 @@ class ModelConfig:
     opset: int = 17  # ONNX opset of the torch export (7 to 23); older model files are upgraded
     seed: int = 0  # seeds the factory's weights and the random reference inputs
     # What every output is, so the accuracy gate judges it by what matters for it
-    # (pipeline/precision/tasks.py); auto: class scores for [N, C] outputs, dense otherwise.
+    # (pipeline/precision/gate/tasks.py); auto: class scores for [N, C] outputs, dense otherwise.
     task: Task = Task.auto
     # Per output, a task other than `task` (e.g. {boxes: detection, scores: classification}).
     output_tasks: dict[str, Task] = field(default_factory=dict)
@@ -129,14 +129,14 @@ class PrecisionConfig:
     init_max: float = 65504.0  # AutoCast: see data_max; 65504 is fp16's largest value
     keep_io_types: bool = True  # AutoCast: the graph's inputs and outputs keep their fp32 type
     # int8/fp8/int4: a graph that misses the gate keeps its most sensitive quantized nodes
-    # out of the low type, the fewest that pass (pipeline/precision/fallback.py); auto: in
+    # out of the low type, the fewest that pass (pipeline/precision/fallback/search.py); auto: in
     # fp16 where the gate holds (the most sensitive in fp32), fp32: all in fp32.
     fallback: Fallback = Fallback.none
     # int8/fp8: which readers of a quantized tensor read the quantized value
-    # (pipeline/precision/qdq_plan.py): MatMul/Gemm/Conv inputs only, or as ModelOpt placed them.
+    # (pipeline/precision/qdq/plan.py): MatMul/Gemm/Conv inputs only, or as ModelOpt placed them.
     qdq_placement: QdqPlacement = QdqPlacement.gemm_inputs
     # int8/fp8: migrate activation outliers into the weights before quantizing
-    # (pipeline/precision/smoothing.py); auto: where the graph allows.
+    # (pipeline/precision/qdq/smoothing.py); auto: where the graph allows.
     smoothing: Smoothing = Smoothing.none
     smoothing_alpha: float = 0.5  # SmoothQuant's migration strength, 0 to 1
     # auto: the types a GEMM may take besides fp32 (int4 weight-only, int8, fp8, fp16).
@@ -175,7 +175,7 @@ class ProfileConfig:
 
 @dataclass
 class CalibrationConfig:
-    """Data and settings for int8/fp8 calibration (pipeline/precision/calibration_data.py, quantize.py)."""
+    """Data and settings for int8/fp8 calibration (pipeline/precision/calibration/data.py, qdq/quantize.py)."""
 
     name: str = "none"  # the conf/calibration option
     # where the data comes from (random only when named)
@@ -193,7 +193,7 @@ class CalibrationConfig:
     exclude_nodes: list[str] = field(default_factory=list)  # regexes over node names (re.match)
     exclude_op_types: list[str] = field(default_factory=list)  # op types left unquantized
     # int8/fp8 and int4_rtn read one weight at a time and calibrate in one ONNX Runtime
-    # session, without ModelOpt's copies of the model (pipeline/precision/streamed.py).
+    # session, without ModelOpt's copies of the model (pipeline/precision/common/streamed.py).
     streaming: Streaming = Streaming.auto
     # Calibration result cache; null means $TRT_PIPELINE_CALIB_CACHE or ~/.cache/trt-pipeline/calibration.
     cache_dir: str | None = None

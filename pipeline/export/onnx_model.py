@@ -262,7 +262,8 @@ def parameter_count(model: Any) -> int:
 
 
 def opset(model: Any) -> int:
-    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    """The version of the default (ai.onnx) domain the graph imports; 0 where it names none."""
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
 def external_data_files(model: Any, base: Path) -> list[Path]:

@@ -87,8 +87,9 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import provenance
-    from pipeline.precision import accuracy, fallback
     from pipeline.precision import transform as precision
+    from pipeline.precision.fallback import search as fallback
+    from pipeline.precision.gate import accuracy
 
     provenance.require(layout.export_dir, cfg, "export")
     peak = memory.StagePeak()

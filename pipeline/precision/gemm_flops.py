@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.export import onnx_model
-from pipeline.precision.qdq_plan import GEMMS
+from pipeline.precision.common.ops import GEMMS
 
 
 def _shapes(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:

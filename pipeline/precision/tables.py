@@ -42,7 +42,8 @@ def candidates(model: Any) -> list[str]:
 def in_int4(model: Any, names: list[str], base: Path | None, block_size: int) -> Any:
     """`model` with each named table in int4, blocks of `block_size` along its hidden axis,
     each Gather reading it through a blocked DequantizeLinear (opset 21)."""
-    from pipeline.precision import qdq_plan, streamed, streamed_int4
+    from pipeline.precision.common import ops, streamed
+    from pipeline.precision.int4 import rtn as streamed_int4
 
     wanted = set(names)
     inits = {i.name: i for i in model.graph.initializer}
@@ -58,7 +59,7 @@ def in_int4(model: Any, names: list[str], base: Path | None, block_size: int) ->
     for node in model.graph.node:
         if node.op_type == "Gather" and node.input[0] in wanted:
             node.input[0] = widened[node.input[0]]
-    qdq_plan.reorder(model)
+    ops.reorder(model)
     return model
 
 
@@ -68,7 +69,7 @@ def in_fp16(model: Any, names: list[str], base: Path | None) -> Any:
     own output name, so nothing downstream changes."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from pipeline.precision import qdq_plan, streamed
+    from pipeline.precision.common import ops, streamed
 
     wanted = set(names)
     inits = {i.name: i for i in model.graph.initializer}
@@ -89,5 +90,5 @@ def in_fp16(model: Any, names: list[str], base: Path | None) -> Any:
                     "Cast", [node.output[0]], [out], to=TensorProto.FLOAT, name=f"{out}::widen"
                 )
             )
-    qdq_plan.reorder(model)
+    ops.reorder(model)
     return model

@@ -17,11 +17,12 @@ from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
-from pipeline.precision import accuracy, calibration_cache, tasks
+from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.gate import accuracy, tasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
-    from pipeline.precision.quantize import QuantizeResult
+    from pipeline.precision.calibration.result import QuantizeResult
 
 
 def evaluate(
@@ -33,7 +34,7 @@ def evaluate(
     try:
         return onnx_runtime.run_batches(onnx_path, batches), "onnxruntime (cpu)"
     except PipelineError as e:
-        from pipeline.precision import emulate
+        from pipeline.precision.gate import emulate
 
         kinds = emulate.low_precision_types(model)
         if "NOT_IMPLEMENTED" not in str(e) or not kinds:
@@ -160,7 +161,7 @@ def _make_graph(
         return Made(pairs)
     if precision_cfg.transform == "autocast":
         # The first reference batch tells AutoCast real activation ranges; the rest are held out.
-        from pipeline.precision import autocast
+        from pipeline.precision.autocast import cast as autocast
 
         summary["autocast"] = autocast.autocast(
             src, dest, precision_cfg, calibration_cfg, pairs[0][0]
@@ -168,7 +169,9 @@ def _make_graph(
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
     if precision_cfg.transform == "auto":
         return _auto(src, dest, pairs, summary, criteria, precision_cfg, calibration_cfg, model_cfg)
-    from pipeline.precision import calibration_data, int4, quantize
+    from pipeline.precision.calibration import data as calibration_data
+    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.qdq import quantize
 
     make = int4.quantize_int4 if precision_cfg.transform == "int4" else quantize.quantize
     result = make(src, dest, precision_cfg, calibration_cfg, model_cfg)
@@ -197,7 +200,7 @@ def _auto(
     model_cfg: ModelConfig,
 ) -> Made:
     """precision=auto: dest is the searched graph, judged as written by the search."""
-    from pipeline.precision import mixed
+    from pipeline.precision.mixed import make as mixed
 
     held, found, judged = mixed.make(
         src,
@@ -222,7 +225,8 @@ def _searched(
     criteria: accuracy.Criteria,
 ) -> dict[str, Any]:
     """precision.fallback=auto: the judgement of the graph the search left in dest."""
-    from pipeline.precision import fallback, fallback_cache
+    from pipeline.precision.fallback import cache as fallback_cache
+    from pipeline.precision.fallback import search as fallback
 
     assert made.quantized is not None, "transform() searches quantized graphs only"
 
@@ -252,15 +256,15 @@ def _tables(
     """The quantized graph's embedding tables (tables.py) in the cheapest type the gate
     holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
     searching int4), else fp16; its judgement, and `tables` saying what was done."""
-    from pipeline.precision import streamed_int4, tables
-    from pipeline.precision.qdq_plan import opset
+    from pipeline.precision import tables
+    from pipeline.precision.int4 import rtn as streamed_int4
 
     graph = onnx_model.load(dest, check=False, weights=False)
     names = tables.candidates(graph)
     if not names:
         return {}
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
-    int4 = opset(graph) >= streamed_int4.OPSET and (
+    int4 = onnx_model.opset(graph) >= streamed_int4.OPSET and (
         precision_cfg.transform == "int4"
         or (precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types)
     )
@@ -288,7 +292,9 @@ def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     """Of the graph that goes to the build: which tensors are quantized and who reads them,
     the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
     for int4 which GEMMs hold int4 weights and their share of the weights."""
-    from pipeline.precision import gemm_flops, int4_graphs, qdq_plan
+    from pipeline.precision import gemm_flops
+    from pipeline.precision.int4 import graphs as int4_graphs
+    from pipeline.precision.qdq import plan as qdq_plan
 
     model = onnx_model.load(dest, check=False, weights=False)
     view = {
@@ -313,7 +319,7 @@ def _fp16_activations(
     activations; the graph written is judged again, as built."""
     from omegaconf import OmegaConf
 
-    from pipeline.precision import autocast
+    from pipeline.precision.autocast import cast as autocast
 
     # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
     cast_cfg = cast(

@@ -16,7 +16,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.export import reference_file
-from pipeline.precision import calibration_data
+from pipeline.precision.calibration import data as calibration_data
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig

@@ -1,4 +1,4 @@
-"""The report's view of precision=auto (pipeline/precision/mixed_search.py): each GEMM's type
+"""The report's view of precision=auto (pipeline/precision/mixed/search.py): each GEMM's type
 and why, every graph the search judged with the Pareto front of weight bytes against the
 gate score, and that front as a picture (report.html inline, report.md beside it)."""
 

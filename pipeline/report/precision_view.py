@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
-from pipeline.precision import fallback
+from pipeline.precision.fallback import search as fallback
 from pipeline.report import mixed_view
 
 

@@ -1,7 +1,7 @@
 """The verified content-addressed store, and where each store lives.
 
 One mechanism under the engine store (pipeline/engine/store.py), the calibration cache
-(pipeline/precision/calibration_cache.py) and sweep job reuse (pipeline/sweeps/job_cache.py):
+(pipeline/precision/calibration/cache.py) and sweep job reuse (pipeline/sweeps/job_cache.py):
 entries written whole by an atomic rename, verified on read, built once under a lock; an
 entry's files as bytes or as files on disk; a stat cache that spares re-hashing a verified
 entry. Everything outside this package imports from here, never from its modules."""

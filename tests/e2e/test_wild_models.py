@@ -183,7 +183,7 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     import onnx
 
     from pipeline.export import onnx_model
-    from pipeline.precision import qdq_plan
+    from pipeline.precision.common import ops
 
     monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
 
@@ -197,7 +197,7 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     assert ours.summary["calibrated_by"].startswith("streamed entropy")
     assert theirs.summary["calibrated_by"] == "modelopt"
     a, b = ours.graphs.plan.edges, theirs.graphs.plan.edges
-    gemms = {e for e in b if theirs.graphs.plan.op_types[e[0]] in qdq_plan.GEMMS}
+    gemms = {e for e in b if theirs.graphs.plan.op_types[e[0]] in ops.GEMMS}
     assert set(a) == gemms and len(a) >= 100
     for edge in a:
         np.testing.assert_allclose(
@@ -230,7 +230,8 @@ def both_ways(
 ) -> tuple[Any, Any]:
     """`precision`'s transform of the model in `folder` with calibration.streaming set to
     `streaming`, and through ModelOpt (never), from one export."""
-    from pipeline.precision import int4, quantize
+    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.qdq import quantize
 
     layout = Layout(tmp_path / "run")
     make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.engine import build
+from pipeline.engine import build_hints
 from pipeline.flow import steps
 from tests.conftest import compose
 from tests.wild import graphs
@@ -51,11 +51,11 @@ def test_a_failed_build_keeps_tensorrts_log_and_names_it(tmp_path, monkeypatch):
 def test_an_internal_error_in_a_graph_with_control_flow_names_its_nodes(tmp_path):
     path = graphs.if_sample_rate(tmp_path / "vad.onnx")
     fault = "[graphShapeAnalyzer.cpp::nodeScope] Error Code 2: Internal Error (Assertion tScope.getType() != ScopeType::kUNDEFINED failed.)"
-    hint = build.control_flow_hint(path, [fault])
+    hint = build_hints.control_flow_hint(path, [fault])
     assert "If 'If_1'" in hint or "If '" in hint
     assert "model.constant_inputs" in hint and "newer TensorRT" in hint
     # a user's error (a bad profile) is not blamed on the control flow
-    assert build.control_flow_hint(path, ["Error Code 4: API Usage Error (...)"]) == ""
+    assert build_hints.control_flow_hint(path, ["Error Code 4: API Usage Error (...)"]) == ""
 
 
 def squeeze_where_batch_is_one(path: Path) -> Path:
@@ -110,9 +110,11 @@ def test_an_if_of_unequal_ranks_names_the_dim_that_decides_it(tmp_path, monkeypa
     with pytest.raises(PipelineError) as e:
         built("{x: [1x4, 2x4, 4x4]}", "dynamic")
     line = str(e.value)
-    assert build.UNEQUAL_RANKS in line and "\n" not in line
+    assert build_hints.UNEQUAL_RANKS in line and "\n" not in line
     assert "chosen by dim 'batch'" in line and "min = opt = max" in line
     # where the dim has no name, TensorRT names it by the input's shape (Silero VAD's state)
     vad = "Dimensions are [128] and [(# 1 (SHAPE state)),128]."
-    assert "chosen by axis 1 of input 'state':" in build.ranks_hint([build.UNEQUAL_RANKS + vad])
+    assert "chosen by axis 1 of input 'state':" in build_hints.ranks_hint(
+        [build_hints.UNEQUAL_RANKS + vad]
+    )
     assert built("{x: [1x4, 1x4, 1x4]}", "fixed")["engine"]["bytes"] > 0

@@ -14,7 +14,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.export import samples
 from pipeline.flow import steps
-from pipeline.precision import calibration_data
+from pipeline.precision.calibration import data as calibration_data
 from tests.conftest import compose
 from tests.wild import fetch, graphs
 
@@ -173,7 +173,7 @@ def test_a_frozen_sample_rate_keeps_every_output_of_silero_vad(tmp_path, monkeyp
     )
     assert set(steps.calibrate(int8, layout)["accuracy"]) == {"output", "stateN"}
     # fp16: AutoCast names its casts of a captured tensor after the tensor, and the LSTM's
-    # Ifs capture one state in both branches (precision/subgraph_captures.py)
+    # Ifs capture one state in both branches (precision/autocast/captures.py)
     fp16 = steps.calibrate(compose(*common, "precision=fp16"), layout)
     assert fp16["gate_passed"] and set(fp16["accuracy"]) == {"output", "stateN"}
     assert not list(cwd.iterdir())

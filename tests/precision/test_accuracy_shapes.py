@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.precision import accuracy
+from pipeline.precision.gate import accuracy
 
 
 def test_outputs_of_other_shapes_per_batch_get_the_element_wise_figures():

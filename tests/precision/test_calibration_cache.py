@@ -11,7 +11,7 @@ import onnxruntime as ort
 
 from models import large_table
 from pipeline.export import onnx_model
-from pipeline.precision import calibration_cache
+from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.store import FileOnDisk, VerifiedStore
 
 

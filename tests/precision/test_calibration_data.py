@@ -7,7 +7,7 @@ import pytest
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.export import export, reference_file
-from pipeline.precision import calibration_data
+from pipeline.precision.calibration import data as calibration_data
 from tests.conftest import REPO, compose
 
 

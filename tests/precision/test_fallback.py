@@ -12,8 +12,12 @@ from omegaconf import OmegaConf
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.flow import steps
-from pipeline.precision import accuracy, fallback, qdq_plan, search_progress, written_checks
-from pipeline.precision.tasks import OutputTasks
+from pipeline.precision.common import ops, search_progress
+from pipeline.precision.fallback import search as fallback
+from pipeline.precision.fallback import written as written_checks
+from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.tasks import OutputTasks
+from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.report import precision_view
 from tests.conftest import compose
 from tests.helpers import fresh, quantized, reference_pairs
@@ -324,7 +328,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
     # the fewest: one node fewer, judged as written, fails
     assert not written(kept[:-1])["gate_passed"]
     plan = result.graphs.plan
-    gemms_kept = sum(1 for n in kept if plan.op_types[n] in qdq_plan.GEMMS)
+    gemms_kept = sum(1 for n in kept if plan.op_types[n] in ops.GEMMS)
     assert record["gemms_still_quantized"] == record["quantized_gemms"] - gemms_kept
 
 

@@ -14,7 +14,9 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.export import onnx_runtime
 from pipeline.flow import steps
-from pipeline.precision import mixed, mixed_graphs, variants
+from pipeline.precision.mixed import graphs as mixed_graphs
+from pipeline.precision.mixed import make as mixed
+from pipeline.precision.mixed import variants
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs
 
@@ -179,7 +181,7 @@ def test_the_polish_finds_moves_that_fit_together_where_each_alone_costs_nothing
     """A coarse metric (characters misread on a few lines) scores every GEMM 0 alone, so
     every lambda takes all of them and that fails; rounds of moves, the one that broke a
     round left out, keep as many as fit. Here any four GEMMs in int8 fail."""
-    from pipeline.precision import mixed_search
+    from pipeline.precision.mixed import search as mixed_search
 
     nodes = [f"n{i}" for i in range(6)]
     options = {n: ["int8", "fp16", "fp32"] for n in nodes}
@@ -208,8 +210,9 @@ def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
 
     from omegaconf import OmegaConf
 
-    from pipeline.precision import accuracy, mixed_search
-    from pipeline.precision.tasks import OutputTasks
+    from pipeline.precision.gate import accuracy
+    from pipeline.precision.gate.tasks import OutputTasks
+    from pipeline.precision.mixed import search as mixed_search
 
     cfg, _, summary = searched
     record = copy.deepcopy(summary["mixed"])

@@ -1,4 +1,4 @@
-"""Tensor-level Q/DQ placement (pipeline/precision/qdq_plan.py) on real ModelOpt graphs:
+"""Tensor-level Q/DQ placement (pipeline/precision/qdq/plan.py) on real ModelOpt graphs:
 which readers see the quantized value, and "keep in fp32" meaning the fp32 graph."""
 
 from __future__ import annotations
@@ -9,7 +9,9 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_runtime
-from pipeline.precision import accuracy, qdq_plan
+from pipeline.precision.common import ops
+from pipeline.precision.gate import accuracy
+from pipeline.precision.qdq import plan as qdq_plan
 from tests.conftest import compose
 from tests.helpers import quantized, reference_pairs
 
@@ -73,7 +75,7 @@ def test_modelopt_placement_is_modelopts_graph_and_gemm_inputs_spares_the_residu
 
     graphs.plan.placement = "gemm_inputs"
     plain = graphs.graph()
-    assert {op for ops in dq_readers(plain).values() for op in ops} <= set(qdq_plan.GEMMS)
+    assert {op for ops in dq_readers(plain).values() for op in ops} <= set(ops.GEMMS)
     tensors = qdq_plan.quantized_tensors(plain)
     # LayerNorm outputs quantized for Q/K/V (one pair, three readers) or for the FFN are
     # read unquantized by the residual Add
@@ -95,7 +97,7 @@ def test_modelopt_placement_misses_the_gate_with_every_matmul_in_fp32(bert_expor
         got = graphs.run(model, [p[0] for p in pairs])
         return accuracy.compare([p[1] for p in pairs], got, "embedding")["embedding"]["cosine"]
 
-    matmuls = [n for n, op in graphs.plan.op_types.items() if op in qdq_plan.GEMMS]
+    matmuls = [n for n, op in graphs.plan.op_types.items() if op in ops.GEMMS]
     modelopt_plain = worst_cosine(graphs.graph())
     modelopt_no_matmul = worst_cosine(graphs.graph(matmuls))
     graphs.plan.placement = "gemm_inputs"

@@ -342,7 +342,7 @@ def test_emulation_of_fp32_is_exact_and_of_bf16_rounds(tmp_path, built_cnn):
     import onnx
     from onnx import TensorProto, helper
 
-    from pipeline.precision import emulate
+    from pipeline.precision.gate import emulate
 
     _, layout = built_cnn
     pairs = reference_file.read(layout.export_dir / "reference.npz")

@@ -1,4 +1,4 @@
-"""SmoothQuant on the ONNX graph (pipeline/precision/smoothing.py): the fp32 function is
+"""SmoothQuant on the ONNX graph (pipeline/precision/qdq/smoothing.py): the fp32 function is
 kept, the outliers move into the weights, and int8 keeps more MatMuls quantized."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from pipeline.core.errors import PipelineError
 from pipeline.export import onnx_runtime
 from pipeline.flow import steps
-from pipeline.precision import smoothing
+from pipeline.precision.qdq import smoothing
 from tests.conftest import compose
 from tests.helpers import fresh, quantized, reference_pairs
 

@@ -16,7 +16,9 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.export import onnx_model
 from pipeline.flow import steps
-from pipeline.precision import autocast, int4, quantize
+from pipeline.precision.autocast import cast as autocast
+from pipeline.precision.int4 import quantize as int4
+from pipeline.precision.qdq import quantize
 from tests.conftest import compose
 from tests.helpers import fresh, int4_tensors, reference_pairs
 
@@ -77,7 +79,7 @@ def test_streamed_int4_weights_are_modelopts_bit_for_bit(
     """int4_awq: ModelOpt's clip search on the tokens it samples, one weight at a time, a
     few output columns at a time (the bound lowered so that every weight is sliced): the
     same clip ratio for every block."""
-    from pipeline.precision import streamed_awq
+    from pipeline.precision.int4 import awq as streamed_awq
 
     monkeypatch.setattr(streamed_awq, "SEARCH_BYTES", 1 << 16)
     theirs = _quantize(bert_export, tmp_path, "outlier_bert", precision, "never")
@@ -195,7 +197,7 @@ def test_a_weight_past_2_gb_is_refused_before_modelopt_loads_anything(tmp_path):
     """The check reads dims only: the 2.1 GB weight's file need not exist."""
     from onnx import TensorProto, helper
 
-    from pipeline.precision import streamed
+    from pipeline.precision.common import streamed
 
     big = helper.make_tensor("w", TensorProto.FLOAT, [2**19 + 1, 1024], [])
     big.data_location = TensorProto.EXTERNAL
@@ -211,7 +213,7 @@ def test_a_weight_past_2_gb_is_refused_before_modelopt_loads_anything(tmp_path):
 def test_int4_packing_is_onnxs(shape):
     from onnx import TensorProto, helper
 
-    from pipeline.precision.streamed_int4 import packed_int4
+    from pipeline.precision.int4.rtn import packed_int4
 
     q = np.random.default_rng(0).integers(-8, 8, size=shape).astype(np.int8)
     ours = helper.make_tensor("q", TensorProto.INT4, shape, packed_int4(q), raw=True)

@@ -1,5 +1,5 @@
 """Each subgraph reads a shared outer tensor under a name of its own, and the graph
-computes what it did (precision/subgraph_captures.py, ahead of AutoCast)."""
+computes what it did (precision/autocast/captures.py, ahead of AutoCast)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from pipeline.export import onnx_runtime
-from pipeline.precision import subgraph_captures
+from pipeline.precision.autocast import captures as subgraph_captures
 
 
 def _branch(name: str, op: str, out: str, reads: str, nested: onnx.NodeProto | None = None):

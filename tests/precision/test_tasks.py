@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from pipeline.core import choices
 from pipeline.core.errors import PipelineError
-from pipeline.precision import accuracy, tasks
+from pipeline.precision.gate import accuracy, tasks
 from tests.conftest import compose
 
 RNG = np.random.default_rng(0)

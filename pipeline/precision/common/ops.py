@@ -1,0 +1,69 @@
+"""What every family of precision transforms does to a graph's structure: which ops are
+GEMMs, raising the graph's opset (onnx_model.opset reads it), and putting nodes back in an order ONNX accepts
+after a transform appended some."""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from typing import Any
+
+from pipeline.core.errors import PipelineError, first_line
+from pipeline.export.onnx_model import opset
+
+# The ops TensorRT runs in a low type reading a quantized input or weight.
+GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
+MATMULS = ("MatMul", "Gemm")
+
+
+def at_opset(model: Any, need: int, what: str) -> Any:
+    """The graph at opset `need` or above, by ONNX's version converter (graph only: weights
+    in external data stay on disk)."""
+    if opset(model) >= need:
+        return model
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, need)
+    except Exception as e:
+        raise PipelineError(
+            f"{what} needs opset {need} for its Q/DQ nodes; ONNX's version converter cannot "
+            f"take this opset-{opset(model)} graph there: {first_line(e)}"
+        ) from None
+
+
+def reorder(m: Any) -> None:
+    ordered = topological(list(m.graph.node), m)
+    del m.graph.node[:]
+    m.graph.node.extend(ordered)
+
+
+def topological(nodes: list[Any], model: Any) -> list[Any]:
+    """Nodes ordered so each comes after the producers of its inputs; ties keep the given
+    order (the source graph's, with each Q/DQ pair placed after its tensor's producer)."""
+    ready = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
+    ready.add("")
+    waiting: dict[str, list[int]] = defaultdict(list)
+    missing = []
+    for i, n in enumerate(nodes):
+        need = {x for x in n.input if x not in ready}
+        missing.append(need)
+        for x in need:
+            waiting[x].append(i)
+    out, queue = [], [i for i, need in enumerate(missing) if not need]
+
+    heapq.heapify(queue)
+    while queue:
+        i = heapq.heappop(queue)
+        out.append(nodes[i])
+        for o in nodes[i].output:
+            for j in waiting.pop(o, []):
+                missing[j].discard(o)
+                if not missing[j]:
+                    heapq.heappush(queue, j)
+    if len(out) != len(nodes):
+        # Inputs produced by nothing (an outer scope, a graph already out of order):
+        # keep the remaining nodes where they were rather than lose them.
+        done = {id(n) for n in out}
+        out += [n for n in nodes if id(n) not in done]
+    return out

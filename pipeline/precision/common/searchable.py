@@ -1,0 +1,59 @@
+"""What the searches need of a family's graphs, and nothing of the family itself: the
+plan's candidates (the nodes that read a low type), a graph with some of them kept out of
+it, one ONNX Runtime session that runs any choice (the switchboard), and the types a kept
+node may try before fp32 (its ladder). qdq/graphs.py (int8/fp8) and int4/graphs.py
+(int4) each give this surface; fallback/ and mixed/ read it only through here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from pipeline.export import onnx_runtime
+
+
+class SearchPlan(Protocol):
+    """Which nodes read a low type, and each one's op type."""
+
+    op_types: dict[str, str]
+    placement: str
+
+    def candidates(self) -> list[str]: ...
+
+
+class Searchable(Protocol):
+    """A family's graphs, all made from one fp32 source."""
+
+    source: Any  # the fp32 graph (an onnx.ModelProto)
+    plan: Any  # a SearchPlan (a Protocol attribute cannot narrow to one, the families' differ)
+    base_dir: Path | None  # where the source's external-data files are
+    # the types a kept node tries, cheapest first, before fp32 (fallback/written.py)
+    ladder: tuple[str, ...]
+
+    def graph(self, keep: Iterable[str] = (), int8: Iterable[str] = ()) -> Any: ...
+
+    def switchboard(self, batches: list[dict[str, np.ndarray]]) -> Switchboard: ...
+
+    def run(
+        self, model: Any, feeds: list[dict[str, np.ndarray]]
+    ) -> list[dict[str, np.ndarray]]: ...
+
+    def fits(self, node: str, kind: str) -> bool: ...
+
+
+@dataclass
+class Switchboard:
+    """One session with a bool input per candidate: True reads the low type."""
+
+    session: Any
+    flags: dict[str, str]  # candidate node -> its bool input
+    batches: list[dict[str, np.ndarray]]
+
+    def outputs(self, keep: Iterable[str]) -> list[dict[str, np.ndarray]]:
+        kept = set(keep)
+        extra = {flag: np.array(node not in kept) for node, flag in self.flags.items()}
+        return onnx_runtime.run_session(self.session, self.batches, "the search graph", extra)

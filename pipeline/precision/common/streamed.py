@@ -1,0 +1,154 @@
+"""Transforms in bounded memory (calibration.streaming): the fp32 graph is read without
+its weights, each weight is read from its external-data file when its scales are made and
+let go, and activation ranges come from one ONNX Runtime session that reads the weights
+from the same files (calibration/ranges.py). Nothing holds a second copy of the weights.
+
+ModelOpt's ONNX quantizers load the whole model, round-trip it through onnx-graphsurgeon
+and copy it again (7-8x the model's bytes on a 2.46 GB encoder), and its per-node
+calibration does not change that (docs/models-past-2gb.md). What the tool needs of them is
+small: per-tensor activation scales (max, or ONNX Runtime's entropy histograms) and
+per-channel weight scales for int8/fp8 (the Q/DQ graphs are written from the fp32 graph
+anyway, qdq/plan.py), and blocked int4 weights. Both are made here with ModelOpt's numbers
+(the tests compare them), so a model takes the same graph whichever way it was calibrated.
+
+AutoCast (fp16/bf16) runs ModelOpt's own classifier and converter on the graph without
+its weights (autocast/streamed.py), and AWQ's clip search (int4_awq) ModelOpt's own search
+one weight at a time on the tokens it samples (int4/awq.py). What needs the whole model
+stays with ModelOpt: precision.qdq_placement=modelopt (its own choice of non-GEMM edges)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, PrecisionConfig
+
+
+def external_data(model: Any) -> bool:
+    """Whether the graph keeps any weight in external-data files."""
+    from onnx.external_data_helper import uses_external_data
+
+    return any(uses_external_data(t) for t in model.graph.initializer)
+
+
+def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) -> str | None:
+    """Why this precision's transform cannot be streamed, or None."""
+    transform = precision_cfg.transform
+    if transform == "qdq" and precision_cfg.qdq_placement != "gemm_inputs":
+        return f"precision.qdq_placement={precision_cfg.qdq_placement} (ModelOpt's own placement)"
+    return None
+
+
+def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> bool:
+    """calibration.streaming for a transform of `source` that cannot stream for the reason
+    `why` (None: it can). auto streams a model whose weights are in external-data files
+    where it can, and warns where it cannot; always streams or says in one line why not."""
+    from pipeline.core import console
+
+    mode = calibration_cfg.streaming
+    if mode == "never":
+        return False
+    if mode == "always" and why:
+        raise PipelineError(
+            f"calibration.streaming=always cannot stream {why}; use calibration.streaming=auto "
+            "or never"
+        )
+    if mode == "always":
+        return True
+    if not external_data(source):
+        return False
+    if why:
+        console.warn(
+            f"the model keeps its weights in external data, but {why} is not streamed: ModelOpt "
+            "loads and copies the whole model (about 8x its bytes of memory; "
+            "docs/models-past-2gb.md)"
+        )
+    return why is None
+
+
+# bytes: ModelOpt's onnx-graphsurgeon round trip holds a tensor in one protobuf message
+PROTOBUF_LIMIT = 2**31
+
+
+def refuse_huge_tensors(source: Any, what: str) -> None:
+    """One line, before any work, for a weight ModelOpt's whole-model path cannot hold
+    (a protobuf message of 2 GB or more); streaming reads it as a file slice."""
+    from pipeline.export.onnx_model import tensor_bytes
+
+    for t in source.graph.initializer:
+        size = tensor_bytes(t)
+        if size >= PROTOBUF_LIMIT:
+            raise PipelineError(
+                f"weight {t.name!r} is {size / 1e9:.2f} GB: {what} through ModelOpt cannot hold "
+                "a tensor of 2 GB or more (one protobuf message); calibration.streaming=always "
+                "reads it from its file"
+            )
+
+
+def weight(tensor: Any, base: Path | None) -> np.ndarray:
+    """One initializer's values, read from its external-data file when it has one."""
+    return read_apart(tensor, base)
+
+
+def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarray:
+    """A weight's values without touching the tensor that names them: onnx's
+    numpy_helper.to_array loads external bytes into the tensor it is given, and so into the
+    model holding it, which would bring the whole model into memory one weight at a time. A
+    plain numeric tensor in external data is read from its file slice straight into numpy
+    (no protobuf copy of its bytes on the way); anything else goes through a copy of the
+    tensor. `to_array`: onnx's own, where it is replaced (streamed_autocast.reads_apart)."""
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.external_data_helper import uses_external_data
+
+    from pipeline.export.external_data import external_bytes
+
+    read = to_array or numpy_helper.to_array
+    if uses_external_data(tensor) and tensor.data_type in PLAIN_TYPES:
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        data = external_bytes(tensor, base)
+        return np.frombuffer(data, dtype=dtype).reshape(tuple(tensor.dims))
+    if uses_external_data(tensor):
+        apart = onnx.TensorProto()
+        apart.CopyFrom(tensor)  # metadata and the file's name: no weight bytes
+        tensor = apart
+    try:
+        return read(tensor, base_dir=str(base) if base is not None else "")
+    except Exception as e:
+        raise PipelineError(f"cannot read weight {tensor.name!r} of the model: {e}") from None
+
+
+# TensorProto types numpy holds as they are stored (little-endian, one element per item)
+PLAIN_TYPES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)
+
+
+def quantization_only(model: Any) -> Any:
+    """The graph's nodes and the tensors its Q/DQ nodes add (scales, zero points, int4
+    weights), without the source's weights: what a cache entry stores of a streamed
+    transform. The source gives the weights back (with_source_weights)."""
+    import onnx
+
+    added = set()
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear":
+            added.update(n.input)
+        elif n.op_type == "QuantizeLinear":
+            added.update(n.input[1:])
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    kept = [t for t in m.graph.initializer if t.name in added]
+    del m.graph.initializer[:]
+    m.graph.initializer.extend(kept)
+    return m
+
+
+def with_source_weights(model: Any, source: Any) -> Any:
+    """`model` with every initializer of `source` it lacks, by reference (external data)."""
+    have = {t.name for t in model.graph.initializer}
+    model.graph.initializer.extend(t for t in source.graph.initializer if t.name not in have)
+    return model

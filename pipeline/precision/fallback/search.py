@@ -1,0 +1,299 @@
+"""FallbackSearch: accuracy-driven mixed precision for a Q/DQ graph that misses its
+gate (precision.fallback=auto), on the CPU before any build, so it serves every
+TensorRT flavour alike (Polygraphy's `debug precision` needs a GPU and an engine; its
+bisection is what this search copies, on ONNX Runtime).
+
+The unit is a node that reads a quantized value (common/searchable.SearchPlan.candidates); keeping
+it in fp32 rewrites the fp32 source graph so that node reads the unquantized tensors
+and the source weights, so keeping every candidate gives the fp32 graph bit for bit.
+On the held-out reference batches with ONNX Runtime:
+
+1. the graph with every candidate kept must pass, else no subset can and the search
+   stops, naming what it measured;
+2. groups before nodes: candidates are grouped by role across layers
+   (fallback/groups.py: Q/K/V, attention, attention output, FFN in, FFN out, ...); each
+   group is measured quantized alone (every other candidate kept), and the fewest most
+   sensitive groups to keep are found by bisection;
+3. inside the kept groups only, each node is measured quantized alone, and the fewest
+   most sensitive nodes to keep are found by bisection.
+
+Every step runs in one ONNX Runtime session (common/searchable.Switchboard: a flag per node
+picks its quantized or its fp32 inputs), so a step costs one pass over the held-out
+batches, not a graph to build and load. The gate score is one number per graph: the
+worst of every gated metric's distance to its threshold, scaled so that 1.0 is the
+threshold (<= 1 passes)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import numpy as np
+
+from pipeline.core import gate as gate_lib
+from pipeline.core.errors import PipelineError
+from pipeline.precision.common import ops, search_progress
+from pipeline.precision.fallback import groups as node_groups
+from pipeline.precision.fallback.groups import Group
+from pipeline.precision.gate import accuracy
+
+if TYPE_CHECKING:
+    from pipeline.precision.common.searchable import Searchable, SearchPlan
+
+SEARCH_VERSION = 6  # the record's shape and the search's steps
+Choice = TypeVar("Choice")
+
+
+class SearchFailed(PipelineError):
+    """No graph the search may build passes; `record` says what was measured, `plain`
+    (set by the caller) is the plain Q/DQ graph's judgement for the metrics file."""
+
+    def __init__(self, line: str, record: dict[str, Any]) -> None:
+        super().__init__(line)
+        self.record = record
+        self.plain: dict[str, Any] = {}
+
+
+def score(results: list[dict[str, Any]]) -> float:
+    """1.0 at the threshold, below passes: max over gated metrics of value/threshold
+    (upper bounds) or (1 - value)/(1 - threshold) (lower bounds such as cosine)."""
+    worst = 0.0
+    for r in results:
+        if not r["enabled"]:
+            continue
+        value, threshold = r["value"], r["threshold"]
+        if r["direction"] == "max":
+            s = value / threshold if threshold > 0 else (0.0 if value <= threshold else math.inf)
+        elif r["direction"] == "min":
+            s = (
+                (1 - value) / (1 - threshold)
+                if threshold < 1
+                else (0.0 if value >= threshold else math.inf)
+            )
+        else:
+            s = 0.0 if r["passed"] else math.inf
+        worst = max(worst, s)
+    return worst
+
+
+def judged(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """A graph's gate results in the search's terms: score, gated metrics, failures."""
+    gated: dict[str, dict[str, Any]] = {}
+    for r in results:
+        gated.setdefault(r["subject"], {})[r["metric"]] = r["value"]
+    return {
+        "score": round(score(results), 6),
+        "passed": accuracy.passed(results),
+        "metrics": gated,
+        "failing": [gate_lib.describe(r) for r in gate_lib.failures(results)],
+    }
+
+
+class Evaluator(Generic[Choice]):
+    """Judges a choice (the nodes kept in fp32; precision=auto: a type per node) against the
+    gate on the held-out batches."""
+
+    def __init__(
+        self,
+        outputs: Callable[[Choice], list[dict[str, np.ndarray]]],
+        pairs: list[accuracy.ReferenceBatch],
+        criteria: accuracy.Criteria,
+    ) -> None:
+        self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
+        self.runs = 0
+        self.progress: search_progress.Progress[Choice] | None = None
+
+    def __call__(self, choice: Choice) -> dict[str, Any]:
+        result = judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
+        if self.progress is not None:
+            self.progress.judged(choice, result)
+        return result
+
+    def figures(self, choice: Choice) -> dict[str, dict[str, Any]]:
+        """The accuracy figures of a choice, which any gate can judge later."""
+        got = self.outputs(choice)
+        self.runs += 1
+        figures, _ = self.criteria.judge([p[1] for p in self.pairs], got)
+        return figures
+
+
+def _bisect(
+    items: list[Group],
+    passes: Callable[[list[Group]], dict[str, Any]],
+    steps: list[dict[str, Any]],
+    stage: str,
+) -> int:
+    """The fewest leading items whose keeping passes; keeping all of them is known to
+    pass and keeping none is known to fail."""
+    lo, hi = 0, len(items)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        result = passes(items[:mid])
+        steps.append({"stage": stage, "kept": mid, **result})
+        if result["passed"]:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def search(
+    graphs: Searchable,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    plain: dict[str, Any],
+) -> dict[str, Any]:
+    """The record of the search for the fewest most-sensitive candidates to keep out of the
+    low type that pass (its `kept`); the caller writes that graph and judges it as written.
+    `plain`: the Q/DQ graph's judgement."""
+    candidates = graphs.plan.candidates()
+    if not candidates:
+        raise SearchFailed(
+            "precision.fallback=auto: the Q/DQ graph has no quantized node to keep in "
+            "higher precision",
+            {"quantized_nodes": 0},
+        )
+    run = _Run(
+        candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+    )
+    roles = node_groups.role_groups(graphs.source, candidates)
+    progress: search_progress.Progress[list[str]] = search_progress.Progress(
+        "fallback search",
+        search_progress.most_graphs(len(roles), len(candidates)),
+        len,
+        lambda kept: f"{kept:.0f} of {len(candidates)} kept in fp32",
+    )
+    run.keeping.progress = progress
+    try:
+        return _searched(graphs, run, roles, plain)
+    finally:
+        progress.close()
+
+
+def _searched(
+    graphs: Searchable, run: _Run, roles: list[Group], plain: dict[str, Any]
+) -> dict[str, Any]:
+    plan, candidates = graphs.plan, run.candidates
+    everything = run.keeping(candidates)
+    if not everything["passed"]:
+        raise SearchFailed(
+            f"precision.fallback=auto: even with all {len(candidates)} quantized nodes kept in "
+            f"fp32 the graph misses the gate ({'; '.join(everything['failing'])}); that is the "
+            f"fp32 graph, so the gate itself is out of reach on this reference data",
+            {"quantized_nodes": len(candidates), "all_high_precision": everything},
+        )
+    # Groups (a role across layers) first, then the nodes of the groups that had to stay.
+    groups = run.alone(roles, "group quantized alone")
+    ordered = [g for g, _ in groups]
+    n_groups = _bisect(ordered, run.keep_units, run.steps, "groups kept") if len(ordered) > 1 else 1
+    pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
+    nodes = run.alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
+    ranked = [u for u, _ in nodes]
+    n_nodes = _bisect(ranked, run.keep_units, run.steps, "nodes kept") if len(ranked) > 1 else 1
+    kept = [u.name for u in ranked[:n_nodes]]
+    base = everything["score"]
+    record = {
+        "mode": "auto",
+        "needed": True,
+        "placement": plan.placement,
+        "kept": kept,  # every node kept out of the low type, most sensitive first
+        "kept_fp32": kept,  # of them, those in fp32 (written_checks.kept_lower moves some)
+        "kept_fp16": [],
+        **counts(plan, candidates, kept),
+        "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
+        "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
+        "groups": _group_rows(groups, n_groups, base),
+        "nodes": _node_rows(nodes, plan, ordered, kept, base),
+        "steps": run.steps,
+        "graphs_evaluated": run.keeping.runs,
+    }
+    return record
+
+
+class _Run:
+    """One search's evaluator over the candidates, and the steps it took."""
+
+    def __init__(self, candidates: list[str], keeping: Evaluator[list[str]]) -> None:
+        self.candidates, self.keeping = candidates, keeping
+        self.steps: list[dict[str, Any]] = []
+
+    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, dict[str, Any]]]:
+        """Each unit quantized alone (every other candidate kept), most sensitive first."""
+        out: list[tuple[Group, dict[str, Any]]] = []
+        for unit in units:
+            result = self.keeping([c for c in self.candidates if c not in unit.nodes])
+            self.steps.append({"stage": stage, "group": unit.name, **result})
+            out.append((unit, result))
+        return sorted(out, key=lambda ur: -ur[1]["score"])
+
+    def keep_units(self, units: list[Group]) -> dict[str, Any]:
+        return self.keeping([n for u in units for n in u.nodes])
+
+
+def kept_types(fb: dict[str, Any]) -> str:
+    """How many kept nodes went to each type: "2 in int8, 3 in fp16, 1 in fp32"; a record
+    of an older search has no int8 (or fp16) list."""
+    kinds = [k for k in ("int8", "fp16") if fb.get(f"kept_{k}")] + ["fp32"]
+    return ", ".join(f"{len(fb.get(f'kept_{k}') or [])} in {k}" for k in kinds)
+
+
+def kept_type(fb: dict[str, Any], node: str) -> str:
+    """The type a node the search kept computes or stores its weight in."""
+    return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")
+
+
+def counts(plan: SearchPlan, candidates: list[str], kept: list[str]) -> dict[str, Any]:
+    """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),
+    were quantized and stay so, by op type."""
+    matmuls = [c for c in candidates if plan.op_types[c] in ops.MATMULS]
+    gemms = [c for c in candidates if plan.op_types[c] in ops.GEMMS]
+    by_op: dict[str, list[int]] = {}
+    for c in gemms:
+        counts = by_op.setdefault(plan.op_types[c], [0, 0])
+        counts[0] += c not in kept
+        counts[1] += 1
+    return {
+        "quantized_nodes": len(candidates),
+        "quantized_matmuls": len(matmuls),
+        "matmuls_still_quantized": sum(1 for n in matmuls if n not in kept),
+        "quantized_gemms": len(gemms),
+        "gemms_still_quantized": sum(1 for n in gemms if n not in kept),
+        "gemms_by_op": {op: {"still_quantized": a, "quantized": b} for op, (a, b) in by_op.items()},
+    }
+
+
+def _group_rows(
+    groups: list[tuple[Group, dict[str, Any]]], n_groups: int, base: float
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "group": g.name,
+            "nodes": list(g.nodes),
+            "score_quantized_alone": r["score"],
+            "sensitivity": round(r["score"] - base, 6),
+            "kept": i < n_groups,
+        }
+        for i, (g, r) in enumerate(groups)
+    ]
+
+
+def _node_rows(
+    nodes: list[tuple[Group, dict[str, Any]]],
+    plan: SearchPlan,
+    groups: list[Group],
+    kept: list[str],
+    base: float,
+) -> list[dict[str, Any]]:
+    group_of = {n: g.name for g in groups for n in g.nodes}
+    return [
+        {
+            "node": u.name,
+            "op_type": plan.op_types[u.name],
+            "group": group_of[u.name],
+            "score_quantized_alone": r["score"],
+            "sensitivity": round(r["score"] - base, 6),
+            "kept": u.name in kept,
+        }
+        for u, r in nodes
+    ]

@@ -1,0 +1,267 @@
+"""Compare outputs with the fp32 reference: the figures behind the accuracy gate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from pipeline.core import gate as gate_lib
+from pipeline.core.errors import PipelineError
+from pipeline.precision.gate import tasks as tasks_lib
+
+if TYPE_CHECKING:
+    from pipeline.core.config import AccuracyGate, ModelConfig, PrecisionConfig
+
+# A reference batch: (inputs, fp32 outputs), arrays by name.
+ReferenceBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
+
+
+class GateFailed(PipelineError):
+    """The accuracy gate's one line, with the whole summary behind it, so the caller
+    can write every metric before the error stops the run."""
+
+    def __init__(self, line: str, summary: dict[str, Any]) -> None:
+        super().__init__(line)
+        self.summary = summary
+
+
+# Gate thresholds on how far values moved, which random reference inputs cannot judge.
+MAGNITUDE_GATES = ("max_abs_error", "max_mean_rel_error", "max_rel_error")
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """What the accuracy gate judges by: the thresholds (precision.gate), each output's task
+    (model.task, model.output_tasks) and the user's metric (precision.gate.metric)."""
+
+    gate: AccuracyGate
+    tasks: tasks_lib.OutputTasks
+    metric: tasks_lib.UserMetric | None = None
+
+    @classmethod
+    def of(
+        cls, precision_cfg: PrecisionConfig, model_cfg: ModelConfig, on_random: bool = False
+    ) -> Criteria:
+        """`on_random`: the reference inputs were drawn at random; the gate then leaves out
+        its thresholds on how far values moved (MAGNITUDE_GATES) and keeps those on their
+        direction (cosine, top-1, the user's metric): random inputs say whether a graph
+        computes the same thing, not how precisely it does on real data (the PP-OCRv4
+        detector in fp16: rel_error 0.076 on random inputs, 0.009 on printed pages)."""
+        gate = precision_cfg.gate
+        if on_random:
+            from omegaconf import OmegaConf
+
+            # merge() gives a DictConfig of the same schema: still an AccuracyGate to readers
+            gate = cast("AccuracyGate", OmegaConf.merge(gate, dict.fromkeys(MAGNITUDE_GATES)))
+        return cls(
+            gate,
+            tasks_lib.OutputTasks.of(model_cfg),
+            tasks_lib.user_metric(precision_cfg.gate, getattr(model_cfg, "source", None)),
+        )
+
+    def judge(
+        self, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
+    ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+        """(figures, gate results) of `candidate` against the fp32 `reference` outputs."""
+        figures = compare(reference, candidate, self.tasks, self.metric)
+        return figures, check_gate(figures, self.gate)
+
+    def key(self) -> dict[str, Any]:
+        """What a cache of judgements must be keyed by besides the gate's thresholds (the
+        default task alone, as before output tasks and metrics existed, where they are unset)."""
+        out: dict[str, Any] = {"task": self.tasks.default}
+        if self.tasks.per_output:
+            out["output_tasks"] = dict(sorted(self.tasks.per_output.items()))
+        if self.metric is not None:
+            out["metric"] = self.metric.name
+        return out
+
+
+def compare(
+    reference: list[dict[str, np.ndarray]],
+    candidate: list[dict[str, np.ndarray]],
+    task: str | tasks_lib.OutputTasks,
+    metric: tasks_lib.UserMetric | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Per output, each over all batches together: max absolute error, mean relative
+    error, cosine similarity, the worst sample's relative error, and what the output's task
+    adds (pipeline/precision/gate/tasks.py): top-1 agreement along the class axis for class
+    scores; the worst last-axis vector's cosine (`cosine`, with `cosine_mean`) for
+    embeddings and sequences. Each output records its task and the gate keys that judge it.
+    Labels (`label:<name>` beside the fp32 outputs) go to the user's `metric` only."""
+    output_tasks = task if isinstance(task, tasks_lib.OutputTasks) else tasks_lib.OutputTasks(task)
+    split = [tasks_lib.split_labels(b) for b in reference]
+    reference = [outputs for outputs, _ in split]
+    result: dict[str, dict[str, Any]] = {}
+    for name in reference[0]:
+        ref, got = _stacked(name, reference, candidate)
+        first = np.asarray(reference[0][name])
+        kind = output_tasks.task(name, first)
+        last = first.shape[-1] if first.ndim >= 2 else 1
+        result[name] = {**_figures(ref, got, kind, last), "task": kind}
+    if metric is not None:
+        labels = [lb for _, lb in split]
+        value = metric(reference, candidate, labels if any(labels) else None)
+        result[metric.name] = {
+            "metric": value,
+            "finite": bool(np.isfinite(value)),
+            "task": "metric",
+        }
+    return result
+
+
+def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str, Any]:
+    """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
+    `last` the size of the output's last axis (the class axis, a step's vector)."""
+    diff = np.abs(ref - got)
+    denom = np.linalg.norm(ref) * np.linalg.norm(got)
+    metrics: dict[str, Any] = {
+        "max_abs_error": float(diff.max()) if diff.size else 0.0,
+        "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
+        if diff.size
+        else 0.0,
+        "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
+        "rel_error": worst_rel_error(ref, got),
+        "finite": bool(np.isfinite(got).all()),
+    }
+    if ref.ndim != 2 or not ref.size or ref.shape[1] % last:
+        return metrics  # one flat vector: rows of another width in every batch
+    r, g = ref.reshape(-1, last), got.reshape(-1, last)
+    if task in tasks_lib.ROW_COSINE:
+        rows = row_cosines(r, g, skip_tiny=True)
+        if len(rows):
+            metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
+    if task == "classification" and last > 1:
+        metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
+    return metrics
+
+
+def worst_rel_error(ref: np.ndarray, got: np.ndarray) -> float:
+    """max over samples of ||got - ref|| / ||ref|| (one flat vector: over it whole). A
+    sample whose reference is all but zero is measured against the largest sample's norm:
+    an empty map's noise is not an error of 100%."""
+    if not ref.size:
+        return 0.0
+    r = ref if ref.ndim == 2 else ref.reshape(1, -1)
+    g = got.reshape(r.shape)
+    norms = np.linalg.norm(r, axis=1)
+    floor = max(float(norms.max()) * 1e-3, 1e-12)
+    return float((np.linalg.norm(g - r, axis=1) / np.maximum(norms, floor)).max())
+
+
+def _stacked(
+    name: str, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One output over all batches: rows of one width where every batch has it, else one
+    flat vector (an output whose shape follows the input's values, e.g. ConstantOfShape,
+    differs from batch to batch: only the element-wise figures apply to it)."""
+    refs = [np.atleast_1d(b[name]).astype(np.float64) for b in reference]
+    gots = [np.atleast_1d(b[name]).astype(np.float64) for b in candidate]
+    if len(refs) != len(gots):
+        raise PipelineError(f"output '{name}': {len(gots)} batches, reference has {len(refs)}")
+    for i, (r, g) in enumerate(zip(refs, gots)):
+        if r.shape != g.shape:
+            raise PipelineError(
+                f"output '{name}' has shape {g.shape} in batch {i}, reference has {r.shape}"
+            )
+    # The width spelled out: reshape(0, -1) of an empty output (Range to nothing) is ambiguous.
+    rows = [r.reshape(len(r), int(np.prod(r.shape[1:]))) for r in refs]
+    if len({r.shape[1] for r in rows}) == 1:
+        return np.concatenate(rows), np.concatenate(
+            [g.reshape(r.shape) for g, r in zip(gots, rows)]
+        )
+    return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
+
+
+def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np.ndarray:
+    """Cosine similarity of each row; two all-zero rows agree (1.0). skip_tiny: rows whose
+    reference norm is under 1e-3 of the largest are left out (a state or step vector of
+    almost nothing has a direction that rounding alone decides; rel_error covers it)."""
+    if skip_tiny and len(ref):
+        norm = np.linalg.norm(ref, axis=1)
+        keep = norm >= norm.max() * 1e-3
+        ref, got = ref[keep], got[keep]
+    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
+    dots = (ref * got).sum(1)
+    same = np.all(np.isclose(ref, got), axis=1).astype(np.float64)
+    cosines: np.ndarray = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
+    return cosines
+
+
+GATE_CHECKS = (
+    # (config key, metric, direction): "max" means the metric must not exceed the threshold
+    ("max_abs_error", "max_abs_error", "max"),
+    ("max_mean_rel_error", "mean_rel_error", "max"),
+    ("max_rel_error", "rel_error", "max"),
+    ("min_cosine", "cosine", "min"),
+    ("min_top1_agreement", "top1_agreement", "min"),
+    ("metric_max", "metric", "max"),
+    ("metric_min", "metric", "min"),
+)
+# The user's metric is judged whatever the outputs' tasks.
+JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
+
+
+def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[dict[str, Any]]:
+    """Each configured threshold against each output, in the one gate shape
+    (pipeline.core.gate); every result is kept, pass or fail."""
+    results: list[dict[str, Any]] = []
+    for output, metrics in figures.items():
+        if not metrics.get("finite", True):
+            results.append(
+                gate_lib.result(
+                    "finite",
+                    False,
+                    True,
+                    passed=False,
+                    subject=output,
+                    metric="finite",
+                    detail=f"output '{output}' has NaN or inf",
+                )
+            )
+        task = metrics.get("task", "classification")
+        for key, metric, direction in GATE_CHECKS:
+            threshold = gate.get(key) if hasattr(gate, "get") else getattr(gate, key, None)
+            if threshold is None or metric not in metrics or key not in JUDGED[task]:
+                continue
+            results.append(
+                gate_lib.result(
+                    key,
+                    metrics[metric],
+                    float(threshold),
+                    direction=direction,
+                    subject=output,
+                    metric=metric,
+                    setting=f"precision.gate.{key}",
+                    task=task,
+                )
+            )
+    return results
+
+
+def passed(results: list[dict[str, Any]]) -> bool:
+    return not gate_lib.failures(results)
+
+
+# Said wherever a gate judged on random reference inputs is reported (gate lines, stage
+# tables, reports, sweep summaries): a healthy graph can fail on them, a broken one pass.
+ON_RANDOM = "on RANDOM inputs (no model.reference_data)"
+
+
+def judged_on_random(summary: dict[str, Any]) -> bool:
+    """Whether a calibrate summary's gate was judged on random reference inputs."""
+    return bool((summary.get("reference") or {}).get("random"))
+
+
+def raise_on_failure(results: list[dict[str, Any]], label: str, summary: dict[str, Any]) -> None:
+    """One line naming every failing metric, its value and its threshold (and that the
+    inputs were random, where they were); the exception carries `summary` for the
+    metrics file."""
+    where = f" {ON_RANDOM}" if judged_on_random(summary) else ""
+    line = gate_lib.failure_line(f"accuracy gate failed for {label}{where}", results)
+    if line:
+        if where:
+            line += "; give real inputs with model.reference_data before trusting this gate"
+        raise GateFailed(line, summary)

@@ -1,0 +1,259 @@
+"""precision=auto: each low type of precision.search_types made by its own transform from one
+source graph (int8/fp8 Q/DQ scales, int4 weights, each through the calibration cache), then
+the search (mixed/search.py) picks a type per GEMM and the graph it chose is written.
+
+The source is the exported graph with each Gemm's transposed weight stored untransposed (as
+int4 needs) at an opset every type's nodes fit in, so that every plan names the same nodes
+and weights; where that changes nothing the exported file itself is used."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from pipeline.core import console, fileio, hashing
+from pipeline.core.errors import NothingToQuantize, PipelineError
+from pipeline.core.layout import EXPORT_SUMMARY
+from pipeline.export import onnx_model
+from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import data as calibration_data
+from pipeline.precision.fallback.search import SearchFailed
+from pipeline.precision.gate import accuracy
+from pipeline.precision.mixed import search as mixed_search
+from pipeline.precision.mixed.graphs import MixedGraphs
+from pipeline.precision.mixed.search import Figures
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+    from pipeline.precision.calibration.result import QuantizeResult
+
+QDQ_TYPES = ("int8", "fp8")
+
+
+def make(
+    src: Path,
+    dest: Path,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+    judge: Callable[[Path, list[accuracy.ReferenceBatch]], dict[str, Any]],
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any], dict[str, Any]]:
+    """Write dest (the graph the search chose); return the held-out batches it was judged
+    on, what calibration.json says of it ("calibration" and "mixed"), and its judgement as
+    written (`judge(dest, held_out)`): where that misses the gate the search goes on with
+    written graphs (mixed_search.resume) rather than giving up its result."""
+    types = [str(t) for t in precision_cfg.search_types]
+    with tempfile.TemporaryDirectory(prefix="auto.") as tmp:
+        work = Path(tmp)
+        source_path, source = _common_source(src, work, "fp8" in types)
+        results, left_out = _transforms(
+            types, source_path, work, precision_cfg, calibration_cfg, model_cfg
+        )
+        graphs = MixedGraphs(
+            source,
+            cast(Any, results["int4"].graphs) if "int4" in results else None,
+            {t: cast(Any, r.graphs).plan for t, r in results.items() if t in QDQ_TYPES},
+            "fp16" in types,
+            source_path.parent,
+        )
+        held_out, overlap = _held_out(pairs, results)
+        inputs = _key_inputs(source_path, results, held_out, criteria, types)
+        assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
+
+        def written(chosen: dict[str, str]) -> dict[str, Any]:
+            calibration_cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
+            return judge(dest, held_out)
+
+        final = written(assignment)
+        if not final["gate_passed"]:
+            console.warn(
+                "precision=auto: the chosen graph misses the gate as written; putting its most "
+                "sensitive GEMMs back in fp32, each graph judged as written"
+            )
+            try:
+                assignment, final = mixed_search.resume(record, written)
+            except SearchFailed as e:
+                raise PipelineError(str(e)) from None
+    if left_out:
+        record["left_out"] = left_out
+    summary = {
+        "calibration": {
+            "types": {t: r.summary for t, r in results.items()},
+            "data": next((r.data.info for r in results.values() if r.data is not None), None),
+            "untransposed_source": source_path != src,
+        },
+        "mixed": record,
+    }
+    if overlap is not None:
+        summary["reference_overlap"] = overlap
+    return held_out, summary, final
+
+
+def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
+    """The source every type is made from (see the module's docstring), and its graph:
+    read without the weights it keeps in external-data files (only transposed Gemm
+    weights are read, to be stored untransposed)."""
+    from pipeline.export.external_data import write_gathered
+    from pipeline.precision.common import streamed
+    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.qdq import quantize
+
+    model = onnx_model.load(src, check=False, weights=False)
+    untransposed = int4.untranspose_gemm_weights(model, src.parent)
+    converted = quantize.qdq_source(model, "fp8" if fp8 else "int8")
+    if not untransposed and converted is model:
+        return src, model
+    path = work / "source" / "model.onnx"
+    path.parent.mkdir()
+    # the calibration data's loader reads the export's sample layout beside the graph
+    shutil.copy2(src.parent / EXPORT_SUMMARY, path.parent / EXPORT_SUMMARY)
+    if not streamed.external_data(converted):
+        onnx_model.save_copy(converted, path)  # a copy: the weights stay in `converted`
+        return path, converted
+    write_gathered(converted, src.parent, path)  # weights copied file to file
+    return path, onnx_model.load(path, check=False, weights=False)
+
+
+def _transforms(
+    types: list[str],
+    src: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> tuple[dict[str, QuantizeResult], dict[str, str]]:
+    """Each low type's whole-graph result; and the types that fit no node of the graph
+    (int4 on a graph of convolutions), left out of the search with a line each."""
+    results: dict[str, QuantizeResult] = {}
+    left_out: dict[str, str] = {}
+    for t in types:
+        if t == "fp16":
+            continue
+        try:
+            results[t] = _transform(t, src, work, precision_cfg, calibration_cfg, model_cfg)
+        except NothingToQuantize as e:
+            left_out[t] = str(e)
+            console.note(f"precision=auto leaves {t} out of its search: {e}")
+    if not results and "fp16" not in types:
+        raise PipelineError(
+            f"precision=auto has no type to search: none of precision.search_types="
+            f"{types} fits a node of this graph ({'; '.join(left_out.values())})"
+        )
+    return results, left_out
+
+
+def _transform(
+    kind: str,
+    src: Path,
+    work: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> QuantizeResult:
+    """One type over the whole graph, as precision=int8 / fp8 / int4_* would make it."""
+    from omegaconf import OmegaConf
+
+    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.qdq import quantize
+
+    transform = "int4" if kind == "int4" else "qdq"
+    # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
+    cfg = cast(
+        "PrecisionConfig",
+        OmegaConf.merge(precision_cfg, {"transform": transform, "quantize_mode": kind}),
+    )
+    make = int4.quantize_int4 if kind == "int4" else quantize.quantize
+    (work / kind).mkdir()
+    return make(src, work / kind / "model.onnx", cfg, calibration_cfg, model_cfg)
+
+
+def _held_out(
+    pairs: list[accuracy.ReferenceBatch], results: dict[str, QuantizeResult]
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, int] | None]:
+    data = next((r.data for r in results.values() if r.data is not None), None)
+    if data is None:
+        return pairs, None
+    held_out, overlap = calibration_data.held_out(pairs, data)
+    if not held_out:
+        raise PipelineError(
+            "every reference sample is also a calibration sample, so the accuracy gate "
+            "has no held-out data; calibrate on other data than the reference inputs"
+        )
+    return held_out, overlap
+
+
+def _searched(
+    graphs: MixedGraphs,
+    held_out: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    calibration_cfg: CalibrationConfig,
+    inputs: dict[str, Any],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The search's choice and record, from the cache where the same inputs were searched
+    before (no ONNX Runtime at all then). Its accuracy figures are cached apart, without the
+    gate, so a search under another gate measures none of them again."""
+    started = time.perf_counter()
+    figures_inputs = {**inputs, "kind": "precision=auto figures", "gate": None}
+
+    def figures(measure: Callable[[], Figures]) -> tuple[Figures, bool]:
+        return _cached_json(calibration_cfg, figures_inputs, "figures.json", measure)
+
+    def search() -> dict[str, Any]:
+        try:
+            assignment, record = mixed_search.search(graphs, held_out, criteria, figures)
+        except SearchFailed as e:
+            raise PipelineError(str(e)) from None
+        return {"assignment": assignment, "record": record}
+
+    found, hit = _cached_json(calibration_cfg, inputs, "search.json", search)
+    record = {**found["record"], "search_cache_hit": hit}
+    if hit:
+        record["seconds"] = round(time.perf_counter() - started, 3)
+        record["figures_cache_hit"] = True
+    return found["assignment"], record
+
+
+def _key_inputs(
+    source: Path,
+    results: dict[str, QuantizeResult],
+    held_out: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    types: list[str],
+) -> dict[str, Any]:
+    """What the search depends on: the graphs, the data, the gate, ONNX Runtime."""
+    from pipeline.precision.fallback.cache import judged_by
+
+    return {
+        "kind": "precision=auto search",
+        "search_version": mixed_search.SEARCH_VERSION,
+        "source_sha256": onnx_model.sha256(source),
+        "results": {t: r.summary["result_sha256"] for t, r in results.items()},
+        "types": types,
+        **judged_by(held_out, criteria),
+    }
+
+
+def _cached_json(
+    calibration_cfg: CalibrationConfig,
+    inputs: dict[str, Any],
+    name: str,
+    make_value: Callable[[], Any],
+) -> tuple[Any, bool]:
+    """make_value()'s result through the calibration cache, keyed by `inputs`; whether it
+    was a hit."""
+
+    def make() -> tuple[dict[str, Any], dict[str, Any], str]:
+        data = fileio.to_json(make_value()).encode()
+        return {name: data}, {k: v for k, v in inputs.items() if k != "gate"}, "miss"
+
+    got, _ = calibration_cache.cached(
+        calibration_cfg, hashing.sha256_json(inputs), make, str(inputs["kind"]), required=(name,)
+    )
+    return json.loads(got.read(name)), got.hit

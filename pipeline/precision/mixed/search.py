@@ -1,0 +1,371 @@
+"""The mixed-type search behind precision=auto: a type per GEMM (int4 weight-only, int8,
+fp8, fp16, fp32) with the fewest weight bytes whose graph passes the gate, judged on the
+held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedSwitchboard).
+
+1. The all-fp32 graph must pass, else no assignment can and the search stops.
+2. Sensitivity: each (GEMM, type) alone, every other GEMM in fp32: how far it moves the gate
+   score (fallback.score: 1.0 is the threshold). What is measured and cached by content are
+   the accuracy figures, which any gate judges: a new gate measures nothing again.
+3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
+   the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
+   its own is never taken). Bisection over lambda finds the cheapest assignment that passes.
+4. A polish, in rounds: moves to the next cheaper type, most bytes saved per sensitivity
+   first, the longest prefix that still passes found by bisection; the move that broke a
+   round is left out of the next.
+
+Sensitivities add up only roughly, so every step judges the whole graph; the record keeps
+each graph judged (bytes, score) and the Pareto front of them, the single-type graphs too."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from pipeline.core import console
+from pipeline.precision.common import search_progress
+from pipeline.precision.fallback import search as fallback
+from pipeline.precision.fallback import written as written_checks
+from pipeline.precision.gate import accuracy
+from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
+
+SEARCH_VERSION = 2  # 2: the polish in rounds
+LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
+STEPS = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
+
+Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
+# node -> type -> accuracy figures of that GEMM alone in that type; "" -> {"fp32": all fp32's}
+Figures = dict[str, dict[str, dict[str, dict[str, Any]]]]
+
+
+class Judge:
+    """Whole-graph judgements by assignment, each assignment judged once."""
+
+    def __init__(self, outputs: Callable[[Assignment], Any], pairs: list[Any], criteria: Any):
+        self.evaluator: fallback.Evaluator[Assignment] = fallback.Evaluator(
+            outputs, pairs, criteria
+        )
+        self.seen: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+
+    def __call__(self, assignment: Assignment) -> dict[str, Any]:
+        key = tuple(sorted((n, t) for n, t in assignment.items() if t != "fp32"))
+        if key not in self.seen:
+            self.seen[key] = self.evaluator(dict(key))
+        return self.seen[key]
+
+
+def search(
+    graphs: MixedGraphs,
+    pairs: list[accuracy.ReferenceBatch],
+    criteria: accuracy.Criteria,
+    cached_figures: Callable[[Callable[[], Figures]], tuple[Figures, bool]],
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The assignment to build and the record of how it was found."""
+    started = time.perf_counter()
+    candidates = graphs.candidates()
+    if not candidates:
+        raise fallback.SearchFailed(
+            "precision=auto: the graph has no MatMul, Gemm or Conv with a constant weight that "
+            "precision.search_types can take",
+            {"candidates": 0},
+        )
+    judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+    options = {n: graphs.options(n) for n in candidates}
+    sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
+    figures, hit = cached_figures(lambda: _figures(judge, options))
+    _check_base(judge, figures, len(candidates))
+    sens = _sensitivity(figures, criteria)
+    trade = Tradeoff(options, sizes, sens)
+    points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
+    progress: search_progress.Progress[Assignment] = search_progress.Progress(
+        "precision=auto search", None, trade.bytes, lambda b: f"{b / 1e6:.3g} MB of weights"
+    )
+    judge.evaluator.progress = progress
+    try:
+        best = _bisect_lambda(judge, trade, points)
+        best = _polish(judge, trade, best, points)
+    finally:
+        progress.close()
+    points = {label: a for label, a in points.items() if a != best} | {"chosen": best}
+    record = {
+        "mode": "auto",
+        "types": sorted({t for o in options.values() for t in o}, key=TYPES.index),
+        "candidates": len(candidates),
+        "assignment": _rows(graphs, trade, best),
+        "weight_bytes": trade.bytes(best),
+        "fp32_weight_bytes": trade.bytes({}),
+        "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
+        "graphs": [_point(label, a, trade, judge(a)) for label, a in points.items()],
+        "graphs_judged": judge.evaluator.runs,
+        "figures_cache_hit": hit,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+    record["pareto"] = _pareto(cast("list[dict[str, Any]]", record["graphs"]))
+    return best, record
+
+
+class Tradeoff:
+    """Bytes against sensitivity, per GEMM."""
+
+    def __init__(self, options: dict[str, list[str]], sizes: Any, sens: Sensitivity) -> None:
+        self.options, self.sizes, self.sens = options, sizes, sens
+        self.total = sum(s["fp32"] for s in sizes.values()) or 1
+
+    def allowed(self, node: str) -> list[str]:
+        """The types `node` may take: fp32, and those that pass the gate on their own."""
+        return [t for t in self.options[node] if t == "fp32" or self.sens[node][t] < 1.0]
+
+    def at(self, lam: float) -> dict[str, str]:
+        return {
+            n: min(
+                self.allowed(n),
+                key=lambda t: (self.sizes[n][t] / self.total + lam * self._s(n, t), TYPES.index(t)),
+            )
+            for n in self.options
+        }
+
+    def single(self, kind: str) -> dict[str, str]:
+        return {n: kind for n, o in self.options.items() if kind in o}
+
+    def bytes(self, assignment: Assignment) -> int:
+        return sum(self.sizes[n][assignment.get(n, "fp32")] for n in self.options)
+
+    def _s(self, node: str, kind: str) -> float:
+        return 0.0 if kind == "fp32" else self.sens[node][kind]
+
+
+def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
+    """The all-fp32 graph's judgement, from its figures: it must pass, or nothing can."""
+    base = fallback.judged(accuracy.check_gate(figures[""]["fp32"], judge.evaluator.criteria.gate))
+    judge.seen[()] = base
+    if not base["passed"]:
+        raise fallback.SearchFailed(
+            f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
+            f"so the gate itself is out of reach on this reference data",
+            {"candidates": candidates, "all_fp32": base},
+        )
+
+
+def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
+    """The all-fp32 graph (which must pass: checked before any other is measured), then
+    each GEMM alone in each of its lower types."""
+    out: Figures = {"": {"fp32": judge.evaluator.figures({})}}
+    _check_base(judge, out, len(options))
+    work = sum(len(o) - 1 for o in options.values())
+    with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
+        for node, kinds in options.items():
+            out[node] = {}
+            for kind in kinds[:-1]:
+                out[node][kind] = judge.evaluator.figures({node: kind})
+                bar.update(1)
+    return out
+
+
+def _sensitivity(figures: Figures, criteria: accuracy.Criteria) -> Sensitivity:
+    """The gate score each (GEMM, type) adds to the all-fp32 graph's, under this gate."""
+
+    def score(f: dict[str, dict[str, Any]]) -> float:
+        return fallback.score(accuracy.check_gate(f, criteria.gate))
+
+    base = score(figures[""]["fp32"])
+    return {
+        node: {kind: round(max(0.0, score(f) - base), 6) for kind, f in kinds.items()}
+        for node, kinds in figures.items()
+        if node
+    }
+
+
+def _bisect_lambda(judge: Judge, trade: Tradeoff, points: dict[str, Any]) -> dict[str, str]:
+    """The cheapest assignment on the trade-off curve that passes."""
+    cheapest = trade.at(0.0)
+    points["lambda 0"] = cheapest
+    if judge(cheapest)["passed"]:
+        return cheapest
+    lo, hi = LOG_LAMBDA
+    best = trade.at(10**hi)
+    points[f"lambda 1e{hi:g}"] = best
+    if not judge(best)["passed"]:
+        return {}  # nothing on the curve passes: all fp32, which does
+    for _ in range(STEPS):
+        mid = (lo + hi) / 2
+        candidate = trade.at(10**mid)
+        if judge(candidate)["passed"]:
+            hi, best = mid, candidate
+            if candidate not in points.values():
+                points[f"lambda 1e{mid:.2f}"] = candidate
+        else:
+            lo = mid
+    return best
+
+
+def _polish(
+    judge: Judge, trade: Tradeoff, best: dict[str, str], points: dict[str, Any]
+) -> dict[str, str]:
+    """Rounds of moves to the next cheaper allowed type, most bytes saved per sensitivity
+    first, each keeping the longest prefix of its moves that still passes; the move that
+    broke a round is not tried again, and a round that keeps none ends the polish. Rounds
+    matter where sensitivities cannot tell GEMMs apart: a discrete metric (an OCR model's
+    character error rate on a few lines) scores most GEMMs 0 alone, every lambda then takes
+    all of them, the whole set fails, and only moves judged together find the ones that
+    fit."""
+    blocked: set[tuple[str, str]] = set()
+    for _ in range(POLISH_ROUNDS):
+        moves = _moves(trade, best, blocked)
+        if not moves:
+            break
+        kept = _longest_passing(judge, best, moves)
+        if not kept:  # each round that goes on keeps a move: the search stays quick
+            break
+        best = {**best, **{n: t for _, n, t in moves[:kept]}}
+        points["polished"] = best
+        if kept < len(moves):
+            blocked.add(moves[kept][1:])
+    return best
+
+
+POLISH_ROUNDS = 2 * len(TYPES)  # each round one bisection: log2(GEMMs) judgements
+
+
+def _moves(
+    trade: Tradeoff, best: dict[str, str], blocked: set[tuple[str, str]]
+) -> list[tuple[float, str, str]]:
+    """(bytes saved per sensitivity added, node, type) for each GEMM's next cheaper type."""
+    moves = []
+    for node, kind in ((n, best.get(n, "fp32")) for n in trade.options):
+        cheaper = [t for t in trade.allowed(node) if TYPES.index(t) < TYPES.index(kind)]
+        if cheaper and (node, cheaper[-1]) not in blocked:
+            to = cheaper[-1]
+            saved = trade.sizes[node][kind] - trade.sizes[node][to]
+            cost = trade._s(node, to) - trade._s(node, kind)
+            moves.append((saved / max(cost, 1e-9), node, to))
+    moves.sort(key=lambda m: -m[0])
+    return moves
+
+
+def _longest_passing(
+    judge: Judge, best: dict[str, str], moves: list[tuple[float, str, str]]
+) -> int:
+    lo, hi = 0, len(moves)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if judge({**best, **{n: t for _, n, t in moves[:mid]}})["passed"]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    for node, kinds in trade.options.items():
+        kind = best.get(node, "fp32")
+        rows.append(
+            {
+                "node": node,
+                "op_type": graphs._op_type(node),
+                "type": kind,
+                "weight_bytes": trade.sizes[node][kind],
+                "fp32_weight_bytes": trade.sizes[node]["fp32"],
+                "sensitivity": dict(trade.sens[node]),
+                "why": _why(trade, node, kind, kinds),
+            }
+        )
+    return rows
+
+
+def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
+    cheaper = kinds[: kinds.index(kind)]
+    if not cheaper:
+        return f"the cheapest type it takes (sensitivity {trade._s(node, kind):.3g})"
+    alone = [t for t in cheaper if t not in trade.allowed(node)]
+    failing = f"{', '.join(alone)} {'misses' if len(alone) == 1 else 'miss'} the gate on its own"
+    if len(alone) == len(cheaper):
+        return failing
+    here = trade._s(node, kind)
+    costly = [t for t in cheaper if t not in alone and trade.sens[node][t] > here]
+    together = [t for t in cheaper if t not in alone and t not in costly]
+    reasons = []
+    if together:
+        reasons.append(
+            f"{', '.join(together)} {'passes' if len(together) == 1 else 'pass'} the gate alone "
+            f"(sensitivity {', '.join(f'{trade.sens[node][t]:.3g}' for t in together)}) but "
+            "not with the other GEMMs' cheaper types chosen first"
+        )
+    if costly:
+        reasons.append(
+            "cheaper types cost the gate more than their bytes are worth here (sensitivity "
+            f"{', '.join(f'{t} {trade.sens[node][t]:.3g}' for t in costly)} against {here:.3g})"
+        )
+    if alone:
+        reasons.append(failing)
+    return "; ".join(reasons)
+
+
+def _point(
+    label: str, assignment: Assignment, trade: Tradeoff, judged: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "graph": label,
+        "weight_bytes": trade.bytes(assignment),
+        "score": judged["score"],
+        "passed": judged["passed"],
+    }
+
+
+def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The graphs no other graph beats on both weight bytes and score."""
+    front = [
+        p
+        for p in points
+        if not any(
+            q["weight_bytes"] <= p["weight_bytes"]
+            and q["score"] <= p["score"]
+            and (q["weight_bytes"], q["score"]) != (p["weight_bytes"], p["score"])
+            for q in points
+        )
+    ]
+    unique = {(p["weight_bytes"], p["score"]): p for p in front}
+    return sorted(unique.values(), key=lambda p: p["weight_bytes"])
+
+
+def resume(
+    record: dict[str, Any], written: Callable[[dict[str, str]], dict[str, Any]]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """After the graph written with the search's assignment misses the gate as written
+    (`written(assignment)` writes it and judges it), put GEMMs back in fp32, the most
+    sensitive at their chosen type first, each count judged as written (1, 2, 4, ...
+    then bisection: written_checks.fewest_passing); the assignment that passes and its
+    judgement, `record` updated (rows, counts, bytes, the written checks)."""
+    rows = {r["node"]: r for r in record["assignment"]}
+    chosen = {n: r["type"] for n, r in rows.items() if r["type"] != "fp32"}
+    order = sorted(chosen, key=lambda n: -rows[n]["sensitivity"].get(chosen[n], 0.0))
+    checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
+
+    def widened(k: int) -> dict[str, str]:
+        return {n: t for n, t in chosen.items() if n not in order[:k]}
+
+    def judged(k: int) -> dict[str, Any]:
+        result = written(widened(k))
+        checks.append({"fp32_added": k, "passed": result["gate_passed"]})
+        return result
+
+    got = written_checks.fewest_passing(len(order), judged)
+    if got is None:
+        raise fallback.SearchFailed(
+            "precision=auto: the chosen graph misses the gate as written, and so does every "
+            "graph with more of its GEMMs in fp32 up to all of them",
+            record,
+        )
+    k, final = got
+    best = widened(k)
+    if checks[-1]["fp32_added"] != k:
+        written(best)  # dest holds the passing graph, not the last one tried
+    for n in order[:k]:
+        rows[n].update(
+            type="fp32",
+            weight_bytes=rows[n]["fp32_weight_bytes"],
+            why="put back in fp32: the written graph missed the gate with it lower",
+        )
+    record["weight_bytes"] = sum(r["weight_bytes"] for r in rows.values())
+    record["counts"] = {t: sum(1 for r in rows.values() if r["type"] == t) for t in TYPES}
+    return best, final

@@ -1,0 +1,329 @@
+"""ModelOpt post-training quantization (explicit Q/DQ, int8
+or fp8), calibrated with ONNX Runtime on the CPU, behind a content-addressed cache.
+
+The cache key is the sha256 of the input ONNX, of the calibration data and of every
+setting that changes the scales (quantize mode, method, exclusions, ModelOpt and ONNX
+Runtime versions); a hit copies the stored Q/DQ graph and imports no ModelOpt."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.core import console, fileio, hashing
+from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
+from pipeline.export import onnx_model
+from pipeline.machine.fingerprint import package_version
+from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import data as calibration_data
+from pipeline.precision.calibration import reader
+from pipeline.precision.calibration.data import CalibrationSet
+from pipeline.precision.calibration.result import QuantizeResult
+from pipeline.precision.common import ops, streamed
+from pipeline.precision.qdq import plan as qdq_plan
+from pipeline.precision.qdq import smoothing
+from pipeline.precision.qdq import streamed as streamed_qdq
+from pipeline.precision.qdq.graphs import QdqGraphs
+from pipeline.precision.qdq.smoothing import SmoothGroup
+from pipeline.store import FileData
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
+
+KEY_VERSION = 2
+# ModelOpt 0.47 hands ONNX Runtime either Entropy or MinMax; with symmetric activations
+# MinMax is max calibration, so minmax is a name for max, not another method.
+METHODS = {"entropy": "entropy", "max": "max", "minmax": "max"}
+# fp32 keeps the unquantized layers as the source graph has them; TensorRT picks no
+# other precision for them in a strongly typed build.
+HIGH_PRECISION = "fp32"
+
+
+class HistogramFailed(PipelineError):
+    """ModelOpt's entropy calibration could not histogram a tensor (numpy refuses bins of
+    zero width at a magnitude like 3.4e38); max calibration reads the same data."""
+
+
+def _version(dist: str) -> str:
+    return package_version(dist) or "not installed"
+
+
+def modelopt_method(method: str, quantize_mode: str) -> str:
+    if method not in METHODS:
+        raise PipelineError(
+            f"calibration.method={method} is not supported for {quantize_mode}: ModelOpt "
+            f"{_version('nvidia-modelopt')} ONNX PTQ calibrates with entropy or max (minmax = max)"
+        )
+    return METHODS[method]
+
+
+def key_inputs(
+    src: Path,
+    data: CalibrationSet,
+    quantize_mode: str,
+    calibration_cfg: CalibrationConfig,
+    smooth: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """What ModelOpt's scales depend on. The placement is not here: it is applied to
+    ModelOpt's result afterwards, so every placement shares one calibration."""
+    return {
+        "key_version": KEY_VERSION,
+        "onnx_sha256": onnx_model.sha256(src),
+        "data_sha256": data.info["sha256"],
+        "quantize_mode": quantize_mode,
+        "method": modelopt_method(calibration_cfg.method, quantize_mode),
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": sorted(calibration_cfg.exclude_op_types),
+        "high_precision_dtype": HIGH_PRECISION,
+        "modelopt": _version("nvidia-modelopt"),
+        "onnxruntime": _version("onnxruntime"),
+        "smoothing": {k: smooth[k] for k in ("mode", "alpha")} if smooth else None,
+    }
+
+
+def cache_key(inputs: dict[str, Any]) -> str:
+    return hashing.sha256_json(inputs)
+
+
+def check_exclusions(src: Path, calibration_cfg: CalibrationConfig) -> None:
+    if not calibration_cfg.exclude_op_types and not calibration_cfg.exclude_nodes:
+        return  # nothing to check: spare a large model's parse
+    nodes = onnx_model.load(src, check=False, weights=False).graph.node
+    op_types = {n.op_type for n in nodes}
+    for op in calibration_cfg.exclude_op_types:
+        if op not in op_types:
+            raise PipelineError(
+                f"calibration.exclude_op_types: the model has no {op} node "
+                f"(its op types: {', '.join(sorted(op_types))})"
+            )
+    for pattern in calibration_cfg.exclude_nodes:
+        try:
+            hit = any(re.match(pattern, n.name) for n in nodes)
+        except re.error as e:
+            raise PipelineError(
+                f"calibration.exclude_nodes: {pattern!r} is not a regular expression ({e})"
+            ) from None
+        if not hit:
+            raise PipelineError(
+                f"calibration.exclude_nodes: {pattern!r} matches no node name of the model"
+            )
+
+
+def quantize(
+    src: Path,
+    dest: Path,
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+) -> QuantizeResult:
+    """Write dest (the plain Q/DQ graph); return the calibration summary, the data used
+    and every graph the fallback search may write from the same calibration."""
+
+    mode = precision_cfg.quantize_mode
+    assert mode is not None, "validate() requires precision.quantize_mode for transform=qdq"
+    method = modelopt_method(calibration_cfg.method, mode)
+    check_exclusions(src, calibration_cfg)
+    data = calibration_data.load(calibration_cfg, model_cfg, src)
+    # Weights stay on disk (ModelOpt and ONNX Runtime read them beside the graph; the Q/DQ
+    # graphs name them), unless SmoothQuant must read and rewrite them.
+    weights = precision_cfg.smoothing != "none"
+    source = qdq_source(onnx_model.load(src, check=False, weights=weights), mode)
+    groups, smooth = smoothing_groups(source, src.parent, precision_cfg, data)
+    # What ModelOpt calibrates, and what its plan maps onto.
+    smoothed = smoothing.apply(source, groups) if groups else source
+    inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
+    stream = streamed.chosen(
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
+    )
+    if stream:  # another computation of the same scales: its own entries (old keys unchanged)
+        inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
+    else:
+        streamed.refuse_huge_tensors(source, f"{mode} calibration")
+    modelopt_graph, cache, fallback = _calibrated(
+        smoothed, src.parent, inputs, stream, calibration_cfg, data
+    )
+    method = inputs["method"]
+    plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
+    graphs = QdqGraphs(source, plan, groups, src.parent)
+    plain = graphs.graph()
+    calibration_cache.save_beside(plain, dest, src.parent)
+    ops = onnx_model.op_histogram(plain)
+    summary = {
+        "quantize_mode": mode,
+        "method": calibration_cfg.method,
+        "modelopt_method": method,
+        "high_precision_dtype": HIGH_PRECISION,
+        "qdq_placement": precision_cfg.qdq_placement,
+        "smoothing": smooth,
+        "data": data.info,
+        "exclude_nodes": list(calibration_cfg.exclude_nodes),
+        "exclude_op_types": list(calibration_cfg.exclude_op_types),
+        "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
+        "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
+        "calibrated_by": streamed_qdq.streamed_by(method) if stream else "modelopt",
+        "modelopt_version": inputs["modelopt"],
+        "onnxruntime_version": inputs["onnxruntime"],
+        "result_sha256": onnx_model.sha256(dest),
+        "cache": cache,
+    }
+    if fallback:
+        summary["method_fallback"] = fallback
+    return QuantizeResult(summary, data, graphs)
+
+
+def _calibrated(
+    smoothed: Any,
+    base: Path,
+    inputs: dict[str, Any],
+    stream: bool,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet,
+) -> tuple[Any, dict[str, Any], str | None]:
+    """_cached_scales(), by max where entropy calibration cannot histogram the graph
+    (HistogramFailed): inputs["method"] then says max, and the note says why."""
+    try:
+        return (*_cached_scales(smoothed, base, inputs, stream, calibration_cfg, data), None)
+    except HistogramFailed as e:
+        inputs["method"] = modelopt_method("max", inputs["quantize_mode"])
+        console.warn(f"{e}; calibrated by max instead (calibration.method=max says so up front)")
+        got = _cached_scales(smoothed, base, inputs, stream, calibration_cfg, data)
+        return (*got, f"{e}; calibrated by max")
+
+
+def _cached_scales(
+    smoothed: Any,
+    base: Path,
+    inputs: dict[str, Any],
+    stream: bool,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet,
+) -> tuple[Any, dict[str, Any]]:
+    """The graph whose Q/DQ nodes hold the scales (ModelOpt's, or the streamed plan's), from
+    the calibration cache or made; and the cache's record."""
+    mode, method = inputs["quantize_mode"], inputs["method"]
+    name = "plan.onnx" if stream else "model.onnx"
+    with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
+
+        def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
+            if stream:
+                files, ops = streamed_qdq.plan_files(
+                    smoothed, base, Path(tmp), mode, method, calibration_cfg, data
+                )
+            else:
+                files, ops = run_modelopt(
+                    smoothed, base, Path(tmp), mode, method, calibration_cfg, data
+                )
+            # ops.json spares a hit parsing the graph again (large models: a second or more)
+            return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+
+        got, cache = calibration_cache.cached(
+            calibration_cfg, cache_key(inputs), make, "calibration result", required=(name,)
+        )
+        return calibration_cache.read_graph(got, name), cache
+
+
+def qdq_source(model: Any, mode: str) -> Any:
+    """The fp32 graph at an opset its Q/DQ nodes fit in: per-channel int8 needs 13, fp8
+    needs 19 (the fp32 reference stays the original)."""
+    return ops.at_opset(model, 19 if mode == "fp8" else 13, mode)
+
+
+def smoothing_groups(
+    source: Any, base_dir: Path, precision_cfg: PrecisionConfig, data: CalibrationSet
+) -> tuple[list[SmoothGroup], dict[str, Any] | None]:
+    """precision.smoothing: the SmoothQuant groups and what calibration.json says of them."""
+    mode, alpha = precision_cfg.smoothing, float(precision_cfg.smoothing_alpha)
+    if mode == "none":
+        return [], None
+    groups = smoothing.compute(
+        source,
+        alpha,
+        lambda tensors: smoothing.activation_max(source, base_dir, tensors, data.batches),
+    )
+    if not groups and mode == "smoothquant":
+        raise PipelineError(
+            "precision.smoothing=smoothquant: no activation of the graph is read by a MatMul with "
+            "constant 2-D weights, so there is nothing to smooth and nothing was changed; use "
+            "precision.smoothing=auto to smooth only where the graph allows"
+        )
+    rec = smoothing.record(groups, alpha, mode)
+    if not groups:
+        rec["note"] = "no activation is read by a MatMul with constant weights: graph unchanged"
+    return groups, rec
+
+
+def _failure(e: Exception, mode: str, method: str) -> PipelineError:
+    """ModelOpt's failure in one line; HistogramFailed where entropy calibration could not
+    histogram a tensor (the caller calibrates by max then)."""
+    detail = first_line(e)
+    if method == "entropy" and "Too many bins" in detail:
+        return HistogramFailed(
+            f"entropy calibration cannot histogram this graph ({detail.rstrip('.')}: a tensor "
+            f"whose values are all one huge number, as a float-min attention mask is)"
+        )
+    return PipelineError(f"ModelOpt {mode} quantization failed: {detail}")
+
+
+def run_modelopt(
+    model: Any,
+    base: Path,
+    work: Path,
+    mode: str,
+    method: str,
+    calibration_cfg: CalibrationConfig,
+    data: CalibrationSet,
+) -> tuple[dict[str, FileData], dict[str, int]]:
+    """The Q/DQ graph ModelOpt makes of `model` (the smoothed, opset-normalised fp32
+    graph, its external data in `base`) as a cache entry's files, and its op histogram.
+    ModelOpt writes a graph past 2 GB with its weights in one file beside it, in `work`."""
+    from pipeline.precision.common.modelopt_log import quiet_modelopt
+
+    try:
+        from modelopt.onnx.quantization import quantize as mo_quantize
+    except ImportError as e:
+        raise PipelineError(
+            f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}"
+        ) from None
+    # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own,
+    # holding copies of the external data (onnx refuses linked data files).
+    work = work.resolve()  # ModelOpt runs in `work` (quiet_modelopt): every path absolute
+    (work / "in").mkdir()
+    src = work / "in" / "model.onnx"
+    external = calibration_cache.copy_external(model, base, src.parent)
+    # ModelOpt compares input dims as numbers or names: an axis with neither (a batch an
+    # exporter wrote as -1) fails its checks, so its copy names them.
+    with onnx_model.unnamed_dims_named(model):
+        external += onnx_model.save_copy(model, src)[1:]  # SmoothQuant's, past the limit
+    out = work / "model.qdq.onnx"
+    with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
+        try:
+            with quiet_modelopt(work):
+                mo_quantize(
+                    onnx_path=str(src),
+                    quantize_mode=mode,
+                    calibration_method=method,
+                    calibration_data_reader=reader.reader(data.batches, bar),
+                    calibration_eps=["cpu"],
+                    output_path=str(out),
+                    op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
+                    nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
+                    high_precision_dtype=HIGH_PRECISION,
+                    use_external_data_format=bool(external),
+                    log_level="WARNING",
+                )
+        except Exception as e:
+            raise _failure(e, mode, method) from None
+    if not out.is_file():
+        raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
+    shutil.rmtree(src.parent)  # the input's copy of the weights: not needed past here
+    files = calibration_cache.entry_files(out)
+    ops = onnx_model.op_histogram(calibration_cache.read_graph_at(out))
+    if not ops.get("QuantizeLinear"):
+        raise NothingToQuantize(
+            f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"
+            f", op types {list(calibration_cfg.exclude_op_types)})"
+        )
+    return files, ops

@@ -1,0 +1,214 @@
+"""SmoothQuant on the ONNX graph (Xiao et al. 2023), before ModelOpt quantizes it: the
+outlier channels of an activation move into the weights that read it, which are
+quantized per output channel and do not mind.
+
+For an activation X read by MatMuls with weights W_k ([in, out]), per input channel j:
+s_j = max|X_j|^alpha / max_k max|W_k[j, :]|^(1 - alpha), X' = X / s, W_k' = diag(s) W_k,
+so X' W_k' = X W_k. Where X is a LayerNormalization's output read only by these MatMuls
+(pre-LN models), 1/s folds into its gamma and beta. Everywhere else (a post-LN model's
+LayerNorm, as BERT's, whose output the residual Add reads too; a GELU output before the
+FFN's output projection) the others keep reading X and the MatMuls read X * (1/s)
+through one per-channel Mul, which TensorRT fuses into the quantization of the MatMuls'
+input (a pointwise op before a QuantizeLinear).
+
+`apply` smooths only the groups it is given: a group whose MatMuls are all kept in fp32
+is left as the source has it, so the graph with every node kept is the fp32 graph."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError
+from pipeline.export import onnx_model
+from pipeline.precision.common.ops import MATMULS
+
+MODES = ("none", "smoothquant", "auto")
+
+
+@dataclass(frozen=True)
+class SmoothGroup:
+    tensor: str  # the activation X
+    producer: str  # the node making X (a LayerNorm where 1/s folds into it)
+    matmuls: tuple[str, ...]
+    weights: tuple[str, ...]  # each MatMul's weight initializer, in order
+    fold: bool  # 1/s into gamma and beta (else a Mul on the MatMuls' branch)
+    scale: tuple[float, ...]  # s, per input channel
+
+
+def find_groups(model: Any) -> list[tuple[str, str, list[tuple[str, str]], bool]]:
+    """(X, X's producer, [(MatMul, weight)], foldable) for every activation read by
+    MatMuls with 2-D constant weights as their second input. Foldable: X is the output
+    of a LayerNormalization with constant gamma and beta, and only these MatMuls read it."""
+    inits = {i.name: i for i in model.graph.initializer}
+    producer = onnx_model.producers(model)
+    readers = onnx_model.readers(model)
+    graph_outputs = {o.name for o in model.graph.output}
+    out = []
+    for x, nodes in readers.items():
+        if x in inits or not x or _gemm_output(x, producer):
+            continue
+        mms = [
+            (r.name, r.input[1])
+            for r in nodes
+            if r.op_type == "MatMul"
+            and r.input[0] == x
+            and r.input[1] in inits
+            and len(inits[r.input[1]].dims) == 2
+        ]
+        if not mms:
+            continue
+        prod = producer.get(x)
+        layer_norm = (
+            prod is not None
+            and prod.op_type == "LayerNormalization"
+            and len(prod.input) >= 3
+            and prod.input[1] in inits
+            and prod.input[2] in inits
+        )
+        fold = layer_norm and len(mms) == len(nodes) and x not in graph_outputs
+        out.append((x, prod.name if prod is not None else "", mms, bool(fold)))
+    return out
+
+
+# Ops that only move data: a GEMM's output reshaped is still that GEMM's output.
+_MOVES = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity")
+
+
+def _gemm_output(x: str, producer: dict[str, Any]) -> bool:
+    """Whether x is a GEMM's output, reshaped at most. A per-channel Mul there sits between
+    two GEMMs: TensorRT then cannot fuse the pair (a fused attention kernel takes a
+    per-tensor scale only; measured: smoothing the attention output projection's input
+    split every fused MHA kernel into five), so such activations are not smoothed."""
+    node = producer.get(x)
+    while node is not None and node.op_type in _MOVES:
+        node = producer.get(node.input[0])
+    return node is not None and node.op_type in MATMULS
+
+
+def activation_max(
+    model: Any, base_dir: Path | None, tensors: list[str], batches: list[dict[str, np.ndarray]]
+) -> dict[str, np.ndarray]:
+    """max|X_j| per channel (the last axis) of each tensor over the calibration batches,
+    from one fp32 run of the graph with those tensors as extra outputs."""
+    from pipeline.export import onnx_runtime
+
+    session = onnx_runtime.session_with_outputs(model, base_dir, tensors)
+    out: dict[str, np.ndarray] = {}
+    for feeds in batches:
+        for t, x in zip(tensors, onnx_runtime.run_named(session, tensors, feeds, "to smooth")):
+            a = np.abs(x).reshape(-1, x.shape[-1]).max(axis=0)
+            out[t] = a if t not in out else np.maximum(out[t], a)
+    return out
+
+
+def compute(
+    model: Any,
+    alpha: float,
+    activation_max: Callable[[list[str]], dict[str, np.ndarray]],
+) -> list[SmoothGroup]:
+    """Smoothing scales for each group; activation_max(tensors) gives max|X_j| per
+    channel of each named tensor over the calibration data."""
+    from onnx import numpy_helper
+
+    if not 0.0 <= alpha <= 1.0:
+        raise PipelineError(f"precision.smoothing_alpha={alpha} is outside [0, 1]")
+    found = find_groups(model)
+    if not found:
+        return []
+    inits = {i.name: i for i in model.graph.initializer}
+    x_max = activation_max([x for x, *_ in found])
+    groups = []
+    for x, ln, mms, fold in found:
+        w_max = np.max(
+            [np.abs(numpy_helper.to_array(inits[w])).max(axis=1) for _, w in mms], axis=0
+        )
+        a = np.asarray(x_max[x], dtype=np.float64)
+        if a.shape != w_max.shape:
+            continue  # a MatMul reading X along another axis: not a channel-wise product
+        s = np.where(
+            (a > 0) & (w_max > 0), a**alpha / np.maximum(w_max, 1e-12) ** (1.0 - alpha), 1.0
+        )
+        s = np.clip(s, 1e-4, 1e4)
+        groups.append(
+            SmoothGroup(
+                x,
+                ln,
+                tuple(m for m, _ in mms),
+                tuple(w for _, w in mms),
+                fold,
+                tuple(float(v) for v in s),
+            )
+        )
+    return groups
+
+
+def apply(model: Any, groups: list[SmoothGroup], keep: set[str] | None = None) -> Any:
+    """A copy of `model` with these groups smoothed. A kept MatMul of a Mul-branch group
+    reads X and its source weight, exactly as the fp32 graph has them."""
+    import onnx
+    from onnx import numpy_helper
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    inits = {i.name: i for i in m.graph.initializer}
+    nodes = {n.name: n for n in m.graph.node}
+    added: list[Any] = []
+    for g in groups:
+        s = np.asarray(g.scale, dtype=np.float32)
+        tag = g.tensor.replace("/", "_").strip("_")
+        if g.fold:
+            ln = nodes[g.producer]
+            for idx in (1, 2):
+                src = numpy_helper.to_array(inits[ln.input[idx]]).astype(np.float32)
+                name = f"{ln.input[idx]}_smoothed"
+                added.append(numpy_helper.from_array(src / s, name))
+                ln.input[idx] = name
+            reads = g.tensor
+        else:
+            inv = f"{tag}_smooth_inv_scale"
+            reads = f"{tag}_smoothed"
+            added.append(numpy_helper.from_array((1.0 / s).astype(np.float32), inv))
+            m.graph.node.append(
+                onnx.helper.make_node("Mul", [g.tensor, inv], [reads], name=f"{tag}_smooth_Mul")
+            )
+        for mm, w in zip(g.matmuls, g.weights):
+            if not g.fold and mm in (keep or ()):
+                continue
+            node = nodes[mm]
+            src = numpy_helper.to_array(inits[w]).astype(np.float32)
+            name = f"{w}_smoothed"
+            if name not in {a.name for a in added}:
+                added.append(numpy_helper.from_array(src * s[:, None], name))
+            node.input[0], node.input[1] = reads, name
+    m.graph.initializer.extend(added)
+    if any(not g.fold for g in groups):
+        from pipeline.precision.common.ops import topological
+
+        ordered = topological(list(m.graph.node), m)
+        del m.graph.node[:]
+        m.graph.node.extend(ordered)
+    return m
+
+
+def record(groups: list[SmoothGroup], alpha: float, mode: str) -> dict[str, Any]:
+    """What calibration.json and the report say about smoothing."""
+    return {
+        "mode": mode,
+        "alpha": alpha,
+        "groups": [
+            {
+                "tensor": g.tensor,
+                "producer": g.producer,
+                "matmuls": list(g.matmuls),
+                "folded_into_layer_norm": g.fold,
+                "scale_max": round(max(g.scale), 4),
+                "scale_min": round(min(g.scale), 4),
+            }
+            for g in groups
+        ],
+    }
