@@ -27,8 +27,9 @@ from pipeline.bench import benchmark
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
 from pipeline.core.config import PipelineConfig
-from pipeline.export import export, samples
-from pipeline.export import onnx_model as onnx_lib
+from pipeline.export import export
+from pipeline.graph import onnx_model as onnx_lib
+from pipeline.inputs import samples
 
 LIMIT = 1.05
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
-from pipeline.export import reference_file
 from pipeline.flow import steps
+from pipeline.inputs import reference_file
 from pipeline.report import report
 from tests.conftest import REPO, compose
 

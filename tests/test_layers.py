@@ -17,6 +17,8 @@ LAYERS = (
     "core",
     "store",
     "machine",
+    "graph",
+    "inputs",
     "export",
     "precision",
     "engine",

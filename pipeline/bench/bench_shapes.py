@@ -2,7 +2,7 @@
 a headline shape at one profile point and a sweep over batch sizes (and sequence
 lengths), every one placed in a profile that holds it before anything is measured.
 
-The batch axis is each input's sample axis (pipeline.export.samples: model.sample_axis, else
+The batch axis is each input's sample axis (pipeline.inputs.samples: model.sample_axis, else
 the exporter's batch dim, whatever it is called: `batch`, `p2o.DynamicDimension.0`,
 `unk__214`, none), so a Paddle export is timed in samples, not calls."""
 
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model, samples
-from pipeline.export import profiles as profiles_lib
-from pipeline.export.profiles import Profile
+from pipeline.graph import onnx_model
+from pipeline.inputs import profiles as profiles_lib
+from pipeline.inputs import samples
+from pipeline.inputs.profiles import Profile
 
 if TYPE_CHECKING:
     import numpy as np

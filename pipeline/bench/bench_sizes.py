@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from pipeline.bench.bench_shapes import Point
 from pipeline.core import memory
-from pipeline.export import samples, sizes
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import samples, sizes
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig

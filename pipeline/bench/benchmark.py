@@ -20,8 +20,10 @@ from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Feeds, Runner
 from pipeline.core import console, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import export, onnx_model, reference_file, sample_data, samples
-from pipeline.export.profiles import Profile
+from pipeline.export import export
+from pipeline.graph import onnx_model
+from pipeline.inputs import reference_file, sample_data, samples
+from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.tasks import OutputTasks

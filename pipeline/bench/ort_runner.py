@@ -13,7 +13,7 @@ import numpy as np
 
 from pipeline.bench import timing
 from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig

@@ -16,7 +16,7 @@ from pipeline.bench import cuda_timing, timing
 from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
-from pipeline.export import sample_data
+from pipeline.inputs import sample_data
 from pipeline.machine.cudart import D2H, H2D, Cuda
 
 

@@ -34,3 +34,16 @@ def write(path: Path, summary: dict[str, Any]) -> Path:
 
 def read(path: Path) -> dict[str, Any]:
     return RECORD.read(path)
+
+
+# The fallback record (`fallback` in calibration.json) says which type each kept node took.
+def kept_types(fb: dict[str, Any]) -> str:
+    """How many kept nodes went to each type: "2 in int8, 3 in fp16, 1 in fp32"; a record
+    of an older search has no int8 (or fp16) list."""
+    kinds = [k for k in ("int8", "fp16") if fb.get(f"kept_{k}")] + ["fp32"]
+    return ", ".join(f"{len(fb.get(f'kept_{k}') or [])} in {k}" for k in kinds)
+
+
+def kept_type(fb: dict[str, Any], node: str) -> str:
+    """The type a node the search kept computes or stores its weight in."""
+    return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")

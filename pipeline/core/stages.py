@@ -16,7 +16,7 @@ PARAMS: dict[str, tuple[str, ...]] = {
         "build.version_compatible",
         "build.compute_capabilities",
     ),
-    # the profile's opt shapes are the sample inputs' (pipeline/export/samples.py)
+    # the profile's opt shapes are the sample inputs' (pipeline/inputs/samples.py)
     "export": ("model", "profile"),
     "calibrate": ("precision", "calibration", "model", "profile"),
     "build": ("precision", "profile", "build"),

@@ -19,7 +19,7 @@ from pipeline.engine.trt_hooks import (
     make_logger,
     make_progress_monitor,
 )
-from pipeline.export import profiles as profile_lib
+from pipeline.inputs import profiles as profile_lib
 
 if TYPE_CHECKING:
     from pipeline.core.config import BuildConfig, PipelineConfig, PrecisionConfig, ProfileConfig
@@ -321,7 +321,7 @@ class BuildFailed(PipelineError):
 
 
 def resolve_profiles(profile_cfg: ProfileConfig, onnx_path: Path) -> list[dict[str, Any]]:
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     # The inputs only: weights in external data stay on disk (TensorRT's parser reads them).
     model = onnx_model.load(onnx_path, check=False, weights=False)

@@ -22,7 +22,7 @@ def control_flow_hint(onnx_path: Path, errors: list[str]) -> str:
     TensorRT optimizes their subgraphs as scopes, where its internal errors cluster."""
     if not any(word in e for e in errors for word in INTERNAL):
         return ""
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     model = onnx_model.load(onnx_path, check=False, weights=False)
     nodes = [

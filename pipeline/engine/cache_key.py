@@ -95,7 +95,7 @@ def engine_key_inputs(
     The graph's hash is the one calibrate recorded while the file is unchanged since;
     `rehash` reads it again (verify trusts no record)."""
     from pipeline.core import config as config_lib
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     graph = layout.calibrated_graph
     if rehash:

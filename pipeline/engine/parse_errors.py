@@ -86,7 +86,7 @@ def way_out(trt: ModuleType, parser: Any, op: str, node: Any, graph: Any, said: 
 def _graph(onnx_path: Path) -> Any:
     """The model without its weights, or None where it cannot be read (the parse
     error is then reported with what the parser said alone)."""
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     try:
         return onnx_model.load(onnx_path, check=False, weights=False)

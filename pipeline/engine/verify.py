@@ -104,7 +104,7 @@ def refit_source(manifest: dict[str, Any], onnx_path: Path) -> Path | None:
     """None for an engine that holds its weights. A weight-stripped one (build.strip_weights)
     is refitted where it is loaded from `onnx_path`, once that is shown to be the graph it
     was built from: the sha256 its manifest names, external data included."""
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     if not manifest["engine"].get("stripped"):
         return None

@@ -14,7 +14,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.engine import backend
-from pipeline.export import reference_file
+from pipeline.inputs import reference_file
 from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
 from pipeline.store import CALIBRATION, SHA256
 

@@ -15,19 +15,10 @@ import numpy as np
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.layout import EXPORT_SUMMARY, REFERENCE
-from pipeline.export import (
-    constant_inputs,
-    factory,
-    input_roles,
-    onnx_import,
-    onnx_model,
-    reference_file,
-    sample_data,
-    samples,
-    sizes,
-)
-from pipeline.export.array_folder import LABEL_PREFIX
-from pipeline.export.onnx_runtime import run_batches
+from pipeline.graph import constant_inputs, onnx_import, onnx_model
+from pipeline.graph.onnx_runtime import run_batches
+from pipeline.inputs import factory, input_roles, reference_file, sample_data, samples, sizes
+from pipeline.inputs.array_folder import LABEL_PREFIX
 
 if TYPE_CHECKING:
     from pipeline.core.config import ModelConfig, ProfileConfig
@@ -118,7 +109,7 @@ def export_model(
     model_cfg: ModelConfig, profile_cfg: ProfileConfig, out_dir: Path
 ) -> dict[str, Any]:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary.
-    Sample inputs take the first optimization profile's opt shapes (pipeline/export/samples.py)."""
+    Sample inputs take the first optimization profile's opt shapes (pipeline/inputs/samples.py)."""
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
         onnx_path = tmp / "model.onnx"
         source, given, changes = _graph(model_cfg, profile_cfg, onnx_path)

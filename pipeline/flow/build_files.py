@@ -27,7 +27,8 @@ def resolved_profiles(
     """From the input specs calibrate recorded for this very graph (its sha256 is checked),
     so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
     from pipeline.engine import build as build_lib
-    from pipeline.export import onnx_model, profiles
+    from pipeline.graph import onnx_model
+    from pipeline.inputs import profiles
 
     summary = calibration_file.read(layout.calibration_summary)
     specs = summary.get("inputs")

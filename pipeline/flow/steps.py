@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from pipeline.core import console, fileio, memory
+from pipeline.core import calibration_file, console, fileio, memory
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.numbers import MIB
@@ -88,7 +88,6 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import provenance
     from pipeline.precision import transform as precision
-    from pipeline.precision.fallback import search as fallback
     from pipeline.precision.gate import accuracy
 
     provenance.require(layout.export_dir, cfg, "export")
@@ -122,7 +121,7 @@ def calibrate(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
                 if isinstance(r.get("value"), (int, float))
             ],
             *(
-                [("fallback", f"kept {fallback.kept_types(summary['fallback'])}")]
+                [("fallback", f"kept {calibration_file.kept_types(summary['fallback'])}")]
                 if summary.get("fallback", {}).get("needed")
                 else []
             ),
@@ -277,7 +276,6 @@ def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
     carries code per engine layer, and an int8 convolution is a layer of its own, so on a
     model of many small convolutions the quantized plan can outweigh the fp16 one; without
     an fp16 engine to compare with, this is what can be said (a sweep says the rest)."""
-    from pipeline.core import calibration_file
 
     if not layout.calibration_summary.is_file():
         return []

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import GEMMS
 
 

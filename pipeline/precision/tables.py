@@ -22,7 +22,7 @@ def candidates(model: Any) -> list[str]:
     """fp32 initializers read only as the data of Gather nodes, of MIN_TABLE_BYTES or more."""
     from onnx import TensorProto
 
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     inits = {i.name: i for i in model.graph.initializer}
     readers: dict[str, list[tuple[Any, int]]] = {}

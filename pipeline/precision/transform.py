@@ -16,7 +16,9 @@ from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
-from pipeline.export import export, onnx_import, onnx_model, onnx_runtime, reference_file
+from pipeline.export import export
+from pipeline.graph import onnx_import, onnx_model, onnx_runtime
+from pipeline.inputs import reference_file
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.gate import accuracy, tasks
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
-from pipeline.export import reference_file
+from pipeline.inputs import reference_file
 from pipeline.precision.calibration import data as calibration_data
 
 if TYPE_CHECKING:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.core import tables
-from pipeline.precision.fallback import search as fallback
+from pipeline.core import calibration_file, tables
 from pipeline.report import mixed_view
 
 
@@ -118,7 +117,7 @@ def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
                 r["node"],
                 r["op_type"],
                 r["sensitivity"],
-                f"kept {fallback.kept_type(fb, r['node'])}" if r["kept"] else "quantized",
+                f"kept {calibration_file.kept_type(fb, r['node'])}" if r["kept"] else "quantized",
             ]
             for r in fb["nodes"]
         ],
@@ -158,7 +157,7 @@ def mark_kept_nodes(report: dict[str, Any]) -> None:
         for node in g["nodes"]:
             if node.get("name") in kept:
                 node["marked"] = True
-                kind = fallback.kept_type(fb, node["name"])
+                kind = calibration_file.kept_type(fb, node["name"])
                 node["tooltip"] = f"{node.get('tooltip', '')}\nkept in {kind} by precision.fallback"
 
 
@@ -219,7 +218,7 @@ def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
         return ["- precision.fallback=auto: not needed, the plain graph passed", ""]
     return [
         f"### precision.fallback: {len(fb['kept'])} nodes kept out of the low type "
-        f"({fallback.kept_types(fb)}), "
+        f"({calibration_file.kept_types(fb)}), "
         f"{fb['matmuls_still_quantized']} of {fb['quantized_matmuls']} matrix multiplies still "
         f"quantized ({fb['graphs_evaluated']} graphs evaluated)",
         "",

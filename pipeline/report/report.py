@@ -14,7 +14,7 @@ from pipeline.analysis import buildlog, node_precision, report_layers
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.report import report_graph
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ import pytest
 from pipeline.bench import bench_sizes
 from pipeline.bench.bench_shapes import plan
 from pipeline.core.errors import PipelineError
-from pipeline.export import profiles
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import profiles
 from tests.conftest import compose
 
 SPECS = [TensorSpec("images", "float32", ("batch", 3, 32, 32))]

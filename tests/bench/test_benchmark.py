@@ -20,8 +20,8 @@ from pipeline.bench.runner import Runner
 from pipeline.core import config, fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export.onnx_model import TensorSpec
 from pipeline.flow import steps
+from pipeline.graph.onnx_model import TensorSpec
 from pipeline.machine import gpu_conditions
 from pipeline.report import benchmark_report
 from tests.conftest import FAST_BENCH, REPO, _pipeline_through, compose

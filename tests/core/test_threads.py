@@ -7,7 +7,7 @@ from __future__ import annotations
 from onnx import TensorProto, helper
 
 from pipeline.core import threads
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 
 
 def _graph_bytes() -> bytes:

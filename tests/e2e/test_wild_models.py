@@ -182,7 +182,7 @@ def test_a_wheel_model_in_external_data_streams_modelopts_scales(wild_root, tmp_
     Constant nodes: they are weights here too, scaled per tensor."""
     import onnx
 
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
     from pipeline.precision.common import ops
 
     monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")

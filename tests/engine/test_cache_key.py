@@ -124,7 +124,7 @@ def test_the_build_takes_calibrates_recorded_graph_hash_only_while_the_file_is_u
     import shutil
 
     from pipeline.core.layout import Layout
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     cfg, built = built_cnn
     shutil.copytree(built.root / "artifacts", tmp_path / "artifacts", copy_function=shutil.copy2)

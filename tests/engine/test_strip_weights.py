@@ -108,7 +108,7 @@ def test_the_build_stage_with_strip_weights_stores_a_stripped_entry_or_nothing(t
 
 def test_refit_source_checks_the_graph(tmp_path):
     path = weighty_onnx(tmp_path / "g.onnx")
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     m = {"engine": {"stripped": True, "refit_from": {"onnx_sha256": onnx_model.sha256(path)}}}
     assert verify.refit_source(m, path) == path

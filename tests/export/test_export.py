@@ -4,7 +4,9 @@ import pytest
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, onnx_model, onnx_runtime, reference_file
+from pipeline.export import export
+from pipeline.graph import onnx_model, onnx_runtime
+from pipeline.inputs import reference_file
 from tests.conftest import REPO, compose
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import samples
 from pipeline.flow import steps
+from pipeline.inputs import samples
 from pipeline.precision.calibration import data as calibration_data
 from tests.conftest import compose
 from tests.wild import fetch, graphs

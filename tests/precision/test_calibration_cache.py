@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime as ort
 
 from models import large_table
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.store import FileOnDisk, VerifiedStore
 

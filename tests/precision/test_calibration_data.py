@@ -6,7 +6,8 @@ import pytest
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, reference_file
+from pipeline.export import export
+from pipeline.inputs import reference_file
 from pipeline.precision.calibration import data as calibration_data
 from tests.conftest import REPO, compose
 

@@ -10,8 +10,8 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import onnx_runtime
 from pipeline.flow import steps
+from pipeline.graph import onnx_runtime
 from pipeline.precision.int4 import quantize as int4
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs

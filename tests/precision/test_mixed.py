@@ -12,8 +12,8 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import onnx_runtime
 from pipeline.flow import steps
+from pipeline.graph import onnx_runtime
 from pipeline.precision.mixed import graphs as mixed_graphs
 from pipeline.precision.mixed import make as mixed
 from pipeline.precision.mixed import variants

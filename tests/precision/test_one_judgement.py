@@ -14,8 +14,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from pipeline.core.layout import Layout
-from pipeline.export import onnx_runtime, reference_file
 from pipeline.flow import steps
+from pipeline.graph import onnx_runtime
+from pipeline.inputs import reference_file
 from tests.conftest import compose
 from tests.helpers import quantized
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 from pipeline.precision.common import ops
 from pipeline.precision.gate import accuracy
 from pipeline.precision.qdq import plan as qdq_plan

@@ -14,8 +14,9 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import backend, build, weak_typing
-from pipeline.export import onnx_runtime, reference_file
 from pipeline.flow import steps
+from pipeline.graph import onnx_runtime
+from pipeline.inputs import reference_file
 from pipeline.store import CALIBRATION
 from tests.conftest import REPO, compose
 

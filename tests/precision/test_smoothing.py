@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_runtime
 from pipeline.flow import steps
+from pipeline.graph import onnx_runtime
 from pipeline.precision.qdq import smoothing
 from tests.conftest import compose
 from tests.helpers import fresh, quantized, reference_pairs

@@ -14,8 +14,8 @@ from onnx import numpy_helper
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import onnx_model
 from pipeline.flow import steps
+from pipeline.graph import onnx_model
 from pipeline.precision.autocast import cast as autocast
 from pipeline.precision.int4 import quantize as int4
 from pipeline.precision.qdq import quantize

@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 from pipeline.precision.autocast import captures as subgraph_captures
 
 

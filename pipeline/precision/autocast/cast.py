@@ -16,7 +16,7 @@ import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.common import streamed
@@ -157,7 +157,7 @@ def _captures_renamed(src: Path, work: Path) -> Path:
 def _streamed(
     src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
 ) -> dict[str, FileData]:
-    from pipeline.export.external_data import write_gathered
+    from pipeline.graph.external_data import write_gathered
     from pipeline.precision.autocast import streamed as streamed_autocast
     from pipeline.precision.common.modelopt_log import quiet_modelopt
 

@@ -118,7 +118,7 @@ def reference_stats(model: Any, base: Path, feeds: dict[str, np.ndarray]) -> dic
     statistics)."""
     from modelopt.onnx.autocast.referencerunner import TensorStats
 
-    from pipeline.export import onnx_runtime
+    from pipeline.graph import onnx_runtime
 
     made = (o for n in model.graph.node for o in n.output if o)
     wanted = list(dict.fromkeys([*(o.name for o in model.graph.output), *made]))
@@ -157,7 +157,7 @@ def _converter_class() -> type:
 
 def move_to_file(tensor: Any, data: Path) -> Any:
     """The tensor with its bytes appended to `data` and named there (external data)."""
-    from pipeline.export.external_data import held_bytes, point_at
+    from pipeline.graph.external_data import held_bytes, point_at
 
     raw = held_bytes(tensor)
     with open(data, "ab") as f:
@@ -173,7 +173,7 @@ def copy_data_files(model: Any, base: Path, work: Path) -> None:
     link. Disk, not memory: the file system streams them."""
     import shutil
 
-    from pipeline.export import onnx_model
+    from pipeline.graph import onnx_model
 
     for f in onnx_model.external_data_files(model, base):
         to = work / f.relative_to(base)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def save_beside(model: Any, dest: Path, base: Path) -> None:
     tensor at a time (the weights it no longer reads are not copied; a file name of the
     source cannot collide with dest's); a graph of inline weights is written as
     onnx_model.save writes it. The model's tensors name dest's file afterwards."""
-    from pipeline.export.external_data import write_gathered
+    from pipeline.graph.external_data import write_gathered
     from pipeline.precision.common import streamed
 
     if streamed.external_data(model):

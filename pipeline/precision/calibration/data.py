@@ -4,7 +4,7 @@ the model's inputs before any calibration runs, with a content hash for the cach
 Sources: `directory` (a folder of .npz files keyed by input name, or <input>.npy files;
 the first axis counts samples), `factory` (a module's calibration_batches(num_samples,
 batch_size, seed)), `random` (only when asked for by name; it is flagged everywhere).
-Folders are read by pipeline.export.array_folder, the one loader that reference data
+Folders are read by pipeline.inputs.array_folder, the one loader that reference data
 (model.reference_data) uses too; files are read without unpickling."""
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, input_roles, onnx_model, sample_data, samples
-from pipeline.export.array_folder import LABEL_PREFIX, check, data_sha256, read_folder
+from pipeline.export import export
+from pipeline.graph import onnx_model
+from pipeline.inputs import input_roles, sample_data, samples
+from pipeline.inputs.array_folder import LABEL_PREFIX, check, data_sha256, read_folder
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig
@@ -228,7 +230,7 @@ def _check_size(
     bs: int,
 ) -> None:
     """n samples of the model's inputs (at the sample layout, one sample each) fit in memory."""
-    from pipeline.export import sizes
+    from pipeline.inputs import sizes
 
     one = sizes.input_bytes(model_cfg, specs, layout.at_batch(1), drawn=False)
     if one is not None:
@@ -237,7 +239,7 @@ def _check_size(
 
 
 def _module(name: str) -> object:
-    from pipeline.export import factory
+    from pipeline.inputs import factory
 
     return factory.resolve(name, "calibration factory")
 

@@ -92,7 +92,7 @@ def _each_batch(
 ) -> dict[str, tuple[int, ...]]:
     """Run every batch with `tensors` as outputs, folding each batch's into `fold` before
     the next runs; the first batch's shapes of `tensors` and `shapes_of`."""
-    from pipeline.export import onnx_runtime
+    from pipeline.graph import onnx_runtime
 
     wanted = list(dict.fromkeys([*tensors, *shapes_of]))
     session = onnx_runtime.session_with_outputs(model, base, wanted)

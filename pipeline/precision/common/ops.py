@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export.onnx_model import opset
+from pipeline.graph.onnx_model import opset
 
 # The ops TensorRT runs in a low type reading a quantized input or weight.
 GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 
 
 class SearchPlan(Protocol):

@@ -78,7 +78,7 @@ PROTOBUF_LIMIT = 2**31
 def refuse_huge_tensors(source: Any, what: str) -> None:
     """One line, before any work, for a weight ModelOpt's whole-model path cannot hold
     (a protobuf message of 2 GB or more); streaming reads it as a file slice."""
-    from pipeline.export.onnx_model import tensor_bytes
+    from pipeline.graph.onnx_model import tensor_bytes
 
     for t in source.graph.initializer:
         size = tensor_bytes(t)
@@ -106,7 +106,7 @@ def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarr
     from onnx import helper, numpy_helper
     from onnx.external_data_helper import uses_external_data
 
-    from pipeline.export.external_data import external_bytes
+    from pipeline.graph.external_data import external_bytes
 
     read = to_array or numpy_helper.to_array
     if uses_external_data(tensor) and tensor.data_type in PLAIN_TYPES:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.config import to_dict
-from pipeline.export import onnx_model
-from pipeline.export.array_folder import data_sha256
+from pipeline.graph import onnx_model
+from pipeline.inputs.array_folder import data_sha256
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.fallback import search as fallback

@@ -231,18 +231,6 @@ class _Run:
         return self.keeping([n for u in units for n in u.nodes])
 
 
-def kept_types(fb: dict[str, Any]) -> str:
-    """How many kept nodes went to each type: "2 in int8, 3 in fp16, 1 in fp32"; a record
-    of an older search has no int8 (or fp16) list."""
-    kinds = [k for k in ("int8", "fp16") if fb.get(f"kept_{k}")] + ["fp32"]
-    return ", ".join(f"{len(fb.get(f'kept_{k}') or [])} in {k}" for k in kinds)
-
-
-def kept_type(fb: dict[str, Any], node: str) -> str:
-    """The type a node the search kept computes or stores its weight in."""
-    return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")
-
-
 def counts(plan: SearchPlan, candidates: list[str], kept: list[str]) -> dict[str, Any]:
     """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),
     were quantized and stay so, by op type."""

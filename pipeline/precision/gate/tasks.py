@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export.array_folder import LABEL_PREFIX
+from pipeline.inputs.array_folder import LABEL_PREFIX
 
 if TYPE_CHECKING:
     from pipeline.core.config import AccuracyGate, ModelConfig
@@ -96,7 +96,7 @@ def user_metric(gate_cfg: AccuracyGate, source: str | None = None) -> UserMetric
     name = getattr(gate_cfg, "metric", None)
     if not name:
         return None
-    from pipeline.export import factory, sample_data
+    from pipeline.inputs import factory, sample_data
 
     fn = factory.resolve_callable(str(name), "precision.gate.metric")
     module_file = factory.source_file(str(name), "precision.gate.metric")

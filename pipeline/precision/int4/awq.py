@@ -63,7 +63,7 @@ def sampled_rows(
 ) -> tuple[dict[str, np.ndarray], bool]:
     """Each activation's rows (tokens x its last dimension) that ModelOpt's clip search
     samples, from one pass over the batches; and whether they are exactly ModelOpt's."""
-    from pipeline.export import onnx_runtime
+    from pipeline.graph import onnx_runtime
 
     session = onnx_runtime.session_with_outputs(model, base, activations)
     kept: dict[str, list[np.ndarray]] = {a: [] for a in activations}
@@ -124,7 +124,7 @@ def search(
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """AWQ's clip ratios for each GEMM weight of `source`, and how its tokens were sampled
     (what record_sampling keeps)."""
-    from pipeline.export import samples
+    from pipeline.inputs import samples
 
     pairs = gemm_activations(source, exclude)
     if not pairs:

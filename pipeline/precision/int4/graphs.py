@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export import onnx_model, onnx_runtime
+from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.int4 import int8_weights

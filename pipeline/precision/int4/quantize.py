@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import hashing
 from pipeline.core.choices import Int4Method
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import data as calibration_data

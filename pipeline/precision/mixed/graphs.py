@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.core import memory
-from pipeline.export import onnx_model, onnx_runtime
+from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.int4 import graphs as int4_graphs

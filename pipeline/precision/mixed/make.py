@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import data as calibration_data
 from pipeline.precision.fallback.search import SearchFailed
@@ -100,7 +100,7 @@ def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
     """The source every type is made from (see the module's docstring), and its graph:
     read without the weights it keeps in external-data files (only transposed Gemm
     weights are read, to be stored untransposed)."""
-    from pipeline.export.external_data import write_gathered
+    from pipeline.graph.external_data import write_gathered
     from pipeline.precision.common import streamed
     from pipeline.precision.int4 import quantize as int4
     from pipeline.precision.qdq import quantize

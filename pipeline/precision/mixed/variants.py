@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.export import onnx_model, onnx_runtime
+from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.int4 import graphs as int4_graphs
 
 if TYPE_CHECKING:
-    from pipeline.export.external_data import Gathered
+    from pipeline.graph.external_data import Gathered
 
 # The name of every Where the switchboard adds to pick a variant (mixed/graphs.py). Its nodes
 # are told from the model's own by this name, never by op type: a BERT attention mask or a
@@ -44,7 +44,7 @@ def session_file(model: Any, base_dir: Path | None, narrow: bool) -> Iterator[on
     is made, then the source's weights copied across, so that the graph never holds the
     variants' bytes (a protobuf message keeps what it held until it is freed whole) and
     the process holds them once, in ONNX Runtime, beside one copy of the weights."""
-    from pipeline.export.external_data import Gathered
+    from pipeline.graph.external_data import Gathered
     from pipeline.precision.common import streamed
 
     if not streamed.external_data(model):

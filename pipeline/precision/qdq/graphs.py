@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export import onnx_runtime
+from pipeline.graph import onnx_runtime
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq import smoothing

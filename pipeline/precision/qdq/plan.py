@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
-from pipeline.export.onnx_model import opset
+from pipeline.graph import onnx_model
+from pipeline.graph.onnx_model import opset
 from pipeline.precision.common.ops import GEMMS, reorder
 
 PLACEMENTS = ("gemm_inputs", "modelopt")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import data as calibration_data

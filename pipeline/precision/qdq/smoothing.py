@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import MATMULS
 
 MODES = ("none", "smoothquant", "auto")
@@ -95,7 +95,7 @@ def activation_max(
 ) -> dict[str, np.ndarray]:
     """max|X_j| per channel (the last axis) of each tensor over the calibration batches,
     from one fp32 run of the graph with those tensors as extra outputs."""
-    from pipeline.export import onnx_runtime
+    from pipeline.graph import onnx_runtime
 
     session = onnx_runtime.session_with_outputs(model, base_dir, tensors)
     out: dict[str, np.ndarray] = {}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import ranges as activation_ranges
 from pipeline.precision.common import ops, streamed

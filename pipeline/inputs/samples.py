@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import profiles
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import profiles
 
 if TYPE_CHECKING:
     import numpy.typing as npt

@@ -16,8 +16,8 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
-from pipeline.export import samples
-from pipeline.export.onnx_model import ANONYMOUS_DIMS, TensorSpec
+from pipeline.graph.onnx_model import ANONYMOUS_DIMS, TensorSpec
+from pipeline.inputs import samples
 
 # Arrays in a reference folder that are not inputs: labels for a task metric of the user's
 # (precision.gate.metric), one row per sample, carried beside the fp32 outputs.

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import export, factory
+from pipeline.export import export
+from pipeline.inputs import factory
 from tests.conftest import compose
 
 USER_MODULE = """

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.export.onnx_model import ANONYMOUS_DIMS, Dim, TensorSpec
+from pipeline.graph.onnx_model import ANONYMOUS_DIMS, Dim, TensorSpec
 
 if TYPE_CHECKING:
     from pipeline.core.config import ProfileConfig, ProfileSpec, ShapeRange

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
-from pipeline.export import reference_file
+from pipeline.inputs import reference_file
 
 
 def test_pairs_round_trip_with_labels_beside_the_outputs(tmp_path):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 
 MIN_OPSET = 13
 

@@ -4,8 +4,8 @@ import pytest
 
 from pipeline.core import config
 from pipeline.core.errors import PipelineError
-from pipeline.export import profiles
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import profiles
 from tests.conftest import compose
 
 TRANSFORMER_INPUTS = [

@@ -10,8 +10,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_model, onnx_runtime
-from pipeline.export.external_data import write_gathered
+from pipeline.graph import onnx_model, onnx_runtime
+from pipeline.graph.external_data import write_gathered
 
 
 def _matmuls(tmp_path):

@@ -5,7 +5,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import onnx_import
+from pipeline.graph import onnx_import
 
 
 def _model(domain_version):

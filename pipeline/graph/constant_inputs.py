@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.export import onnx_model
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph import onnx_model
+from pipeline.graph.onnx_model import TensorSpec
 
 
 def values(constants: Mapping[str, Any], specs: list[TensorSpec]) -> dict[str, np.ndarray]:

@@ -1,4 +1,4 @@
-"""pipeline.export.sizes against the arrays the real code then makes."""
+"""pipeline.inputs.sizes against the arrays the real code then makes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline.export import sample_data, sizes
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import sample_data, sizes
 
 
 @pytest.mark.parametrize(

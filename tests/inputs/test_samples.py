@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import samples
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
+from pipeline.inputs import samples
 from tests.conftest import compose
 
 VAD_INPUTS = [

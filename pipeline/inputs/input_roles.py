@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
 
 if TYPE_CHECKING:
     from pipeline.core.config import ModelConfig

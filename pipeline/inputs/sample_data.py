@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.export import factory, onnx_model, samples
+from pipeline.graph import onnx_model
+from pipeline.inputs import factory, samples
 
 if TYPE_CHECKING:
     from pipeline.core.config import ModelConfig
@@ -21,7 +22,7 @@ REFERENCE_SEED_OFFSET = 1_000
 
 
 def load_factory(name: str) -> ModuleType:
-    # A module, or `module:object` (pipeline/export/factory.py); typed as the module it
+    # A module, or `module:object` (pipeline/inputs/factory.py); typed as the module it
     # usually is.
     module: ModuleType = factory.resolve(name)
     missing = [a for a in ("build", "INPUT_NAMES", "OUTPUT_NAMES") if not hasattr(module, a)]
@@ -112,7 +113,7 @@ def reference_inputs(
     model.reference_data (the user's arrays, in batches of the layout's size), the
     factory's sampler, or random (at the layout's shapes)."""
     if model_cfg.reference_data:
-        from pipeline.export.array_folder import data_sha256, read_folder
+        from pipeline.inputs.array_folder import data_sha256, read_folder
 
         if not tracked_by(model_cfg.reference_data, model_cfg.reference_source):
             raise PipelineError(

@@ -12,7 +12,7 @@ import onnx
 import onnxruntime as ort
 
 from models import large_table
-from pipeline.export import onnx_model
+from pipeline.graph import onnx_model
 
 
 def test_sha256_streams_graph_and_every_data_file(tmp_path):
@@ -63,7 +63,7 @@ def test_save_puts_weights_past_the_limit_in_one_file(tmp_path, monkeypatch):
 def test_in_memory_graph_past_the_limit_runs_from_a_file(tmp_path, monkeypatch):
     """A graph whose weights a transform rewrote in memory (SmoothQuant) is handed to ONNX
     Runtime as a file with its weights beside it, and keeps its weights in memory."""
-    from pipeline.export import onnx_runtime
+    from pipeline.graph import onnx_runtime
 
     src = large_table.write(tmp_path / "m", mib=2, files=2)
     feeds = [{"ids": np.array([[3, 4]], np.int64)}]
@@ -82,7 +82,8 @@ def test_in_memory_graph_past_the_limit_runs_from_a_file(tmp_path, monkeypatch):
 def test_inline_weights_past_the_limit_leave_export_in_a_data_file(tmp_path, monkeypatch):
     """A user's file (or a torch export below 2 GB) with its weights inline: the export
     writes them to one data file beside the graph, and the outputs stay the same."""
-    from pipeline.export import export, onnx_import
+    from pipeline.export import export
+    from pipeline.graph import onnx_import
 
     ext = large_table.write(tmp_path / "ext", mib=2, files=2)
     inline = tmp_path / "user" / "model.onnx"

@@ -134,8 +134,8 @@ def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
     copied one tensor at a time (ONNX Runtime refuses data reached through a link)."""
     import onnx
 
-    from pipeline.export import onnx_model
-    from pipeline.export.external_data import write_gathered
+    from pipeline.graph import onnx_model
+    from pipeline.graph.external_data import write_gathered
 
     if base is None and _names_external_data(model):
         raise PipelineError("an in-memory graph with external data needs the folder of its data")

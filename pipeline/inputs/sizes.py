@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import memory
-from pipeline.export.onnx_model import TensorSpec
+from pipeline.graph.onnx_model import TensorSpec
 
 if TYPE_CHECKING:
     from pipeline.core.config import ModelConfig
@@ -82,7 +82,7 @@ def input_bytes(
 ) -> int | None:
     """Bytes of one batch of sample inputs at `shapes` as export.sample_inputs makes them
     (drawn: with the largest draw before its cast)."""
-    from pipeline.export import factory, samples
+    from pipeline.inputs import factory, samples
 
     if model_cfg.factory:
         module = factory.resolve(model_cfg.factory)
@@ -113,7 +113,7 @@ def largest_key(
 
 def check_factory_example(model_cfg: ModelConfig, dims: Mapping[str, int]) -> None:
     """The example batch a torch factory traces with fits in memory."""
-    from pipeline.export import factory
+    from pipeline.inputs import factory
 
     assert model_cfg.factory, "only a torch factory traces an example"
     module = factory.resolve(model_cfg.factory)
@@ -138,7 +138,7 @@ def check_sample_batches(
 ) -> None:
     """`count` batches of sample inputs at `shapes`, with their `outputs`, fit in memory;
     else one line naming the largest input's shapes, or `count_key` when one batch would fit."""
-    from pipeline.export import samples
+    from pipeline.inputs import samples
 
     inputs, drawing = (
         input_bytes(model_cfg, specs, shapes, False),

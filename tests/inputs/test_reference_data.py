@@ -14,8 +14,8 @@ from pipeline.bench.bench_shapes import choose_feeds
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.export import reference_file
 from pipeline.flow import steps
+from pipeline.inputs import reference_file
 from pipeline.zoo import transformer_encoder
 from tests.conftest import FAST_BENCH, REPO, compose
 
