@@ -45,9 +45,9 @@ REPO = Path.cwd()
 def job_result(results: dict[str, dict[str, Any]], cfg: PipelineConfig) -> dict[str, Any]:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
-    accuracy_gate = steps.accuracy_metrics(
-        cfg, results["calibrate"]
-    )  # what metrics/accuracy.json holds
+    from pipeline.flow import calibrate_step
+
+    accuracy_gate = calibrate_step.accuracy_metrics(cfg, results["calibrate"])  # accuracy.json
     return {
         "model": results["benchmark"]["model"],
         "precision": results["benchmark"]["precision"],

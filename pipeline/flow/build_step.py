@@ -1,0 +1,133 @@
+"""The build stage: this machine's engine, from the engine store when its key is there
+(no TensorRT import at all), else built under the key's lock and stored; its build gates
+judged on every run, hit or not."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.core import calibration_file, console, memory
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+from pipeline.core.numbers import MIB
+from pipeline.flow import output_folder
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
+
+
+def run(
+    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], progress: bool = True
+) -> dict[str, Any]:
+    """Engine for this machine: from the store when the key exists (no TensorRT
+    import at all), else built under the key's lock and put into the store."""
+    from pipeline.flow import provenance
+
+    peak = memory.StagePeak()
+    provenance.require(layout.calibrate_dir, cfg, "calibrate")
+    with output_folder.writing(layout, layout.engine_dir(fp["id"]), stage="build"):
+        return _build(cfg, layout, fp, progress, peak)
+
+
+def _build(
+    cfg: PipelineConfig,
+    layout: Layout,
+    fp: dict[str, Any],
+    progress: bool,
+    peak: memory.StagePeak,
+) -> dict[str, Any]:
+    from pipeline.engine import cache_key
+    from pipeline.engine import store as store_lib
+    from pipeline.flow import engine_folder
+    from pipeline.store import ENGINES, FileData
+
+    onnx_path = layout.calibrated_graph
+    if not onnx_path.exists():
+        raise PipelineError(f"{onnx_path} not found; run the calibrate stage first")
+    key_in = cache_key.engine_key_inputs(cfg, layout, fp)
+    key = cache_key.cache_key(key_in)
+    folder = layout.engine_dir(fp["id"])
+    labels = engine_folder.store_labels(cfg, fp)
+    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
+
+    def make() -> tuple[Mapping[str, FileData], dict[str, Any], str]:
+        adopted = engine_folder.adopt_pulled(folder, key, key_in)
+        if adopted is not None:
+            memory.require_disk(store.root, sum(map(len, adopted.values())), "the pulled engine")
+            return adopted, labels, "adopted the engine DVC restored"
+        from pipeline.flow import build_files  # a miss only: a hit never imports the builder
+
+        files = build_files.built(cfg, layout, fp, key, key_in, progress)
+        # before the store writes a multi-GB engine (and links it into artifacts/)
+        memory.require_disk_for_link(len(files["engine.plan"]), "the engine", store.root, folder)
+        return files, labels, "miss, built"
+
+    got = engine_folder.served(store, key, folder, make)
+    if got.not_stored:  # a read-only store still serves hits; a miss is built here only
+        console.warn(f"{got.not_stored}; the engine is in {folder} only, not in the store")
+    console.note(
+        f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})"
+    )
+    manifest = _gated_manifest(cfg, layout, folder)
+    # Every run, store hit or not: a hit records the small cost of a hit.
+    rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "build", peak)
+    console.table(
+        f"build: {cfg.model.name} {cfg.precision.name}",
+        [
+            ("engine store", f"{got.event}, key {key[:16]}"),
+            (
+                "engine",
+                f"{manifest['engine']['bytes'] / MIB:.2f} MiB, "
+                f"built in {manifest.get('build_seconds')} s",
+            ),
+            *_plan_rows(layout, manifest["engine"]["bytes"]),
+            ("build gates", "passed"),
+            ("folder", str(folder)),
+            memory.row(rss),
+        ],
+    )
+    # What this run did with the store (a sweep summary's "hit or built"); not in the file.
+    manifest["store_event"] = got.event
+    return manifest
+
+
+def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
+    """Of a quantized graph's engine: how much of it is GEMM weights. A TensorRT-RTX plan
+    carries code per engine layer, and an int8 convolution is a layer of its own, so on a
+    model of many small convolutions the quantized plan can outweigh the fp16 one; without
+    an fp16 engine to compare with, this is what can be said (a sweep says the rest)."""
+
+    if not layout.calibration_summary.is_file():
+        return []
+    calibration = calibration_file.read(layout.calibration_summary).get("calibration") or {}
+    weights = sum(((calibration.get("gemm_weights") or {}).get("bytes") or {}).values())
+    if not weights or engine_bytes < 2 * weights:
+        return []
+    return [
+        (
+            "engine holds",
+            f"{weights / 1e6:.3g} MB of GEMM weights, {weights / engine_bytes:.0%} of the plan: "
+            f"the rest is TensorRT's code per layer; an fp16 engine may be smaller "
+            f"(a sweep over precision says: docs/precision.md, engine size)",
+        )
+    ]
+
+
+def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> dict[str, Any]:
+    """The engine's manifest, once its build gates pass. Gates judge what was built and
+    what the store served alike; a failure leaves metrics/gates.json saying why, and
+    build() drops this machine's folder."""
+    from pipeline.analysis import buildlog, gates
+    from pipeline.engine import manifest as manifest_lib
+
+    manifest = manifest_lib.load(folder)
+    gates.check(
+        cfg.build.gates,
+        buildlog.load_summary(folder),
+        (folder / "build.log").read_text(),
+        manifest=manifest,
+        metrics_path=layout.gates_metrics,
+    )
+    return manifest
