@@ -1,103 +1,19 @@
-"""The tutorials in docs/tutorials/, run as written: every `sh` block's command, in order,
-in a fresh copy of the repository, and what each page says it does, checked. A block
-titled with a file name (```python title="make_model.py") is the file the page asks the
-reader to save; `sh` blocks run in bash, one block per call, with `set -e`."""
+"""The workflow tutorials in docs/tutorials/ (your own ONNX model, sweeps, a team store,
+CI, a detector and OCR service), run as written: every `sh` block's command, in order, in a
+fresh copy of the repository, and what each page says it does, checked. A block titled
+with a file name (```python title="make_model.py") is the file the page asks the reader to
+save (tests/e2e/tutorial_pages.py). The precision tutorials: test_tutorials_precision.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import re
-import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import REPO
-from tests.helpers import dvc
+from tests.e2e.tutorial_pages import blocks, blocks_lines, save_files, sh
 
 pytestmark = pytest.mark.e2e
-
-
-def _text(page: str) -> str:
-    return (REPO / "docs" / "tutorials" / page).read_text()
-
-
-def blocks(page: str) -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```", _text(page), flags=re.S | re.M)
-
-
-def commands(page: str) -> list[list[str]]:
-    return [shlex.split(line) for b in blocks(page) for line in b.strip().splitlines()]
-
-
-def save_files(page: str, repo: Path) -> list[str]:
-    found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', _text(page), flags=re.S | re.M)
-    for name, body in found:
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(body)
-    return [name for name, _ in found]
-
-
-def sh(repo: Path, block: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        # The tutorials commit; the copy has no git identity of its own.
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        # The console script and dvc of this interpreter come first.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    r = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if check and r.returncode != 0:
-        raise AssertionError(
-            f"{block} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
-        )
-    return r
-
-
-def test_int8_transformer_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
-    plain, fallback, smoothed, show = commands("int8-transformer.md")
-    assert all(c[0] == "dvc" for c in (plain, fallback, smoothed, show))
-
-    failed = dvc(repo, *plain[1:], check=False)
-    assert failed.returncode != 0
-    assert any(
-        line.startswith("error: accuracy gate failed for int8 ONNX: ")
-        for line in failed.stderr.splitlines()
-    ), failed.stderr[-2000:]
-    metrics = json.loads((repo / "metrics/accuracy.json").read_text())
-    assert metrics["gate_passed"] is False and metrics["failing"]
-
-    dvc(repo, *fallback[1:])
-    metrics = json.loads((repo / "metrics/accuracy.json").read_text())
-    fb = metrics["fallback"]
-    assert metrics["gate_passed"] and fb["needed"]
-    assert fb["kept"] and all("/ff2/" in n for n in fb["kept"])
-    report = (repo / "artifacts/inspect/report.md").read_text()
-    assert f"({fb['graphs_evaluated']} graphs evaluated)" in report
-    assert "group (one role in every layer)" in report and "of GEMM FLOPs run in int8" in report
-
-    dvc(repo, *smoothed[1:])
-    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    assert calibration["gate_passed"] and calibration["fallback"]["needed"] is False
-    assert calibration["calibration"]["gemm_flops"]["quantized_fraction"] == 1.0
-
-    shown = dvc(repo, *show[1:])
-    assert "precision.smoothing" in shown.stdout
 
 
 def test_own_onnx_model_tutorial(in_tmp_repo_copy):
@@ -263,129 +179,3 @@ def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
     assert mixed["weight_bytes"] < min(g["weight_bytes"] for g in singles), mixed["graphs"]
     shown = sh(repo, show).stdout
     assert "int8" in shown and "auto" in shown
-
-
-def blocks_lines(block: str) -> list[str]:
-    return [line for line in block.strip().splitlines() if line.strip()]
-
-
-@pytest.mark.slow
-def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
-    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
-    rtn, rtn_fallback, awq, show = commands("int4-transformer.md")
-    assert all(c[0] == "dvc" for c in (rtn, rtn_fallback, awq, show))
-
-    def accuracy() -> dict:
-        return json.loads((repo / "metrics/accuracy.json").read_text())
-
-    failed = dvc(repo, *rtn[1:], check=False)
-    assert failed.returncode != 0
-    assert "accuracy gate failed for int4_rtn ONNX: cosine of output 'embedding'" in failed.stderr
-    assert not accuracy()["gate_passed"] and accuracy()["precision"] == "int4_rtn"
-
-    dvc(repo, *rtn_fallback[1:])
-    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    assert calibration["gate_passed"] and calibration["fallback"]["needed"]
-    assert calibration["calibration"]["int4"]["int4_weight_share"] >= 0.75
-
-    dvc(repo, *awq[1:])
-    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    assert calibration["gate_passed"] and calibration["activations"]["type"] == "fp16"
-    assert calibration["calibration"]["int4"]["int4_weight_share"] == 1.0
-    assert list((repo / "artifacts/build").glob("*/engine.plan"))
-    report = (repo / "artifacts/inspect/report.md").read_text()
-    assert (
-        "- int4 weight-only (awq_clip, blocks of 128): 9 GEMMs read int4 weights, 100.0%" in report
-    )
-    assert "int4_awq" in dvc(repo, *show[1:]).stdout
-
-
-def test_streamed_transforms_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
-    streamed, modelopt, placement, show = commands("streamed-transforms.md")
-    assert all(c[:2] == ["dvc", "exp"] for c in (streamed, modelopt, placement, show))
-
-    def outcome() -> tuple[str, dict]:
-        calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-        assert calibration["gate_passed"]
-        accuracy = json.loads((repo / "metrics/accuracy.json").read_text())
-        return calibration["calibration"]["calibrated_by"], accuracy["accuracy"]
-
-    dvc(repo, *streamed[1:])
-    by, figures = outcome()
-    assert by == "streamed entropy calibration (ModelOpt's scales, one weight at a time)"
-    dvc(repo, *modelopt[1:])
-    assert outcome() == ("modelopt", figures)
-
-    failed = dvc(repo, *placement[1:], check=False)
-    assert failed.returncode != 0
-    assert (
-        "error: calibration.streaming=always cannot stream precision.qdq_placement=modelopt ("
-        in failed.stderr
-    )
-    assert "streaming" in dvc(repo, *show[1:]).stdout
-
-
-@pytest.mark.slow
-def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
-    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
-    int4_only, auto, again = commands("mixed-precision.md")
-    assert [c[:2] for c in (int4_only, auto, again)] == [["dvc", "exp"]] * 2 + [["dvc", "repro"]]
-
-    failed = dvc(repo, *int4_only[1:], check=False)
-    assert failed.returncode != 0
-    assert "accuracy gate failed for int4_awq ONNX: cosine of output 'embedding'" in failed.stderr
-
-    dvc(repo, *auto[1:])
-    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    mixed = calibration["mixed"]
-    assert calibration["gate_passed"] and not mixed["figures_cache_hit"]
-    used = {t for t, n in mixed["counts"].items() if n}
-    assert len(used) >= 2, mixed["counts"]
-    singles = {g["graph"]: g for g in mixed["graphs"] if g["graph"].startswith("all ")}
-    cheapest_single = min(g["weight_bytes"] for g in singles.values() if g["passed"])
-    assert singles["all fp16"]["weight_bytes"] == cheapest_single
-    assert mixed["weight_bytes"] <= 0.6 * cheapest_single  # "about half"
-    report = (repo / "artifacts/inspect/report.md").read_text()
-    assert "precision=auto: 9 GEMMs as " in report and "| all int4 |" in report
-    assert (repo / "artifacts/inspect/mixed_pareto.svg").is_file()
-    assert list((repo / "artifacts/build").glob("*/engine.plan"))
-
-    dvc(repo, *again[1:])
-    rerun = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]
-    assert rerun["search_cache_hit"] and rerun["assignment"] == mixed["assignment"]
-
-
-def test_hf_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
-    monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
-    assert save_files("hf-transformer.md", repo) == ["export_bert.py"]
-    export, int8, auto = blocks("hf-transformer.md")
-    sh(repo, export)
-    graph = __import__("onnx").load(str(repo / "bert/model.onnx"))
-    wheres = {n.name for n in graph.graph.node if n.op_type == "Where"}
-    assert wheres  # the attention mask's, as transformers writes it
-
-    failed = sh(repo, int8, check=False)
-    assert failed.returncode != 0
-    assert "accuracy gate failed for int8 ONNX: max_abs_error of output 'embedding'" in (
-        " ".join(failed.stderr.split())
-    )
-
-    ran = sh(repo, auto)
-    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    mixed = calibration["mixed"]
-    assert calibration["gate_passed"] and not calibration["reference"]["random"]
-    # a 4 MB model's int4 plan is mostly TensorRT's code: the build table says how much is
-    # weights, since no fp16 engine is there to compare with
-    assert "MB of GEMM weights" in " ".join((ran.stdout + ran.stderr).split())
-    assert mixed["candidates"] == 24 and mixed["counts"]["int4"] == 24, mixed["counts"]
-    assert mixed["weight_bytes"] < 0.2 * mixed["fp32_weight_bytes"]
-    written = __import__("onnx").load(str(repo / "artifacts/calibrate/model.onnx"))
-    assert wheres <= {n.name for n in written.graph.node if n.op_type == "Where"}
-    assert (
-        "precision=auto: 24 GEMMs as 24 int4" in (repo / "artifacts/inspect/report.md").read_text()
-    )
-    assert list((repo / "artifacts/build").glob("*/engine.plan"))

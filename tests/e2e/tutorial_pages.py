@@ -1,0 +1,64 @@
+"""Reading and running the tutorials in docs/tutorials/ as written: a page's `sh` blocks
+and the files it asks the reader to save, each block run in bash with `set -e` in a copy
+of the repository. Shared by tests/e2e/test_tutorials*.py."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+
+def _text(page: str) -> str:
+    return (REPO / "docs" / "tutorials" / page).read_text()
+
+
+def blocks(page: str) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", _text(page), flags=re.S | re.M)
+
+
+def commands(page: str) -> list[list[str]]:
+    return [shlex.split(line) for b in blocks(page) for line in b.strip().splitlines()]
+
+
+def save_files(page: str, repo: Path) -> list[str]:
+    found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', _text(page), flags=re.S | re.M)
+    for name, body in found:
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(body)
+    return [name for name, _ in found]
+
+
+def sh(repo: Path, block: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        # The tutorials commit; the copy has no git identity of its own.
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        # The console script and dvc of this interpreter come first.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    r = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if check and r.returncode != 0:
+        raise AssertionError(
+            f"{block} failed ({r.returncode}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+        )
+    return r
+
+
+def blocks_lines(block: str) -> list[str]:
+    return [line for line in block.strip().splitlines() if line.strip()]
