@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline.cli.commands import Subparsers
+from pipeline.cli.commands import Subparsers, add_engine_parser
 
 
 def add_parser(sub: Subparsers) -> None:
-    p = sub.add_parser("reproduce", help="rebuild ENGINE's inputs and compare bytes")
-    p.add_argument("engine", help="engine.plan or its build folder")
-    p.add_argument("--params", default="params.yaml")
-    p.set_defaults(func=run)
+    add_engine_parser(sub, "reproduce", "rebuild ENGINE's inputs and compare bytes", run)
 
 
 def run(args: argparse.Namespace) -> int:
