@@ -19,7 +19,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
 from pipeline.flow import steps
 from pipeline.inputs import reference_file
-from pipeline.report import report
+from pipeline.report.inspect import report
 from tests.conftest import REPO, compose
 
 DVC_FAST = ["-S", "benchmark.min_duration_s=0.3", "-S", "benchmark.warmup_s=0.05"]

@@ -1,5 +1,5 @@
 """report.json, the inspect stage's record of what TensorRT made of the graph (written by
-pipeline/flow/inspect_step.py from pipeline/report/report.py's data). `trt-pipeline diff`
+pipeline/flow/inspect_step.py from pipeline/report/inspect/report.py's data). `trt-pipeline diff`
 reads it back, from a folder or from a DVC experiment, through the one checked reader
 here; the fields below are those its readers rely on."""
 

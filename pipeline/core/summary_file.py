@@ -1,4 +1,4 @@
-"""metrics/summary.json, the one DVC metrics file (made by pipeline/report/summary.py):
+"""metrics/summary.json, the one DVC metrics file (made by pipeline/report/benchmark/summary.py):
 flat and numeric only, since DVC shows every leaf as a column. Written by the benchmark
 stage; read back by the sweep summary from `dvc exp show --json`, through the check here,
 so an experiment made by another version is a row that says so, not a KeyError."""

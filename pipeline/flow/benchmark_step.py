@@ -18,7 +18,8 @@ def run(
 ) -> dict[str, Any]:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import upstream
-    from pipeline.report import benchmark_report, plots, summary
+    from pipeline.report.benchmark import benchmark_report, summary
+    from pipeline.report.pictures import plots
 
     engine_dir = layout.engine_dir(fp["id"])
     manifest = upstream.current(cfg, layout, fp)

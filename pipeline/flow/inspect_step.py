@@ -18,8 +18,8 @@ def run(
 ) -> dict[str, Any]:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
-    from pipeline.report import mixed_view, precision_view, report_html, report_markdown
-    from pipeline.report import report as report_lib
+    from pipeline.report.inspect import mixed_view, precision_view, report_html, report_markdown
+    from pipeline.report.inspect import report as report_lib
 
     engine_dir = layout.engine_dir(fp["id"])
     upstream.current(cfg, layout, fp)

@@ -182,7 +182,7 @@ def _dvc_revs(entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[
 
 
 def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | None:
-    """A row from metrics/summary.json (pipeline/report/summary.py: flat, the worst accuracy
+    """A row from metrics/summary.json (pipeline/report/benchmark/summary.py: flat, the worst accuracy
     over outputs, each backend's headline latency) and params.yaml; a failed experiment is
     a row saying so; one with no metrics yet (queued, or a workspace not run) is none."""
     name = rev.get("name") or str(rev.get("rev", "?"))[:7]

@@ -10,7 +10,7 @@ from pipeline.analysis import diff
 from pipeline.core import report_file
 from pipeline.core.errors import PipelineError
 from pipeline.flow import steps
-from pipeline.report import report
+from pipeline.report.inspect import report
 from tests.conftest import REPO
 
 

@@ -23,7 +23,7 @@ from pipeline.core.layout import Layout
 from pipeline.flow import steps
 from pipeline.graph.onnx_model import TensorSpec
 from pipeline.machine import gpu_conditions
-from pipeline.report import benchmark_report
+from pipeline.report.benchmark import benchmark_report
 from tests.conftest import FAST_BENCH, REPO, _pipeline_through, compose
 
 IMAGES = [TensorSpec("images", "float32", ("batch", 3, 32, 32))]

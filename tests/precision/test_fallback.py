@@ -18,7 +18,7 @@ from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.tasks import OutputTasks
 from pipeline.precision.qdq import plan as qdq_plan
-from pipeline.report import precision_view
+from pipeline.report.inspect import precision_view
 from tests.conftest import compose
 from tests.helpers import fresh, quantized, reference_pairs
 

@@ -10,7 +10,8 @@ from onnx import TensorProto, helper
 from pipeline.analysis import node_precision, report_layers
 from pipeline.core import fileio
 from pipeline.flow import steps
-from pipeline.report import graph_svg, report_graph, report_html, report_markdown
+from pipeline.report.inspect import report_graph, report_html, report_markdown
+from pipeline.report.pictures import graph_svg
 from tests.helpers import built_report as _report
 from tests.helpers import self_contained as _self_contained
 

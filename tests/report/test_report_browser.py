@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from pipeline.report import report_html
+from pipeline.report.inspect import report_html
 from tests.helpers import built_report as _report
 
 BROWSER = next(

@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from pipeline.report import graph_picture, report_html
+from pipeline.report.inspect import report_html
+from pipeline.report.pictures import graph_picture
 from tests.helpers import built_report as _report
 from tests.helpers import self_contained as _self_contained
 

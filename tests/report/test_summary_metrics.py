@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from pipeline.report import plots, summary
+from pipeline.report.benchmark import summary
+from pipeline.report.pictures import plots
 
 ACCURACY = {
     "gate_passed": True,

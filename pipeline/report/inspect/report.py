@@ -15,7 +15,7 @@ from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
-from pipeline.report import report_graph
+from pipeline.report.inspect import report_graph
 
 if TYPE_CHECKING:
     import onnx

@@ -9,7 +9,9 @@ from typing import Any
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.report import graph_picture, mixed_view, precision_view, templating
+from pipeline.report import templating
+from pipeline.report.inspect import mixed_view, precision_view
+from pipeline.report.pictures import graph_picture
 
 
 def _cards(r: dict[str, Any]) -> list[tuple[object, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
-from pipeline.report import precision_view
+from pipeline.report.inspect import precision_view
 from pipeline.report.templating import first
 
 

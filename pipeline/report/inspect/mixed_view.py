@@ -87,7 +87,7 @@ def markdown(v: dict[str, Any] | None) -> list[str]:
 def pareto_svg(v: dict[str, Any]) -> str:
     """Weight bytes against gate score: every graph judged, the front joined, the gate's
     threshold (score 1) drawn."""
-    from pipeline.report import plots
+    from pipeline.report.pictures import plots
 
     def draw(ax: Any) -> None:
         points = v["graphs"]

@@ -9,7 +9,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pipeline.report import graph_dot, graph_svg
+from pipeline.report.pictures import graph_dot, graph_svg
 
 BUILT_IN = "the built-in layered layout"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import calibration_file, tables
-from pipeline.report import mixed_view
+from pipeline.report.inspect import mixed_view
 
 
 def precision_transform(calibration: dict[str, Any]) -> dict[str, Any]:

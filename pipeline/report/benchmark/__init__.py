@@ -1,0 +1,1 @@
+"""The benchmark stage's outputs: tables, plots' data and summary.json."""

@@ -1,0 +1,1 @@
+"""The inspect stage's report (report.{json,md,html}) and its precision views."""

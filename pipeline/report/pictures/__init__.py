@@ -1,0 +1,1 @@
+"""Pictures: the graph (Graphviz dot or built-in SVG) and SVG charts."""
