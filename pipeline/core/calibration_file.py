@@ -47,3 +47,22 @@ def kept_types(fb: dict[str, Any]) -> str:
 def kept_type(fb: dict[str, Any], node: str) -> str:
     """The type a node the search kept computes or stores its weight in."""
     return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")
+
+
+# Of the fallback record, what metrics/accuracy.json repeats (DVC shows it beside the gate).
+FALLBACK_METRICS = (
+    "needed",
+    "kept",
+    "kept_fp32",
+    "kept_fp16",
+    "kept_int8",
+    "quantized_matmuls",
+    "matmuls_still_quantized",
+    "quantized_gemms",
+    "gemms_still_quantized",
+    "graphs_evaluated",
+    "placement",
+    "error",
+    "all_high_precision",
+    "cache",
+)

@@ -105,24 +105,5 @@ def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, 
         metrics["reference_overlap"] = summary["reference_overlap"]
     if "fallback" in summary:
         fb = summary["fallback"]
-        metrics["fallback"] = {
-            k: fb[k]
-            for k in (
-                "needed",
-                "kept",
-                "kept_fp32",
-                "kept_fp16",
-                "kept_int8",
-                "quantized_matmuls",
-                "matmuls_still_quantized",
-                "quantized_gemms",
-                "gemms_still_quantized",
-                "graphs_evaluated",
-                "placement",
-                "error",
-                "all_high_precision",
-                "cache",
-            )
-            if k in fb
-        }
+        metrics["fallback"] = {k: fb[k] for k in calibration_file.FALLBACK_METRICS if k in fb}
     return metrics
