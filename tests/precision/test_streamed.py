@@ -152,6 +152,65 @@ def test_what_cannot_stream_is_one_line(bert_export, tmp_path, overrides, says):
         steps.calibrate(cfg, fresh(bert_export, tmp_path))
 
 
+def computed_weight_model(path):
+    """A Conv whose weight a ConstantOfShape makes (as ONNX's own test models do) and a
+    MatMul whose weight is stored."""
+    from onnx import TensorProto, helper
+
+    shape = numpy_helper.from_array(np.array([16, 3, 3, 3], np.int64), "w_shape")
+    stored = numpy_helper.from_array(np.ones((16, 8), np.float32), "stored_w")
+    fill = helper.make_tensor("fill", TensorProto.FLOAT, [1], [0.01])
+    nodes = [
+        helper.make_node("ConstantOfShape", ["w_shape"], ["w"], value=fill, name="make_w"),
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("ReduceMean", ["c"], ["m"], axes=[2, 3], keepdims=0, name="pool"),
+        helper.make_node("MatMul", ["m", "stored_w"], ["y"], name="fc"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8])],
+        [shape, stored],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return path
+
+
+def test_weights_the_graph_computes_are_not_streamed_and_say_so(tmp_path):
+    """Streaming reads each weight from where it is stored; a weight made by the graph
+    (light_vgg19 of ONNX's test data makes all of them) was quantized by ModelOpt and
+    silently skipped by the streamed plan ("no GEMM of the model can be quantized")."""
+    from pipeline.precision.common import streamed
+
+    path = computed_weight_model(tmp_path / "computed.onnx")
+    model = onnx.load(path)
+    assert [n.name for n in streamed.computed_weights(model)] == ["conv"]
+
+    def calibrated(*overrides):
+        cfg = compose(
+            "model=onnx_file",
+            f"model.onnx_path={path}",
+            f"model.source={path}",
+            "profile.shapes={x: [1x3x16x16, 2x3x16x16, 2x3x16x16]}",
+            "precision=int8",
+            "calibration=random",
+            "calibration.num_samples=4",
+            f"calibration.cache_dir={tmp_path / 'cache'}",
+            *overrides,
+        )
+        layout = Layout(tmp_path / "run")
+        steps.export(cfg, layout)
+        return steps.calibrate(cfg, layout)
+
+    with pytest.raises(PipelineError, match=r"cannot stream GEMM weights the graph computes"):
+        calibrated("calibration.streaming=always")
+    summary = calibrated()  # auto: ModelOpt, which folds the weight and quantizes the Conv
+    assert summary["calibration"]["calibrated_by"] == "modelopt"
+    assert summary["calibration"]["gemm_flops"]["quantized_fraction"] > 0.5
+
+
 @pytest.fixture(scope="module")
 def external_export(tmp_path_factory):
     """outlier_bert exported with its weights in an external-data file, as a model past

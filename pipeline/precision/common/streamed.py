@@ -36,12 +36,45 @@ def external_data(model: Any) -> bool:
     return any(uses_external_data(t) for t in model.graph.initializer)
 
 
-def why_not(precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig) -> str | None:
-    """Why this precision's transform cannot be streamed, or None."""
+def why_not(
+    precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig, source: Any = None
+) -> str | None:
+    """Why this precision's transform of `source` cannot be streamed, or None."""
     transform = precision_cfg.transform
     if transform == "qdq" and precision_cfg.qdq_placement != "gemm_inputs":
         return f"precision.qdq_placement={precision_cfg.qdq_placement} (ModelOpt's own placement)"
+    computed = computed_weights(source) if source is not None else []
+    if computed:
+        node = computed[0]
+        return (
+            f"GEMM weights the graph computes from constants ({len(computed)} GEMMs, the first "
+            f"{node.op_type} '{node.name}'): streaming reads stored weights, ModelOpt folds "
+            f"these first"
+        )
     return None
+
+
+def computed_weights(model: Any) -> list[Any]:
+    """The GEMMs whose weight (input 1) is no initializer but the output of nodes that read
+    constants only (a ConstantOfShape, a Constant, a Cast or Reshape of one): ONNX's test
+    models and some exporters make weights this way. Streaming reads each weight from the
+    file it is stored in, so it has nothing to read for these."""
+    from pipeline.precision.common.ops import GEMMS
+
+    stored = {i.name for i in model.graph.initializer}
+    constant = set(stored)
+    for node in model.graph.node:  # in order: a graph's nodes come after their inputs'
+        if all(x in constant for x in node.input if x) and not _has_subgraph(node):
+            constant.update(node.output)
+    return [
+        n
+        for n in model.graph.node
+        if n.op_type in GEMMS and len(n.input) > 1 and n.input[1] in constant - stored
+    ]
+
+
+def _has_subgraph(node: Any) -> bool:
+    return any(a.type in (5, 10) for a in node.attribute)  # GRAPH, GRAPHS
 
 
 def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> bool:

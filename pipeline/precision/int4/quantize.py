@@ -77,7 +77,7 @@ def quantize_int4(
     data = calibration_data.load(calibration_cfg, model_cfg, src) if method in NEEDS_DATA else None
     source = onnx_model.load(src, check=False, weights=False)
     stream = streamed.chosen(
-        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg, source), source
     )
     if not stream:  # ModelOpt takes the weights in memory
         streamed.refuse_huge_tensors(source, "int4")

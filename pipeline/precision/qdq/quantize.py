@@ -136,7 +136,7 @@ def quantize(
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     stream = streamed.chosen(
-        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg), source
+        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg, source), source
     )
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
         inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
