@@ -25,6 +25,7 @@ LAYERS = (
     "analysis",
     "bench",
     "report",
+    "serve",
     "flow",
     "sweeps",
     "cli",

@@ -16,6 +16,7 @@ from pipeline.cli.commands import (
     exp,
     fingerprint,
     init,
+    package,
     params,
     reproduce,
     run,
@@ -40,6 +41,7 @@ COMMANDS = (
     status,
     diff,
     sweep_report,
+    package,
 )
 
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e
 def test_own_onnx_model_tutorial(in_tmp_repo_copy):
     repo = in_tmp_repo_copy
     assert save_files("own-onnx-model.md", repo) == ["make_model.py"]
-    make, fp32, int8_default_gate, int8, show = blocks("own-onnx-model.md")
+    make, fp32, int8_default_gate, int8, show, package = blocks("own-onnx-model.md")
     sh(repo, make)
     assert (repo / "mymodel/model.onnx").is_file()
 
@@ -46,6 +46,13 @@ def test_own_onnx_model_tutorial(in_tmp_repo_copy):
     calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
     assert calibration["gate_passed"] and calibration["precision"] == "int8"
     assert "int8" in sh(repo, show).stdout
+
+    said = sh(repo, package).stdout + sh(repo, package).stderr
+    folder = repo / "repository" / "mymodel"
+    config = (folder / "config.pbtxt").read_text()
+    assert 'name: "mymodel"' in config and "cc_model_filenames" in config
+    assert "TensorRT-RTX engine" in config and "schema not checked" in said
+    assert json.loads((folder / "sha256.json").read_text())["config.pbtxt"]
 
 
 @pytest.mark.slow

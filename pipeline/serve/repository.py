@@ -1,0 +1,149 @@
+"""A Triton model repository of one model's engines: `<repo>/<model>/config.pbtxt`, the
+plans in `<repo>/<model>/1/`, one per compute capability (`cc_model_filenames`), one
+`configs/<gpu-kind>.pbtxt` per GPU kind where two kinds share a compute capability (an L4
+and an L40S are both 8.9: `tritonserver --model-config-name=<kind>` picks one per server),
+and `sha256.json` naming every file. Written whole or not at all (fileio.staged_dir), and
+checked before it replaces the old one (triton_checks.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from pipeline.core import console, fileio, hashing
+from pipeline.core.errors import PipelineError
+from pipeline.serve import triton_checks
+from pipeline.serve.triton_config import Engine, config, text
+
+VERSION = "1"
+RTX_NOTE = (
+    "A TensorRT-RTX engine: Triton's TensorRT backend links full TensorRT and cannot load it;\n"
+    "serve it with a runtime built on TensorRT-RTX."
+)
+
+
+def engines_in(build_dir: Path) -> list[Engine]:
+    """Every built engine under artifacts/build/ (one folder per machine fingerprint)."""
+    from pipeline.serve.triton_config import engine_of
+
+    folders = sorted(p.parent for p in build_dir.glob("*/manifest.json"))
+    if not folders:
+        raise PipelineError(f"no built engine in {build_dir}: run the build stage first")
+    return [engine_of(f) for f in folders]
+
+
+def max_batch(engines: list[Engine]) -> int:
+    """The config's max_batch_size (one graph: every engine gives the same)."""
+    from pipeline.serve.triton_config import max_batch_size
+
+    return max_batch_size(engines[0])
+
+
+def _kind(gpu: str | None) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", (gpu or "any").lower()).strip("-")
+
+
+def plan_names(engines: list[Engine]) -> dict[str, list[tuple[str, Engine]]]:
+    """compute capability -> (plan file, engine) per GPU kind. An engine built without a
+    GPU (TensorRT-RTX ahead of time) runs on every compute capability TensorRT-RTX takes."""
+    from pipeline.engine.backend import RTX_COMPUTE_CAPABILITIES
+
+    by_cc: dict[str, list[tuple[str, Engine]]] = defaultdict(list)
+    for e in engines:
+        if e.compute_capability is None:
+            for cc in RTX_COMPUTE_CAPABILITIES:
+                by_cc[cc].append((f"model_{e.flavour}_portable.plan", e))
+        else:
+            cc = e.compute_capability
+            by_cc[cc].append((f"model_sm{cc.replace('.', '')}_{_kind(e.gpu)}.plan", e))
+    return dict(sorted(by_cc.items()))
+
+
+def write(
+    repo: Path, name: str, engines: list[Engine], schema: Path | None = None
+) -> dict[str, Any]:
+    """The model's folder in `repo`, checked; what was written and checked."""
+    ios = {hashing.sha256_json(e.io) for e in engines}
+    if len(ios) > 1:
+        raise PipelineError(
+            f"the engines in {', '.join(e.fingerprint_id for e in engines)} have different "
+            "inputs or outputs: one Triton model serves one graph"
+        )
+    by_cc = plan_names(engines)
+    main = {cc: kinds[0][0] for cc, kinds in by_cc.items()}
+    cfg = config(name, engines[0], main)
+    rtx = any(e.flavour == "tensorrt_rtx" for e in engines)
+    module = triton_checks.load_schema(schema)  # a bad --triton-schema: before any write
+    with fileio.staged_dir(repo / name) as folder:
+        version = folder / VERSION
+        version.mkdir()
+        for kinds in by_cc.values():
+            for plan, engine in kinds:
+                _place(engine.plan, version / plan)
+        configs = {"config.pbtxt": cfg, **_per_kind(name, engines[0], by_cc)}
+        checked = _written(folder, configs, engines, version, rtx, module)
+        fileio.write_json(folder / "sha256.json", _sums(folder))
+    return {"model": name, "plans": main, "configs": sorted(configs), "checked": checked}
+
+
+def _per_kind(
+    name: str, engine: Engine, by_cc: dict[str, list[tuple[str, Engine]]]
+) -> dict[str, dict[str, Any]]:
+    """configs/<kind>.pbtxt where a compute capability has plans for several GPU kinds."""
+    out: dict[str, dict[str, Any]] = {}
+    for cc, kinds in by_cc.items():
+        if len({e.gpu for _, e in kinds}) < 2:
+            continue
+        for plan, e in kinds:
+            plans = {c: ks[0][0] for c, ks in by_cc.items()} | {cc: plan}
+            out[f"configs/{_kind(e.gpu)}.pbtxt"] = config(name, engine, plans)
+    return out
+
+
+def _written(
+    folder: Path,
+    configs: dict[str, dict[str, Any]],
+    engines: list[Engine],
+    version: Path,
+    rtx: bool,
+    schema: Any,
+) -> list[str]:
+    """Each config judged by our rules and Triton's schema, then written; what was checked."""
+    checked = []
+    for rel, cfg in configs.items():
+        problems = triton_checks.rule_problems(cfg, engines, version, cfg["name"])
+        if problems:
+            raise PipelineError(f"{rel} for Triton: {'; '.join(problems)}")
+        body = text(cfg, RTX_NOTE if rtx else "")
+        try:
+            checked.append(f"{rel}: {triton_checks.schema_check(body, cfg, schema)}")
+        except ValueError as e:
+            raise PipelineError(f"{rel} for Triton: {e}") from None
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        fileio.write_text(folder / rel, body)
+    if rtx:
+        console.warn(RTX_NOTE.replace("\n", " "))
+    return checked
+
+
+def _place(src: Path, dest: Path) -> None:
+    """A plan in the repository: a hard link where it can be (engines are GB; the build
+    folder's plan is read-only), else a copy."""
+    if dest.exists():  # one portable plan serves several compute capabilities
+        return
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def _sums(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashing.sha256_file(p)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }

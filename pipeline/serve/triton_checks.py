@@ -1,0 +1,100 @@
+"""Two checks of a written config.pbtxt, since a config Triton refuses costs a server start
+to find out: Triton's own schema (the ModelConfig message that ships, generated, in the
+`tritonclient` wheel: parsed with protobuf's text format, no server and no grpcio), and our
+rules against the engines (every input and output with its type and dims, max_batch_size
+within what the profiles allow, a plan for every compute capability, no `model.plan` to
+fall back to)."""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from pipeline.core.errors import PipelineError
+from pipeline.serve.triton_config import Engine, config, max_batch_size
+
+SCHEMA = "tritonclient/grpc/model_config_pb2.py"
+
+
+def schema_check(text: str, want: dict[str, Any], module: Any) -> str:
+    """Parses `text` with Triton's ModelConfig (`module`, from load_schema) and compares it
+    with the config it was written from; what was checked, in words. Raises ValueError on
+    a config the schema refuses or reads otherwise."""
+    if module is None:
+        return (
+            "Triton's schema not checked: no tritonclient (pip download tritonclient "
+            "--no-deps, then --triton-schema WHEEL)"
+        )
+    from google.protobuf import json_format, text_format
+
+    try:
+        parsed = text_format.Parse(text, module.ModelConfig())
+    except text_format.ParseError as e:
+        raise ValueError(f"Triton's ModelConfig refuses it: {e}") from None
+    got = json_format.MessageToDict(parsed, preserving_proto_field_name=True)
+    for key, value in want.items():
+        if _normal(got.get(key)) != _normal(value):
+            raise ValueError(f"Triton reads {key} as {got.get(key)!r}, not {value!r}")
+    return "parsed with Triton's ModelConfig (tritonclient)"
+
+
+def _normal(value: Any) -> Any:
+    """protobuf's JSON writes int64 as strings and leaves out zeros and empty messages."""
+    if isinstance(value, dict):
+        return {k: _normal(v) for k, v in value.items() if v not in (0, "0", {}, [], None)}
+    if isinstance(value, list):
+        return [_normal(v) for v in value]
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None if value in (0, {}, []) else value
+
+
+def load_schema(schema: Path | None) -> Any:
+    """Triton's generated ModelConfig module, or None where there is none: from `schema` (a tritonclient wheel, read
+    from the zip, or the .py itself), else from an installed tritonclient's file. Loaded
+    by itself: tritonclient pins ml-dtypes below what onnx needs, and importing it through
+    its package would import grpc."""
+    if schema is None:
+        spec = importlib.util.find_spec("tritonclient")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        schema = Path(next(iter(spec.submodule_search_locations))).parent / SCHEMA
+    try:
+        if schema.suffix == ".whl":
+            with zipfile.ZipFile(schema) as z:
+                source = z.read(SCHEMA).decode()
+        else:
+            source = schema.read_text()
+    except (OSError, KeyError, zipfile.BadZipFile) as e:
+        raise PipelineError(f"no Triton schema in {schema} ({e})") from None
+    module = types.ModuleType("trt_pipeline_triton_model_config")
+    exec(compile(source, str(schema), "exec"), module.__dict__)
+    return module
+
+
+def rule_problems(
+    cfg: dict[str, Any], engines: list[Engine], version_dir: Path, name: str
+) -> list[str]:
+    """What Triton would refuse or silently do otherwise, judged against the engines."""
+    out = []
+    for engine in engines:
+        want = config(name, engine, cfg["cc_model_filenames"])
+        for section in ("input", "output"):
+            if cfg[section] != want[section]:
+                out.append(f"{section}s differ from engine {engine.fingerprint_id}'s")
+        if cfg["max_batch_size"] > max_batch_size(engine):
+            out.append(
+                f"max_batch_size {cfg['max_batch_size']} is more than engine "
+                f"{engine.fingerprint_id}'s profiles allow ({max_batch_size(engine)})"
+            )
+        if len(cfg["instance_group"][0]["profile"]) != len(engine.profiles):
+            out.append(f"not every profile of engine {engine.fingerprint_id} is listed")
+    for cc, plan in cfg["cc_model_filenames"].items():
+        if not (version_dir / plan).is_file():
+            out.append(f"cc_model_filenames {cc}: {plan} is not in {version_dir.name}/")
+    if (version_dir / "model.plan").exists():
+        out.append("model.plan would take any GPU cc_model_filenames does not name")
+    return out

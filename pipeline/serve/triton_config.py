@@ -1,0 +1,158 @@
+"""A Triton model configuration (config.pbtxt) derived from built engines, and the rules it
+must keep with them.
+
+Triton's TensorRT backend, as its sources and docs say (2026-11): with `max_batch_size > 0`
+dim 0 of every input and output is the batch and `dims` leave it out; the backend takes, per
+optimization profile, the smallest max dim 0 over the inputs, then the largest of those
+over the profiles, and refuses a config that asks for more. An engine with any input
+without a dynamic leading dim needs `max_batch_size: 0` and full dims (-1 where dynamic).
+Profiles are chosen by index in `instance_group { profile: [...] }`; this config lists every
+profile. `cc_model_filenames` maps "major.minor" compute capabilities to plan files in one
+version folder, and a compute capability it does not list falls back to `model.plan` in
+silence; the repository writes no `model.plan`, so such a GPU fails to load, loudly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.core.errors import PipelineError
+
+# TensorRT's tensor types (backend.dtype_name) as Triton names them.
+TRITON_TYPES = {
+    "float": "TYPE_FP32",
+    "half": "TYPE_FP16",
+    "bf16": "TYPE_BF16",
+    "int8": "TYPE_INT8",
+    "uint8": "TYPE_UINT8",
+    "int32": "TYPE_INT32",
+    "int64": "TYPE_INT64",
+    "bool": "TYPE_BOOL",
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One built engine, as its build folder's manifest says."""
+
+    folder: Path
+    fingerprint_id: str
+    compute_capability: str | None  # "8.9"; None where the build saw no GPU
+    gpu: str | None  # the GPU's name, the kind a server runs
+    flavour: str  # tensorrt or tensorrt_rtx
+    io: dict[str, list[dict[str, Any]]]  # network_io: inputs and outputs, name/dtype/shape
+    profiles: list[dict[str, Any]]  # per profile, per input: min/opt/max
+    sha256: str
+
+    @property
+    def plan(self) -> Path:
+        return self.folder / "engine.plan"
+
+
+def engine_of(folder: Path) -> Engine:
+    """The engine of one build folder (artifacts/build/<fingerprint>/), checked."""
+    from pipeline.engine import manifest as manifest_lib
+
+    m = manifest_lib.load(folder)
+    fp, gpu = m["fingerprint"], m["fingerprint"].get("gpu") or {}
+    return Engine(
+        folder=folder,
+        fingerprint_id=str(fp["id"]),
+        compute_capability=gpu.get("compute_capability"),
+        gpu=gpu.get("name"),
+        flavour=str(fp.get("trt_flavour", "tensorrt")),
+        io=m["network_io"],
+        profiles=list(m["config"]["profiles"]),
+        sha256=m["engine"]["sha256"],
+    )
+
+
+def max_batch_size(engine: Engine) -> int:
+    """The backend's rule: 0 where some input or output has no dynamic leading dim, else
+    the largest over profiles of the smallest profile max of dim 0 over the inputs."""
+    tensors = [*engine.io["inputs"], *engine.io["outputs"]]
+    if not tensors or any(not t["shape"] or t["shape"][0] != -1 for t in tensors):
+        return 0
+    per_profile = [
+        min(int(shapes["max"][0]) for shapes in p["inputs"].values()) for p in engine.profiles
+    ]
+    return max(per_profile, default=0)
+
+
+def _type(tensor: dict[str, Any]) -> str:
+    kind = TRITON_TYPES.get(tensor["dtype"])
+    if kind is None:
+        raise PipelineError(
+            f"Triton has no type for {tensor['dtype']} tensor '{tensor['name']}' "
+            f"(it takes {', '.join(sorted(TRITON_TYPES))})"
+        )
+    return kind
+
+
+def _tensors(tensors: list[dict[str, Any]], batch: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": t["name"],
+            "data_type": _type(t),
+            "dims": [int(d) for d in (t["shape"][1:] if batch else t["shape"])],
+        }
+        for t in tensors
+    ]
+
+
+def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
+    """The model configuration for `engine`'s I/O and profiles, reading `plans` (compute
+    capability -> plan file in the version folder), shaped as protobuf's JSON form of
+    Triton's ModelConfig (what the schema check compares it with)."""
+    batch = max_batch_size(engine)
+    out: dict[str, Any] = {
+        "name": name,
+        "platform": "tensorrt_plan",
+        "max_batch_size": batch,
+        "input": _tensors(engine.io["inputs"], batch),
+        "output": _tensors(engine.io["outputs"], batch),
+        "instance_group": [
+            {
+                "kind": "KIND_GPU",
+                "count": 1,
+                "profile": [str(i) for i in range(len(engine.profiles))],
+            }
+        ],
+        "cc_model_filenames": dict(sorted(plans.items())),
+    }
+    if batch:
+        out["dynamic_batching"] = {}
+    return out
+
+
+def text(cfg: dict[str, Any], note: str = "") -> str:
+    """config.pbtxt: protobuf's text format of `cfg`, written here (the schema check parses
+    it back where tritonclient is installed)."""
+    lines = [f"# {line}" for line in note.splitlines()]
+    lines += [
+        f"name: {_quoted(cfg['name'])}",
+        f"platform: {_quoted(cfg['platform'])}",
+        f"max_batch_size: {cfg['max_batch_size']}",
+    ]
+    for section in ("input", "output"):
+        for t in cfg[section]:
+            lines.append(
+                f"{section} {{\n  name: {_quoted(t['name'])}\n  data_type: {t['data_type']}\n"
+                f"  dims: [ {', '.join(map(str, t['dims']))} ]\n}}"
+            )
+    for g in cfg["instance_group"]:
+        profiles = ", ".join(_quoted(p) for p in g["profile"])
+        lines.append(
+            f"instance_group {{\n  kind: {g['kind']}\n  count: {g['count']}\n"
+            f"  profile: [ {profiles} ]\n}}"
+        )
+    if "dynamic_batching" in cfg:
+        lines.append("dynamic_batching { }")
+    for cc, plan in cfg["cc_model_filenames"].items():
+        lines.append(f"cc_model_filenames {{\n  key: {_quoted(cc)}\n  value: {_quoted(plan)}\n}}")
+    return "\n".join(lines) + "\n"
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
