@@ -36,6 +36,29 @@ def engines_in(build_dir: Path) -> list[Engine]:
     return [engine_of(f) for f in folders]
 
 
+def with_store(local: list[Engine], store_root: Path) -> list[Engine]:
+    """`local` and every engine in the engine store (a team's, a fleet sweep's) built from
+    the same graph, settings and profiles on another machine: one per fingerprint, each
+    entry verified before it is read."""
+    from pipeline.engine.store import EngineStore
+    from pipeline.serve.triton_config import engine_of
+
+    wanted = {e.graph_key for e in local}
+    out = {e.fingerprint_id: e for e in local}
+    store = EngineStore(store_root)
+    for key in store.keys():
+        try:
+            engine = engine_of(store.entries / key)
+        except PipelineError:
+            continue  # not an engine entry this version reads: `cache verify` says why
+        if engine.graph_key not in wanted or engine.fingerprint_id in out:
+            continue
+        entry = store.get(key)  # verified: a damaged entry is never packaged
+        if entry is not None:
+            out[engine.fingerprint_id] = engine_of(entry.path)
+    return sorted(out.values(), key=lambda e: e.fingerprint_id)
+
+
 def max_batch(engines: list[Engine]) -> int:
     """The config's max_batch_size (one graph: every engine gives the same)."""
     from pipeline.serve.triton_config import max_batch_size

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 
 # TensorRT's tensor types (backend.dtype_name) as Triton names them.
@@ -44,6 +45,9 @@ class Engine:
     io: dict[str, list[dict[str, Any]]]  # network_io: inputs and outputs, name/dtype/shape
     profiles: list[dict[str, Any]]  # per profile, per input: min/opt/max
     sha256: str
+    # what made the engine but the machine (the engine key's inputs less the fingerprint):
+    # engines of several machines with one graph_key are one model's plans
+    graph_key: str = ""
 
     @property
     def plan(self) -> Path:
@@ -65,6 +69,9 @@ def engine_of(folder: Path) -> Engine:
         io=m["network_io"],
         profiles=list(m["config"]["profiles"]),
         sha256=m["engine"]["sha256"],
+        graph_key=hashing.sha256_json(
+            {k: v for k, v in m["key_inputs"].items() if k != "fingerprint"}
+        ),
     )
 
 

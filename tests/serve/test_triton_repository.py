@@ -114,6 +114,24 @@ def test_a_fleet_gets_a_plan_per_compute_capability_and_a_config_per_kind(
     assert 'value: "model_sm89_nvidia-l40s.plan"' in l40s and 'value: "model_sm80' in l40s
     assert len(list((folder / "1").iterdir())) == 3 and not (folder / "1" / "model.plan").exists()
     assert all("parsed with Triton's ModelConfig" in line for line in done["checked"])
+    # the same fleet from the store, as a machine that built for the A100 only sees it
+    for folder_of in layout.build_dir.iterdir():
+        if (
+            json.loads((folder_of / "manifest.json").read_text())["fingerprint"]["gpu"]["name"]
+            != GPUS["a100"][0]
+        ):
+            shutil.rmtree(folder_of)
+    local = repository.engines_in(layout.build_dir)
+    assert [e.gpu for e in local] == [GPUS["a100"][0]]
+    fleet = repository.with_store(local, tmp_path / "store")
+    assert sorted(e.gpu for e in fleet) == sorted(name for name, _ in GPUS.values())
+    again = repository.write(tmp_path / "repo2", "cnn", fleet, schema)
+    assert again["plans"] == done["plans"] and again["configs"] == done["configs"]
+    # an engine of another graph in the store is not this model's
+    other = repository.with_store(
+        [local[0].__class__(**{**local[0].__dict__, "graph_key": "x"})], tmp_path / "store"
+    )
+    assert len(other) == 1
 
 
 def test_what_triton_would_refuse_is_one_line_and_writes_nothing(built_cnn, tmp_path, schema):

@@ -21,6 +21,12 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--name", help="the model's name in it (default: model.name of --params)")
     p.add_argument("--params", default="params.yaml")
     p.add_argument(
+        "--from-store",
+        action="store_true",
+        help="also take every machine's engine of the same graph and settings from the engine "
+        "store (build.store_dir, $TRT_PIPELINE_STORE): a team's or a fleet sweep's",
+    )
+    p.add_argument(
         "--triton-schema",
         type=Path,
         help="a tritonclient wheel (pip download tritonclient --no-deps) to check the config "
@@ -34,20 +40,25 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.core.layout import Layout
     from pipeline.serve import repository
 
-    name = args.name or (
-        config.load(args.params).model.name if Path(args.params).exists() else None
-    )
+    cfg = config.load(args.params) if Path(args.params).exists() else None
+    name = args.name or (cfg.model.name if cfg else None)
     if not name or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", ".."):
         raise PipelineError(
             f"package: {name!r} is not a Triton model name (letters, digits, _ . -); give --name"
         )
     engines = repository.engines_in(Layout().build_dir)
+    if args.from_store:
+        from pipeline.store import ENGINES
+
+        root, _ = ENGINES.location(cfg.build.store_dir if cfg else None)
+        engines = repository.with_store(engines, root)
     done = repository.write(Path(args.out), name, engines, args.triton_schema)
     batch = repository.max_batch(engines)
     console.table(
         f"package: {name}",
         [
             ("repository", str(Path(args.out) / name)),
+            ("GPU kinds", ", ".join(sorted({e.gpu or "no GPU (portable)" for e in engines}))),
             *[(f"sm {cc}", plan) for cc, plan in done["plans"].items()],
             ("max_batch_size", str(batch) if batch else "0 (no batch dim: full dims)"),
             *[("checked", line) for line in done["checked"]],
