@@ -14,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.serve import triton_checks
@@ -87,9 +89,14 @@ def plan_names(engines: list[Engine]) -> dict[str, list[tuple[str, Engine]]]:
 
 
 def write(
-    repo: Path, name: str, engines: list[Engine], schema: Path | None = None
+    repo: Path,
+    name: str,
+    engines: list[Engine],
+    schema: Path | None = None,
+    sample: dict[str, np.ndarray] | None = None,
 ) -> dict[str, Any]:
-    """The model's folder in `repo`, checked; what was written and checked."""
+    """The model's folder in `repo`, checked; what was written and checked. `sample`: one
+    batch of reference inputs, which model_warmup feeds each instance before it serves."""
     ios = {hashing.sha256_json(e.io) for e in engines}
     if len(ios) > 1:
         raise PipelineError(
@@ -108,6 +115,8 @@ def write(
             for plan, engine in kinds:
                 _place(engine.plan, version / plan)
         configs = {"config.pbtxt": cfg, **_per_kind(name, engines[0], by_cc)}
+        if sample is not None:
+            _warmed(configs, sample, folder)
         checked = _written(folder, configs, engines, version, rtx, module)
         fileio.write_json(folder / "sha256.json", _sums(folder))
     return {"model": name, "plans": main, "configs": sorted(configs), "checked": checked}
@@ -151,6 +160,22 @@ def _written(
     if rtx:
         console.warn(RTX_NOTE.replace("\n", " "))
     return checked
+
+
+def _warmed(
+    configs: dict[str, dict[str, Any]], sample: dict[str, np.ndarray], folder: Path
+) -> None:
+    """model_warmup in every config, and the files it reads in warmup/."""
+    from pipeline.serve.triton_config import warmup
+
+    for cfg in configs.values():
+        w, files = warmup(cfg, sample)
+        if not w:
+            return
+        cfg["model_warmup"] = [w]
+    (folder / "warmup").mkdir()
+    for rel, data in files.items():
+        fileio.write_bytes(folder / "warmup" / rel, data)
 
 
 def _place(src: Path, dest: Path) -> None:

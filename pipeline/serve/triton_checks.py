@@ -92,9 +92,39 @@ def rule_problems(
             )
         if len(cfg["instance_group"][0]["profile"]) != len(engine.profiles):
             out.append(f"not every profile of engine {engine.fingerprint_id} is listed")
+    out += _warmup_problems(cfg, engines, version_dir.parent / "warmup")
     for cc, plan in cfg["cc_model_filenames"].items():
         if not (version_dir / plan).is_file():
             out.append(f"cc_model_filenames {cc}: {plan} is not in {version_dir.name}/")
     if (version_dir / "model.plan").exists():
         out.append("model.plan would take any GPU cc_model_filenames does not name")
     return out
+
+
+def _warmup_problems(cfg: dict[str, Any], engines: list[Engine], folder: Path) -> list[str]:
+    """Each warm-up input within a profile of every engine, and its file of the right size."""
+    import numpy as np
+
+    from pipeline.serve.triton_config import NUMPY_TYPES
+
+    out = []
+    for w in cfg.get("model_warmup", []):
+        for name, t in w["inputs"].items():
+            shape = [w["batch_size"], *t["dims"]] if cfg["max_batch_size"] else t["dims"]
+            size = int(np.prod(shape)) * np.dtype(NUMPY_TYPES[t["data_type"]]).itemsize
+            path = folder / t["input_data_file"]
+            if not path.is_file() or path.stat().st_size != size:
+                out.append(
+                    f"model_warmup {name}: warmup/{t['input_data_file']} is not {size} bytes"
+                )
+            for e in engines:
+                if not any(_within(shape, p["inputs"][name]) for p in e.profiles):
+                    out.append(
+                        f"model_warmup {name} {shape} is outside engine {e.fingerprint_id}'s profiles"
+                    )
+    return out
+
+
+def _within(shape: list[int], profile: dict[str, list[int]]) -> bool:
+    lo, hi = profile["min"], profile["max"]
+    return len(shape) == len(lo) and all(a <= d <= b for d, a, b in zip(shape, lo, hi))

@@ -108,6 +108,39 @@ def _tensors(tensors: list[dict[str, Any]], batch: int) -> list[dict[str, Any]]:
     ]
 
 
+# numpy's name for the array a Triton type reads, for warm-up data files.
+NUMPY_TYPES = {
+    "TYPE_FP32": "float32",
+    "TYPE_FP16": "float16",
+    "TYPE_INT8": "int8",
+    "TYPE_UINT8": "uint8",
+    "TYPE_INT32": "int32",
+    "TYPE_INT64": "int64",
+    "TYPE_BOOL": "bool",
+}
+
+
+def warmup(cfg: dict[str, Any], sample: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """model_warmup from one reference sample (input name -> array, its batch axis first
+    where the config batches), and the files it reads (warmup/<file> -> raw bytes)."""
+    import numpy as np
+
+    batch = cfg["max_batch_size"] > 0
+    inputs, files = {}, {}
+    for i, t in enumerate(cfg["input"]):
+        if t["data_type"] not in NUMPY_TYPES:
+            return {}, {}  # bf16 has no numpy type: no warm-up rather than a wrong one
+        array = np.ascontiguousarray(sample[t["name"]], dtype=NUMPY_TYPES[t["data_type"]])
+        array = array[:1] if batch else array
+        inputs[t["name"]] = {
+            "data_type": t["data_type"],
+            "dims": [int(d) for d in (array.shape[1:] if batch else array.shape)],
+            "input_data_file": f"input_{i}",
+        }
+        files[f"input_{i}"] = array.tobytes()
+    return {"name": "reference sample", "batch_size": 1, "inputs": inputs}, files
+
+
 def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
     """The model configuration for `engine`'s I/O and profiles, reading `plans` (compute
     capability -> plan file in the version folder), shaped as protobuf's JSON form of
@@ -158,7 +191,19 @@ def text(cfg: dict[str, Any], note: str = "") -> str:
         lines.append("dynamic_batching { }")
     for cc, plan in cfg["cc_model_filenames"].items():
         lines.append(f"cc_model_filenames {{\n  key: {_quoted(cc)}\n  value: {_quoted(plan)}\n}}")
+    for w in cfg.get("model_warmup", []):
+        lines.append(_warmup_text(w))
     return "\n".join(lines) + "\n"
+
+
+def _warmup_text(w: dict[str, Any]) -> str:
+    inputs = "".join(
+        f"  inputs {{\n    key: {_quoted(name)}\n    value {{\n"
+        f"      data_type: {t['data_type']}\n      dims: [ {', '.join(map(str, t['dims']))} ]\n"
+        f"      input_data_file: {_quoted(t['input_data_file'])}\n    }}\n  }}\n"
+        for name, t in w["inputs"].items()
+    )
+    return f"model_warmup {{\n  name: {_quoted(w['name'])}\n  batch_size: {w['batch_size']}\n{inputs}}}"
 
 
 def _quoted(value: str) -> str:

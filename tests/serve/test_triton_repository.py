@@ -15,6 +15,7 @@ from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import steps
+from pipeline.inputs import reference_file
 from pipeline.serve import repository, triton_checks
 from pipeline.serve.triton_config import Engine, max_batch_size
 from tests.wild import fetch
@@ -61,9 +62,15 @@ def test_max_batch_size_is_the_backends_rule():
 def test_the_built_engine_makes_a_repository_triton_reads(built_cnn, tmp_path, schema):
     _, layout = built_cnn
     engines = repository.engines_in(layout.build_dir)
-    done = repository.write(tmp_path / "repo", "cnn", engines, schema)
+    sample = reference_file.read(layout.reference)[0][0]
+    done = repository.write(tmp_path / "repo", "cnn", engines, schema, dict(sample))
     folder = tmp_path / "repo" / "cnn"
     assert done["checked"] == ["config.pbtxt: parsed with Triton's ModelConfig (tritonclient)"]
+    # warm-up: one reference sample, its raw bytes beside the config
+    assert 'input_data_file: "input_0"' in (folder / "config.pbtxt").read_text()
+    assert (folder / "warmup" / "input_0").read_bytes() == sample["images"][:1].astype(
+        "float32"
+    ).tobytes()
     text = (folder / "config.pbtxt").read_text()
     manifest = json.loads((engines[0].folder / "manifest.json").read_text())
     profile = manifest["config"]["profiles"][0]["inputs"]["images"]
@@ -152,3 +159,20 @@ def test_what_triton_would_refuse_is_one_line_and_writes_nothing(built_cnn, tmp_
     problems = triton_checks.rule_problems(cfg, engines, tmp_path / "v", "cnn")
     assert any("max_batch_size" in p for p in problems)
     assert any("p.plan is not in v/" in p for p in problems)
+    # a warm-up sample the profiles do not take
+    cfg["model_warmup"] = [
+        {
+            "name": "w",
+            "batch_size": 1,
+            "inputs": {
+                "images": {
+                    "data_type": "TYPE_FP32",
+                    "dims": [3, 64, 64],
+                    "input_data_file": "input_0",
+                }
+            },
+        }
+    ]
+    problems = triton_checks.rule_problems(cfg, engines, tmp_path / "v", "cnn")
+    assert any("model_warmup images [1, 3, 64, 64] is outside" in p for p in problems)
+    assert any("warmup/input_0 is not 49152 bytes" in p for p in problems)

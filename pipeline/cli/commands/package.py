@@ -6,9 +6,14 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.cli.commands import Subparsers
 from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -37,7 +42,6 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.core import config, console
-    from pipeline.core.layout import Layout
     from pipeline.serve import repository
 
     cfg = config.load(args.params) if Path(args.params).exists() else None
@@ -52,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
 
         root, _ = ENGINES.location(cfg.build.store_dir if cfg else None)
         engines = repository.with_store(engines, root)
-    done = repository.write(Path(args.out), name, engines, args.triton_schema)
+    done = repository.write(
+        Path(args.out), name, engines, args.triton_schema, _reference_sample(Layout())
+    )
     batch = repository.max_batch(engines)
     console.table(
         f"package: {name}",
@@ -65,3 +71,12 @@ def run(args: argparse.Namespace) -> int:
         ],
     )
     return 0
+
+
+def _reference_sample(layout: Layout) -> dict[str, np.ndarray] | None:
+    """The export's first reference batch of inputs, for model_warmup; None without one."""
+    from pipeline.inputs import reference_file
+
+    if not layout.reference.is_file():
+        return None
+    return dict(reference_file.read(layout.reference)[0][0])
