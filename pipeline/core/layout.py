@@ -73,6 +73,11 @@ class Layout:
         return self.build_dir / fingerprint_id
 
     @property
+    def repository(self) -> Path:
+        """The Triton model repository the package stage writes."""
+        return self.root / "repository"
+
+    @property
     def inspect_dir(self) -> Path:
         return self.root / "artifacts" / "inspect"
 

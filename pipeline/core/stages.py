@@ -6,7 +6,12 @@ another stage consumes, the sections it and the stages before it read (made_from
 
 from __future__ import annotations
 
-STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark", "package")
+
+# What a sweep job runs (pipeline/sweeps/job.py): a job's folder is one point of a sweep,
+# not a served model, and its saved outputs leave the engine to the engine store; the
+# package stage (or `trt-pipeline package`, --from-store for a fleet's) serves engines.
+JOB_STAGES = STAGES[:-1]
 
 # dvc.yaml's `params` of each stage: what its output depends on in params.yaml.
 PARAMS: dict[str, tuple[str, ...]] = {
@@ -22,6 +27,8 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "build": ("precision", "profile", "build"),
     "inspect": ("inspect",),
     "benchmark": ("benchmark", "model", "precision.name"),
+    # the repository's model is named after the model; the rest is the engines' own
+    "package": ("model.name",),
 }
 
 # The stage whose output each one reads as its input graph, for made_from.json.

@@ -77,6 +77,12 @@ def benchmark(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
         return benchmark_step.run(cfg, layout, read_fingerprint(layout), peak)
 
 
+def package(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
+    from pipeline.flow import package_step
+
+    return package_step.run(cfg, layout)
+
+
 # Each stage's function, by the name dvc.yaml and core/stages.py give it.
 STEPS: dict[str, Callable[[PipelineConfig, Layout], dict[str, Any]]] = {
     "fingerprint": fingerprint,
@@ -85,6 +91,7 @@ STEPS: dict[str, Callable[[PipelineConfig, Layout], dict[str, Any]]] = {
     "build": build,
     "inspect": inspect,
     "benchmark": benchmark,
+    "package": package,
 }
 
 
@@ -93,11 +100,12 @@ def run_all(
     layout: Layout,
     on_step: Callable[[str, dict[str, Any]], None] | None = None,
     done: dict[str, dict[str, Any]] | None = None,
+    stages: tuple[str, ...] = STAGES,
 ) -> dict[str, dict[str, Any]]:
-    """Every stage in order but those `done` holds results of; `on_step(name, result)`
+    """Each of `stages` in order but those `done` holds results of; `on_step(name, result)`
     after each (a Hydra job logs it)."""
     results = dict(done or {})
-    for name in STAGES:
+    for name in stages:
         if name in results:
             continue
         results[name] = STEPS[name](cfg, layout)

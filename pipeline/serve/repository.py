@@ -28,14 +28,29 @@ RTX_NOTE = (
 )
 
 
-def engines_in(build_dir: Path) -> list[Engine]:
-    """Every built engine under artifacts/build/ (one folder per machine fingerprint)."""
+def engines_in(build_dir: Path, current: str | None = None) -> list[Engine]:
+    """The built engines under artifacts/build/ (one folder per machine fingerprint) of
+    one graph: that of `current` (this machine's fingerprint id) where it built one. The
+    folders persist across runs, so another machine's may be of older inputs: left out,
+    with a line."""
     from pipeline.serve.triton_config import engine_of
 
     folders = sorted(p.parent for p in build_dir.glob("*/manifest.json"))
     if not folders:
         raise PipelineError(f"no built engine in {build_dir}: run the build stage first")
-    return [engine_of(f) for f in folders]
+    engines = [engine_of(f) for f in folders]
+    mine = [e for e in engines if e.fingerprint_id == current]
+    keys = {e.graph_key for e in (mine or engines)}
+    if len(keys) > 1:
+        raise PipelineError(
+            f"the engines in {build_dir} were built from {len(keys)} different graphs or "
+            "settings; run the build stage here first, or keep one model's engines there"
+        )
+    kept = [e for e in engines if e.graph_key in keys]
+    for e in engines:
+        if e not in kept:
+            console.note(f"package: left out {e.fingerprint_id}, built from other inputs")
+    return kept
 
 
 def with_store(local: list[Engine], store_root: Path) -> list[Engine]:

@@ -26,6 +26,7 @@ from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.numbers import MIB
+from pipeline.core.stages import JOB_STAGES
 from pipeline.flow import steps
 from pipeline.sweeps import job_cache
 from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
@@ -152,7 +153,7 @@ def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
         layout,
         fp,
         lambda: job_result(
-            steps.run_all(validated, layout, logged, done={"fingerprint": fp}), validated
+            steps.run_all(validated, layout, logged, {"fingerprint": fp}, JOB_STAGES), validated
         ),
     )
     if "reused" in result:

@@ -52,7 +52,7 @@ def test_init_writes_the_scaffolding_and_a_rerun_keeps_it(repo):
     stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
     assert [s["cmd"] for s in stages.values()] == [
         f"trt-pipeline stage {n}"
-        for n in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark")
+        for n in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark", "package")
     ]
     conf = yaml.safe_load((repo / "conf/config.yaml").read_text())
     assert conf["hydra"]["searchpath"] == ["pkg://pipeline.conf"]

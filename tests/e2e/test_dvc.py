@@ -25,7 +25,10 @@ def test_dvc_repro_builds_everything_then_is_a_no_op(in_tmp_repo_copy):
         "build",
         "inspect",
         "benchmark",
+        "package",
     ]
+    config = (repo / "repository/cnn/config.pbtxt").read_text()
+    assert 'name: "cnn"' in config and "cc_model_filenames" in config
     fp = json.loads((repo / "artifacts/fingerprint.json").read_text())
     engine_dir = repo / "artifacts/build" / fp["id"]
     manifest = json.loads((engine_dir / "manifest.json").read_text())
@@ -65,7 +68,14 @@ def test_benchmark_params_rerun_only_benchmark_and_fp16_exp(in_tmp_repo_copy):
     assert ran_stages(bench.stdout) == ["fingerprint", "benchmark"]
 
     fp16 = dvc(repo, "exp", "run", "-S", "precision=fp16", *FAST)
-    assert ran_stages(fp16.stdout) == ["fingerprint", "calibrate", "build", "inspect", "benchmark"]
+    assert ran_stages(fp16.stdout) == [
+        "fingerprint",
+        "calibrate",
+        "build",
+        "inspect",
+        "benchmark",
+        "package",
+    ]
     calib = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
     assert calib["precision"] == "fp16" and calib["ops"].get("Cast", 0) > 0
     fp = json.loads((repo / "artifacts/fingerprint.json").read_text())

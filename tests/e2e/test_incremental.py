@@ -80,6 +80,7 @@ def test_outside_model_weights_code_and_status(in_tmp_repo_copy, tmp_path):
         "build",
         "inspect",
         "benchmark",
+        "package",
     ]
     assert engine_sha(repo) != before
     assert stale(repo) == (0, [])
@@ -87,11 +88,12 @@ def test_outside_model_weights_code_and_status(in_tmp_repo_copy, tmp_path):
     # Code: each layer folder reruns exactly the stages that import it. The fingerprint
     # stage has no code deps (it always runs; status compares its identity itself).
     expect = {
-        "core": ["export", "calibrate", "build", "inspect", "benchmark"],
+        "core": ["export", "calibrate", "build", "inspect", "benchmark", "package"],
         "machine": ["calibrate", "build", "inspect", "benchmark"],
         "export": ["export", "calibrate", "build", "inspect", "benchmark"],
         "precision": ["calibrate", "build", "benchmark"],
-        "engine": ["build", "inspect", "benchmark"],
+        "engine": ["build", "inspect", "benchmark", "package"],
+        "serve": ["package"],
         "analysis": ["build", "inspect"],
         "bench": ["benchmark"],
         "report": ["inspect", "benchmark"],

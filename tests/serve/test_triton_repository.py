@@ -121,6 +121,22 @@ def test_a_fleet_gets_a_plan_per_compute_capability_and_a_config_per_kind(
     assert 'value: "model_sm89_nvidia-l40s.plan"' in l40s and 'value: "model_sm80' in l40s
     assert len(list((folder / "1").iterdir())) == 3 and not (folder / "1" / "model.plan").exists()
     assert all("parsed with Triton's ModelConfig" in line for line in done["checked"])
+    # a folder another machine left from older inputs (artifacts/build persists) is not
+    # this model's: left out where this machine's engine names the graph, refused where
+    # none does
+    a100 = next(e for e in repository.engines_in(layout.build_dir) if "A100" in (e.gpu or ""))
+    old = layout.build_dir / "old-machine"
+    shutil.copytree(a100.folder, old)
+    m = json.loads((old / "manifest.json").read_text())
+    m["key_inputs"]["precision"] = {"mode": "strong", "tf32": True}
+    m["fingerprint"]["id"] = "old-machine"
+    (old / "manifest.json").write_text(json.dumps(m))
+    assert "old-machine" not in {
+        e.fingerprint_id for e in repository.engines_in(layout.build_dir, a100.fingerprint_id)
+    }
+    with pytest.raises(PipelineError, match="built from 2 different graphs or settings"):
+        repository.engines_in(layout.build_dir)
+    shutil.rmtree(old)
     # the same fleet from the store, as a machine that built for the A100 only sees it
     for folder_of in layout.build_dir.iterdir():
         if (

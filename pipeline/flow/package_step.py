@@ -1,0 +1,72 @@
+"""The package stage: a Triton model repository (repository/<model.name>/) of the engines
+built in this checkout, one per machine fingerprint (pipeline/serve/repository.py), with a
+warm-up sample from the export's reference inputs. `trt-pipeline package` runs the same
+with its own flags (another name or folder, the fleet's engines from the store, Triton's
+schema from a wheel)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.core import console, fileio
+from pipeline.core.errors import PipelineError
+from pipeline.core.layout import Layout
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from pipeline.core.config import PipelineConfig
+
+# A Triton model is a folder of the repository: its name is one path segment.
+NAME = r"[A-Za-z0-9_.-]+"
+
+
+def run(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
+    return package(layout, cfg.model.name, layout.repository)
+
+
+def package(
+    layout: Layout,
+    name: str,
+    out: Path,
+    store_root: Path | None = None,
+    schema: Path | None = None,
+) -> dict[str, Any]:
+    """repository `out`/`name` of the engines in layout's artifacts/build (and, with
+    `store_root`, every machine's engine of the same graph in that store); its table."""
+    import re
+
+    from pipeline.serve import repository
+
+    if not re.fullmatch(NAME, name) or name in (".", ".."):
+        raise PipelineError(
+            f"package: {name!r} is not a Triton model name (letters, digits, _ . -)"
+        )
+    # this machine's engine names the graph; a checkout that never built here takes one
+    current = fileio.read_json(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None
+    engines = repository.engines_in(layout.build_dir, current)
+    if store_root is not None:
+        engines = repository.with_store(engines, store_root)
+    done = repository.write(out, name, engines, schema, _reference_sample(layout))
+    batch = repository.max_batch(engines)
+    console.table(
+        f"package: {name}",
+        [
+            ("repository", str(out / name)),
+            ("GPU kinds", ", ".join(sorted({e.gpu or "no GPU (portable)" for e in engines}))),
+            *[(f"sm {cc}", plan) for cc, plan in done["plans"].items()],
+            ("max_batch_size", str(batch) if batch else "0 (no batch dim: full dims)"),
+            *[("checked", line) for line in done["checked"]],
+        ],
+    )
+    return done
+
+
+def _reference_sample(layout: Layout) -> dict[str, np.ndarray] | None:
+    """The export's first reference batch of inputs, for model_warmup; None without one."""
+    from pipeline.inputs import reference_file
+
+    if not layout.reference.is_file():
+        return None
+    return dict(reference_file.read(layout.reference)[0][0])

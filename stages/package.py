@@ -1,0 +1,13 @@
+"""DVC stage `package`: see dvc.yaml for its params, deps and outs."""
+
+from pipeline.core import cli, config
+from pipeline.core.layout import Layout
+from pipeline.flow import steps
+
+
+def main() -> None:
+    steps.package(config.load("params.yaml"), Layout())
+
+
+if __name__ == "__main__":
+    cli.run(main)
