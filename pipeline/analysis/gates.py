@@ -14,6 +14,7 @@ from pipeline.core import config as config_lib
 from pipeline.core import fileio
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
+from pipeline.core.gate import GateResult
 from pipeline.core.numbers import MIB, plain
 
 GATES = (
@@ -30,7 +31,7 @@ def _compile(patterns: Iterable[str]) -> list[re.Pattern[str]]:
     return buildlog.compile_patterns(patterns, "build.gates.forbid_patterns")
 
 
-def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> dict[str, Any]:
+def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) -> GateResult:
     compiled = _compile(patterns)
     lines: list[str] = []
     if compiled:
@@ -62,7 +63,7 @@ def evaluate(
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
     manifest: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[GateResult]:
     """Every gate, switched on or not (a switched-off gate passes and still reports its
     value, so metrics show the trend before anyone sets a threshold). `records` may be
     the build.log text; without `engine`, the manifest's engine size is used. Pass or fail
@@ -102,7 +103,7 @@ UNIT = {"max_engine_mib": " MiB", "max_peak_memory_mib": " MiB"}
 
 def _measured(
     name: str, value: float | None, threshold: float | None, direction: str, measured: str
-) -> dict[str, Any]:
+) -> GateResult:
     """A gate on one measured value; the threshold's words end its detail when it is set."""
     if threshold is not None:
         allowed = "required" if direction == "min" else "allowed"
@@ -125,7 +126,7 @@ def _fusion(summary: dict[str, Any]) -> str:
 failures = gate_lib.failures
 
 
-def message(result: dict[str, Any]) -> str:
+def message(result: GateResult) -> str:
     text = (
         f"build gate {result['gate']} failed (threshold {result['threshold']}): {result['detail']}"
     )
@@ -134,7 +135,7 @@ def message(result: dict[str, Any]) -> str:
     return " ".join(text.split())
 
 
-def enforce(results: list[dict[str, Any]]) -> None:
+def enforce(results: list[GateResult]) -> None:
     failed = failures(results)
     if failed:
         more = (
@@ -145,7 +146,7 @@ def enforce(results: list[dict[str, Any]]) -> None:
         raise PipelineError(message(failed[0]) + more)
 
 
-def metrics(results: list[dict[str, Any]]) -> dict[str, Any]:
+def metrics(results: list[GateResult]) -> dict[str, Any]:
     """metrics/gates.json: numbers DVC can show and compare, plus what matched."""
     return {
         "passed": not failures(results),
@@ -154,7 +155,7 @@ def metrics(results: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def write_metrics(path: str | Path, results: list[dict[str, Any]]) -> Path:
+def write_metrics(path: str | Path, results: list[GateResult]) -> Path:
     return fileio.write_json(path, metrics(results))
 
 
@@ -165,7 +166,7 @@ def check(
     engine: bytes | None = None,
     manifest: dict[str, Any] | None = None,
     metrics_path: str | Path | None = None,
-) -> list[dict[str, Any]]:
+) -> list[GateResult]:
     """Evaluate, record the results (when metrics_path is given), then fail on the first
     broken gate, so a failed build still leaves the reason in metrics/gates.json."""
     records = records if isinstance(records, str) else list(records)

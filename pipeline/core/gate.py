@@ -7,10 +7,27 @@ names every failing gate."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import exact, plain
+
+
+class GateResult(TypedDict, total=False):
+    """One gate's verdict, as metrics files keep it (JSON: a TypedDict, not a class)."""
+
+    gate: Required[str]
+    subject: Required[str | None]  # what was judged: an output, "build"
+    value: Required[Any]
+    threshold: Required[Any]  # None or []: the gate is switched off
+    direction: Required[str]  # "max", "min" or "none" (judged by `passed`)
+    enabled: Required[bool]
+    passed: Required[bool]
+    detail: Required[str]
+    metric: str  # the accuracy gate: the metric judged, its task and the setting's key
+    task: str
+    setting: str
+    matches: list[dict[str, str]]  # forbid_patterns: the log lines that matched
 
 
 def result(
@@ -22,8 +39,11 @@ def result(
     direction: str = "none",
     subject: str | None = None,
     detail: str = "",
-    **extra: Any,
-) -> dict[str, Any]:
+    metric: str | None = None,
+    task: str | None = None,
+    setting: str | None = None,
+    matches: list[dict[str, str]] | None = None,
+) -> GateResult:
     """direction "max": value must be <= threshold; "min": >= threshold; "none": judged
     by `passed`. A gate with no threshold (None or []) is switched off: it passes and
     still reports its value, so the trend is visible before anyone sets a limit."""
@@ -37,25 +57,32 @@ def result(
             passed = value is not None and value >= threshold
         else:
             raise ValueError(f"gate {gate}: give `passed` or a direction")
-    out = {
-        "gate": gate,
-        "subject": subject,
-        "value": value,
-        "threshold": plain(threshold),
-        "direction": direction,
-        "enabled": enabled,
-        "passed": bool(passed),
-        "detail": detail,
-    }
-    out.update(extra)
+    out = GateResult(
+        gate=gate,
+        subject=subject,
+        value=value,
+        threshold=plain(threshold),
+        direction=direction,
+        enabled=enabled,
+        passed=bool(passed),
+        detail=detail,
+    )
+    if metric is not None:
+        out["metric"] = metric
+    if task is not None:
+        out["task"] = task
+    if setting is not None:
+        out["setting"] = setting
+    if matches is not None:
+        out["matches"] = matches
     return out
 
 
-def failures(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def failures(results: Iterable[GateResult]) -> list[GateResult]:
     return [r for r in results if not r["passed"]]
 
 
-def describe(r: dict[str, Any]) -> str:
+def describe(r: GateResult) -> str:
     """'cosine of output logits is 0.91, needs >= 0.999' or the gate's own detail."""
     if r["direction"] in ("max", "min") and r.get("metric"):
         op = "<=" if r["direction"] == "max" else ">="
@@ -67,7 +94,7 @@ def describe(r: dict[str, Any]) -> str:
     return f"{r['gate']} (threshold {r['threshold']}): {r['detail']}"
 
 
-def failure_line(label: str, results: Iterable[dict[str, Any]]) -> str | None:
+def failure_line(label: str, results: Iterable[GateResult]) -> str | None:
     """'<label>: <every failing gate>', or None when all passed."""
     failed = failures(results)
     if not failed:
@@ -75,7 +102,7 @@ def failure_line(label: str, results: Iterable[dict[str, Any]]) -> str | None:
     return " ".join(f"{label}: {'; '.join(describe(r) for r in failed)}".split())
 
 
-def enforce(label: str, results: Iterable[dict[str, Any]]) -> None:
+def enforce(label: str, results: Iterable[GateResult]) -> None:
     line = failure_line(label, list(results))
     if line:
         raise PipelineError(line)

@@ -33,6 +33,7 @@ import numpy as np
 
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
+from pipeline.core.gate import GateResult
 from pipeline.precision.common import ops, search_progress
 from pipeline.precision.fallback import groups as node_groups
 from pipeline.precision.fallback.groups import Group
@@ -55,7 +56,7 @@ class SearchFailed(PipelineError):
         self.plain: dict[str, Any] = {}
 
 
-def score(results: list[dict[str, Any]]) -> float:
+def score(results: list[GateResult]) -> float:
     """1.0 at the threshold, below passes: max over gated metrics of value/threshold
     (upper bounds) or (1 - value)/(1 - threshold) (lower bounds such as cosine)."""
     worst = 0.0
@@ -77,11 +78,11 @@ def score(results: list[dict[str, Any]]) -> float:
     return worst
 
 
-def judged(results: list[dict[str, Any]]) -> dict[str, Any]:
+def judged(results: list[GateResult]) -> dict[str, Any]:
     """A graph's gate results in the search's terms: score, gated metrics, failures."""
     gated: dict[str, dict[str, Any]] = {}
     for r in results:
-        gated.setdefault(r["subject"], {})[r["metric"]] = r["value"]
+        gated.setdefault(str(r["subject"]), {})[r.get("metric", r["gate"])] = r["value"]
     return {
         "score": round(score(results), 6),
         "passed": accuracy.passed(results),

@@ -9,6 +9,7 @@ import numpy as np
 
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
+from pipeline.core.gate import GateResult
 from pipeline.precision.gate import tasks as tasks_lib
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ class Criteria:
 
     def judge(
         self, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
-    ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    ) -> tuple[dict[str, dict[str, Any]], list[GateResult]]:
         """(figures, gate results) of `candidate` against the fp32 `reference` outputs."""
         figures = compare(reference, candidate, self.tasks, self.metric)
         return figures, check_gate(figures, self.gate)
@@ -204,10 +205,10 @@ GATE_CHECKS = (
 JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
 
 
-def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[dict[str, Any]]:
+def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[GateResult]:
     """Each configured threshold against each output, in the one gate shape
     (pipeline.core.gate); every result is kept, pass or fail."""
-    results: list[dict[str, Any]] = []
+    results: list[GateResult] = []
     for output, metrics in figures.items():
         if not metrics.get("finite", True):
             results.append(
@@ -241,7 +242,7 @@ def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[d
     return results
 
 
-def passed(results: list[dict[str, Any]]) -> bool:
+def passed(results: list[GateResult]) -> bool:
     return not gate_lib.failures(results)
 
 
@@ -255,7 +256,7 @@ def judged_on_random(summary: dict[str, Any]) -> bool:
     return bool((summary.get("reference") or {}).get("random"))
 
 
-def raise_on_failure(results: list[dict[str, Any]], label: str, summary: dict[str, Any]) -> None:
+def raise_on_failure(results: list[GateResult], label: str, summary: dict[str, Any]) -> None:
     """One line naming every failing metric, its value and its threshold (and that the
     inputs were random, where they were); the exception carries `summary` for the
     metrics file."""
