@@ -6,6 +6,11 @@ opset, so those are read from the graph (without its weights) once the parse fai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import re
 from pathlib import Path
 from types import ModuleType
@@ -99,7 +104,7 @@ def _call(err: Any, name: str) -> Any:
     return fn() if callable(fn) else None
 
 
-def _find_node(model: Any, index: Any, op: str, name: str) -> Any:
+def _find_node(model: ModelProto, index: Any, op: str, name: str) -> Any:
     """The failing node of the graph: by the parser's index where that node is the one
     it names, else by name and op type (a node inside a local function)."""
     if model is None:
@@ -113,7 +118,7 @@ def _find_node(model: Any, index: Any, op: str, name: str) -> Any:
     return None
 
 
-def _where(err: Any, node: Any, model: Any, op: str) -> str:
+def _where(err: Any, node: Any, model: ModelProto, op: str) -> str:
     index, name = _call(err, "node"), _call(err, "node_name")
     if not op and (not isinstance(index, int) or index < 0):
         return "the graph"
@@ -141,7 +146,7 @@ def _parser_text(err: Any) -> str:
     return f'"{text}"' + (f" ({detail})" if detail else "")
 
 
-def _opset(model: Any, domain: str) -> int | None:
+def _opset(model: ModelProto, domain: str) -> int | None:
     if model is None:
         return None
     for imp in model.opset_import:

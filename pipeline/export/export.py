@@ -21,6 +21,8 @@ from pipeline.inputs import factory, input_roles, reference_file, sample_data, s
 from pipeline.inputs.array_folder import LABEL_PREFIX
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import ModelConfig, ProfileConfig
 
 Arrays = dict[str, np.ndarray]  # arrays by input (or output) name
@@ -170,7 +172,7 @@ def _graph(
 
 def _reference_batches(
     model_cfg: ModelConfig,
-    model: Any,
+    model: ModelProto,
     specs: list[onnx_model.TensorSpec],
     layout: samples.SampleLayout,
 ) -> tuple[list[Arrays], list[Arrays], dict[str, Any]]:

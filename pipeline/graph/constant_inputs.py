@@ -8,6 +8,11 @@ fp32 reference still comes from the model as given, fed the same value."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -88,7 +93,7 @@ def freeze(path: Path, frozen: dict[str, np.ndarray]) -> list[str]:
 MAX_ROUNDS = 16
 
 
-def _folded(model: Any) -> tuple[Any, int]:
+def _folded(model: ModelProto) -> tuple[Any, int]:
     """`model` folded (Polygraphy's shape inference, ONNX's own: ONNX Runtime's writes
     temporary files into the working directory, ONNX-GraphSurgeon's constant folding),
     each If whose condition became constant replaced by its branch, until nothing changes;
@@ -112,7 +117,7 @@ def _folded(model: Any) -> tuple[Any, int]:
     return model, inlined
 
 
-def _inline_constant_ifs(model: Any) -> int:
+def _inline_constant_ifs(model: ModelProto) -> int:
     """Replace each top-level If whose condition is an initializer by the nodes of the branch
     it takes, its names given the If's name as a suffix (a branch may reuse an outer
     name: ONNX checks names per scope), its results passed on under the If's output names;
@@ -168,7 +173,7 @@ def _rename(graph: Any, names: dict[str, str], own: bool) -> None:
         o.name = names.get(o.name, o.name)
 
 
-def _unproduced_outputs(model: Any) -> list[str]:
+def _unproduced_outputs(model: ModelProto) -> list[str]:
     g = model.graph
     have = {o for n in g.node for o in n.output} | {i.name for i in [*g.initializer, *g.input]}
     return [o.name for o in g.output if o.name not in have]

@@ -9,6 +9,11 @@ what a streamed transform exists to avoid."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import os
 import shutil
 from pathlib import Path
@@ -20,7 +25,7 @@ from pipeline.core.errors import PipelineError
 SMALL = 1024  # bytes: smaller tensors stay in the graph (onnx.save_model's size_threshold)
 
 
-def write_gathered(model: Any, base: Path | None, path: Path) -> list[Path]:
+def write_gathered(model: ModelProto, base: Path | None, path: Path) -> list[Path]:
     """Write `model` to path with its weights in `<name>.data` beside it: each in-memory
     tensor of SMALL bytes or more, and each tensor kept in an external-data file of
     `base`, copied across. The model's tensors name the new file afterwards. Each file
@@ -69,7 +74,7 @@ class Gathered:
 
         return bool(uses_external_data(t)) or t.ByteSize() >= SMALL
 
-    def finish(self, model: Any) -> list[Path]:
+    def finish(self, model: ModelProto) -> list[Path]:
         """Add each tensor of `model` not added yet (in memory and SMALL bytes or more, or
         in `base`'s files), write the graph and move both files into place."""
         for t in model.graph.initializer:

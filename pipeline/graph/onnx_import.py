@@ -19,6 +19,11 @@ graph is judged against."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import os
 import shutil
 from pathlib import Path
@@ -52,7 +57,7 @@ ORT_QUANTIZED_OPS = frozenset(
 )  # fmt: skip
 
 
-def refuse_ort_quantized(model: Any, src: Path) -> None:
+def refuse_ort_quantized(model: ModelProto, src: Path) -> None:
     ops = sorted({n.op_type for n in model.graph.node if n.op_type in ORT_QUANTIZED_OPS})
     if ops:
         raise PipelineError(
@@ -62,7 +67,7 @@ def refuse_ort_quantized(model: Any, src: Path) -> None:
         )
 
 
-def normalize(model: Any) -> list[str]:
+def normalize(model: ModelProto) -> list[str]:
     """Normalise `model` in place (graph only: weights are not touched); what changed, one
     line per step that changed something."""
     changes = [_upgraded_opset(model), *_weights_out_of_inputs(model)]
@@ -83,7 +88,7 @@ def normalize(model: Any) -> list[str]:
     return [c for c in changes if c]
 
 
-def _upgraded_opset(model: Any) -> str:
+def _upgraded_opset(model: ModelProto) -> str:
     before = onnx_model.opset(model)
     if before >= MIN_OPSET:
         return ""
@@ -100,7 +105,7 @@ def _upgraded_opset(model: Any) -> str:
     return f"opset {before} upgraded to {MIN_OPSET} (ONNX version converter)"
 
 
-def _weights_out_of_inputs(model: Any) -> list[str]:
+def _weights_out_of_inputs(model: ModelProto) -> list[str]:
     """After converting: the converter reads an IR < 4 graph's weights through its inputs.
     Also raises the IR version to what the opsets need."""
     import onnx
@@ -121,7 +126,7 @@ def _weights_out_of_inputs(model: Any) -> list[str]:
     return changes
 
 
-def _nodes_named(model: Any) -> int:
+def _nodes_named(model: ModelProto) -> int:
     """Every node named, uniquely (the fallback search and the report name nodes)."""
     seen: set[str] = set()
     renamed = 0
@@ -133,7 +138,7 @@ def _nodes_named(model: Any) -> int:
     return renamed
 
 
-def anonymous_dims_named(model: Any) -> int:
+def anonymous_dims_named(model: ModelProto) -> int:
     """Graph input and output dims named `?`, `unk` (or `-1`) renamed `<tensor>:<axis>`:
     such a name means "some size", but ONNX Runtime and TensorRT take one name for one size
     (TensorRT refuses a profile where a classifier's H and W are both `?`)."""
@@ -146,7 +151,7 @@ def anonymous_dims_named(model: Any) -> int:
     return renamed
 
 
-def constants_to_initializers(model: Any) -> int:
+def constants_to_initializers(model: ModelProto) -> int:
     """Top-level `Constant` nodes holding a tensor become initializers (paddle2onnx writes
     every weight so): per-channel weight quantization and the report find weights there.
     Inside subgraphs they stay (an If branch's constants belong to the branch)."""
@@ -169,7 +174,7 @@ def constants_to_initializers(model: Any) -> int:
 ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training")
 
 
-def _min_ir_version(onnx: Any, model: Any) -> int:
+def _min_ir_version(onnx: Any, model: ModelProto) -> int:
     known = [o for o in model.opset_import if o.domain in ONNX_DOMAINS]
     try:
         return int(onnx.helper.find_min_ir_version_for(known)) if known else 3

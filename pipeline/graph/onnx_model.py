@@ -3,6 +3,11 @@ types into a PipelineError that names the file."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import collections
 import contextlib
 import hashlib
@@ -28,7 +33,7 @@ class TensorSpec:
     dims: tuple[Dim, ...]
 
 
-def load(path: str | Path, check: bool = True, weights: bool = True) -> Any:  # a ModelProto
+def load(path: str | Path, check: bool = True, weights: bool = True) -> ModelProto:
     """The model; weights=False leaves weights kept in external data on disk (their
     tensors name the file), so a graph of many GB is read as a few KB."""
     import onnx
@@ -64,7 +69,7 @@ def inline_limit() -> int:
     return int(os.environ.get(INLINE_LIMIT_ENV) or INLINE_LIMIT)
 
 
-def weight_bytes(model: Any) -> int:
+def weight_bytes(model: ModelProto) -> int:
     """Bytes the model's initializers hold in memory (external ones count nothing)."""
     total = 0
     for t in model.graph.initializer:
@@ -95,7 +100,7 @@ def tensor_bytes(tensor: Any, data_type: int | None = None) -> int:
         return 0
 
 
-def save(model: Any, path: str | Path) -> list[Path]:
+def save(model: ModelProto, path: str | Path) -> list[Path]:
     """Write `model` to path: inline below INLINE_LIMIT, else its weights in one file
     `<name>.data` beside it (onnx.save_model's external data; the in-memory tensors are
     emptied as they are written, so nothing is held twice). Each file appears by a
@@ -130,7 +135,7 @@ def save(model: Any, path: str | Path) -> list[Path]:
     return written
 
 
-def _free_location(model: Any, name: str) -> str:
+def _free_location(model: ModelProto, name: str) -> str:
     """`<name>.data`, or `<name>.<n>.data` where the graph's external tensors already name
     that file (a graph rewritten beside its own data): writing it would clobber them."""
     taken = external_locations(model)
@@ -143,7 +148,7 @@ def _free_location(model: Any, name: str) -> str:
 EXTERNAL_THRESHOLD = 1024  # bytes: a smaller tensor stays in the graph
 
 
-def _raw_data(model: Any, threshold: int) -> None:
+def _raw_data(model: ModelProto, threshold: int) -> None:
     """Each in-memory tensor of `threshold` bytes or more held in raw_data: onnx moves only
     raw_data to an external file, and an exporter may write weights in the typed fields
     (float_data, int64_data: Paddle's Constant nodes, once made initializers, come so)."""
@@ -157,7 +162,7 @@ def _raw_data(model: Any, threshold: int) -> None:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t), t.name))
 
 
-def save_copy(model: Any, path: str | Path) -> list[Path]:
+def save_copy(model: ModelProto, path: str | Path) -> list[Path]:
     """save() of a copy, leaving `model`'s in-memory weights in place (held twice while
     it writes: only for a graph whose weights a transform rewrote in memory)."""
     import onnx
@@ -170,7 +175,7 @@ def save_copy(model: Any, path: str | Path) -> list[Path]:
 
 
 @contextlib.contextmanager
-def unnamed_dims_named(model: Any) -> Iterator[None]:
+def unnamed_dims_named(model: ModelProto) -> Iterator[None]:
     """Within the block, each graph input's dynamic axis without a name is named
     `<input>_axis<N>` (a tool that wants a name or a number gets one); restored after."""
     named = []
@@ -186,7 +191,7 @@ def unnamed_dims_named(model: Any) -> Iterator[None]:
             d.ClearField("dim_param")
 
 
-def drop_intermediate_shapes(model: Any) -> None:
+def drop_intermediate_shapes(model: ModelProto) -> None:
     """Remove the shape annotations of intermediate tensors (graph.value_info) a transform
     left. ONNX Runtime's memory planner trusts them: where AutoCast named two different
     unknown sizes alike (`unk`), it reused a buffer of the wrong size at run time (YOLOv8
@@ -218,7 +223,7 @@ def _dtype(value_info: Any) -> str:
         return str(onnx.TensorProto.DataType.Name(elem)).lower()
 
 
-def inputs(model: Any) -> list[TensorSpec]:
+def inputs(model: ModelProto) -> list[TensorSpec]:
     """Graph inputs that are fed at run time (initializers listed as inputs are not)."""
     inits = {i.name for i in model.graph.initializer}
     return [
@@ -226,16 +231,16 @@ def inputs(model: Any) -> list[TensorSpec]:
     ]
 
 
-def outputs(model: Any) -> list[TensorSpec]:
+def outputs(model: ModelProto) -> list[TensorSpec]:
     return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.output]
 
 
-def producers(model: Any) -> dict[str, Any]:
+def producers(model: ModelProto) -> dict[str, Any]:
     """Tensor name -> the node that writes it."""
     return {o: n for n in model.graph.node for o in n.output}
 
 
-def readers(model: Any) -> dict[str, list[Any]]:
+def readers(model: ModelProto) -> dict[str, list[Any]]:
     """Tensor name -> the nodes that read it, in graph order (once per input slot)."""
     out: dict[str, list[Any]] = collections.defaultdict(list)
     for n in model.graph.node:
@@ -244,7 +249,7 @@ def readers(model: Any) -> dict[str, list[Any]]:
     return out
 
 
-def op_histogram(model: Any) -> dict[str, int]:
+def op_histogram(model: ModelProto) -> dict[str, int]:
     counts = collections.Counter(
         f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
         for n in model.graph.node
@@ -252,7 +257,7 @@ def op_histogram(model: Any) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def parameter_count(model: Any) -> int:
+def parameter_count(model: ModelProto) -> int:
     import numpy as np
 
     total = 0
@@ -261,16 +266,16 @@ def parameter_count(model: Any) -> int:
     return total
 
 
-def opset(model: Any) -> int:
+def opset(model: ModelProto) -> int:
     """The version of the default (ai.onnx) domain the graph imports; 0 where it names none."""
     return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
-def external_data_files(model: Any, base: Path) -> list[Path]:
+def external_data_files(model: ModelProto, base: Path) -> list[Path]:
     return sorted({base / loc for loc in external_locations(model)})
 
 
-def external_locations(model: Any) -> set[str]:
+def external_locations(model: ModelProto) -> set[str]:
     """The external-data locations the graph's initializers name, as written."""
     from onnx.external_data_helper import uses_external_data
 

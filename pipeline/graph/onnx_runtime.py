@@ -4,6 +4,11 @@ weights live in external-data files beside its source."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -126,7 +131,7 @@ def run_session(
 
 
 @contextlib.contextmanager
-def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
+def model_file(model: ModelProto, base: Path | None = None) -> Iterator[Graph]:
     """Something ort_session opens for an in-memory graph: its bytes, with the folder of
     the external-data files it names (`base`); past the inline limit of weights held in
     memory (a rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder
@@ -152,13 +157,13 @@ def model_file(model: Any, base: Path | None = None) -> Iterator[Graph]:
         yield path
 
 
-def _names_external_data(model: Any) -> bool:
+def _names_external_data(model: ModelProto) -> bool:
     from onnx.external_data_helper import uses_external_data
 
     return any(uses_external_data(t) for t in model.graph.initializer)
 
 
-def session_with_outputs(model: Any, base: Path | None, names: list[str]) -> Any:
+def session_with_outputs(model: ModelProto, base: Path | None, names: list[str]) -> Any:
     """A session of `model` (weights in `base`'s files where it keeps them there) that can
     also return the tensors `names`: each becomes a graph output without a type, which ONNX
     Runtime infers. For the statistics calibration takes of intermediate tensors."""
@@ -183,7 +188,7 @@ def run_named(session: Any, names: list[str], feeds: dict[str, np.ndarray], what
 
 
 def run_model(
-    model: Any, batches: list[dict[str, np.ndarray]], base: Path | None = None
+    model: ModelProto, batches: list[dict[str, np.ndarray]], base: Path | None = None
 ) -> list[dict[str, np.ndarray]]:
     """run_batches for an in-memory graph (see model_file)."""
     with model_file(model, base) as f:

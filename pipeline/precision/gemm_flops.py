@@ -4,6 +4,11 @@ of quantized nodes hides that one FFN projection can outweigh ten attention MatM
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import math
 from typing import Any
 
@@ -13,7 +18,7 @@ from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import GEMMS
 
 
-def _shapes(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:
+def _shapes(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:
     """Every tensor's shape with the graph inputs fixed to the feeds' shapes."""
     import onnx
 
@@ -57,7 +62,7 @@ def node_flops(node: Any, shapes: dict[str, list[int]]) -> int | None:
     return 2 * math.prod(a) * math.prod(b[1:])  # ConvTranspose: each input scatters a kernel
 
 
-def summary(model: Any, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+def summary(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     """Total GEMM FLOPs at these shapes and the fraction whose input is quantized."""
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
     shapes = _shapes(model, feeds)
@@ -98,7 +103,7 @@ STORED_AS = {
 _WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Cast", "Transpose", "Reshape", "Identity")
 
 
-def weight_bytes(model: Any) -> dict[str, Any]:
+def weight_bytes(model: ModelProto) -> dict[str, Any]:
     """The bytes of every GEMM and convolution weight as it is stored in the graph (an int8
     initializer behind a DequantizeLinear counts as int8, an fp16 one behind a Cast as fp16),
     by type, and each type's share: what the engine's weights will weigh, in the graph."""

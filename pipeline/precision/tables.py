@@ -9,6 +9,11 @@ the rows are gathered; each graph judged as written before it is kept."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +23,7 @@ import numpy as np
 MIN_TABLE_BYTES = 64 << 10
 
 
-def candidates(model: Any) -> list[str]:
+def candidates(model: ModelProto) -> list[str]:
     """fp32 initializers read only as the data of Gather nodes, of MIN_TABLE_BYTES or more."""
     from onnx import TensorProto
 
@@ -39,7 +44,7 @@ def candidates(model: Any) -> list[str]:
     ]
 
 
-def in_int4(model: Any, names: list[str], base: Path | None, block_size: int) -> Any:
+def in_int4(model: ModelProto, names: list[str], base: Path | None, block_size: int) -> Any:
     """`model` with each named table in int4, blocks of `block_size` along its hidden axis,
     each Gather reading it through a blocked DequantizeLinear (opset 21)."""
     from pipeline.precision.common import ops, streamed
@@ -63,7 +68,7 @@ def in_int4(model: Any, names: list[str], base: Path | None, block_size: int) ->
     return model
 
 
-def in_fp16(model: Any, names: list[str], base: Path | None) -> Any:
+def in_fp16(model: ModelProto, names: list[str], base: Path | None) -> Any:
     """`model` with each named table stored in fp16 (read from `base`'s files where it is
     kept there) and each Gather over it followed by a Cast back to fp32 under the Gather's
     own output name, so nothing downstream changes."""

@@ -23,12 +23,14 @@ from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.gate import accuracy, tasks
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
     from pipeline.precision.calibration.result import QuantizeResult
 
 
 def evaluate(
-    onnx_path: Path, model: Any, batches: list[dict[str, np.ndarray]], made_by: str = ""
+    onnx_path: Path, model: ModelProto, batches: list[dict[str, np.ndarray]], made_by: str = ""
 ) -> tuple[list[dict[str, np.ndarray]], str]:
     """Outputs of the transformed graph, and how they were obtained: natively where
     ONNX Runtime's CPU build has the kernels, else with fp16/bf16 emulated. A failure

@@ -16,12 +16,17 @@ the graph computes exactly what it did."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
 
-def one_per_subgraph(model: Any) -> int:
+def one_per_subgraph(model: ModelProto) -> int:
     """Gives each subgraph its own name for every outer tensor it reads where several
     subgraphs read that tensor; returns how many Identity nodes were added."""
     return _renamed(model.graph)

@@ -33,6 +33,8 @@ from pipeline.core import console
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import PrecisionConfig
 
 
@@ -87,7 +89,7 @@ def convert(
 
 
 def _classifier(
-    model: Any,
+    model: ModelProto,
     node_to_init_map: Any,
     initializer_map: Any,
     precision_cfg: PrecisionConfig,
@@ -111,7 +113,7 @@ def _classifier(
     )
 
 
-def reference_stats(model: Any, base: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+def reference_stats(model: ModelProto, base: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     """TensorStats of the graph inputs and of every tensor a node makes, for one batch of
     feeds, from one session reading the weights from `base` (what ModelOpt's reference
     runner gives its classifier, without holding every tensor's values past their
@@ -167,7 +169,7 @@ def move_to_file(tensor: Any, data: Path) -> Any:
     return tensor
 
 
-def copy_data_files(model: Any, base: Path, work: Path) -> None:
+def copy_data_files(model: ModelProto, base: Path, work: Path) -> None:
     """Copies in `work` of the data files `model` names in `base`, under the names it gives
     them: ONNX refuses data reached through a symlink or a file with more than one hard
     link. Disk, not memory: the file system streams them."""

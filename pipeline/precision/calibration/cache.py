@@ -14,6 +14,8 @@ from pipeline.graph import onnx_model
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig
 
 # What a cache miss runs: (the entry's files, its labels, the event a summary records).
@@ -48,7 +50,7 @@ def cached(
     return got, record
 
 
-def graph_files(model: Any, work: Path, name: str = "model.onnx") -> dict[str, FileData]:
+def graph_files(model: ModelProto, work: Path, name: str = "model.onnx") -> dict[str, FileData]:
     """A graph as a cache entry's files: the graph's bytes and, past onnx_model's inline
     limit, its one external-data file, written in `work` and left on disk (the store
     copies and hashes it by streaming). Writing empties the in-memory weights."""
@@ -102,7 +104,7 @@ def read_graph_at(path: Path) -> Any:
     return _with_small_tensors(onnx_model.load(path, check=False, weights=False), path.parent)
 
 
-def _with_small_tensors(model: Any, base: Path | None, limit: int | None = 1 << 20) -> Any:
+def _with_small_tensors(model: ModelProto, base: Path | None, limit: int | None = 1 << 20) -> Any:
     from onnx.external_data_helper import load_external_data_for_tensor, uses_external_data
 
     for t in model.graph.initializer:
@@ -115,7 +117,7 @@ def _with_small_tensors(model: Any, base: Path | None, limit: int | None = 1 << 
     return model
 
 
-def copy_external(model: Any, base: Path, folder: Path) -> list[Path]:
+def copy_external(model: ModelProto, base: Path, folder: Path) -> list[Path]:
     """Copies in `folder` of the external-data files `model` names in `base`."""
     out = []
     for ext in onnx_model.external_data_files(model, base):
@@ -125,7 +127,7 @@ def copy_external(model: Any, base: Path, folder: Path) -> list[Path]:
     return out
 
 
-def save_beside(model: Any, dest: Path, base: Path) -> None:
+def save_beside(model: ModelProto, dest: Path, base: Path) -> None:
     """Write `model` to dest. A graph naming external-data files in `base` gets one data
     file of its own holding those weights and the ones it holds in memory, copied one
     tensor at a time (the weights it no longer reads are not copied; a file name of the

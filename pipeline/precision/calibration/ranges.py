@@ -13,9 +13,13 @@ Two statistics, ModelOpt's two methods:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,7 +30,7 @@ Ranges = tuple[dict[str, float], dict[str, tuple[int, ...]]]
 
 
 def max_abs(
-    model: Any,
+    model: ModelProto,
     base: Path | None,
     tensors: list[str],
     batches: list[dict[str, np.ndarray]],
@@ -51,7 +55,7 @@ ENTROPY_BINS = 128
 
 
 def entropy(
-    model: Any,
+    model: ModelProto,
     base: Path | None,
     tensors: list[str],
     batches: list[dict[str, np.ndarray]],
@@ -83,7 +87,7 @@ def entropy(
 
 
 def _each_batch(
-    model: Any,
+    model: ModelProto,
     base: Path | None,
     tensors: list[str],
     batches: list[dict[str, np.ndarray]],

@@ -4,6 +4,11 @@ after a transform appended some."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import heapq
 from collections import defaultdict
 from typing import Any
@@ -16,7 +21,7 @@ GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")
 MATMULS = ("MatMul", "Gemm")
 
 
-def at_opset(model: Any, need: int, what: str) -> Any:
+def at_opset(model: ModelProto, need: int, what: str) -> Any:
     """The graph at opset `need` or above, by ONNX's version converter (graph only: weights
     in external data stay on disk)."""
     if opset(model) >= need:
@@ -38,7 +43,7 @@ def reorder(m: Any) -> None:
     m.graph.node.extend(ordered)
 
 
-def topological(nodes: list[Any], model: Any) -> list[Any]:
+def topological(nodes: list[Any], model: ModelProto) -> list[Any]:
     """Nodes ordered so each comes after the producers of its inputs; ties keep the given
     order (the source graph's, with each Q/DQ pair placed after its tensor's producer)."""
     ready = {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}

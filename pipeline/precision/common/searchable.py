@@ -6,6 +6,11 @@ node may try before fp32 (its ladder). qdq/graphs.py (int8/fp8) and int4/graphs.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +44,7 @@ class Searchable(Protocol):
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> Switchboard: ...
 
     def run(
-        self, model: Any, feeds: list[dict[str, np.ndarray]]
+        self, model: ModelProto, feeds: list[dict[str, np.ndarray]]
     ) -> list[dict[str, np.ndarray]]: ...
 
     def fits(self, node: str, kind: str) -> bool: ...

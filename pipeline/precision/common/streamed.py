@@ -26,10 +26,12 @@ import numpy as np
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
 
 
-def external_data(model: Any) -> bool:
+def external_data(model: ModelProto) -> bool:
     """Whether the graph keeps any weight in external-data files."""
     from onnx.external_data_helper import uses_external_data
 
@@ -54,7 +56,7 @@ def why_not(
     return None
 
 
-def computed_weights(model: Any) -> list[Any]:
+def computed_weights(model: ModelProto) -> list[Any]:
     """The GEMMs whose weight (input 1) is no initializer but the output of nodes that read
     constants only (a ConstantOfShape, a Constant, a Cast or Reshape of one): ONNX's test
     models and some exporters make weights this way. Streaming reads each weight from the
@@ -160,7 +162,7 @@ def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarr
 PLAIN_TYPES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)
 
 
-def quantization_only(model: Any) -> Any:
+def quantization_only(model: ModelProto) -> Any:
     """The graph's nodes and the tensors its Q/DQ nodes add (scales, zero points, int4
     weights), without the source's weights: what a cache entry stores of a streamed
     transform. The source gives the weights back (with_source_weights)."""
@@ -180,7 +182,7 @@ def quantization_only(model: Any) -> Any:
     return m
 
 
-def with_source_weights(model: Any, source: Any) -> Any:
+def with_source_weights(model: ModelProto, source: Any) -> Any:
     """`model` with every initializer of `source` it lacks, by reference (external data)."""
     have = {t.name for t in model.graph.initializer}
     model.graph.initializer.extend(t for t in source.graph.initializer if t.name not in have)

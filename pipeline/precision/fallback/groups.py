@@ -12,11 +12,15 @@ way Polygraphy's `debug precision` bisects."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 _INDEXED = re.compile(r"^(?P<stem>.*?[A-Za-z_])[._-]?(?P<index>\d+)$")
 OUTSIDE = "(outside the repeated layers)"
@@ -38,7 +42,7 @@ def layer_and_role(name: str) -> tuple[str, str]:
     return OUTSIDE, name
 
 
-def role_groups(model: Any, candidates: list[str]) -> list[Group]:
+def role_groups(model: ModelProto, candidates: list[str]) -> list[Group]:
     """Candidates grouped by role, in graph order of each role's first node."""
     nodes = {n.name: n for n in model.graph.node}
     weights = {i.name for i in model.graph.initializer}

@@ -8,6 +8,11 @@ a kernel that also accumulates in the narrow type; summaries say "emulated"."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from typing import Any
 
 import numpy as np
@@ -15,7 +20,7 @@ import numpy as np
 TYPE_ATTRS = ("to", "dtype")
 
 
-def emulated_fp32(model: Any) -> Any:
+def emulated_fp32(model: ModelProto) -> Any:
     import onnx
     from onnx import TensorProto
 
@@ -107,7 +112,7 @@ def _rounded_through_low(node: Any, low_type: dict[str, int]) -> list[Any]:
     return nodes
 
 
-def low_precision_types(model: Any) -> list[str]:
+def low_precision_types(model: ModelProto) -> list[str]:
     from onnx import TensorProto
 
     names = {TensorProto.FLOAT16: "fp16", TensorProto.BFLOAT16: "bf16"}

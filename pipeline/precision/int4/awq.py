@@ -30,6 +30,8 @@ from pipeline.precision.common import streamed
 from pipeline.precision.common.ops import MATMULS
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.precision.calibration.data import CalibrationSet
 
 MAX_TOKENS = 64  # ModelOpt's _clip_search default
@@ -55,7 +57,7 @@ def gemm_activations(source: Any, exclude: list[str]) -> dict[str, str]:
 
 
 def sampled_rows(
-    model: Any,
+    model: ModelProto,
     base: Path | None,
     activations: list[str],
     batches: list[dict[str, np.ndarray]],
@@ -142,12 +144,12 @@ def search(
 SAMPLING = "awq_tokens"
 
 
-def record_sampling(model: Any, sampled: dict[str, str]) -> None:
+def record_sampling(model: ModelProto, sampled: dict[str, str]) -> None:
     from onnx import helper
 
     helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props}, **sampled})
 
 
-def sampling(model: Any) -> dict[str, str]:
+def sampling(model: ModelProto) -> dict[str, str]:
     """What record_sampling wrote into a streamed AWQ graph (nothing for any other)."""
     return {p.key: p.value for p in model.metadata_props if p.key == SAMPLING}

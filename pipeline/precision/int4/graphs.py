@@ -10,6 +10,11 @@ fallback search (pipeline/precision/fallback/search.py) runs on it unchanged."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -108,7 +113,9 @@ class Int4Graphs:
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return Switchboard(session, flags, batches)
 
-    def run(self, model: Any, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    def run(
+        self, model: ModelProto, feeds: list[dict[str, np.ndarray]]
+    ) -> list[dict[str, np.ndarray]]:
         return onnx_runtime.run_model(model, feeds, self.base_dir)
 
 
@@ -131,7 +138,7 @@ def plan_of(source: Any, int4: Any, block_size: int) -> Int4Plan:
     return Int4Plan(weights, op_types, f"weight-only int4, blocks of {block_size}")
 
 
-def pruned(model: Any) -> Any:
+def pruned(model: ModelProto) -> Any:
     """Without the nodes and initializers no output depends on any more."""
     needed = {o.name for o in model.graph.output}
     kept_nodes = []
@@ -157,7 +164,7 @@ def _reads(node: Any) -> Iterator[str]:
                 yield from _reads(n)
 
 
-def weight_view(model: Any) -> dict[str, Any]:
+def weight_view(model: ModelProto) -> dict[str, Any]:
     """Of the graph that goes to the build: which GEMMs read an int4 weight, the share of
     GEMM weight parameters held in int4, and the bytes each precision takes."""
     inits = {i.name: i for i in model.graph.initializer}

@@ -9,6 +9,11 @@ graph made from the int4 search's source is all this step needs."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from typing import Any
 
 import numpy as np
@@ -33,7 +38,7 @@ def output_axis(node: Any) -> int:
     return 0 if node.op_type == "Gemm" and trans_b else 1
 
 
-def dequantize(model: Any, name: str, values: np.ndarray, axis: int) -> str:
+def dequantize(model: ModelProto, name: str, values: np.ndarray, axis: int) -> str:
     """Adds `values` in int8 (per output channel along `axis`) and the DequantizeLinear
     that widens them to `model`; returns the widened tensor's name."""
     from onnx import helper, numpy_helper

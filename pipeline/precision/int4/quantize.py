@@ -36,6 +36,8 @@ from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
 
 KEY_VERSION = 1
@@ -201,7 +203,7 @@ def _gather_kwargs(precision_cfg: PrecisionConfig) -> dict[str, int]:
     return {"gather_quantize_axis": 1, "gather_block_size": int(precision_cfg.block_size)}
 
 
-def untranspose_gemm_weights(model: Any, base: Path | None = None) -> int:
+def untranspose_gemm_weights(model: ModelProto, base: Path | None = None) -> int:
     """Gemm(transB=1) with a constant weight read by that Gemm alone: the weight stored
     transposed and transB=0 (the same product). ModelOpt's AWQ blocks a transposed weight
     along the wrong axis, which ONNX Runtime and TensorRT refuse."""
@@ -230,7 +232,7 @@ def untranspose_gemm_weights(model: Any, base: Path | None = None) -> int:
 
 
 def run_modelopt(
-    model: Any,
+    model: ModelProto,
     work: Path,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,

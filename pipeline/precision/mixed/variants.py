@@ -21,6 +21,8 @@ from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.int4 import graphs as int4_graphs
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.graph.external_data import Gathered
 
 # The name of every Where the switchboard adds to pick a variant (mixed/graphs.py). Its nodes
@@ -38,7 +40,9 @@ def pick(flag: str, yes: str, no: str, out: str | None = None) -> Any:
 
 
 @contextlib.contextmanager
-def session_file(model: Any, base_dir: Path | None, narrow: bool) -> Iterator[onnx_runtime.Graph]:
+def session_file(
+    model: ModelProto, base_dir: Path | None, narrow: bool
+) -> Iterator[onnx_runtime.Graph]:
     """`model` folded (folded()) as the switchboard's session opens it. A graph naming the
     source's files is written to one data file in a folder of its own: each variant as it
     is made, then the source's weights copied across, so that the graph never holds the

@@ -4,6 +4,11 @@ MatMuls need and Q/DQ pairs where the plan's placement puts them."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -44,7 +49,9 @@ class QdqGraphs:
         """The fp32 graph with every smoothing group applied (what ModelOpt calibrated)."""
         return smoothing.apply(self.source, self.smooth) if self.smooth else self.source
 
-    def run(self, model: Any, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    def run(
+        self, model: ModelProto, feeds: list[dict[str, np.ndarray]]
+    ) -> list[dict[str, np.ndarray]]:
         return onnx_runtime.run_model(model, feeds, self.base_dir)
 
     def switchboard(self, batches: list[dict[str, np.ndarray]]) -> Switchboard:

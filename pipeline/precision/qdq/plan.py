@@ -24,6 +24,11 @@ fp32 graph's bit for bit."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -79,7 +84,7 @@ class QdqPlan:
         return list(dict.fromkeys(node for node, _ in self.admitted()))
 
 
-def constants(model: Any) -> dict[str, Any]:
+def constants(model: ModelProto) -> dict[str, Any]:
     """Initializers and Constant-node values by tensor name (ModelOpt uses both)."""
     from onnx import numpy_helper
 
@@ -254,7 +259,7 @@ def _qdq_fits(plan: QdqPlan, target: int) -> bool:
     )
 
 
-def quantized_tensors(model: Any) -> list[dict[str, Any]]:
+def quantized_tensors(model: ModelProto) -> list[dict[str, Any]]:
     """Each Q/DQ pair of a materialized graph: the tensor it quantizes, who reads the
     quantized value and who reads the tensor itself (the report's precision view)."""
     producer = onnx_model.producers(model)

@@ -31,6 +31,8 @@ from pipeline.precision.qdq.smoothing import SmoothGroup
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
 
 KEY_VERSION = 2
@@ -225,7 +227,7 @@ def _cached_scales(
         return calibration_cache.read_graph(got, name), cache
 
 
-def qdq_source(model: Any, mode: str) -> Any:
+def qdq_source(model: ModelProto, mode: str) -> Any:
     """The fp32 graph at an opset its Q/DQ nodes fit in: per-channel int8 needs 13, fp8
     needs 19 (the fp32 reference stays the original)."""
     return ops.at_opset(model, 19 if mode == "fp8" else 13, mode)
@@ -268,7 +270,7 @@ def _failure(e: Exception, mode: str, method: str) -> PipelineError:
 
 
 def run_modelopt(
-    model: Any,
+    model: ModelProto,
     base: Path,
     work: Path,
     mode: str,

@@ -16,6 +16,11 @@ is left as the source has it, so the graph with every node kept is the fp32 grap
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +45,7 @@ class SmoothGroup:
     scale: tuple[float, ...]  # s, per input channel
 
 
-def find_groups(model: Any) -> list[tuple[str, str, list[tuple[str, str]], bool]]:
+def find_groups(model: ModelProto) -> list[tuple[str, str, list[tuple[str, str]], bool]]:
     """(X, X's producer, [(MatMul, weight)], foldable) for every activation read by
     MatMuls with 2-D constant weights as their second input. Foldable: X is the output
     of a LayerNormalization with constant gamma and beta, and only these MatMuls read it."""
@@ -91,7 +96,10 @@ def _gemm_output(x: str, producer: dict[str, Any]) -> bool:
 
 
 def activation_max(
-    model: Any, base_dir: Path | None, tensors: list[str], batches: list[dict[str, np.ndarray]]
+    model: ModelProto,
+    base_dir: Path | None,
+    tensors: list[str],
+    batches: list[dict[str, np.ndarray]],
 ) -> dict[str, np.ndarray]:
     """max|X_j| per channel (the last axis) of each tensor over the calibration batches,
     from one fp32 run of the graph with those tensors as extra outputs."""
@@ -107,7 +115,7 @@ def activation_max(
 
 
 def compute(
-    model: Any,
+    model: ModelProto,
     alpha: float,
     activation_max: Callable[[list[str]], dict[str, np.ndarray]],
 ) -> list[SmoothGroup]:
@@ -147,7 +155,7 @@ def compute(
     return groups
 
 
-def apply(model: Any, groups: list[SmoothGroup], keep: set[str] | None = None) -> Any:
+def apply(model: ModelProto, groups: list[SmoothGroup], keep: set[str] | None = None) -> Any:
     """A copy of `model` with these groups smoothed. A kept MatMul of a Mul-branch group
     reads X and its source weight, exactly as the fp32 graph has them."""
     import onnx

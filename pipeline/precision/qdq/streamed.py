@@ -32,6 +32,8 @@ from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq.plan import QdqPlan, QSpec
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig
     from pipeline.precision.calibration.data import CalibrationSet
     from pipeline.store import FileData
@@ -106,7 +108,7 @@ def streamed_by(method: str) -> str:
 
 
 def plan_files(
-    model: Any,
+    model: ModelProto,
     base: Path,
     work: Path,
     mode: str,
