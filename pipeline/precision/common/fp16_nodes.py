@@ -3,15 +3,19 @@ search kept out of int8 or int4 (fallback/), and a choice of precision=auto (mix
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from pipeline.precision.common import ops
 
 
-def in_fp16(m: Any, names: list[str], base_dir: Path | None) -> None:
+def in_fp16(m: ModelProto, names: list[str], base_dir: Path | None) -> None:
     """Each named node computes in fp16: its constant inputs stored in fp16 (read from
     base_dir's files where they are kept), the others cast to it, its results cast back
     to fp32 under their own names."""

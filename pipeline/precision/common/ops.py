@@ -37,7 +37,7 @@ def at_opset(model: ModelProto, need: int, what: str) -> Any:
         ) from None
 
 
-def reorder(m: Any) -> None:
+def reorder(m: ModelProto) -> None:
     ordered = topological(list(m.graph.node), m)
     del m.graph.node[:]
     m.graph.node.extend(ordered)

@@ -33,7 +33,7 @@ class SearchPlan(Protocol):
 class Searchable(Protocol):
     """A family's graphs, all made from one fp32 source."""
 
-    source: Any  # the fp32 graph (an onnx.ModelProto)
+    source: ModelProto  # the fp32 graph (an onnx.ModelProto)
     plan: Any  # a SearchPlan (a Protocol attribute cannot narrow to one, the families' differ)
     base_dir: Path | None  # where the source's external-data files are
     # the types a kept node tries, cheapest first, before fp32 (fallback/written.py)

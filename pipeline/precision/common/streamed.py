@@ -39,7 +39,9 @@ def external_data(model: ModelProto) -> bool:
 
 
 def why_not(
-    precision_cfg: PrecisionConfig, calibration_cfg: CalibrationConfig, source: Any = None
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+    source: ModelProto | None = None,
 ) -> str | None:
     """Why this precision's transform of `source` cannot be streamed, or None."""
     transform = precision_cfg.transform
@@ -79,7 +81,7 @@ def _has_subgraph(node: Any) -> bool:
     return any(a.type in (5, 10) for a in node.attribute)  # GRAPH, GRAPHS
 
 
-def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> bool:
+def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: ModelProto) -> bool:
     """calibration.streaming for a transform of `source` that cannot stream for the reason
     `why` (None: it can). auto streams a model whose weights are in external-data files
     where it can, and warns where it cannot; always streams or says in one line why not."""
@@ -110,7 +112,7 @@ def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: Any) -> 
 PROTOBUF_LIMIT = 2**31
 
 
-def refuse_huge_tensors(source: Any, what: str) -> None:
+def refuse_huge_tensors(source: ModelProto, what: str) -> None:
     """One line, before any work, for a weight ModelOpt's whole-model path cannot hold
     (a protobuf message of 2 GB or more); streaming reads it as a file slice."""
     from pipeline.graph.onnx_model import tensor_bytes
@@ -182,7 +184,7 @@ def quantization_only(model: ModelProto) -> Any:
     return m
 
 
-def with_source_weights(model: ModelProto, source: Any) -> Any:
+def with_source_weights(model: ModelProto, source: ModelProto) -> Any:
     """`model` with every initializer of `source` it lacks, by reference (external data)."""
     have = {t.name for t in model.graph.initializer}
     model.graph.initializer.extend(t for t in source.graph.initializer if t.name not in have)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,7 +39,7 @@ MAX_TOKENS = 64  # ModelOpt's _clip_search default
 SEARCH_BYTES = 256 << 20
 
 
-def gemm_activations(source: Any, exclude: list[str]) -> dict[str, str]:
+def gemm_activations(source: ModelProto, exclude: list[str]) -> dict[str, str]:
     """Weight name -> the activation it multiplies, for each GEMM ModelOpt's awq_clip
     searches: a MatMul/Gemm whose B is a 2-D initializer and whose A is not. A weight
     shared by several GEMMs is searched on the last one's activation, as ModelOpt does."""
@@ -89,7 +89,7 @@ def sampled_rows(
 
 
 def clip_alphas(
-    source: Any,
+    source: ModelProto,
     base: Path | None,
     pairs: dict[str, str],
     rows: dict[str, np.ndarray],
@@ -122,7 +122,7 @@ def clip_alphas(
 
 
 def search(
-    source: Any, base: Path | None, data: CalibrationSet, block_size: int, exclude: list[str]
+    source: ModelProto, base: Path | None, data: CalibrationSet, block_size: int, exclude: list[str]
 ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """AWQ's clip ratios for each GEMM weight of `source`, and how its tokens were sampled
     (what record_sampling keeps)."""

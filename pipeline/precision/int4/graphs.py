@@ -48,15 +48,17 @@ class Int4Plan:
 
 @dataclass
 class Int4Graphs:
-    source: Any  # the fp32 graph ModelOpt quantized (Gemm weights untransposed)
-    int4: Any  # ModelOpt's int4 graph
+    source: ModelProto  # the fp32 graph ModelOpt quantized (Gemm weights untransposed)
+    int4: ModelProto  # ModelOpt's int4 graph
     plan: Int4Plan
     base_dir: Path | None = None  # where the source's external-data files are
     # kept GEMMs try an int8 weight, then fp16 compute, before fp32 (fallback/written.py)
     ladder: tuple[str, ...] = ("int8", "fp16")
 
     @classmethod
-    def of(cls, source: Any, int4: Any, block_size: int, base_dir: Path | None) -> Int4Graphs:
+    def of(
+        cls, source: ModelProto, int4: ModelProto, block_size: int, base_dir: Path | None
+    ) -> Int4Graphs:
         return cls(source, int4, plan_of(source, int4, block_size), base_dir)
 
     def graph(self, keep: Iterable[str] = (), int8: Iterable[str] = ()) -> Any:
@@ -119,7 +121,7 @@ class Int4Graphs:
         return onnx_runtime.run_model(model, feeds, self.base_dir)
 
 
-def plan_of(source: Any, int4: Any, block_size: int) -> Int4Plan:
+def plan_of(source: ModelProto, int4: ModelProto, block_size: int) -> Int4Plan:
     """The GEMMs (and embedding Gathers) of `int4` whose weight input is a DequantizeLinear
     of an int4 initializer, matched by name to the source node whose weight they replace."""
     producer = onnx_model.producers(int4)

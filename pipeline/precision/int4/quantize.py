@@ -117,7 +117,7 @@ def quantize_int4(
 
 
 def _int4_graph(
-    source: Any,
+    source: ModelProto,
     base: Path,
     inputs: dict[str, Any],
     stream: bool,
@@ -157,7 +157,7 @@ STREAMED: dict[Int4Method | None, str] = {
 
 
 def _streamed_files(
-    source: Any,
+    source: ModelProto,
     base: Path,
     work: Path,
     precision_cfg: PrecisionConfig,

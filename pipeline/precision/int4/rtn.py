@@ -10,6 +10,11 @@ along its hidden axis (axis 1). The names are ModelOpt's, so either graph reads 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import re
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ OPSET = 21  # blocked DequantizeLinear
 
 
 def graph(
-    source: Any,
+    source: ModelProto,
     base: Path | None,
     block_size: int,
     exclude: list[str],
@@ -69,7 +74,7 @@ def graph(
 
 
 def dequantize(
-    m: Any, w: Any, values: np.ndarray, axis: int, block_size: int, alpha: np.ndarray | None
+    m: ModelProto, w: Any, values: np.ndarray, axis: int, block_size: int, alpha: np.ndarray | None
 ) -> Any:
     """`w` blocked to int4 along `axis` (its packed values and scales added to `m`), and the
     DequantizeLinear that widens it (not added)."""

@@ -16,6 +16,11 @@ is judged again as written."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
 import copy
 import functools
 from collections.abc import Mapping
@@ -44,7 +49,7 @@ Assignment = Mapping[str, str]  # node -> type; a node not named is fp32
 
 @dataclass
 class MixedGraphs:
-    source: Any  # the fp32 graph every plan was made from, with its weights
+    source: ModelProto  # the fp32 graph every plan was made from, with its weights
     int4: Int4Graphs | None
     qdq: dict[str, QdqPlan]  # "int8" / "fp8" -> plan
     fp16: bool
@@ -229,7 +234,7 @@ def _with_source_weights(graphs: MixedGraphs) -> tuple[Any, dict[str, str]]:
     return m, out
 
 
-def _rounded(m: Any, tensor: str, name: str) -> str:
+def _rounded(m: ModelProto, tensor: str, name: str) -> str:
     """`tensor` through fp16 and back: the values an fp16 kernel reads or writes."""
     from onnx import TensorProto, helper
 
@@ -238,7 +243,7 @@ def _rounded(m: Any, tensor: str, name: str) -> str:
     return name
 
 
-def _where(m: Any, flag: str, yes: str, no: str) -> str:
+def _where(m: ModelProto, flag: str, yes: str, no: str) -> str:
     node = variants.pick(flag, yes, no)
     m.graph.node.append(node)
     return str(node.output[0])

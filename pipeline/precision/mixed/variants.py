@@ -70,7 +70,9 @@ def _widening(node: Any) -> bool:
     return node.op_type == "Cast" and any(a.name == "to" and a.i == 1 for a in node.attribute)
 
 
-def folded(m: Any, base_dir: Path | None, narrow: bool, gathered: Gathered | None = None) -> Any:
+def folded(
+    m: ModelProto, base_dir: Path | None, narrow: bool, gathered: Gathered | None = None
+) -> Any:
     """`m` with every variant of a weight (its int4 or int8 DequantizeLinear, its fp16
     rounding) computed once: stored as an fp32 initializer, so that a search step runs the
     GEMMs and the activations' variants it picks only (_lazy), or with `narrow` stored as
@@ -119,7 +121,7 @@ def folded(m: Any, base_dir: Path | None, narrow: bool, gathered: Gathered | Non
 FOLD_BYTES = 256 << 20
 
 
-def _chunks(nodes: list[Any], m: Any, wanted: set[str]) -> list[Any]:
+def _chunks(nodes: list[Any], m: ModelProto, wanted: set[str]) -> list[Any]:
     """Graphs of the constant `nodes` that compute the `wanted` tensors, each reading about
     FOLD_BYTES of initializers at most (a node and the constant nodes it reads from stay in
     one graph), with the initializers they read (external ones by reference)."""
@@ -141,7 +143,7 @@ def _chunks(nodes: list[Any], m: Any, wanted: set[str]) -> list[Any]:
 
 
 def _graph_of(
-    chunk: list[Any], m: Any, inits: dict[str, Any], wanted: set[str], helper: Any
+    chunk: list[Any], m: ModelProto, inits: dict[str, Any], wanted: set[str], helper: Any
 ) -> Any:
     outs = sorted({o for n in chunk for o in n.output} & wanted)
     if not outs:
@@ -336,7 +338,7 @@ def _just_in_time(nodes: list[Any]) -> list[Any]:
     return out + before.get(len(nodes), [])
 
 
-def _quantized_types(nodes: list[Any], m: Any) -> dict[str, int]:
+def _quantized_types(nodes: list[Any], m: ModelProto) -> dict[str, int]:
     """The ONNX type of each QuantizeLinear output among `nodes`: its zero point's."""
     zero_points = {i.name: i.data_type for i in m.graph.initializer}
     return {

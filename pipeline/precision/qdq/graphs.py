@@ -26,7 +26,7 @@ from pipeline.precision.qdq.smoothing import SmoothGroup
 
 @dataclass
 class QdqGraphs:
-    source: Any  # the fp32 graph, at an opset the Q/DQ nodes fit in
+    source: ModelProto  # the fp32 graph, at an opset the Q/DQ nodes fit in
     plan: QdqPlan
     smooth: list[SmoothGroup] = field(default_factory=list)
     base_dir: Path | None = None  # where the source's external-data files are

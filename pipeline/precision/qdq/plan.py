@@ -100,7 +100,7 @@ def _attrs(node: Any) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((a.name, int(a.i)) for a in node.attribute if a.name in _ATTR_OPSET))
 
 
-def extract(qdq_model: Any, source: Any, placement: str) -> QdqPlan:
+def extract(qdq_model: ModelProto, source: ModelProto, placement: str) -> QdqPlan:
     """The plan behind ModelOpt's Q/DQ graph, mapped onto `source` by node name."""
     if placement not in PLACEMENTS:
         raise PipelineError(
@@ -138,7 +138,9 @@ def extract(qdq_model: Any, source: Any, placement: str) -> QdqPlan:
     return QdqPlan(edges, op_types, opset(qdq_model), placement)
 
 
-def materialize(source: Any, plan: QdqPlan, keep: Iterable[str] = (), label: str = "qdq") -> Any:
+def materialize(
+    source: ModelProto, plan: QdqPlan, keep: Iterable[str] = (), label: str = "qdq"
+) -> Any:
     """A copy of `source` with a Q/DQ pair on each admitted edge whose node is not kept.
     One pair per (tensor, scale): the Q/K/V MatMuls reading one tensor share it. `label`
     names the pairs (plans applied one after another to one graph need their own)."""
@@ -156,7 +158,7 @@ def materialize(source: Any, plan: QdqPlan, keep: Iterable[str] = (), label: str
 
 
 def switchable(
-    source: Any, plan: QdqPlan, kept_inputs: dict[str, list[str]]
+    source: ModelProto, plan: QdqPlan, kept_inputs: dict[str, list[str]]
 ) -> tuple[Any, dict[str, str]]:
     """One graph for a whole search: each candidate reads its quantized inputs while its
     flag (a scalar bool graph input) is true, else `kept_inputs[node]` (what it reads when
@@ -186,7 +188,7 @@ def switchable(
     return m, flags
 
 
-def _copy_for(source: Any, plan: QdqPlan) -> Any:
+def _copy_for(source: ModelProto, plan: QdqPlan) -> Any:
     import onnx
 
     m = onnx.ModelProto()
@@ -200,7 +202,7 @@ def _copy_for(source: Any, plan: QdqPlan) -> Any:
 
 
 def insert_pairs(
-    m: Any, nodes: dict[str, Any], edges: dict[tuple[str, int], QSpec], label: str = "qdq"
+    m: ModelProto, nodes: dict[str, Any], edges: dict[tuple[str, int], QSpec], label: str = "qdq"
 ) -> dict[tuple[str, int], str]:
     """Add a Q/DQ pair for each (tensor, spec) among `edges`; the DequantizeLinear output
     each edge should read. Nodes go at the graph's end (reorder places them)."""

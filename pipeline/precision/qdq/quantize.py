@@ -177,7 +177,7 @@ def quantize(
 
 
 def _calibrated(
-    smoothed: Any,
+    smoothed: ModelProto,
     base: Path,
     inputs: dict[str, Any],
     stream: bool,
@@ -196,7 +196,7 @@ def _calibrated(
 
 
 def _cached_scales(
-    smoothed: Any,
+    smoothed: ModelProto,
     base: Path,
     inputs: dict[str, Any],
     stream: bool,
@@ -234,7 +234,7 @@ def qdq_source(model: ModelProto, mode: str) -> Any:
 
 
 def smoothing_groups(
-    source: Any, base_dir: Path, precision_cfg: PrecisionConfig, data: CalibrationSet
+    source: ModelProto, base_dir: Path, precision_cfg: PrecisionConfig, data: CalibrationSet
 ) -> tuple[list[SmoothGroup], dict[str, Any] | None]:
     """precision.smoothing: the SmoothQuant groups and what calibration.json says of them."""
     mode, alpha = precision_cfg.smoothing, float(precision_cfg.smoothing_alpha)

@@ -47,7 +47,7 @@ WEIGHT_AXIS = {"MatMul": 1, "Conv": 0, "ConvTranspose": 1}
 
 
 def plan(
-    source: Any,
+    source: ModelProto,
     base: Path | None,
     mode: str,
     method: str,
@@ -85,7 +85,9 @@ def plan(
     return QdqPlan(specs, op_types, onnx_model.opset(source), "gemm_inputs")
 
 
-def _gemm_edges(source: Any, calibration_cfg: CalibrationConfig) -> list[tuple[Any, int, str]]:
+def _gemm_edges(
+    source: ModelProto, calibration_cfg: CalibrationConfig
+) -> list[tuple[Any, int, str]]:
     """(node, input index, tensor) of every GEMM's A/X and B/W input not excluded."""
     out = []
     for node in source.graph.node:
