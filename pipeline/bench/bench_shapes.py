@@ -127,8 +127,9 @@ def plan(
         for p in profiles_lib.POINTS
     )
     # None where the model has no such dim: one point along it
+    # a profile's batch of 0 (an empty batch TensorRT accepts) is no point to time
     batches: list[int | None] = list(bench_cfg.batch_sizes) or [
-        *sorted({b for b in at_points if b is not None})
+        *sorted({b for b in at_points if b})
     ]
     seqs: list[int | None] = list(bench_cfg.seq_lens) or [head_seq]
 

@@ -205,11 +205,11 @@ def _check_triple(triple: list[int], where: str) -> None:
     if len(triple) != 3:
         raise PipelineError(f"invalid config: {where} needs [min, opt, max], got {triple}")
     lo, opt, hi = triple
-    if lo < 1:
-        raise PipelineError(f"invalid config: {where} has min={lo}; dims must be at least 1")
-    if not lo <= opt <= hi:
+    # One rule with `shapes`: a dim may be 0 (a decoder's prefill runs with an empty past;
+    # TensorRT-RTX builds a profile whose min is 0).
+    if not 0 <= lo <= opt <= hi:
         raise PipelineError(
-            f"invalid config: {where} needs min <= opt <= max, got {lo}, {opt}, {hi}"
+            f"invalid config: {where} needs 0 <= min <= opt <= max, got {lo}, {opt}, {hi}"
         )
 
 

@@ -107,6 +107,19 @@ def test_profile_min_greater_than_opt_fails():
         config.validate({"profile": {"profiles": [{"name": "p", "dims": {"batch": [8, 4, 16]}}]}})
 
 
+def test_a_zero_dim_is_one_rule_for_dims_and_shapes():
+    """A decoder's prefill profile has an empty past: dims take min 0 as shapes do, and
+    refuse a negative one alike."""
+    past = {"name": "prefill", "dims": {"past_seq": [0, 0, 127], "seq": [1, 64, 128]}}
+    config.validate({"profile": {"profiles": [past]}})
+    shapes = {"name": "prefill", "shapes": {"past": {"min": [1, 0], "opt": [1, 0], "max": [1, 8]}}}
+    config.validate({"profile": {"profiles": [shapes]}})
+    with pytest.raises(PipelineError, match=r"needs 0 <= min <= opt <= max, got -1"):
+        config.validate(
+            {"profile": {"profiles": [{"name": "p", "dims": {"past_seq": [-1, 0, 4]}}]}}
+        )
+
+
 def test_model_needs_exactly_one_source():
     with pytest.raises(PipelineError, match="exactly one"):
         config.validate(

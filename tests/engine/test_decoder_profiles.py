@@ -1,0 +1,44 @@
+"""A decoder's two profiles by named dims, the prefill one with an empty past (issue 40's
+first refusal: `dims` refused a past of 0 that `shapes` took): a GPT-2 exported by
+`transformers` with its KV cache goes through export, calibrate and a TensorRT-RTX build
+with both profiles in the engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.core.layout import Layout
+from pipeline.flow import steps
+from tests.conftest import compose
+from tests.wild import hf
+
+PROFILES = (
+    "profile.profiles=["
+    "{name: prefill, dims: {batch: [1, 1, 2], seq: [1, 8, 16], past_seq: [0, 0, 15],"
+    " total_seq: [1, 8, 31]}},"
+    " {name: decode, dims: {batch: [1, 1, 2], seq: [1, 1, 1], past_seq: [1, 8, 15],"
+    " total_seq: [2, 9, 16]}}]"
+)
+
+
+@pytest.mark.slow
+def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
+    model = hf.gpt2(tmp_path / "gpt2.onnx")
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"model.source={model}",
+        PROFILES,
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path / "run")
+    steps.fingerprint(cfg, layout)
+    steps.export(cfg, layout)
+    assert steps.calibrate(cfg, layout)["gate_passed"]
+    manifest = steps.build(cfg, layout, progress=False)
+    prefill, decode = manifest["config"]["profiles"]
+    assert (prefill["name"], decode["name"]) == ("prefill", "decode")
+    past = "past_key_values.0.key"
+    assert prefill["inputs"][past]["min"][2] == 0 and decode["inputs"][past]["min"][2] == 1
+    assert prefill["inputs"]["input_ids"]["opt"] == [1, 8]
