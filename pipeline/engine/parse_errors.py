@@ -6,17 +6,15 @@ opset, so those are read from the graph (without its weights) once the parse fai
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import re
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 STANDARD = ("", "ai.onnx")
 # Where ops of well-known non-standard domains come from, for the way out.

@@ -49,7 +49,7 @@ def package(
     if store_root is not None:
         engines = repository.with_store(engines, store_root)
     done = repository.write(out, name, engines, schema, _reference_sample(layout))
-    batch = repository.max_batch(engines)
+    batch = done["max_batch_size"]
     console.table(
         f"package: {name}",
         [

@@ -8,20 +8,18 @@ fp32 reference still comes from the model as given, fed the same value."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph import onnx_model
 from pipeline.graph.onnx_model import TensorSpec
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 def values(constants: Mapping[str, Any], specs: list[TensorSpec]) -> dict[str, np.ndarray]:
@@ -153,8 +151,6 @@ def _inline_constant_ifs(model: ModelProto) -> int:
 def _rename(graph: Any, names: dict[str, str], own: bool) -> None:
     """Rename `names` in `graph`: what it defines where `own` (the inlined branch), what it
     reads everywhere, down nested subgraphs (where a name they define shadows ours)."""
-    from onnx import AttributeProto
-
     if not own:
         defined = {o for n in graph.node for o in n.output}
         defined |= {i.name for i in [*graph.initializer, *graph.input]}
@@ -163,9 +159,8 @@ def _rename(graph: Any, names: dict[str, str], own: bool) -> None:
         n.input[:] = [names.get(x, x) for x in n.input]
         if own:
             n.output[:] = [names.get(x, x) for x in n.output]
-        for a in n.attribute:
-            for g in [a.g] if a.type == AttributeProto.GRAPH else list(a.graphs):
-                _rename(g, names, own=False)
+        for _, g in onnx_model.subgraphs(n):
+            _rename(g, names, own=False)
     if own:
         for i in graph.initializer:
             i.name = names.get(i.name, i.name)

@@ -9,18 +9,16 @@ what a streamed transform exists to avoid."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 SMALL = 1024  # bytes: smaller tensors stay in the graph (onnx.save_model's size_threshold)
 

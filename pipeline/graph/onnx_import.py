@@ -19,18 +19,16 @@ graph is judged against."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph import onnx_model
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 MIN_OPSET = 13
 

@@ -3,11 +3,6 @@ types into a PipelineError that names the file."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import collections
 import contextlib
 import hashlib
@@ -16,9 +11,12 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.core.errors import PipelineError, first_line
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 Dim = int | str | None  # fixed size, symbolic name, or unknown
 # Dim names exporters write for "some size" (tf2onnx, jax2tf, hand-edited files): two axes
@@ -233,6 +231,19 @@ def inputs(model: ModelProto) -> list[TensorSpec]:
 
 def outputs(model: ModelProto) -> list[TensorSpec]:
     return [TensorSpec(v.name, _dtype(v), _dims(v)) for v in model.graph.output]
+
+
+def subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
+    """Each subgraph a node holds (an If's branches, a Loop's or Scan's body), named by its
+    attribute ("then_branch"; "<attribute>.<i>" in a list): unique among the node's, where
+    the graphs' own names may not be (both branches of an exported If are "sub_graph")."""
+    from onnx import AttributeProto
+
+    for attr in node.attribute:
+        if attr.type == AttributeProto.GRAPH:
+            yield attr.name, attr.g
+        elif attr.type == AttributeProto.GRAPHS:
+            yield from ((f"{attr.name}.{i}", g) for i, g in enumerate(attr.graphs))
 
 
 def producers(model: ModelProto) -> dict[str, Any]:

@@ -4,22 +4,20 @@ weights live in external-data files beside its source."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import contextlib
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.threads import intra_op
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 @dataclass(frozen=True)

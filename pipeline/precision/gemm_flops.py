@@ -4,18 +4,16 @@ of quantized nodes hides that one FFN projection can outweigh ten attention MatM
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import GEMMS
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 def _shapes(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:

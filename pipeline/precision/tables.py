@@ -9,15 +9,13 @@ the rows are gathered; each graph judged as written before it is kept."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from onnx import ModelProto
-
-from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 # Tables smaller than this are left as they are: a few KB are not worth a Cast layer.
 MIN_TABLE_BYTES = 64 << 10

@@ -70,17 +70,9 @@ def with_store(local: list[Engine], store_root: Path) -> list[Engine]:
             continue  # not an engine entry this version reads: `cache verify` says why
         if engine.graph_key not in wanted or engine.fingerprint_id in out:
             continue
-        entry = store.get(key)  # verified: a damaged entry is never packaged
-        if entry is not None:
-            out[engine.fingerprint_id] = engine_of(entry.path)
+        if store.get(key) is not None:  # verified: a damaged entry is never packaged
+            out[engine.fingerprint_id] = engine
     return sorted(out.values(), key=lambda e: e.fingerprint_id)
-
-
-def max_batch(engines: list[Engine]) -> int:
-    """The config's max_batch_size (one graph: every engine gives the same)."""
-    from pipeline.serve.triton_config import max_batch_size
-
-    return max_batch_size(engines[0])
 
 
 def _kind(gpu: str | None) -> str:
@@ -134,7 +126,13 @@ def write(
             _warmed(configs, sample, folder)
         checked = _written(folder, configs, engines, version, rtx, module)
         fileio.write_json(folder / "sha256.json", _sums(folder))
-    return {"model": name, "plans": main, "configs": sorted(configs), "checked": checked}
+    return {
+        "model": name,
+        "plans": main,
+        "max_batch_size": cfg["max_batch_size"],
+        "configs": sorted(configs),
+        "checked": checked,
+    }
 
 
 def _per_kind(
@@ -157,7 +155,7 @@ def _written(
     engines: list[Engine],
     version: Path,
     rtx: bool,
-    schema: Any,
+    module: Any,
 ) -> list[str]:
     """Each config judged by our rules and Triton's schema, then written; what was checked."""
     checked = []
@@ -167,7 +165,7 @@ def _written(
             raise PipelineError(f"{rel} for Triton: {'; '.join(problems)}")
         body = text(cfg, RTX_NOTE if rtx else "")
         try:
-            checked.append(f"{rel}: {triton_checks.schema_check(body, cfg, schema)}")
+            checked.append(f"{rel}: {triton_checks.schema_check(body, cfg, module)}")
         except ValueError as e:
             raise PipelineError(f"{rel} for Triton: {e}") from None
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)

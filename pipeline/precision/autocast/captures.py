@@ -16,14 +16,14 @@ the graph computes exactly what it did."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from pipeline.graph import onnx_model
 
 if TYPE_CHECKING:
     from onnx import ModelProto
-
-from collections import Counter
-from collections.abc import Iterator
-from typing import Any
 
 
 def one_per_subgraph(model: ModelProto) -> int:
@@ -33,12 +33,12 @@ def one_per_subgraph(model: ModelProto) -> int:
 
 
 def _renamed(graph: Any) -> int:
-    bodies = [body for node in graph.node for _, body in _named_bodies(node)]
+    bodies = [body for node in graph.node for _, body in onnx_model.subgraphs(node)]
     reads = {id(body): _captured(body) for body in bodies}
     shared = {x for x, n in Counter(x for r in reads.values() for x in r).items() if n > 1}
     added = 0
     for node in graph.node:
-        for where, body in _named_bodies(node):
+        for where, body in onnx_model.subgraphs(node):
             # inside the subgraph: AutoCast's sort of the outer graph would not keep an
             # outer Identity ahead of the node whose subgraph reads it
             ahead = []
@@ -55,17 +55,8 @@ def _renamed(graph: Any) -> int:
     return added
 
 
-def _named_bodies(node: Any) -> Iterator[tuple[str, Any]]:
-    """Each subgraph of `node` with a name unique among them (the attribute's: two branches
-    of one If may carry the same graph name)."""
-    for attr in node.attribute:
-        if attr.HasField("g"):
-            yield attr.name, attr.g
-        yield from ((f"{attr.name}.{i}", g) for i, g in enumerate(attr.graphs))
-
-
 def _bodies(node: Any) -> Iterator[Any]:
-    return (body for _, body in _named_bodies(node))
+    return (body for _, body in onnx_model.subgraphs(node))
 
 
 def _captured(graph: Any) -> set[str]:

@@ -13,18 +13,17 @@ Two statistics, ModelOpt's two methods:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.core import console
 from pipeline.precision.common.modelopt_log import quiet_modelopt
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 Ranges = tuple[dict[str, float], dict[str, tuple[int, ...]]]
 

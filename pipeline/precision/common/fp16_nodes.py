@@ -3,16 +3,15 @@ search kept out of int8 or int4 (fallback/), and a choice of precision=auto (mix
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.precision.common import ops
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 def in_fp16(m: ModelProto, names: list[str], base_dir: Path | None) -> None:

@@ -4,17 +4,15 @@ after a transform appended some."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import heapq
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph.onnx_model import opset
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 # The ops TensorRT runs in a low type reading a quantized input or weight.
 GEMMS = ("MatMul", "Gemm", "Conv", "ConvTranspose")

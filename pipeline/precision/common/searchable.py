@@ -6,19 +6,17 @@ node may try before fp32 (its ladder). qdq/graphs.py (int8/fp8) and int4/graphs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from pipeline.graph import onnx_runtime
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 class SearchPlan(Protocol):

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
+from pipeline.graph import onnx_model
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -68,17 +69,13 @@ def computed_weights(model: ModelProto) -> list[Any]:
     stored = {i.name for i in model.graph.initializer}
     constant = set(stored)
     for node in model.graph.node:  # in order: a graph's nodes come after their inputs'
-        if all(x in constant for x in node.input if x) and not _has_subgraph(node):
+        if all(x in constant for x in node.input if x) and not any(onnx_model.subgraphs(node)):
             constant.update(node.output)
     return [
         n
         for n in model.graph.node
         if n.op_type in GEMMS and len(n.input) > 1 and n.input[1] in constant - stored
     ]
-
-
-def _has_subgraph(node: Any) -> bool:
-    return any(a.type in (5, 10) for a in node.attribute)  # GRAPH, GRAPHS
 
 
 def chosen(calibration_cfg: CalibrationConfig, why: str | None, source: ModelProto) -> bool:

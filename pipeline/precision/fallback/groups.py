@@ -12,15 +12,14 @@ way Polygraphy's `debug precision` bisects."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 _INDEXED = re.compile(r"^(?P<stem>.*?[A-Za-z_])[._-]?(?P<index>\d+)$")
 OUTSIDE = "(outside the repeated layers)"

@@ -8,14 +8,12 @@ a kernel that also accumulates in the narrow type; summaries say "emulated"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from onnx import ModelProto
-
-from typing import Any
-
-import numpy as np
 
 TYPE_ATTRS = ("to", "dtype")
 

@@ -10,16 +10,11 @@ fallback search (pipeline/precision/fallback/search.py) runs on it unchanged."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +22,9 @@ from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.int4 import int8_weights
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 INT4_TYPES = (22, 21)  # TensorProto.INT4, UINT4
 # Which input of each op reads the weight: a GEMM's B, an embedding Gather's table.
@@ -160,10 +158,9 @@ def _reads(node: Any) -> Iterator[str]:
     """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
     reads outer-scope tensors by name."""
     yield from (x for x in node.input if x)
-    for attr in node.attribute:
-        for g in [attr.g, *attr.graphs]:
-            for n in g.node:
-                yield from _reads(n)
+    for _, g in onnx_model.subgraphs(node):
+        for n in g.node:
+            yield from _reads(n)
 
 
 def weight_view(model: ModelProto) -> dict[str, Any]:

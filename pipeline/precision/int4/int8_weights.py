@@ -9,14 +9,12 @@ graph made from the int4 search's source is all this step needs."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from onnx import ModelProto
-
-from typing import Any
-
-import numpy as np
 
 INT8_MAX = 127.0
 CLIP_MIN = 1e-5  # the scale of an all-zero channel, as int4's (streamed_int4.CLIP_MIN)

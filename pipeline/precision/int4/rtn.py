@@ -10,19 +10,17 @@ along its hidden axis (axis 1). The names are ModelOpt's, so either graph reads 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.precision.common import streamed
 from pipeline.precision.int4.graphs import WEIGHT_INPUT
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 INT4_MAX = 7.0
 INT4_MIN = -8.0

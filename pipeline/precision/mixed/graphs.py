@@ -16,17 +16,12 @@ is judged again as written."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import copy
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +34,9 @@ from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.precision.mixed import variants
 from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq.plan import QdqPlan
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 # Cheapest weight storage first; fp32 is every node's last option.
 TYPES = ("int4", "int8", "fp8", "fp16", "fp32")

@@ -4,15 +4,10 @@ MatMuls need and Q/DQ pairs where the plan's placement puts them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +17,9 @@ from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq import smoothing
 from pipeline.precision.qdq.plan import QdqPlan
 from pipeline.precision.qdq.smoothing import SmoothGroup
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 
 @dataclass

@@ -24,20 +24,18 @@ fp32 graph's bit for bit."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.graph.onnx_model import opset
 from pipeline.precision.common.ops import GEMMS, reorder
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 PLACEMENTS = ("gemm_inputs", "modelopt")
 SHAPE_ONLY = ("Shape", "Size")

@@ -16,21 +16,19 @@ is left as the source has it, so the graph with every node kept is the fp32 grap
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from onnx import ModelProto
-
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import MATMULS
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 MODES = ("none", "smoothquant", "auto")
 
