@@ -35,11 +35,11 @@ def compose(*overrides: str):
 def child(root: str, model: str, cache: str) -> None:
     """One calibrate step; prints its own duration as JSON."""
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     cfg = compose(f"model={model}", "precision=int8", f"calibration.cache_dir={cache}")
     t0 = time.perf_counter()
-    summary = steps.calibrate(cfg, Layout(Path(root)))
+    summary = stages.calibrate(cfg, Layout(Path(root)))
     print(
         json.dumps(
             {"step_s": time.perf_counter() - t0, "hit": summary["calibration"]["cache"]["hit"]}

@@ -55,7 +55,7 @@ def resize(size: str) -> None:
 def child(action: str, root: str, cache: str, size: str, mode: str, min_cosine: str) -> None:
     from pipeline.core.errors import PipelineError
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     resize(size)
     cfg = compose(
@@ -68,13 +68,13 @@ def child(action: str, root: str, cache: str, size: str, mode: str, min_cosine: 
     )
     t0 = time.perf_counter()
     if action == "export":
-        steps.export(cfg, Layout(Path(root)))
+        stages.export(cfg, Layout(Path(root)))
         print(json.dumps({"step_s": time.perf_counter() - t0}))
         return
     from pipeline.core import fileio
 
     try:
-        summary = steps.calibrate(cfg, Layout(Path(root)))
+        summary = stages.calibrate(cfg, Layout(Path(root)))
     except PipelineError:
         summary = fileio.read_json(Path(root) / "metrics" / "accuracy.json")
     fb = summary.get("fallback") or {}

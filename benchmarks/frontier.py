@@ -114,7 +114,7 @@ MODELS = {
 def run_mode(model: Path, common: tuple[str, ...], mode: str, root: Path) -> dict:
     from pipeline.core.errors import PipelineError
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     work = root / mode
     cfg = compose(
@@ -129,15 +129,15 @@ def run_mode(model: Path, common: tuple[str, ...], mode: str, root: Path) -> dic
         *MODES[mode],
     )
     layout = Layout(work)
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     started = time.perf_counter()
     try:
-        summary = steps.calibrate(cfg, layout)
+        summary = stages.calibrate(cfg, layout)
     except PipelineError as e:
         return {"mode": mode, "gate": "FAILED", "why": str(e)[:300]}
     seconds = time.perf_counter() - started
-    steps.fingerprint(cfg, layout)
-    manifest = steps.build(cfg, layout, progress=False)
+    stages.fingerprint(cfg, layout)
+    manifest = stages.build(cfg, layout, progress=False)
     calibration = summary.get("calibration") or {}
     search = summary.get("fallback") or summary.get("mixed") or {}
     weights = (calibration.get("gemm_weights") or {}).get("share", {})

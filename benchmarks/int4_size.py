@@ -33,7 +33,7 @@ METHOD_PRECISION = {"awq_clip": "int4_awq", "rtn_dq": "int4_rtn"}
 def run(root: Path, size: str, precision: str, *extra: str) -> dict:
     from pipeline.core import memory
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     layout = Layout(root / precision)
     cfg = compose(
@@ -44,13 +44,13 @@ def run(root: Path, size: str, precision: str, *extra: str) -> dict:
         f"build.store_dir={root / 'store'}",
         *extra,
     )
-    steps.fingerprint(cfg, layout)
-    steps.export(cfg, layout)
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
     peak = memory.StagePeak()
     t0 = time.perf_counter()
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     seconds = time.perf_counter() - t0
-    manifest = steps.build(cfg, layout, progress=False)
+    manifest = stages.build(cfg, layout, progress=False)
     return {
         "engine_bytes": manifest["engine"]["bytes"],
         "calibrate_s": round(seconds, 1),

@@ -25,16 +25,22 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from calibrate_cache import compose  # a sibling script: benchmarks/ is sys.path[0]
 from fallback_search import resize
 
+if TYPE_CHECKING:
+    from pipeline.core.calibration_file import CalibrationSummary
+
 MODELS = {"small": "outlier_transformer", "minilm": "outlier_bert"}
 
 
-def calibrate(root: Path, layout_dir: str, size: str, min_cosine: float) -> tuple[dict, float]:
+def calibrate(
+    root: Path, layout_dir: str, size: str, min_cosine: float
+) -> tuple[CalibrationSummary, float]:
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     layout = Layout(root / layout_dir)
     cfg = compose(
@@ -45,9 +51,9 @@ def calibrate(root: Path, layout_dir: str, size: str, min_cosine: float) -> tupl
         f"calibration.cache_dir={root / 'cache'}",
     )
     if not layout.export_graph.exists():
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
     t0 = time.perf_counter()
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     return summary, time.perf_counter() - t0
 
 

@@ -31,12 +31,12 @@ CHILD = """
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.core import config
 from pipeline.core.layout import Layout
 cfg = config.load(Path(sys.argv[1]) / "params.yaml")
 t1 = time.perf_counter()
-steps.build(cfg, Layout(Path(sys.argv[1])), progress=False)
+stages.build(cfg, Layout(Path(sys.argv[1])), progress=False)
 t2 = time.perf_counter()
 from pipeline.core import memory  # its own peak, as the stages record it (VmHWM)
 print(json.dumps({"step_s": t2 - t1, "trt_imported": any(m.split(".")[0] in ("tensorrt", "tensorrt_rtx")
@@ -93,7 +93,7 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
     from tests.conftest import compose
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +101,7 @@ def main() -> None:
         cfg = compose(*model_overrides(root, args.size_mib))
         (root / "params.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
         for name in ("fingerprint", "export", "calibrate"):
-            getattr(steps, name)(cfg, Layout(root))
+            stages.BY_NAME[name](cfg, Layout(root))
         cold, hit, rehash = [], [], []
         for i in range(args.repeats):
             store = root / f"store{i}"

@@ -2,11 +2,11 @@
 
 from pipeline.core import cli, config
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 
 
 def main() -> None:
-    steps.build(config.load("params.yaml"), Layout())
+    stages.build(config.load("params.yaml"), Layout())
 
 
 if __name__ == "__main__":

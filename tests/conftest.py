@@ -72,12 +72,12 @@ def pytest_collection_modifyitems(config, items):
 
 def _pipeline_through(tmp: Path, cfg, last: str):
     from pipeline.core.layout import Layout
-    from pipeline.core.stages import STAGES
-    from pipeline.flow import steps
+    from pipeline.core.stage_names import STAGES
+    from pipeline.flow import stages
 
     layout = Layout(tmp)
     for name in STAGES:
-        getattr(steps, name)(cfg, layout)
+        stages.BY_NAME[name](cfg, layout)
         if name == last:
             break
     return layout
@@ -130,7 +130,7 @@ def transformer_result(built_transformer):
     """A fresh real build of the fp32 transformer (records straight from the logger),
     independent of whatever the engine store holds."""
     from pipeline.engine import build
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     cfg, layout = built_transformer
     onnx_path = layout.calibrate_dir / "model.onnx"
@@ -139,7 +139,7 @@ def transformer_result(built_transformer):
         cfg.precision,
         cfg.build,
         build.resolve_profiles(cfg.profile, onnx_path),
-        steps.read_fingerprint(layout)["trt_flavour"],
+        stages.read_fingerprint(layout)["trt_flavour"],
         progress=False,
     )
 
@@ -150,7 +150,7 @@ def built_transformer_detailed(built_transformer, tmp_path_factory):
     then holds: the engine's own layers), through build and inspect, own store."""
     from pipeline.core.layout import Layout
     from pipeline.engine import build
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     _, src = built_transformer
     tmp = tmp_path_factory.mktemp("transformer_detailed")
@@ -170,8 +170,8 @@ def built_transformer_detailed(built_transformer, tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(build, "configure", detailed)
-        steps.build(cfg, layout, progress=False)
-    steps.inspect(cfg, layout)
+        stages.build(cfg, layout, progress=False)
+    stages.inspect(cfg, layout)
     return cfg, layout
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.inputs import reference_file
 from pipeline.report.inspect import report
 from tests.conftest import REPO, compose
@@ -198,7 +198,7 @@ def kill_lock_holder(lock, procs, timeout):
 
 def built_report(built, tmp_path):
     cfg, layout = built
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     inspection = {"available": False, "reason": "not tried in this test"}
     r = report.make_report(
         layout.export_dir / "model.onnx",
@@ -266,10 +266,24 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(path: Path, known: set[str]) -> set[str]:
-    """Every pipeline module `path` imports, wherever the statement is."""
+def runtime_only(tree: ast.AST) -> ast.AST:
+    """`tree` without its `if TYPE_CHECKING:` blocks: what a process imports at run time."""
+
+    class Drop(ast.NodeTransformer):
+        def visit_If(self, node: ast.If) -> ast.AST | None:
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else getattr(test, "attr", None)
+            return None if name == "TYPE_CHECKING" else self.generic_visit(node)
+
+    return Drop().visit(tree)
+
+
+def imports(path: Path, known: set[str], at_run_time: bool = False) -> set[str]:
+    """Every pipeline module `path` imports, wherever the statement is (`at_run_time`: but
+    the type checker's own imports)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(runtime_only(tree) if at_run_time else tree):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("pipeline")}
         elif (
@@ -281,10 +295,10 @@ def imports(path: Path, known: set[str]) -> set[str]:
     return {m for m in out if m in known and m != "pipeline"}
 
 
-def graph() -> dict[str, set[str]]:
+def graph(at_run_time: bool = False) -> dict[str, set[str]]:
     paths = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     known = set(paths)
-    return {m: imports(p, known) for m, p in paths.items()}
+    return {m: imports(p, known, at_run_time) for m, p in paths.items()}
 
 
 SWEEP_FAST = [

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.core.stages import PARAMS, STAGES
-from tests.helpers import PACKAGE, graph
+from pipeline.core.stage_names import PARAMS, STAGES
+from tests.helpers import PACKAGE, graph, runtime_only
 
 REPO = PACKAGE.parent
 
@@ -29,14 +29,15 @@ def _imports_of(node: ast.AST, known: set[str]) -> set[str]:
 
 def step_modules(stage: str) -> set[str]:
     """The pipeline modules the stage's process can import: its entry point's imports,
-    steps.py's module-level imports, the step function's own (and the helpers it
+    stages.py's module-level imports, the stage function's own (and the helpers it
     calls), then everything those import, statically and transitively."""
-    g = graph()
+    g = graph(at_run_time=True)
     known = set(g)
-    steps = ast.parse((PACKAGE / "flow" / "steps.py").read_text())
+    steps = runtime_only(ast.parse((PACKAGE / "flow" / "stages.py").read_text()))
+    assert isinstance(steps, ast.Module)
     fns = {n.name: n for n in steps.body if isinstance(n, ast.FunctionDef)}
     entry = ast.parse((REPO / "stages" / f"{stage}.py").read_text())
-    todo = _imports_of(entry, known) | {"pipeline.flow.steps"}
+    todo = _imports_of(entry, known) | {"pipeline.flow.stages"}
     todo |= _imports_of(
         ast.Module(
             body=[n for n in steps.body if not isinstance(n, ast.FunctionDef)], type_ignores=[]
@@ -55,8 +56,8 @@ def step_modules(stage: str) -> set[str]:
             for c in ast.walk(fns[name])
             if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in fns
         ]
-    # steps.py itself is walked above, step by step, not as a whole
-    seen, stack = {"pipeline.flow.steps"}, [m for m in todo if m != "pipeline.flow.steps"]
+    # stages.py itself is walked above, step by step, not as a whole
+    seen, stack = {"pipeline.flow.stages"}, [m for m in todo if m != "pipeline.flow.stages"]
     while stack:
         m = stack.pop()
         if m not in seen and m in g:
@@ -105,7 +106,7 @@ def test_no_dependency_is_an_empty_file():
 
 @pytest.mark.parametrize("path", ["dvc.yaml", "pipeline/cli/init_files/dvc.yaml.in"])
 def test_each_dvc_yaml_names_the_stages_and_params_written_once_in_core(path):
-    """pipeline/core/stages.py holds the stage list and what each reads; this repository's
+    """pipeline/core/stage_names.py holds the stage list and what each reads; this repository's
     dvc.yaml and the one `init` writes must say the same, in the same order."""
     stages = yaml.safe_load((REPO / path).read_text())["stages"]
     assert tuple(stages) == STAGES

@@ -22,12 +22,12 @@ from pathlib import Path
 def shared_stage_params(repo: Path | None = None) -> tuple[tuple[str, ...], ...]:
     """The params of each stage whose outputs jobs share, in pipeline order (the
     pipeline's own dvc.yaml unless `repo` names another)."""
-    from pipeline.core import dvc_stages
+    from pipeline.core import dvc_yaml
     from pipeline.sweeps.job import REPO
 
     return tuple(
         tuple(str(p) for p in s.get("params", []))
-        for s in dvc_stages.stages(repo or REPO).values()
+        for s in dvc_yaml.stages(repo or REPO).values()
         if not s.get("always_changed")
     )
 

@@ -12,6 +12,7 @@ from pipeline.analysis import buildlog, report_layers
 from pipeline.core import fileio, report_file, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
+from pipeline.core.report_file import InspectReport
 from pipeline.engine import manifest as manifest_lib
 
 
@@ -66,7 +67,7 @@ def _from_build(folder: Path) -> dict[str, Any]:
     )
 
 
-def _from_report(folder: Path, r: dict[str, Any]) -> dict[str, Any]:
+def _from_report(folder: Path, r: InspectReport) -> dict[str, Any]:
     eng = r["engine"]
     return _view(
         str(folder),

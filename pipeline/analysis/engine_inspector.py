@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.analysis import report_layers
+from pipeline.core import machine_settings
 from pipeline.core.errors import PipelineError
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import backend
 
 
@@ -34,13 +36,13 @@ def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     return doc
 
 
-def inspect(engine_path: Path, fingerprint: dict[str, Any]) -> dict[str, Any]:
+def inspect(engine_path: Path, fingerprint: Fingerprint) -> dict[str, Any]:
     """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
     why = backend.why_engine_cannot_run(fingerprint)
     if why:
         return {"available": False, "reason": why}
     try:
-        doc = engine_information(engine_path, fingerprint["trt_flavour"])
+        doc = engine_information(engine_path, machine_settings.trt_flavour(fingerprint))
     except PipelineError as e:
         return {"available": False, "reason": str(e)}
     return {"available": True, **report_layers.from_inspector_json(doc)}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.analysis import buildlog
 from pipeline.core import config as config_lib
@@ -16,6 +16,9 @@ from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
 from pipeline.core.numbers import MIB, plain
+
+if TYPE_CHECKING:
+    from pipeline.engine.manifest import Manifest
 
 GATES = (
     "max_warnings",
@@ -62,7 +65,7 @@ def evaluate(
     summary: dict[str, Any],
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: Manifest | None = None,
 ) -> list[GateResult]:
     """Every gate, switched on or not (a switched-off gate passes and still reports its
     value, so metrics show the trend before anyone sets a threshold). `records` may be
@@ -78,7 +81,7 @@ def evaluate(
             f"build.gates: unknown gate {unknown[0]}; expected one of {', '.join(GATES)}"
         )
     engine_bytes = (
-        len(engine) if engine is not None else (manifest or {}).get("engine", {}).get("bytes")
+        len(engine) if engine is not None else manifest["engine"]["bytes"] if manifest else None
     )
     mib = round(engine_bytes / MIB, 3) if engine_bytes is not None else None
     warnings = len(summary.get("warnings", []))
@@ -164,7 +167,7 @@ def check(
     summary: dict[str, Any],
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
-    manifest: dict[str, Any] | None = None,
+    manifest: Manifest | None = None,
     metrics_path: str | Path | None = None,
 ) -> list[GateResult]:
     """Evaluate, record the results (when metrics_path is given), then fail on the first

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 
@@ -18,8 +18,9 @@ from pipeline.bench.bench_shapes import Pair, Point, choose_feeds, locate, plan
 from pipeline.bench.conditions import conditions
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Feeds, Runner
-from pipeline.core import console, hashing
+from pipeline.core import console, hashing, machine_settings
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.export import export
 from pipeline.graph import onnx_model
 from pipeline.inputs import reference_file, sample_data, samples
@@ -53,7 +54,7 @@ def bench_inputs(
 
 
 def open_backend(
-    name: str, cfg: PipelineConfig, paths: dict[str, Path], fingerprint: dict[str, Any], device: str
+    name: str, cfg: PipelineConfig, paths: dict[str, Path], fingerprint: Fingerprint, device: str
 ) -> Runner | str:
     """The backend's runner, or why it does not run here (a string)."""
     bc = cfg.benchmark
@@ -86,7 +87,9 @@ def open_backend(
 
     # A weight-stripped engine gets its weights back from the graph it was built from.
     refit = verify.refit_source(manifest.load(paths["engine"].parent), paths["calibrated"])
-    return trt_runner.EngineRunner(paths["engine"], fingerprint["trt_flavour"], refit_onnx=refit)
+    return trt_runner.EngineRunner(
+        paths["engine"], machine_settings.trt_flavour(fingerprint), refit_onnx=refit
+    )
 
 
 def progress_bar(label: str) -> tuple[console.Bar, Callable[[float], None]]:
@@ -196,12 +199,30 @@ def _run_backend(
     return result, measured
 
 
+class BenchmarkRecord(TypedDict, total=False):
+    """metrics/benchmark.json: every backend timed side by side at the headline shapes,
+    and each backend at every swept shape."""
+
+    profile: Required[str]
+    shapes: Required[dict[str, list[int]]]  # input -> the headline shape
+    headline: Required[str]  # the headline point's key
+    inputs: Required[dict[str, Any]]  # where the inputs came from
+    baseline: Required[str]
+    results: Required[dict[str, dict[str, Any]]]  # backend -> status, latency, throughput
+    by_shape: Required[dict[str, dict[str, Any]]]  # point key -> backend -> figures
+    method: Required[dict[str, Any]]  # how it was timed
+    conditions: Required[dict[str, Any]]  # the GPU's clocks and load before and after
+    model: str  # the stage adds these two
+    precision: str
+    peak_rss_mib: float  # the stage's return only
+
+
 def run(
     cfg: PipelineConfig,
     profiles: list[Profile],
     paths: dict[str, Path],
-    fingerprint: dict[str, Any],
-) -> dict[str, Any]:
+    fingerprint: Fingerprint,
+) -> BenchmarkRecord:
     """paths: export, calibrated (ONNX files), engine, reference (npz)."""
     bc = cfg.benchmark
     # The graph only: weights in external data stay on disk (sizes need the I/O specs).
@@ -329,7 +350,7 @@ def _ratio(a: float, b: float) -> float:
     return float(f"{a / b:.4g}")
 
 
-def _device(requested: str, fingerprint: dict[str, Any]) -> str:
+def _device(requested: str, fingerprint: Fingerprint) -> str:
     """Where ONNX Runtime runs (and the GPU readings come from): the fingerprint
     already knows whether this machine has a GPU, without importing torch."""
     has_gpu = fingerprint.get("gpu") is not None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import threads
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.machine.fingerprint import package_version
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def _cpu_model() -> str:
 
 def conditions(
     bench_cfg: BenchmarkConfig,
-    fingerprint: dict[str, Any],
+    fingerprint: Fingerprint,
     gpu_before: dict[str, Any],
     gpu_after: dict[str, Any],
 ) -> dict[str, Any]:

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
     from pipeline.core.layout import Layout
+    from pipeline.core.machine_settings import Fingerprint
 
 
-def _current_context(params: str) -> tuple[PipelineConfig, Layout, dict[str, Any]]:
+def _current_context(params: str) -> tuple[PipelineConfig, Layout, Fingerprint]:
     from pipeline.core import config
     from pipeline.core.layout import Layout
     from pipeline.machine import fingerprint

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import config as config_lib
-from pipeline.core import dvc_stages
+from pipeline.core import dvc_yaml
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def config_page(repo: Path) -> str:
 
     from pipeline.cli import overrides
 
-    stages = dvc_stages.stages(repo)
+    stages = dvc_yaml.stages(repo)
     composed = overrides.check([], repo / "conf")
     base = _flat(typing.cast(dict[str, Any], OmegaConf.to_container(composed)))
     lines = [

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.stages import STAGES
+from pipeline.core.stage_names import STAGES
 
 if TYPE_CHECKING:
     from pipeline.core.config import BuildConfig

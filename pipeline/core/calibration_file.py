@@ -5,48 +5,114 @@ reader checks the fields every consumer relies on, so a file of another version 
 edit is one line naming the file and the field, not a KeyError in the build. Light: the
 build stage reads it on an engine-store hit, which imports no numpy or onnx."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: a TypedDict needs its Required[] evaluated at class
+# creation for __required_keys__, which the record reader checks.
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
+from pipeline.core.gate import GateResult
 from pipeline.core.json_record import JsonRecord
 
-# field -> the type every consumer relies on (the build, the engine key, the report)
-RECORD = JsonRecord(
-    "calibration summary",
-    "the calibrate stage",
-    {
-        "precision": str,
-        "transform": str,
-        "gate": list,
-        "gate_passed": bool,
-        "accuracy": dict,
-        "onnx_sha256": str,
-        "inputs": list,
-    },
-)
+
+class InputSpec(TypedDict):
+    """A graph input as the build resolves its profiles from it, without the weights."""
+
+    name: str
+    dtype: str
+    dims: list[int | str | None]  # a name, or None, where the dim is dynamic
 
 
-def write(path: Path, summary: dict[str, Any]) -> Path:
+class Judgement(TypedDict, total=False):
+    """A written graph's outputs against the fp32 reference, and the gate's verdict
+    (precision/transform.judge); the Required fields are what every consumer reads."""
+
+    accuracy: Required[dict[str, dict[str, Any]]]  # output -> metric -> figure
+    gate: Required[list[GateResult]]
+    gate_passed: Required[bool]
+    inputs: Required[list[InputSpec]]
+    evaluated_with: str  # "onnxruntime (cpu)", or with low types emulated
+    held_out_batches: int
+    ops: dict[str, int]  # op type -> count in the written graph
+
+
+class FallbackRecord(TypedDict, total=False):
+    """precision.fallback=auto's search (precision/fallback/search.py), as written."""
+
+    mode: str
+    needed: bool
+    placement: str
+    kept: list[str]  # every node kept out of the low type, most sensitive first
+    kept_fp32: list[str]
+    kept_fp16: list[str]
+    kept_int8: list[str]
+    quantized_nodes: int
+    quantized_matmuls: dict[str, int]
+    matmuls_still_quantized: dict[str, int]
+    quantized_gemms: dict[str, int]
+    gemms_still_quantized: dict[str, int]
+    plain: dict[str, Any]
+    all_high_precision: dict[str, Any]
+    groups: list[dict[str, Any]]
+    nodes: list[dict[str, Any]]
+    steps: list[dict[str, Any]]
+    graphs_evaluated: int
+    written_checks: list[dict[str, Any]]
+    fp16_checks: list[dict[str, Any]]
+    int8_checks: list[dict[str, Any]]
+    error: str
+    cache: dict[str, Any]
+    seconds: float
+
+
+class CalibrationSummary(Judgement, total=False):
+    """calibration.json: how the graph was made, how it was judged, what the build needs."""
+
+    precision: Required[str]
+    transform: Required[str]  # "none", "autocast", "qdq", "int4", "auto"
+    onnx_sha256: Required[str]
+    source_sha256: str  # the exported graph it was made from
+    onnx_files: dict[str, Any]  # file -> size and mtime: the build's hash shortcut
+    reference: dict[str, Any]  # the reference inputs (export.json's "reference")
+    reference_overlap: dict[str, Any]
+    weak_typing: dict[str, Any]
+    autocast: dict[str, Any]
+    calibration: dict[str, Any]  # the quantizing family's record
+    fallback: FallbackRecord
+    mixed: dict[str, Any]  # precision=auto's search
+    tables: dict[str, Any]
+    activations: dict[str, Any]
+    peak_rss_mib: float
+
+
+RECORD = JsonRecord("calibration summary", "the calibrate stage", CalibrationSummary)
+
+
+def write(path: Path, summary: CalibrationSummary) -> Path:
     return RECORD.write(path, summary)
 
 
-def read(path: Path) -> dict[str, Any]:
+def read(path: Path) -> CalibrationSummary:
     return RECORD.read(path)
 
 
 # The fallback record (`fallback` in calibration.json) says which type each kept node took.
-def kept_types(fb: dict[str, Any]) -> str:
+def kept_types(fb: Mapping[str, Any]) -> str:
     """How many kept nodes went to each type: "2 in int8, 3 in fp16, 1 in fp32"; a record
     of an older search has no int8 (or fp16) list."""
-    kinds = [k for k in ("int8", "fp16") if fb.get(f"kept_{k}")] + ["fp32"]
-    return ", ".join(f"{len(fb.get(f'kept_{k}') or [])} in {k}" for k in kinds)
+    kinds = [k for k in ("int8", "fp16") if _kept(fb, k)] + ["fp32"]
+    return ", ".join(f"{len(_kept(fb, k))} in {k}" for k in kinds)
 
 
-def kept_type(fb: dict[str, Any], node: str) -> str:
+def kept_type(fb: Mapping[str, Any], node: str) -> str:
     """The type a node the search kept computes or stores its weight in."""
-    return next((k for k in ("int8", "fp16") if node in (fb.get(f"kept_{k}") or [])), "fp32")
+    return next((k for k in ("int8", "fp16") if node in _kept(fb, k)), "fp32")
+
+
+def _kept(fb: Mapping[str, Any], kind: str) -> list[str]:
+    """`fb`: the record, or the report's view of it (the same kept_* lists)."""
+    return list(fb.get(f"kept_{kind}") or [])
 
 
 # Of the fallback record, what metrics/accuracy.json repeats (DVC shows it beside the gate).

@@ -4,7 +4,8 @@ says what was judged, its value, the threshold, the direction, and whether it pa
 metrics files keep every result, pass or fail, and a failure becomes one line that
 names every failing gate."""
 
-from __future__ import annotations
+# No `from __future__ import annotations`: a TypedDict needs its Required[] evaluated at class
+# creation for __required_keys__, which the record reader checks.
 
 from collections.abc import Iterable
 from typing import Any, Required, TypedDict

@@ -21,12 +21,13 @@ import resource
 import shutil
 import sys
 from pathlib import Path
+from typing import Final
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
 
-PEAK_KEY = "peak_rss_mib"
+PEAK_KEY: Final = "peak_rss_mib"
 # Room left beside a file of `need` bytes: the filesystem's own blocks, the small files
 # written with it, and a little for everyone else on the disk.
 DISK_MARGIN_MIN = 16 * MIB

@@ -1,25 +1,33 @@
-"""metrics/summary.json, the one DVC metrics file (made by pipeline/report/benchmark/summary.py):
+"""metrics/summary.json, the one DVC metrics file (made by pipeline/report/benchmark/headline.py):
 flat and numeric only, since DVC shows every leaf as a column. Written by the benchmark
 stage; read back by the sweep summary from `dvc exp show --json`, through the check here,
 so an experiment made by another version is a row that says so, not a KeyError."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the TypedDict's fields are evaluated at class
+# creation, as the reader's field check needs (see core/json_record.py).
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.json_record import JsonRecord
 
 NAME = "summary.json"
-RECORD = JsonRecord(
-    "metrics summary",
-    "the benchmark stage",
-    {"engine_mib": (int, float), "accuracy_gate_pass": int, "build_gates_pass": int},
-)
+
+
+class Always(TypedDict):
+    """The columns every summary has; the others are named by backend and output
+    ("tensorrt_median_ms", "worst_cosine"), so the record itself is a flat str -> number."""
+
+    engine_mib: float
+    accuracy_gate_pass: int  # 1 or 0: DVC compares numbers, not booleans
+    build_gates_pass: int
+
+
+Summary = dict[str, float | int]
+RECORD = JsonRecord("metrics summary", "the benchmark stage", Always)
 
 
 def _not_numbers(summary: Mapping[str, Any]) -> list[str]:
@@ -33,11 +41,11 @@ def _not_numbers(summary: Mapping[str, Any]) -> list[str]:
 def write(folder: Path, summary: Mapping[str, Any]) -> Path:
     if bad := _not_numbers(summary):
         raise ValueError(f"metrics summary has fields that are not finite numbers: {bad}")
-    return RECORD.write(folder / NAME, summary)
+    return RECORD.write(folder / NAME, cast(Always, summary))
 
 
-def check(summary: Any, where: str | Path) -> dict[str, float | int]:
-    data = RECORD.check(summary, where)
+def check(summary: Any, where: str | Path) -> Summary:
+    data = cast(Summary, RECORD.check(summary, where))
     if bad := _not_numbers(data):
         raise PipelineError(
             f"{where} has '{bad[0]}' that is not a number (made by another version, or "
@@ -46,5 +54,5 @@ def check(summary: Any, where: str | Path) -> dict[str, float | int]:
     return data
 
 
-def read(folder: Path) -> dict[str, float | int]:
+def read(folder: Path) -> Summary:
     return check(fileio.read_json(folder / NAME, RECORD.what), folder / NAME)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core import calibration_file, hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.machine.fingerprint import identity
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def key_inputs(
     profile_cfg: dict[str, Any],
     calibration_sha256: str | None,
     plugin_sha256: dict[str, str],
-    fingerprint: dict[str, Any],
+    fingerprint: Fingerprint,
 ) -> dict[str, Any]:
     return {
         "key_version": KEY_VERSION,
@@ -89,7 +90,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
 
 
 def engine_key_inputs(
-    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], rehash: bool = False
+    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, rehash: bool = False
 ) -> dict[str, Any]:
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;

@@ -6,12 +6,58 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from pipeline.core.errors import PipelineError
 from pipeline.store import plain_name_problem
 
+if TYPE_CHECKING:
+    from pipeline.core.machine_settings import Fingerprint
+    from pipeline.core.report_file import Backend
+
 MANIFEST_VERSION = 1
+
+
+class EngineFile(TypedDict):
+    file: str  # a plain name in the build folder: "engine.plan"
+    bytes: int
+    sha256: str
+    stripped: bool
+    refit_from: NotRequired[dict[str, str]]  # stripped: the graph whose weights refit it
+
+
+class BuildConfigUsed(TypedDict):
+    build: dict[str, Any]  # the build group, as the cache key read it
+    precision: dict[str, Any]  # the precision group; its "name" is the precision
+    profiles: list[dict[str, Any]]  # each profile's min/opt/max per input
+
+
+class Manifest(TypedDict):
+    """manifest.json: what an engine is and whether it is still current. `problems()`
+    checks the fields its readers rely on (a file a person or another version wrote);
+    the optional top-level fields (cache_key, key_inputs, log) may be absent there."""
+
+    manifest_version: int
+    cache_key: str | None
+    fingerprint: Fingerprint
+    backend: Backend
+    inputs: dict[str, Any]  # onnx_sha256, calibration_sha256, plugins_sha256, tools
+    config: BuildConfigUsed
+    engine: EngineFile
+    build_seconds: float
+    precision: str | None
+    tensorrt: str  # "<flavour> <version>"
+    log: dict[str, Any]  # log_summary()
+    network_io: dict[str, Any]  # the network's inputs and outputs as TensorRT parsed them
+    key_inputs: NotRequired[dict[str, Any]]  # the engine key's inputs (the build writes them)
+    timing_cache: NotRequired[dict[str, Any]]
+
+
+class BuildRecord(Manifest, total=False):
+    """What the build stage returns: the manifest, and what this run did (not in the file)."""
+
+    store_event: str  # "hit", "miss, built", ...: a sweep summary's "hit or built"
+    peak_rss_mib: float
 
 
 class Built(Protocol):
@@ -34,7 +80,7 @@ class Built(Protocol):
 
 def make(
     *,
-    fingerprint: dict[str, Any],
+    fingerprint: Fingerprint,
     inputs: dict[str, Any],
     build_cfg: dict[str, Any],
     precision_cfg: dict[str, Any],
@@ -43,20 +89,15 @@ def make(
     summary: dict[str, Any],
     engine_sha256: str,
     cache_key: str | None = None,
-) -> dict[str, Any]:
+) -> Manifest:
     return {
         "manifest_version": MANIFEST_VERSION,
         "cache_key": cache_key,
         "fingerprint": fingerprint,
-        "backend": {"flavour": result.flavour, "version": result.trt_version, **result.settings},
+        "backend": backend(result),
         "inputs": inputs,
         "config": {"build": build_cfg, "precision": precision_cfg, "profiles": profiles},
-        "engine": {
-            "file": "engine.plan",
-            "bytes": len(result.engine),
-            "sha256": engine_sha256,
-            **weights(build_cfg, inputs),
-        },
+        "engine": engine_file(len(result.engine), engine_sha256, build_cfg, inputs),
         "build_seconds": round(result.seconds, 3),
         "precision": precision_cfg.get("name"),
         "tensorrt": f"{result.flavour} {result.trt_version}",
@@ -65,11 +106,21 @@ def make(
     }
 
 
-def weights(build_cfg: dict[str, Any], inputs: dict[str, Any]) -> dict[str, Any]:
+def backend(result: Built) -> Backend:
+    made: Backend = {"flavour": result.flavour, "version": result.trt_version}
+    made.update(result.settings)  # type: ignore[typeddict-item]  # strongly_typed, weak_typing
+    return made
+
+
+def engine_file(
+    size: int, sha256: str, build_cfg: dict[str, Any], inputs: dict[str, Any]
+) -> EngineFile:
     """A weight-stripped plan names the graph whose weights refit it where it is loaded."""
-    if not build_cfg.get("strip_weights"):
-        return {"stripped": False}
-    return {"stripped": True, "refit_from": {"onnx_sha256": inputs["onnx_sha256"]}}
+    made: EngineFile = {"file": "engine.plan", "bytes": size, "sha256": sha256, "stripped": False}
+    if build_cfg.get("strip_weights"):
+        made["stripped"] = True
+        made["refit_from"] = {"onnx_sha256": inputs["onnx_sha256"]}
+    return made
 
 
 def log_summary(summary: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +222,7 @@ def _top_level_problems(manifest: dict[str, Any]) -> list[str]:
     return out
 
 
-def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]]:
+def read(path: str | os.PathLike[str]) -> tuple[Manifest | None, list[str]]:
     """(manifest, []) when path holds a well-formed manifest, else (None, why not)."""
     try:
         manifest = json.loads(Path(path).read_text())
@@ -185,7 +236,7 @@ def read(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]
     return (None, [f"manifest.json: {'; '.join(bad)}"]) if bad else (manifest, [])
 
 
-def load(folder: str | os.PathLike[str], hint: str = "") -> dict[str, Any]:
+def load(folder: str | os.PathLike[str], hint: str = "") -> Manifest:
     """The manifest of a build folder, or one PipelineError line saying what is wrong."""
     path = Path(folder) / "manifest.json"
     manifest, bad = read(path)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import cache_key as key_lib
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
@@ -16,6 +17,7 @@ from pipeline.store import SHA256, VerifiedStore, regular_file_problem, vouches
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
+    from pipeline.engine.manifest import Manifest
 
 
 def engine_folder(path: str | Path) -> Path:
@@ -29,9 +31,7 @@ def engine_folder(path: str | Path) -> Path:
     return folder
 
 
-def engine_intact(
-    folder: Path, manifest: dict[str, Any], store: VerifiedStore | None = None
-) -> bool:
+def engine_intact(folder: Path, manifest: Manifest, store: VerifiedStore | None = None) -> bool:
     """The engine beside a (schema-checked) manifest is a regular file of that folder
     with the bytes the manifest names. With the engine `store`, a hard link to the entry
     the manifest names, whose stat the store recorded as verified, is not read again."""
@@ -46,7 +46,7 @@ def engine_intact(
 
 
 def adoption_refusal(
-    folder: Path, manifest: dict[str, Any], key: str, key_in: dict[str, Any]
+    folder: Path, manifest: Manifest, key: str, key_in: dict[str, Any]
 ) -> str | None:
     """Why the engine in `folder` (DVC restored it) must not be adopted as `key`, the
     key of `key_in` (the inputs on this machine); None when it may be. The key is
@@ -78,8 +78,8 @@ def adoption_refusal(
 
 
 def assert_loadable(
-    folder: Path, fingerprint: dict[str, Any], store: VerifiedStore | None = None
-) -> dict[str, Any]:
+    folder: Path, fingerprint: Fingerprint, store: VerifiedStore | None = None
+) -> Manifest:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine. A
     multi-GB engine linked from the `store` is known intact from the store's record."""
@@ -100,7 +100,7 @@ def assert_loadable(
     return manifest
 
 
-def refit_source(manifest: dict[str, Any], onnx_path: Path) -> Path | None:
+def refit_source(manifest: Manifest, onnx_path: Path) -> Path | None:
     """None for an engine that holds its weights. A weight-stripped one (build.strip_weights)
     is refitted where it is loaded from `onnx_path`, once that is shown to be the graph it
     was built from: the sha256 its manifest names, external data included."""
@@ -124,7 +124,7 @@ def refit_source(manifest: dict[str, Any], onnx_path: Path) -> Path | None:
 
 
 def reasons_not_current(
-    folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: dict[str, Any]
+    folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: Fingerprint
 ) -> list[str]:
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
@@ -139,7 +139,7 @@ def reasons_not_current(
 
 
 def input_differences(
-    manifest: dict[str, Any], cfg: PipelineConfig, layout: Layout, fingerprint: dict[str, Any]
+    manifest: Manifest, cfg: PipelineConfig, layout: Layout, fingerprint: Fingerprint
 ) -> list[str]:
     """Where the inputs the engine was built from differ from the present ones."""
     built = manifest.get("key_inputs")

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import fileio, hashing
+from pipeline.core import export_file, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.export_file import ExportSummary
 from pipeline.core.layout import EXPORT_SUMMARY, REFERENCE
 from pipeline.graph import constant_inputs, onnx_import, onnx_model
 from pipeline.graph.onnx_runtime import run_batches
@@ -84,23 +85,20 @@ def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
 
 def reference_info(export_dir: Path) -> dict[str, Any]:
     """Where the export's reference inputs came from (its export.json)."""
-    path = Path(export_dir) / EXPORT_SUMMARY
-    if not path.exists():
-        return {"source": "unknown", "random": None}
-    info: dict[str, Any] = fileio.read_json(path, "export summary").get(
-        "reference", {"source": "unknown", "random": None}
-    )
-    return info
+    unknown = {"source": "unknown", "random": None}
+    if not (Path(export_dir) / EXPORT_SUMMARY).exists():
+        return unknown
+    return export_file.read(export_dir).get("reference", unknown)
 
 
 def sample_layout(export_dir: Path) -> samples.SampleLayout:
     """The sample inputs' layout the export used (its export.json): what calibration
     batches and splits by."""
-    path = Path(export_dir) / EXPORT_SUMMARY
-    got = fileio.read_json(path, "export summary").get("samples")
+    got: Any = export_file.read(export_dir).get("samples")
     if not isinstance(got, dict) or not isinstance(got.get("shapes"), dict):
         raise PipelineError(
-            f"{path} has no sample layout (made by an older version); rerun the export stage"
+            f"{Path(export_dir) / EXPORT_SUMMARY} has no sample layout (made by an older "
+            f"version); rerun the export stage"
         )
     shapes = {str(k): [int(d) for d in v] for k, v in got["shapes"].items()}
     axes = {str(k): None if v is None else int(v) for k, v in (got.get("axes") or {}).items()}
@@ -109,7 +107,7 @@ def sample_layout(export_dir: Path) -> samples.SampleLayout:
 
 def export_model(
     model_cfg: ModelConfig, profile_cfg: ProfileConfig, out_dir: Path
-) -> dict[str, Any]:
+) -> ExportSummary:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary.
     Sample inputs take the first optimization profile's opt shapes (pipeline/inputs/samples.py)."""
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
@@ -131,7 +129,7 @@ def export_model(
         if outputs.note:
             reference["truth"] = outputs.note
         _write_reference(tmp / REFERENCE, batches, outputs.batches, labels)
-        summary: dict[str, Any] = {
+        summary: ExportSummary = {
             "source": source,
             "opset": onnx_model.opset(model),
             "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in specs],
@@ -147,7 +145,7 @@ def export_model(
             "normalized": changes,
             "onnx_sha256": onnx_model.sha256(onnx_path),
         }
-        fileio.write_json(tmp / EXPORT_SUMMARY, summary)
+        export_file.write(tmp, summary)
     return summary
 
 

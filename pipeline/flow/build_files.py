@@ -1,6 +1,6 @@
 """The files of a freshly built engine: engine.plan, manifest.json, build.log,
 network.json and the build summary, made by TensorRT from calibrate's graph. The build
-step (pipeline/flow/steps.py) stores them under the engine's cache key."""
+step (pipeline/flow/stages.py) stores them under the engine's cache key."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core import config as config_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.store import PendingFiles
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def resolved_profiles(
 def built(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     key: str,
     key_in: dict[str, Any],
     progress: bool,
@@ -60,7 +61,7 @@ def built(
 def make(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     key: str,
     key_in: dict[str, Any],
     progress: bool,
@@ -101,7 +102,7 @@ DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json"
 def _describe(
     cfg: PipelineConfig,
     onnx_path: Path,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     key: str,
     key_in: dict[str, Any],
     resolved: list[dict[str, Any]],

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeline.core import console, fileio, memory
 from pipeline.core.errors import Interrupted
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.store import FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
@@ -87,9 +88,9 @@ def adopt_pulled(folder: Path, key: str, key_in: dict[str, Any]) -> dict[str, Fi
     }
 
 
-def store_labels(cfg: PipelineConfig, fp: dict[str, Any]) -> dict[str, str]:
+def store_labels(cfg: PipelineConfig, fp: Fingerprint) -> dict[str, str]:
     """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
-    gpu = fp["gpu"]["name"] if fp.get("gpu") else "no GPU"
+    gpu = fp["gpu"]["name"] if fp["gpu"] else "no GPU"
     prec, calib = cfg.precision, cfg.calibration
     calibrated = prec.transform == "qdq" or (prec.mode == "weak" and prec.name == "int8")
     # What stays in higher precision: Q/DQ exclusions, or the nodes AutoCast keeps in fp32.

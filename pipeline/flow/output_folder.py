@@ -82,11 +82,11 @@ def remove_later_outputs(layout: Layout, stage: str) -> list[Path]:
     kept): after a failed run, a report, a summary or a benchmark of the previous run would
     look like this run's. `dvc status` and `trt-pipeline status` then name those stages as
     stale. Without a dvc.yaml at the layout's root (a sweep job's folder) nothing is removed."""
-    from pipeline.core import dvc_stages
+    from pipeline.core import dvc_yaml
 
     if not (layout.root / "dvc.yaml").is_file():
         return []
-    stages = list(dvc_stages.stages(layout.root).items())
+    stages = list(dvc_yaml.stages(layout.root).items())
     names = [name for name, _ in stages]
     if stage not in names:
         return []

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import config as config_lib
-from pipeline.core import fileio, hashing, stages
+from pipeline.core import fileio, hashing, stage_names
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ FILE = "made_from.json"
 
 def record(cfg: PipelineConfig, stage: str, **extra: str) -> dict[str, Any]:
     # made_from names config groups (model, profile, ...): attributes of the schema
-    params = {k: config_lib.to_dict(getattr(cfg, k)) for k in stages.made_from(stage)}
+    params = {k: config_lib.to_dict(getattr(cfg, k)) for k in stage_names.made_from(stage)}
     return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
 
 

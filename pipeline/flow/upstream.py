@@ -4,15 +4,17 @@ inspect and benchmark refuse to run otherwise; `verify` lists every broken link.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pipeline.core import fileio
+from pipeline.core import export_file
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.flow import provenance
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
+    from pipeline.engine.manifest import Manifest
 
 
 def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
@@ -35,7 +37,7 @@ def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
                 reasons.append(
                     f"model: its bytes changed since the export ({_source(cfg)}); rerun the export stage"
                 )
-            exported = fileio.read_json(layout.export_summary, "export summary").get("onnx_sha256")
+            exported = export_file.read(layout.export_dir)["onnx_sha256"]
         elif rec.get("source_sha256") != exported:
             reasons.append(
                 "calibrate: made from another export than artifacts/export; rerun the calibrate stage"
@@ -47,7 +49,7 @@ def _source(cfg: PipelineConfig) -> str | None:
     return cfg.model.onnx_path or cfg.model.factory
 
 
-def current(cfg: PipelineConfig, layout: Layout, fp: dict[str, Any]) -> dict[str, Any]:
+def current(cfg: PipelineConfig, layout: Layout, fp: Fingerprint) -> Manifest:
     """For inspect and benchmark: export, calibrate and the engine all belong to the
     present params and this machine; the manifest of that engine."""
     from pipeline.engine import store as store_lib

@@ -11,13 +11,14 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.core.numbers import MIB
 
 if TYPE_CHECKING:  # not imported here: the schema needs OmegaConf, which this stage skips
@@ -251,7 +252,7 @@ def choose_flavour(requested: str, gpu: dict[str, Any] | None) -> tuple[str, str
     )
 
 
-def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) -> dict[str, Any]:
+def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) -> Fingerprint:
     """The fingerprint; require_trt=False lets `python -m pipeline fingerprint`
     describe a GPU host where no TensorRT is installed yet. `build_cfg`: the validated
     config's build group, or the fingerprint stage's light reading of it (build_settings)."""
@@ -290,11 +291,10 @@ def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) ->
         fp["cuda_driver_version"] = gpu.pop("_cuda_driver")
         fp["gpu"] = gpu
         fp["target"] = f"{gpu['name']} (sm {gpu['compute_capability']})"
-    fp["id"] = fingerprint_id(fp)
-    return fp
+    return cast(Fingerprint, {**fp, "id": fingerprint_id(fp)})
 
 
-def identity(fp: dict[str, Any]) -> dict[str, Any]:
+def identity(fp: Mapping[str, Any]) -> dict[str, Any]:
     """The fields that decide which machines an engine is valid for. GPU count and
     index are left out: an engine built on GPU 0 of eight runs on any of them."""
     ident = {k: fp.get(k) for k in IDENTITY_KEYS}
@@ -303,7 +303,7 @@ def identity(fp: dict[str, Any]) -> dict[str, Any]:
     return ident
 
 
-def fingerprint_id(fp: dict[str, Any]) -> str:
+def fingerprint_id(fp: Mapping[str, Any]) -> str:
     """Readable folder name plus a hash of every identity field."""
     digest = hashing.sha256_json(identity(fp), hashing.SPACED)[:12]
     gpu = fp.get("gpu")
@@ -319,7 +319,7 @@ def fingerprint_id(fp: dict[str, Any]) -> str:
     return f"{slug}-{digest}"
 
 
-def describe(fp: dict[str, Any]) -> str:
+def describe(fp: Fingerprint) -> str:
     lines = [f"fingerprint  {fp['id']}", f"target       {fp['target']}"]
     gpu = fp.get("gpu")
     if gpu:

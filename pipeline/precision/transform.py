@@ -14,6 +14,7 @@ import numpy as np
 
 from pipeline.core import calibration_file, fileio, hashing
 from pipeline.core import gate as gate_lib
+from pipeline.core.calibration_file import CalibrationSummary, Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.export import export
@@ -93,7 +94,7 @@ def transform(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
-) -> dict[str, Any]:
+) -> CalibrationSummary:
     """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
     A graph that misses the gate raises accuracy.GateFailed, carrying every metric."""
     src = export_dir / GRAPH
@@ -130,15 +131,17 @@ def transform(
         # the build takes the graph's hash from here while the files are unchanged (one read)
         summary["onnx_files"] = onnx_model.file_stats(files)
         accuracy.raise_on_failure(summary["gate"], f"{precision_cfg.name} ONNX", summary)
-        calibration_file.write(tmp / CALIBRATION_SUMMARY, summary)
-    return summary
+        # a record now: the writer refuses one lacking a required field
+        record = cast(CalibrationSummary, summary)
+        calibration_file.write(tmp / CALIBRATION_SUMMARY, record)
+    return record
 
 
 @dataclass
 class Made:
     held_out: list[accuracy.ReferenceBatch]  # the reference batches the gate judges by
     quantized: QuantizeResult | None = None  # of a strongly typed Q/DQ (or int4) graph
-    judged: dict[str, Any] | None = None  # the written graph's judgement, where made judged it
+    judged: Judgement | None = None  # the written graph's judgement, where made judged it
 
 
 def _make_graph(
@@ -227,7 +230,7 @@ def _searched(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     criteria: accuracy.Criteria,
-) -> dict[str, Any]:
+) -> Judgement:
     """precision.fallback=auto: the judgement of the graph the search left in dest."""
     from pipeline.precision.fallback import cache as fallback_cache
     from pipeline.precision.fallback import search as fallback
@@ -248,7 +251,7 @@ def _searched(
     except fallback.SearchFailed as e:
         # the plain graph's metrics still go to the metrics file
         summary.update(
-            e.plain, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
+            e.plain or {}, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}
         )
         raise accuracy.GateFailed(str(e), summary) from None
     return judged
@@ -348,7 +351,7 @@ def judge(
     held_out: list[accuracy.ReferenceBatch],
     precision_cfg: PrecisionConfig,
     criteria: accuracy.Criteria,
-) -> dict[str, Any]:
+) -> Judgement:
     """The transformed graph's outputs against the fp32 reference, and the gate."""
     model = onnx_model.load(dest, check=False, weights=False)
     got, evaluated = evaluate(dest, model, [p[0] for p in held_out], made_by(precision_cfg))

@@ -12,7 +12,7 @@ import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -95,13 +95,23 @@ def plan_names(engines: list[Engine]) -> dict[str, list[tuple[str, Engine]]]:
     return dict(sorted(by_cc.items()))
 
 
+class Packaged(TypedDict):
+    """What `write` made of one model, for the stage's table and the caller."""
+
+    model: str
+    plans: dict[str, str]  # compute capability -> plan file name
+    max_batch_size: int
+    configs: list[str]  # config.pbtxt and configs/<gpu kind>.pbtxt
+    checked: list[str]  # what was checked, a line each
+
+
 def write(
     repo: Path,
     name: str,
     engines: list[Engine],
     schema: Path | None = None,
     sample: dict[str, np.ndarray] | None = None,
-) -> dict[str, Any]:
+) -> Packaged:
     """The model's folder in `repo`, checked; what was written and checked. `sample`: one
     batch of reference inputs, which model_warmup feeds each instance before it serves."""
     ios = {hashing.sha256_json(e.io) for e in engines}

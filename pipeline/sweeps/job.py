@@ -1,10 +1,10 @@
 """One Hydra job: every stage for one composed config, in the job's own folder
 (`python -m pipeline.cli.run` checks the command line, then hands it to `main` here).
 
-Each job calls the same functions as the DVC stages (pipeline/flow/steps.py), logs a line per
+Each job calls the same functions as the DVC stages (pipeline/flow/stages.py), logs a line per
 stage to `<job>/run.log` (Hydra's job logging) and leaves artifacts/, metrics/ and
 result.json in its folder, which conf/config.yaml names after the job's overrides. The
-sweep summary (pipeline/sweeps/summary.py) reads result.json when the multirun ends."""
+sweep summary (pipeline/sweeps/sweep_table.py) reads result.json when the multirun ends."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +27,11 @@ from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.numbers import MIB
-from pipeline.core.stages import JOB_STAGES
-from pipeline.flow import steps
+from pipeline.core.stage_names import JOB_STAGES
+from pipeline.flow import stages
+from pipeline.flow.stages import StageRecord, StageRecords
 from pipeline.sweeps import job_cache
-from pipeline.sweeps.summary import ERROR_FILE, RESULT_FILE
+from pipeline.sweeps.sweep_table import ERROR_FILE, RESULT_FILE
 
 if TYPE_CHECKING:
     from hydra.conf import HydraConf
@@ -43,12 +45,12 @@ TRACEBACK_FILE = "traceback.txt"  # a job's unexpected exception, for whoever de
 REPO = Path.cwd()
 
 
-def job_result(results: dict[str, dict[str, Any]], cfg: PipelineConfig) -> dict[str, Any]:
+def job_result(results: StageRecords, cfg: PipelineConfig) -> dict[str, Any]:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
-    from pipeline.flow import calibrate_step
+    from pipeline.flow import calibrate_stage
 
-    accuracy_gate = calibrate_step.accuracy_metrics(cfg, results["calibrate"])  # accuracy.json
+    accuracy_gate = calibrate_stage.accuracy_metrics(cfg, results["calibrate"])  # accuracy.json
     return {
         "model": results["benchmark"]["model"],
         "precision": results["benchmark"]["precision"],
@@ -83,7 +85,7 @@ def job_result(results: dict[str, dict[str, Any]], cfg: PipelineConfig) -> dict[
 def job_failed(mode: RunMode | None, out: Path, why: str) -> None:
     """error.txt (the sweep summary's row, the launcher's verdict) and one line on stderr;
     a single run then exits 1, a sweep goes on with its other jobs and exits 1 at the end
-    (pipeline.sweeps.summary.SummaryCallback)."""
+    (pipeline.sweeps.sweep_table.SummaryCallback)."""
     log.error(why)
     fileio.write_text(out / ERROR_FILE, why + "\n")
     if mode != RunMode.MULTIRUN:
@@ -92,7 +94,7 @@ def job_failed(mode: RunMode | None, out: Path, why: str) -> None:
     print(f"error: job {out.name}: {why}", file=sys.stderr)
 
 
-def stage_line(name: str, result: dict[str, Any]) -> str:
+def stage_line(name: str, result: Mapping[str, Any]) -> str:
     """One line per finished stage for run.log."""
     if name == "fingerprint":
         gpu = (result.get("gpu") or {}).get("name", "no GPU")
@@ -142,10 +144,10 @@ def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
     validated = config.validate(cfg)
     layout = Layout(out)
 
-    def logged(n: str, r: dict[str, Any]) -> None:
+    def logged(n: str, r: StageRecord) -> None:
         log.info(stage_line(n, r))
 
-    fp = steps.fingerprint(validated, layout)
+    fp = stages.fingerprint(validated, layout)
     logged("fingerprint", fp)
     result = job_cache.reuse_or_run(
         REPO,
@@ -153,7 +155,7 @@ def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
         layout,
         fp,
         lambda: job_result(
-            steps.run_all(validated, layout, logged, {"fingerprint": fp}, JOB_STAGES), validated
+            stages.run_all(validated, layout, logged, {"fingerprint": fp}, JOB_STAGES), validated
         ),
     )
     if "reused" in result:

@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 from urllib.parse import quote, unquote
 
 from pipeline.core import config as config_lib
-from pipeline.core import console, dvc_stages, fileio, hashing
+from pipeline.core import console, dvc_yaml, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import store as engine_store
 from pipeline.flow import build_files
 from pipeline.store import ENGINES, VerifiedStore
@@ -90,7 +91,7 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
 def dvc_deps(repo: Path, cfg: PipelineConfig) -> tuple[set[str], set[str]]:
     """dvc.yaml's dependencies that no stage makes: those it names, and those it takes
     from the config (templated: ${model.source}, ...), filled in."""
-    stages = dvc_stages.stages(repo)
+    stages = dvc_yaml.stages(repo)
     outs = {
         next(iter(o)) if isinstance(o, dict) else o
         for s in stages.values()
@@ -223,7 +224,7 @@ def _saved_job(
     return (found[0], engine) if found and engine is not None else None
 
 
-def _restore(entry: StoredEntry, engine: StoredEntry, layout: Layout, fp: dict[str, Any]) -> bool:
+def _restore(entry: StoredEntry, engine: StoredEntry, layout: Layout, fp: Fingerprint) -> bool:
     """Every file of the saved job back in the job folder, the engine beside them;
     False (nothing left behind) when a file went missing meanwhile (`cache rm`)."""
     try:
@@ -265,7 +266,7 @@ def reuse_or_run(
     repo: Path,
     cfg: PipelineConfig,
     layout: Layout,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     run_job: Callable[[], dict[str, Any]],
 ) -> dict[str, Any]:
     """The job's result: reused when a finished job had the same inputs and its engine

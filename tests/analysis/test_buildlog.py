@@ -12,7 +12,7 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
 from pipeline.engine import manifest as manifest_lib
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO
 
 INT64_WARNING = "Make sure input input_ids has Int64 binding"
@@ -76,7 +76,7 @@ def test_summary_of_a_real_transformer_build(transformer_result):
 
 def test_detailed_build_log_holds_the_engine_layers(built_transformer_detailed):
     _, layout = built_transformer_detailed
-    d = layout.engine_dir(steps.read_fingerprint(layout)["id"])
+    d = layout.engine_dir(stages.read_fingerprint(layout)["id"])
     s = buildlog.summarize(buildlog.parse_log((d / "build.log").read_text()))
     plan = s["engine_plan"]
     assert plan["source"] == "build log (ProfilingVerbosity.DETAILED)"
@@ -239,7 +239,7 @@ def test_build_without_a_terminal_prints_nothing(capfd):
 
 def test_load_summary_reuses_a_current_summary_and_reanalyses_an_old_one(tmp_path, built_cnn):
     _, layout = built_cnn
-    src = layout.engine_dir(steps.read_fingerprint(layout)["id"])
+    src = layout.engine_dir(stages.read_fingerprint(layout)["id"])
     d = tmp_path / "b"
     d.mkdir()
     (d / "build.log").write_text((src / "build.log").read_text())

@@ -9,14 +9,14 @@ import pytest
 from pipeline.analysis import diff
 from pipeline.core import report_file
 from pipeline.core.errors import PipelineError
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.report.inspect import report
 from tests.conftest import REPO
 
 
 def _engine_dir(built):
     _, layout = built
-    return layout.engine_dir(steps.read_fingerprint(layout)["id"])
+    return layout.engine_dir(stages.read_fingerprint(layout)["id"])
 
 
 def _cli(*args):

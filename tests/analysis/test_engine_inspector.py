@@ -11,7 +11,7 @@ import pytest
 from pipeline.analysis import engine_inspector, report_layers
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
-from pipeline.flow import steps
+from pipeline.flow import stages
 
 TRT10 = {
     "Layers": [
@@ -273,7 +273,7 @@ def test_why_the_inspector_cannot_run_here():
 
 def test_inspect_says_why_where_no_gpu_can_load(built_cnn, gpu_available):
     _, layout = built_cnn
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     why = backend.why_engine_cannot_run(fp)
     if why is None:
         pytest.skip("this machine can load the engine; the gpu test covers it")
@@ -285,7 +285,7 @@ def test_inspect_says_why_where_no_gpu_can_load(built_cnn, gpu_available):
 def test_engine_inspector_on_a_gpu(requires_trt, built_transformer_detailed):
     """Deserialize a real DETAILED engine and read every layer back from the inspector."""
     _, layout = built_transformer_detailed
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     why = backend.why_engine_cannot_run(fp)
     if why:
         pytest.skip(why)

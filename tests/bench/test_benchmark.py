@@ -20,7 +20,7 @@ from pipeline.bench.runner import Runner
 from pipeline.core import config, fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph.onnx_model import TensorSpec
 from pipeline.machine import gpu_conditions
 from pipeline.report.benchmark import benchmark_report
@@ -189,7 +189,7 @@ def _ordered(r: dict) -> bool:
 def test_cnn_backends_side_by_side(built_cnn, tmp_path):
     cfg, built = built_cnn
     layout = _copy_artifacts(built, tmp_path)
-    metrics = steps.benchmark(cfg, layout)
+    metrics = stages.benchmark(cfg, layout)
 
     res = metrics["results"]
     assert list(res) == ["onnxruntime", "onnxruntime_calibrated", "torch", "tensorrt"]
@@ -263,7 +263,7 @@ def test_shape_outside_the_engine_fails_before_measuring(built_cnn, tmp_path):
     with pytest.raises(
         PipelineError, match=r"images=\[64, 3, 32, 32\] is outside every optimization profile"
     ):
-        steps.benchmark(bad, layout)
+        stages.benchmark(bad, layout)
     assert (
         not (layout.metrics_dir / "benchmark.json").exists()
         and not (layout.metrics_dir / "summary.json").exists()
@@ -281,7 +281,7 @@ def test_transformer_sweep_over_batch_and_sequence(built_transformer, tmp_path):
         "benchmark.batch_sizes=[1,4]",
         "benchmark.seq_lens=[16,64]",
     )
-    metrics = steps.benchmark(cfg, layout)
+    metrics = stages.benchmark(cfg, layout)
     assert list(metrics["by_shape"]) == [
         "batch1_seq16",
         "batch4_seq16",
@@ -303,7 +303,7 @@ def test_onnxruntime_runs_the_fp16_graph_tensorrt_builds(tmp_path):
         "benchmark.batch_sizes=[8]",
     )
     layout = _pipeline_through(tmp_path, cfg, "build")
-    metrics = steps.benchmark(cfg, layout)
+    metrics = stages.benchmark(cfg, layout)
     cal = metrics["results"]["onnxruntime_calibrated"]
     assert cal["status"] == "ok" and "fp16 graph TensorRT builds" in cal["label"]
     acc = cal["accuracy"]["logits"]
@@ -373,7 +373,7 @@ def test_a_graph_onnxruntime_cannot_load_is_a_finding_not_a_crash(built_cnn, tmp
         "benchmark.backends=[onnxruntime,onnxruntime_calibrated]",
         "benchmark.batch_sizes=[8]",
     )
-    res = steps.benchmark(cfg, layout)["results"]
+    res = stages.benchmark(cfg, layout)["results"]
     assert res["onnxruntime"]["status"] == "ok"
     assert res["onnxruntime_calibrated"]["status"] == "skipped"
     assert "ONNX Runtime cannot load" in res["onnxruntime_calibrated"]["reason"]

@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 
 
@@ -35,7 +35,7 @@ def test_a_runtime_failure_in_the_benchmark_is_one_line(tmp_path, monkeypatch):
         "model.sample_dims.batch=4",
     )
     with pytest.raises(PipelineError) as e:
-        steps.run_all(cfg, Layout(tmp_path / "run"), lambda name, result: None)
+        stages.run_all(cfg, Layout(tmp_path / "run"), lambda name, result: None)
     message = str(e.value)
     assert message.startswith("benchmark: ONNX Runtime") and "modulo by zero" in message
     assert "\n" not in message and "model.input_ranges" in message

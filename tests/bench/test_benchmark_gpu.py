@@ -80,11 +80,11 @@ def test_tensorrt_engine_runs_times_and_matches_the_reference(request, tmp_path)
     else:
         pytest.skip("no TensorRT flavour that runs on this GPU is installed")
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     cfg, built = request.getfixturevalue("built_cnn")
     shutil.copytree(built.root / "artifacts", tmp_path / "artifacts")
-    metrics = steps.benchmark(cfg, Layout(tmp_path))
+    metrics = stages.benchmark(cfg, Layout(tmp_path))
     r = metrics["results"]["tensorrt"]
     assert r["status"] == "ok", r
     assert set(r["gpu"]) == {"h2d_ms", "compute_ms", "d2h_ms", "gpu_total_ms"}

@@ -122,10 +122,10 @@ def test_hydra_tab_completion_for_the_console_script():
 def test_diff_takes_an_engine_store_key(built_cnn, capsys):
     from pipeline.cli.main import main
     from pipeline.core import fileio
-    from pipeline.flow import steps
+    from pipeline.flow import stages
 
     _, layout = built_cnn
-    folder = layout.engine_dir(steps.read_fingerprint(layout)["id"])
+    folder = layout.engine_dir(stages.read_fingerprint(layout)["id"])
     key = fileio.read_json(folder / "manifest.json")["cache_key"]
     assert main(["diff", key[:12], str(folder), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

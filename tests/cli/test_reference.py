@@ -7,7 +7,7 @@ import dataclasses
 
 from pipeline.cli import main, reference
 from pipeline.core import config as config_lib
-from pipeline.core import dvc_stages
+from pipeline.core import dvc_yaml
 from tests.conftest import REPO
 
 
@@ -51,7 +51,7 @@ def test_keys_cover_the_schema_at_every_depth():
 def test_engine_key_column_follows_the_cache_key_and_dvc_yaml():
     from pipeline.engine import cache_key
 
-    stages = dvc_stages.stages(REPO)
+    stages = dvc_yaml.stages(REPO)
     for name in cache_key.ENGINE_BUILD_FIELDS:
         assert reference.engine_key_effect(f"build.{name}", stages) == "yes"
     for name in cache_key.ENGINE_PRECISION_FIELDS:

@@ -2,17 +2,43 @@
 report.json, summary.json): a record lacking a field is not written, and a file of
 another version, a hand edit or a truncated write is one line naming file and field."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the probe TypedDicts' Required[] must be
+# evaluated at class creation, as in the record modules themselves.
 import json
+from typing import Any, NotRequired, Required, TypedDict
 
 import pytest
 
 from pipeline.core import summary_file
 from pipeline.core.errors import PipelineError
-from pipeline.core.json_record import JsonRecord
+from pipeline.core.json_record import JsonRecord, required_fields
 
-RECORD = JsonRecord("probe record", "the probe stage", {"n": int, "inner.name": str})
+
+class Inner(TypedDict):
+    name: str
+
+
+class Probe(TypedDict, total=False):
+    n: Required[int]
+    inner: Required[Inner]
+    extra: list[int]
+
+
+RECORD = JsonRecord("probe record", "the probe stage", Probe)
+
+
+class Wide(TypedDict):
+    """Every kind of field a record declares."""
+
+    ratio: float  # JSON writes 2.0 as 2
+    maybe: str | None
+    anything: Any  # no check
+    later: NotRequired[int]
+
+
+def test_the_checked_fields_are_the_typeddicts_required_ones():
+    assert RECORD.required == {"n": int, "inner.name": str}
+    assert required_fields(Wide) == {"ratio": (int, float), "maybe": (str, type(None))}
 
 
 def test_a_record_round_trips_and_reaches_into_nested_fields(tmp_path):

@@ -75,12 +75,12 @@ def test_readme_your_own_model_as_written(in_tmp_repo_copy):
 
     from pipeline.core import fileio
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
     from pipeline.zoo import outlier_transformer
     from tests.conftest import compose
 
     repo = in_tmp_repo_copy
-    steps.export(compose("model=outlier_transformer"), Layout(repo / "scratch"))
+    stages.export(compose("model=outlier_transformer"), Layout(repo / "scratch"))
     (repo / "path/to").mkdir(parents=True)
     shutil.copy(repo / "scratch/artifacts/export/model.onnx", repo / "path/to/model.onnx")
     shutil.rmtree(repo / "scratch")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 from tests.helpers import int4_tensors
 from tests.wild import fetch, inputs
@@ -161,16 +161,16 @@ def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypa
         *wild.task,
     )
     layout = Layout(wild_root / name / precision)
-    steps.fingerprint(cfg, layout)
-    steps.export(cfg, layout)
-    summary = steps.calibrate(cfg, layout)
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["gate_passed"]
     fb = summary.get("fallback") or {}
     if fb.get("needed"):
         assert 2 * fb["gemms_still_quantized"] >= fb["quantized_gemms"], fb
     if precision == "int8":
         assert summary["calibration"]["data"]["random"] is False
-    steps.build(cfg, layout, progress=False)
+    stages.build(cfg, layout, progress=False)
     assert list(layout.build_dir.glob("*/engine.plan"))
 
 
@@ -240,7 +240,7 @@ def both_ways(
         overrides = (f"precision={precision}", f"calibration.streaming={way}")
         cfg = wild_cfg(wild, folder, cal, ref, tmp_path / "cache", *overrides)
         if not layout.export_dir.exists():
-            steps.export(cfg, layout)
+            stages.export(cfg, layout)
         dest = tmp_path / way / "model.onnx"
         dest.parent.mkdir()
         results.append(

@@ -8,13 +8,13 @@ from pipeline.analysis import buildlog
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.engine import build
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO, compose
 
 
 def test_cnn_build_writes_engine_and_manifest(built_cnn):
     _, layout = built_cnn
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     d = layout.engine_dir(fp["id"])
     manifest = fileio.read_json(d / "manifest.json")
     engine = (d / "engine.plan").read_bytes()
@@ -42,7 +42,7 @@ def test_transformer_builds_with_two_profiles(tmp_path, built_transformer):
         cfg.precision,
         cfg.build,
         resolved,
-        steps.read_fingerprint(layout)["trt_flavour"],
+        stages.read_fingerprint(layout)["trt_flavour"],
         progress=False,
     )
     assert len(result.engine) > 10_000
@@ -53,7 +53,7 @@ def test_transformer_builds_with_two_profiles(tmp_path, built_transformer):
 
 def test_network_dump_has_types_and_shapes(built_cnn):
     _, layout = built_cnn
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     layers = fileio.read_json(layout.engine_dir(fp["id"]) / "network.json")
     conv = next(l for l in layers if l["type"] == "convolution")
     assert conv["outputs"][0]["dtype"] == "float"

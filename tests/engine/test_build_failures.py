@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import build_hints
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 from tests.wild import graphs
 
@@ -35,11 +35,11 @@ def test_a_failed_build_keeps_tensorrts_log_and_names_it(tmp_path, monkeypatch):
         "build.backend=tensorrt_rtx",
     )
     layout = Layout(tmp_path / "run")
-    steps.fingerprint(cfg, layout)
-    steps.export(cfg, layout)
-    steps.calibrate(cfg, layout)
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    stages.calibrate(cfg, layout)
     with pytest.raises(PipelineError) as e:
-        steps.build(cfg, layout, progress=False)
+        stages.build(cfg, layout, progress=False)
     line = str(e.value)
     assert line.startswith("TensorRT build failed: ") and "\n" not in line
     log = Path(re.search(r"\(TensorRT's log: (.*)\)$", line).group(1))
@@ -102,10 +102,10 @@ def test_an_if_of_unequal_ranks_names_the_dim_that_decides_it(tmp_path, monkeypa
             "build.backend=tensorrt_rtx",
         )
         layout = Layout(tmp_path / run)
-        steps.fingerprint(cfg, layout)
-        steps.export(cfg, layout)
-        steps.calibrate(cfg, layout)
-        return steps.build(cfg, layout, progress=False)
+        stages.fingerprint(cfg, layout)
+        stages.export(cfg, layout)
+        stages.calibrate(cfg, layout)
+        return stages.build(cfg, layout, progress=False)
 
     with pytest.raises(PipelineError) as e:
         built("{x: [1x4, 2x4, 4x4]}", "dynamic")

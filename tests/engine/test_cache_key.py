@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core import config
 from pipeline.engine import cache_key
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 
 BASE = dict(
@@ -104,7 +104,7 @@ def test_fields_that_do_not_change_the_engine_keep_the_key(field, value):
 
 def test_key_from_the_real_pipeline_ignores_benchmark_settings(built_cnn):
     cfg, layout = built_cnn
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     k = lambda c: cache_key.cache_key(cache_key.engine_key_inputs(c, layout, fp))
     assert k(compose("benchmark.min_iterations=7", "benchmark.warmup_s=0.01")) == k(cfg)
     assert k(compose("inspect.max_table_rows=3")) == k(cfg)
@@ -134,7 +134,7 @@ def test_the_build_takes_calibrates_recorded_graph_hash_only_while_the_file_is_u
     assert (
         summary["onnx_sha256"] == onnx_model.sha256(graph) and "model.onnx" in summary["onnx_files"]
     )
-    fp = steps.read_fingerprint(layout)
+    fp = stages.read_fingerprint(layout)
     assert cache_key.engine_key_inputs(cfg, layout, fp)["onnx_sha256"] == summary["onnx_sha256"]
 
     data = bytearray(graph.read_bytes())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 from tests.wild import hf
 
@@ -33,10 +33,10 @@ def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, m
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path / "run")
-    steps.fingerprint(cfg, layout)
-    steps.export(cfg, layout)
-    assert steps.calibrate(cfg, layout)["gate_passed"]
-    manifest = steps.build(cfg, layout, progress=False)
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    assert stages.calibrate(cfg, layout)["gate_passed"]
+    manifest = stages.build(cfg, layout, progress=False)
     prefill, decode = manifest["config"]["profiles"]
     assert (prefill["name"], decode["name"]) == ("prefill", "decode")
     past = "past_key_values.0.key"

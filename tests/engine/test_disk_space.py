@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.engine import store as store_lib
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import FAST_BENCH, _pipeline_through, compose
 
 MIB = 1 << 20
@@ -25,17 +25,17 @@ def test_a_full_disk_is_one_line_before_the_engine_is_written(tmp_path, monkeypa
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 * MIB, 99 * MIB, 1 * MIB))
     with pytest.raises(PipelineError) as e:
-        steps.build(cfg, layout, progress=False)
+        stages.build(cfg, layout, progress=False)
     text = str(e.value)
     assert "not enough disk for the engine" in text and "\n" not in text
     assert "1,048,576 bytes (1.0 MiB) free" in text
     assert str(tmp_path / "store") in text
-    fp = steps.read_fingerprint(layout)["id"]
+    fp = stages.read_fingerprint(layout)["id"]
     assert not layout.engine_dir(fp).exists()
     assert store_lib.EngineStore(tmp_path / "store").keys() == []
 
     monkeypatch.undo()  # room again: the same build now goes through
-    manifest = steps.build(cfg, layout, progress=False)
+    manifest = stages.build(cfg, layout, progress=False)
     assert manifest["store_event"] == "miss, built" and manifest["peak_rss_mib"] > 30
 
     # An engine DVC restored into artifacts/ is copied into an empty store: checked too.
@@ -44,5 +44,5 @@ def test_a_full_disk_is_one_line_before_the_engine_is_written(tmp_path, monkeypa
     )
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 * MIB, 99 * MIB, 1 * MIB))
     with pytest.raises(PipelineError, match="not enough disk for the pulled engine"):
-        steps.build(other, layout, progress=False)
+        stages.build(other, layout, progress=False)
     assert store_lib.EngineStore(tmp_path / "other").keys() == []

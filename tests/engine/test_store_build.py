@@ -16,7 +16,7 @@ from pipeline.core import config, fileio
 from pipeline.core.layout import Layout
 from pipeline.engine import cache_key
 from pipeline.engine import store as store_lib
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO
 from tests.helpers import assert_clean, cli, damage_entry, one_error_line, prepared_copy
 
@@ -50,7 +50,7 @@ def warnings(r):
 
 
 def engine_dir(repo):
-    return Layout(repo).engine_dir(steps.read_fingerprint(Layout(repo))["id"])
+    return Layout(repo).engine_dir(stages.read_fingerprint(Layout(repo))["id"])
 
 
 @pytest.mark.parametrize("damage", ["escape", "[]", "{}", "null", "manifest_escape"])
@@ -84,7 +84,7 @@ def test_a_forged_engine_in_artifacts_is_not_adopted(tmp_path, built_cnn, forger
     )  # an engine built at optimization level 3
     set_params(repo, "build.optimization_level=5")
     cfg = config.load(repo / "params.yaml")
-    key_in = cache_key.engine_key_inputs(cfg, Layout(repo), steps.read_fingerprint(Layout(repo)))
+    key_in = cache_key.engine_key_inputs(cfg, Layout(repo), stages.read_fingerprint(Layout(repo)))
     manifest_path = engine_dir(repo) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["cache_key"] = cache_key.cache_key(key_in)
@@ -249,7 +249,7 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
     cfg, layout = built_cnn
     repo = prepared_copy(layout, tmp_path / "r")
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
-    steps.build(cfg, Layout(repo), progress=False)
+    stages.build(cfg, Layout(repo), progress=False)
     store = store_lib.EngineStore(tmp_path / "store")
     [key] = store.keys()
     copy_to, removed = store_entry.Outcome.copy_to, []
@@ -261,6 +261,6 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
 
     monkeypatch.setattr(store_entry.Outcome, "copy_to", removed_meanwhile)
     capsys.readouterr()
-    manifest = steps.build(cfg, Layout(repo), progress=False)
+    manifest = stages.build(cfg, Layout(repo), progress=False)
     assert removed and manifest["cache_key"] == key and store.keys() == [key]
     assert "engine store adopted" in capsys.readouterr().err  # the workspace's own intact engine

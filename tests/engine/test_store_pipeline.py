@@ -10,16 +10,16 @@ import sys
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
 from pipeline.engine import store as store_lib
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO
 from tests.helpers import prepared_copy
 
 BUILD_IN = """
 import sys
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 from pipeline.core.layout import Layout
-steps.build(compose(*sys.argv[2:]), Layout(__import__('pathlib').Path(sys.argv[1])), progress=False)
+stages.build(compose(*sys.argv[2:]), Layout(__import__('pathlib').Path(sys.argv[1])), progress=False)
 print('tensorrt imported:', any(m.split('.')[0] in ('tensorrt', 'tensorrt_rtx') for m in sys.modules))
 """
 
@@ -48,7 +48,7 @@ def test_hit_imports_no_tensorrt_and_gives_the_same_outputs(tmp_path, built_tran
     out, err = second.communicate()
     assert second.returncode == 0, err
     assert "engine store hit" in err and "tensorrt imported: False" in out
-    fp = steps.read_fingerprint(layout)["id"]
+    fp = stages.read_fingerprint(layout)["id"]
     for name in ("engine.plan", "manifest.json", "build.log", "network.json"):
         assert (a / "artifacts/build" / fp / name).read_bytes() == (
             b / "artifacts/build" / fp / name
@@ -67,7 +67,7 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     roots = [prepared_copy(layout, tmp_path / f"w{i}") for i in range(8)]
     key = cache_key.cache_key(
         cache_key.engine_key_inputs(
-            compose("model=transformer"), Layout(roots[0]), steps.read_fingerprint(layout)
+            compose("model=transformer"), Layout(roots[0]), stages.read_fingerprint(layout)
         )
     )
     truncated_entry(store_dir, key)
@@ -111,7 +111,7 @@ def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
     p = start_build(root, store_dir)
     _out, err = p.communicate()
     assert p.returncode == 0 and "is damaged" in err and "engine store miss, built" in err
-    fp = steps.read_fingerprint(layout)["id"]
+    fp = stages.read_fingerprint(layout)["id"]
     manifest = fileio.read_json(root / "artifacts/build" / fp / "manifest.json")
     assert (
         hashing.sha256_file(root / "artifacts/build" / fp / "engine.plan")
@@ -131,7 +131,7 @@ def test_verify_cli_says_why_an_engine_is_not_current(tmp_path, built_cnn):
         capture_output=True,
     )
     assert subprocess.run([sys.executable, "-m", "stages.build"], cwd=repo, env=env).returncode == 0
-    fp = steps.read_fingerprint(layout)["id"]
+    fp = stages.read_fingerprint(layout)["id"]
     engine = f"artifacts/build/{fp}/engine.plan"
 
     def verify(*extra):
@@ -205,7 +205,7 @@ def test_reproduce_reports_identical_or_what_differs(tmp_path, built_transformer
         capture_output=True,
     )
     assert subprocess.run([sys.executable, "-m", "stages.build"], cwd=repo, env=env).returncode == 0
-    fp = steps.read_fingerprint(layout)["id"]
+    fp = stages.read_fingerprint(layout)["id"]
     r = subprocess.run(
         [sys.executable, "-m", "pipeline", "reproduce", f"artifacts/build/{fp}"],
         cwd=repo,

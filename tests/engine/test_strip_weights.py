@@ -13,7 +13,7 @@ from pipeline.core import config, fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import backend, build, manifest, verify
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 
 HIDDEN = 512  # 1 MiB of fp32 weights per MatMul: what a stripped plan leaves out
@@ -61,7 +61,7 @@ def build_both(onnx_path, fp):
 def test_a_stripped_plan_is_much_smaller_or_refused_in_one_line(tmp_path, built_cnn):
     """Where TensorRT can build it the plan leaves the 2 MiB of weights out; TensorRT-RTX 1.7
     on a machine without a CUDA driver refuses (its refit compile needs CUDA), and says so."""
-    fp = steps.read_fingerprint(built_cnn[1])
+    fp = stages.read_fingerprint(built_cnn[1])
     path = weighty_onnx(tmp_path / "weighty.onnx")
     try:
         plain, stripped = build_both(path, fp)
@@ -75,9 +75,10 @@ def test_a_stripped_plan_is_much_smaller_or_refused_in_one_line(tmp_path, built_
 
 def test_the_manifest_and_key_record_a_stripped_plan():
     inputs = {"onnx_sha256": "a" * 64}
-    on = manifest.weights({"strip_weights": True}, inputs)
-    assert on == {"stripped": True, "refit_from": {"onnx_sha256": "a" * 64}}
-    assert manifest.weights({"strip_weights": False}, inputs) == {"stripped": False}
+    on = manifest.engine_file(1, "0", {"strip_weights": True}, inputs)
+    assert on["stripped"] is True and on["refit_from"] == {"onnx_sha256": "a" * 64}
+    off = manifest.engine_file(1, "0", {"strip_weights": False}, inputs)
+    assert off["stripped"] is False and "refit_from" not in off
     m = {"engine": {"file": "engine.plan", "bytes": 1, "sha256": "0", "stripped": "yes"}}
     assert "engine.stripped is not a boolean" in manifest.problems(m)
 
@@ -92,9 +93,9 @@ def test_the_build_stage_with_strip_weights_stores_a_stripped_entry_or_nothing(t
     strip_cfg = compose("model=cnn", "build.strip_weights=true", f"build.store_dir={store}")
     assert config.to_dict(strip_cfg.build)["strip_weights"] is True
     ws_layout = Layout(ws)
-    fp = steps.read_fingerprint(ws_layout)
+    fp = stages.read_fingerprint(ws_layout)
     try:
-        steps.build(strip_cfg, ws_layout, progress=False)
+        stages.build(strip_cfg, ws_layout, progress=False)
     except PipelineError as e:
         assert "CUDA driver" in str(e)
         assert not list(store.glob("entries/*")), "nothing stored"
@@ -125,7 +126,7 @@ def test_a_refitted_stripped_engine_computes_what_the_plain_one_does(tmp_path, b
     the plan that kept its weights."""
     from pipeline.bench import trt_runner
 
-    fp = steps.read_fingerprint(built_cnn[1])
+    fp = stages.read_fingerprint(built_cnn[1])
     if why := backend.why_engine_cannot_run(fp):
         pytest.skip(why)
     path = weighty_onnx(tmp_path / "weighty.onnx")

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.core import fileio
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -42,10 +42,10 @@ def test_zoo_model_passes_its_gate(tmp_path, model, precision):
     extra = ("calibration=random", "calibration.num_samples=4") if precision == "int8" else ()
     cfg = config(model, precision, *extra, f"calibration.cache_dir={tmp_path / 'cache'}")
     layout = Layout(tmp_path)
-    exported = steps.export(cfg, layout)
+    exported = stages.export(cfg, layout)
     assert any("opset 9 upgraded to 13" in c for c in exported["normalized"])
     assert any("initializers taken out of the graph inputs" in c for c in exported["normalized"])
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["gate_passed"], summary["gate"]
 
 
@@ -59,8 +59,8 @@ def test_random_calibration_counts_samples_per_batch_of_the_models_own_shape(tmp
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path)
-    steps.export(cfg, layout)
-    summary = steps.calibrate(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     data = summary["calibration"]["data"]
     assert data["num_samples"] == 32 and data["num_batches"] == 32 and data["batch_size"] == 1
     # the reference is the user's own file: the normalised graph is what the transforms read

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.inputs import samples
 from pipeline.precision.calibration import data as calibration_data
 from tests.conftest import compose
@@ -38,7 +38,7 @@ def exported(layout: Layout) -> dict:
 def test_a_scalar_that_picks_a_branch_is_never_drawn_at_random(tmp_path):
     cfg, layout = wild(tmp_path, "if_sample_rate")
     with pytest.raises(PipelineError) as e:
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
     line = str(e.value)
     assert "'sr' (int64, rank 0) is read by Equal" in line and "\n" not in line
     assert "model.constant_inputs.sr" in line and "model.input_ranges.sr" in line
@@ -47,7 +47,7 @@ def test_a_scalar_that_picks_a_branch_is_never_drawn_at_random(tmp_path):
 
 def test_a_frozen_input_folds_the_if_away_and_the_reference_takes_its_branch(tmp_path):
     cfg, layout = wild(tmp_path, "if_sample_rate", "model.constant_inputs.sr=16000")
-    summary = steps.export(cfg, layout)
+    summary = stages.export(cfg, layout)
     model = onnx.load(str(layout.export_dir / "model.onnx"))
     assert [i.name for i in model.graph.input] == ["x"]
     assert not [n for n in model.graph.node if n.op_type in ("If", "Equal")]
@@ -57,7 +57,7 @@ def test_a_frozen_input_folds_the_if_away_and_the_reference_takes_its_branch(tmp
     assert (y >= 0).all() and np.abs(y).max() > 0  # the relu branch, sr == 16000
     assert x.shape[0] == 8  # the profile's opt batch
     # and the folded graph is what every later step runs: fp16 passes its gate
-    steps.calibrate(compose(*cfg_overrides(cfg), "precision=fp16"), layout)
+    stages.calibrate(compose(*cfg_overrides(cfg), "precision=fp16"), layout)
 
 
 def cfg_overrides(cfg) -> list[str]:
@@ -76,16 +76,16 @@ def test_a_bounded_scalar_goes_through_autocast_whole(tmp_path):
     cfg, layout = wild(
         tmp_path, "if_sample_rate", "model.input_ranges.sr=[16000,16001]", "precision=fp16"
     )
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     assert np.load(layout.export_dir / "reference.npz")["in::0::sr"].shape == ()
-    assert steps.calibrate(cfg, layout)["gate_passed"]
+    assert stages.calibrate(cfg, layout)["gate_passed"]
 
 
 def test_recurrent_state_counts_samples_on_its_batch_axis(tmp_path):
     cfg, layout = wild(tmp_path, "lstm", "precision=fp16", "calibration=random")
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     assert exported(layout)["samples"]["axes"] == {"x": 0, "h": 1, "c": 1}
-    assert steps.calibrate(cfg, layout)["gate_passed"]
+    assert stages.calibrate(cfg, layout)["gate_passed"]
     data = calibration_data.load(cfg.calibration, cfg.model, layout.export_dir / "model.onnx")
     assert {samples.count(b, data.axes) for b in data.batches} == {8}
     assert data.batches[0]["h"].shape == (1, 8, 32) and data.info["inputs"]["h"]["shape"][1] == "N"
@@ -94,18 +94,18 @@ def test_recurrent_state_counts_samples_on_its_batch_axis(tmp_path):
 def test_an_unnamed_batch_is_listed_and_the_pasted_shapes_work(tmp_path):
     cfg, layout = wild(tmp_path, "unnamed_batch")
     with pytest.raises(PipelineError, match=r"'x' \[\?, 3, 48, 192\] \(no range for axis 0\)"):
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
     given = "profile.shapes={x: [1x3x48x192, 4x3x48x192, 8x3x48x192]}"
     cfg, layout = wild(tmp_path, "unnamed_batch", given, "precision=int8", "calibration=random")
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     assert np.load(layout.export_dir / "reference.npz")["in::0::x"].shape == (4, 3, 48, 192)
-    steps.calibrate(cfg, layout)  # ModelOpt, which compares dims by name or number
+    stages.calibrate(cfg, layout)  # ModelOpt, which compares dims by name or number
 
 
 def test_question_mark_dims_are_named_per_axis_so_they_need_not_agree(tmp_path):
     shapes = "profile.shapes={a: [1x16, 3x16, 8x16], b: [1x16, 5x16, 8x16]}"
     cfg, layout = wild(tmp_path, "question_dims", shapes, "model.sample_axis={b: null}")
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     dims = {i["name"]: i["dims"] for i in exported(layout)["inputs"]}
     assert dims == {"a": ["a:0", 16], "b": ["b:0", 16]}
 
@@ -113,23 +113,23 @@ def test_question_mark_dims_are_named_per_axis_so_they_need_not_agree(tmp_path):
 def test_annotations_that_mislead_onnx_runtime_are_dropped(tmp_path):
     """jax2tf wrote `unk` for two sizes; ONNX Runtime cannot run the file as given."""
     cfg, layout = wild(tmp_path, "jax_unk", "profile.shapes={x: [1x8, 3x8, 8x8]}", "precision=fp16")
-    summary = steps.export(cfg, layout)
+    summary = stages.export(cfg, layout)
     assert "cannot run the file as given" in summary["reference"]["truth"]
     assert any("shape annotations dropped" in c for c in summary["normalized"])
-    assert steps.calibrate(cfg, layout)["gate_passed"]
+    assert stages.calibrate(cfg, layout)["gate_passed"]
 
 
 def test_a_graph_onnx_runtime_quantized_is_refused_pointing_at_its_original(tmp_path):
     cfg, layout = wild(tmp_path, "dynamic_quant")
     with pytest.raises(PipelineError, match=r"was quantized by ONNX Runtime \(.*MatMulInteger"):
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
 
 
 def test_paddle_dims_with_dots_size_from_one_statement(tmp_path):
     cfg, layout = wild(
         tmp_path, "p2o_dims", "profile.shapes={x: [1x3x32x32, 2x3x32x256, 8x3x32x1024]}"
     )
-    steps.export(cfg, layout)
+    stages.export(cfg, layout)
     assert exported(layout)["samples"]["shapes"] == {"x": [2, 3, 32, 256]}
 
 
@@ -157,12 +157,12 @@ def test_a_frozen_sample_rate_keeps_every_output_of_silero_vad(tmp_path, monkeyp
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path / "run")
-    summary = steps.export(compose(*common), layout)
+    summary = stages.export(compose(*common), layout)
     model = onnx.load(str(layout.export_dir / "model.onnx"))
     assert [i.name for i in model.graph.input] == ["input", "state"]
     assert [o.name for o in model.graph.output] == ["output", "stateN"]
     assert any("2 If node(s) replaced by the branch they take" in c for c in summary["normalized"])
-    fp32 = steps.calibrate(compose(*common), layout)
+    fp32 = stages.calibrate(compose(*common), layout)
     assert fp32["gate_passed"] and set(fp32["accuracy"]) == {"output", "stateN"}
     int8 = compose(
         *common,
@@ -171,9 +171,9 @@ def test_a_frozen_sample_rate_keeps_every_output_of_silero_vad(tmp_path, monkeyp
         "precision.gate.max_rel_error=0.5",
         "precision.gate.min_cosine=0.99",
     )
-    assert set(steps.calibrate(int8, layout)["accuracy"]) == {"output", "stateN"}
+    assert set(stages.calibrate(int8, layout)["accuracy"]) == {"output", "stateN"}
     # fp16: AutoCast names its casts of a captured tensor after the tensor, and the LSTM's
     # Ifs capture one state in both branches (precision/autocast/captures.py)
-    fp16 = steps.calibrate(compose(*common, "precision=fp16"), layout)
+    fp16 = stages.calibrate(compose(*common, "precision=fp16"), layout)
     assert fp16["gate_passed"] and set(fp16["accuracy"]) == {"output", "stateN"}
     assert not list(cwd.iterdir())

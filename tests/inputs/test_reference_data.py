@@ -14,7 +14,7 @@ from pipeline.bench.bench_shapes import choose_feeds
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.inputs import reference_file
 from pipeline.zoo import transformer_encoder
 from tests.conftest import FAST_BENCH, REPO, compose
@@ -24,7 +24,7 @@ from tests.conftest import FAST_BENCH, REPO, compose
 def outlier_onnx(tmp_path_factory):
     """The outlier transformer as a user's ONNX file (no factory behind it)."""
     layout = Layout(tmp_path_factory.mktemp("outlier_file"))
-    steps.export(compose("model=outlier_transformer"), layout)
+    stages.export(compose("model=outlier_transformer"), layout)
     return layout.export_dir / "model.onnx"
 
 
@@ -62,13 +62,13 @@ def test_file_model_gate_runs_on_the_users_arrays(outlier_onnx, tmp_path):
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path / "run")
-    summary = steps.export(cfg, layout)
+    summary = stages.export(cfg, layout)
     assert summary["reference"]["source"] == "folder" and summary["reference"]["samples"] == 24
     assert summary["reference"]["random"] is False
     got = pairs_inputs(layout.export_dir)
     for name in user:
         np.testing.assert_array_equal(got[name], user[name])
-    calibrated = steps.calibrate(cfg, layout)
+    calibrated = stages.calibrate(cfg, layout)
     assert calibrated["reference"]["source"] == "folder"
     assert calibrated["reference_overlap"] == {
         "reference_samples": 24,
@@ -111,9 +111,9 @@ def test_benchmark_stage_runs_on_reference_data(tmp_path):
     )
     layout = Layout(tmp_path / "run")
     for name in ("fingerprint", "export", "calibrate", "build"):
-        getattr(steps, name)(cfg, layout)
+        stages.BY_NAME[name](cfg, layout)
     np.testing.assert_array_equal(pairs_inputs(layout.export_dir)["features"], user["features"])
-    metrics = steps.benchmark(cfg, layout)
+    metrics = stages.benchmark(cfg, layout)
     assert metrics["inputs"]["reference"]["source"] == "folder"
     assert metrics["headline"] in metrics["inputs"]["from_reference_data"]
     assert metrics["results"]["onnxruntime"]["accuracy"]["scores"]["max_abs_error"] == 0.0
@@ -123,13 +123,13 @@ def test_benchmark_stage_runs_on_reference_data(tmp_path):
 def test_random_inputs_are_flagged_masks_are_0_1_and_ranges_apply(outlier_onnx, tmp_path):
     cfg = file_model(outlier_onnx, "model.input_ranges={input_ids: [5, 9]}")
     layout = Layout(tmp_path / "run")
-    summary = steps.export(cfg, layout)
+    summary = stages.export(cfg, layout)
     assert summary["reference"]["random"] is True and "RANDOM" in summary["reference"]["note"]
     assert summary["reference"]["ranges"] == {"input_ids": [5, 9], "attention_mask": [0, 2]}
     got = pairs_inputs(layout.export_dir)
     assert set(np.unique(got["attention_mask"])) <= {0, 1}
     assert got["input_ids"].min() >= 5 and got["input_ids"].max() < 9
-    steps.calibrate(cfg, layout)
+    stages.calibrate(cfg, layout)
     metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
     assert metrics["reference_inputs"]["random"] is True
 
@@ -162,7 +162,7 @@ def bad_folders(root):
 def test_bad_reference_folders_are_one_line_and_leave_nothing(outlier_onnx, tmp_path, case):
     folder, needle = bad_folders(tmp_path)[case]
     with pytest.raises(PipelineError, match=needle) as failed:
-        steps.export(
+        stages.export(
             file_model(outlier_onnx, f"model.reference_data={folder}"), Layout(tmp_path / "run")
         )
     assert "\n" not in str(failed.value)
@@ -174,7 +174,7 @@ def test_nan_or_inf_reference_data_is_refused(tmp_path):
     x[1, 2] = np.inf
     fileio.write_npz(tmp_path / "ref" / "x.npz", {"features": x})
     with pytest.raises(PipelineError, match="input 'features' holds NaN or inf"):
-        steps.export(
+        stages.export(
             compose("model=onnx_file", f"model.reference_data={tmp_path / 'ref'}"),
             Layout(tmp_path / "run"),
         )
@@ -184,7 +184,7 @@ def test_input_ranges_for_an_unknown_input(outlier_onnx, tmp_path):
     with pytest.raises(
         PipelineError, match="model.input_ranges names 'token_ids'.*input_ids, attention_mask"
     ):
-        steps.export(
+        stages.export(
             file_model(outlier_onnx, "model.input_ranges={token_ids: [0, 9]}"),
             Layout(tmp_path / "run"),
         )
@@ -209,7 +209,7 @@ def test_overlap_with_calibration_is_counted_and_total_overlap_refused(outlier_o
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path / "run")
-    steps.export(file_model(outlier_onnx, *common), layout)
+    stages.export(file_model(outlier_onnx, *common), layout)
     cfg = file_model(
         outlier_onnx,
         *common,
@@ -217,7 +217,7 @@ def test_overlap_with_calibration_is_counted_and_total_overlap_refused(outlier_o
         "precision.gate.min_cosine=0.9",
         "precision.gate.max_abs_error=1.0",
     )
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["reference_overlap"] == {
         "reference_samples": 16,
         "overlapping_samples": 8,
@@ -225,7 +225,7 @@ def test_overlap_with_calibration_is_counted_and_total_overlap_refused(outlier_o
     }
     assert summary["accuracy"]["embedding"]["rows"] == 8
     with pytest.raises(PipelineError, match="every reference sample is also a calibration sample"):
-        steps.calibrate(
+        stages.calibrate(
             file_model(outlier_onnx, *common, f"calibration.path={tmp_path / 'ref'}"), layout
         )
 

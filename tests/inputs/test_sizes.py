@@ -57,13 +57,13 @@ def test_the_setting_behind_the_largest_input_is_named():
 def test_an_onnx_file_at_a_batch_of_a_billion_is_refused_by_the_export_stage(tmp_path):
     from pipeline.core.errors import PipelineError
     from pipeline.core.layout import Layout
-    from pipeline.flow import steps
+    from pipeline.flow import stages
     from tests.conftest import compose
 
     cfg = compose("model=onnx_file", "model.sample_dims.batch=1000000000")
     layout = Layout(tmp_path)
     with pytest.raises(PipelineError) as e:
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
     # tiny_mlp: features [batch, 16] float32 drawn as float64, scores [batch, 5] float32
     need = 10**9 * (16 * 4 + 5 * 4) + 10**9 * 16 * 8
     text = str(e.value)

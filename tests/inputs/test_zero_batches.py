@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO, compose
 
 TINY = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
@@ -16,7 +16,7 @@ def _export_fails(tmp_path, *overrides) -> str:
     layout = Layout(tmp_path / "run")
     cfg = compose("model=onnx_file", f"model.onnx_path={TINY}", *overrides)
     with pytest.raises(PipelineError) as e:
-        steps.export(cfg, layout)
+        stages.export(cfg, layout)
     assert not layout.export_dir.exists()
     return str(e.value)
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 
 
 def _export(tmp_path_factory: pytest.TempPathFactory, model: str) -> Layout:
     layout = Layout(tmp_path_factory.mktemp(f"{model}_export"))
-    steps.export(compose(f"model={model}"), layout)
+    stages.export(compose(f"model={model}"), layout)
     return layout
 
 

@@ -11,7 +11,7 @@ import onnx
 import pytest
 
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import compose
 from tests.wild import hf
 
@@ -76,8 +76,8 @@ def _searched(name: str, tmp: Path):
         *extra,
     )
     layout = Layout(tmp)
-    steps.export(cfg, layout)
-    return model, layout, steps.calibrate(cfg, layout)
+    stages.export(cfg, layout)
+    return model, layout, stages.calibrate(cfg, layout)
 
 
 @pytest.mark.parametrize("name", ["bert", "gpt2"])
@@ -142,21 +142,21 @@ def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, 
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path)
-    steps.export(compose(*overrides), layout)
+    stages.export(compose(*overrides), layout)
     with pytest.raises(PipelineError) as failed:
-        steps.calibrate(
+        stages.calibrate(
             compose(*overrides, "precision=int8", "precision.gate.min_cosine=1"), layout
         )
     line = str(failed.value)
     assert "accuracy gate failed for int8 ONNX on RANDOM inputs (no model.reference_data)" in line
     assert line.endswith("give real inputs with model.reference_data before trusting this gate")
     capfd.readouterr()
-    steps.calibrate(compose(*overrides, "precision=fp32"), layout)
+    stages.calibrate(compose(*overrides, "precision=fp32"), layout)
     table = " ".join(capfd.readouterr().err.split())
     assert "accuracy gate passed, on RANDOM inputs (no model.reference_data)" in table
     # random inputs judge direction (cosine), not magnitude: an absolute-error threshold
     # int8 cannot meet is left out, and says nothing in the gate
-    summary = steps.calibrate(
+    summary = stages.calibrate(
         compose(*overrides, "precision=int8", "precision.gate.max_abs_error=0"), layout
     )
     assert summary["gate_passed"]
@@ -167,8 +167,8 @@ def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, 
 def test_auto_runs_on_every_bundled_model(model, tmp_path):
     layout = Layout(tmp_path)
     cfg = compose(f"model={model}", "precision=auto", f"calibration.cache_dir={tmp_path / 'c'}")
-    steps.export(cfg, layout)
-    summary = steps.calibrate(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["gate_passed"] and summary["mixed"]["counts"]["fp32"] == 0
 
 
@@ -194,8 +194,8 @@ def test_auto_runs_on_a_paddle_classifier_from_its_wheel(tmp_path):
         "precision=auto",
     )
     layout = Layout(tmp_path / "run")
-    steps.export(cfg, layout)
-    summary = steps.calibrate(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     record = summary["mixed"]
     assert summary["gate_passed"] and record["candidates"] >= 50
     assert record["counts"]["int8"] > 0 and record["weight_bytes"] < record["fp32_weight_bytes"] / 3

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.core import fileio
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from tests.conftest import REPO, compose
 
 
@@ -23,9 +23,9 @@ def fp16_runs(built_cnn, tmp_path_factory):
     layout = Layout(tmp)
     shutil.copytree(built_cnn[1].export_dir, layout.export_dir)
     cfg = compose("model=cnn", "precision=fp16", f"calibration.cache_dir={tmp / 'cache'}")
-    cold = steps.calibrate(cfg, layout)
+    cold = stages.calibrate(cfg, layout)
     cold_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
-    warm = steps.calibrate(cfg, layout)
+    warm = stages.calibrate(cfg, layout)
     return tmp, layout, cold, warm, cold_bytes
 
 
@@ -52,7 +52,7 @@ def test_a_setting_that_changes_the_cast_misses(fp16_runs):
         "precision.keep_fp32_op_types=[Conv]",
         f"calibration.cache_dir={tmp / 'cache'}",
     )
-    other = steps.calibrate(cfg, layout)
+    other = stages.calibrate(cfg, layout)
     assert other["autocast"]["cache"]["hit"] is False
     assert other["autocast"]["cache"]["key"] != cold["autocast"]["cache"]["key"]
 
@@ -61,9 +61,9 @@ def test_a_hit_imports_no_modelopt(fp16_runs):
     tmp, layout, _cold, _, _ = fp16_runs
     probe = (
         "import json, sys\n"
-        "from pathlib import Path\nfrom pipeline.flow import steps\nfrom pipeline.core.layout import Layout\nfrom tests.conftest import compose\n"
+        "from pathlib import Path\nfrom pipeline.flow import stages\nfrom pipeline.core.layout import Layout\nfrom tests.conftest import compose\n"
         f"cfg = compose('model=cnn', 'precision=fp16', 'calibration.cache_dir={tmp / 'cache'}')\n"
-        f"s = steps.calibrate(cfg, Layout(Path({str(layout.root)!r})))\n"
+        f"s = stages.calibrate(cfg, Layout(Path({str(layout.root)!r})))\n"
         "print(json.dumps({'hit': s['autocast']['cache']['hit'],"
         " 'modelopt': any(m.split('.')[0] == 'modelopt' for m in sys.modules)}))\n"
     )

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.precision.common import ops, search_progress
 from pipeline.precision.fallback import search as fallback
 from pipeline.precision.fallback import written as written_checks
@@ -31,10 +31,10 @@ def searched(bert_export, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bert_fallback")
     layout = fresh(bert_export, tmp)
     cfg = compose(*MODEL, "precision.fallback=auto", f"calibration.cache_dir={tmp / 'cache'}")
-    cold = steps.calibrate(cfg, layout)
+    cold = stages.calibrate(cfg, layout)
     cold_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
     started = time.perf_counter()
-    warm = steps.calibrate(cfg, layout)
+    warm = stages.calibrate(cfg, layout)
     return cfg, layout, cold, warm, cold_bytes, time.perf_counter() - started
 
 
@@ -44,7 +44,7 @@ def test_plain_int8_misses_the_gate_naming_every_failing_metric_and_writes_them_
     layout = fresh(bert_export, tmp_path)
     cfg = compose(*MODEL, f"calibration.cache_dir={tmp_path / 'cache'}")
     with pytest.raises(PipelineError) as failed:
-        steps.calibrate(cfg, layout)
+        stages.calibrate(cfg, layout)
     line = str(failed.value)
     assert "\n" not in line and "more)" not in line
     assert "cosine of output 'embedding' (embedding) is" in line and "needs >= 0.999" in line
@@ -84,8 +84,8 @@ def test_fallback_passes_keeping_at_least_three_quarters_of_the_matmuls_in_int8(
     assert scores == sorted(scores, reverse=True)
     # fewer graphs than measuring every node alone, and every step recorded with metrics
     assert fb["graphs_evaluated"] < fb["quantized_nodes"]
-    stages = [s["stage"] for s in fb["steps"]]
-    assert stages.count("group quantized alone") == len(groups)
+    search_stages = [s["stage"] for s in fb["steps"]]
+    assert search_stages.count("group quantized alone") == len(groups)
     assert fb["graphs_evaluated"] == len(fb["steps"]) + 1  # + the graph with all kept
     assert all("cosine" in s["metrics"]["embedding"] for s in fb["steps"])
     # the FFN output projection reads the FFN's outlier units: it is what must stay out of
@@ -186,7 +186,7 @@ def test_a_gate_only_the_fp32_graph_meets_keeps_every_node_and_is_exact(bert_exp
         "precision.gate.max_abs_error=0",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     fb = summary["fallback"]
     assert summary["gate_passed"] and len(fb["kept_fp32"]) == fb["quantized_nodes"]
     assert not fb["kept_fp16"]  # fp16 is not exact: every kept node stays in fp32
@@ -231,11 +231,11 @@ def test_embedding_compares_cosine_per_row():
 def test_fallback_not_needed_leaves_the_plain_graph(bert_export, tmp_path):
     layout = fresh(bert_export, tmp_path)
     loose = ("precision.gate.min_cosine=0.9", "precision.gate.max_abs_error=1.0")
-    plain = steps.calibrate(
+    plain = stages.calibrate(
         compose(*MODEL, *loose, f"calibration.cache_dir={tmp_path / 'cache'}"), layout
     )
     plain_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
-    auto = steps.calibrate(
+    auto = stages.calibrate(
         compose(
             *MODEL, *loose, "precision.fallback=auto", f"calibration.cache_dir={tmp_path / 'cache'}"
         ),
@@ -255,7 +255,7 @@ def test_fp8_search_keeps_what_its_gate_needs(bert_export, tmp_path):
         "precision.gate.min_cosine=0.9995",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     fb = summary["fallback"]
     assert fb["needed"] and summary["gate_passed"]
     assert fb["plain"]["metrics"]["embedding"]["cosine"] < 0.9995
@@ -272,7 +272,7 @@ def test_outliers_in_matmul_inputs_are_found_too(tmp_path):
         "precision.fallback=auto",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    fb = steps.calibrate(cfg, layout)["fallback"]
+    fb = stages.calibrate(cfg, layout)["fallback"]
     assert fb["needed"] and 2 * fb["matmuls_still_quantized"] >= fb["quantized_matmuls"]
 
 
@@ -280,7 +280,7 @@ def _outlier_transformer_export(tmp_path):
     from pipeline.core.layout import Layout
 
     layout = Layout(tmp_path / "export")
-    steps.export(compose("model=outlier_transformer"), layout)
+    stages.export(compose("model=outlier_transformer"), layout)
     return layout
 
 
@@ -341,7 +341,7 @@ def test_fallback_fp32_keeps_every_kept_node_in_fp32_and_auto_takes_fp16_where_i
     auto = cold["fallback"]
     layout = fresh(bert_export, tmp_path)
     cfg = compose(*MODEL, "precision.fallback=fp32", f"calibration.cache_dir={tmp_path / 'c'}")
-    fb = steps.calibrate(cfg, layout)["fallback"]
+    fb = stages.calibrate(cfg, layout)["fallback"]
     assert fb["kept_fp32"] == fb["kept"] == auto["kept"] and not fb["kept_fp16"]
     assert "fp16_checks" not in fb
     assert auto["kept_fp16"], auto["fp16_checks"]  # fp16 holds for the FFN outputs here

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.precision.int4 import quantize as int4
 from tests.conftest import compose
@@ -22,13 +22,13 @@ MODEL = ("model=outlier_transformer",)
 @pytest.fixture(scope="module")
 def transformer_export(tmp_path_factory):
     layout = Layout(tmp_path_factory.mktemp("int4_export"))
-    steps.export(compose(*MODEL), layout)
+    stages.export(compose(*MODEL), layout)
     return layout
 
 
 def calibrated(layout: Layout, tmp_path, *overrides: str) -> tuple:
     cfg = compose(*MODEL, *overrides, f"calibration.cache_dir={tmp_path / 'cache'}")
-    return cfg, steps.calibrate(cfg, layout)
+    return cfg, stages.calibrate(cfg, layout)
 
 
 @pytest.mark.parametrize("precision", ["int4_awq", "int4_rtn"])
@@ -65,8 +65,8 @@ def test_int4_with_fallback_passes_with_most_gemm_weights_in_int4_and_builds(
                 assert [a.i for a in dq.attribute if a.name == "axis"] == [1]
         assert summary["calibration"]["gemm_weights"]["bytes"]["int8"] > 0
     assert summary["calibration"]["gemm_weights_untransposed"] >= 1  # the pooler's Gemm
-    steps.fingerprint(cfg, layout)
-    manifest = steps.build(cfg, layout, progress=False)
+    stages.fingerprint(cfg, layout)
+    manifest = stages.build(cfg, layout, progress=False)
     assert manifest["engine"]["bytes"] > 0
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.precision.mixed import graphs as mixed_graphs
 from pipeline.precision.mixed import make as mixed
@@ -28,7 +28,7 @@ TIGHT = ("model=outlier_transformer", "precision=auto", "precision.gate.min_cosi
 @pytest.fixture(scope="module")
 def transformer_export(tmp_path_factory):
     layout = Layout(tmp_path_factory.mktemp("auto_export"))
-    steps.export(compose(*TIGHT), layout)
+    stages.export(compose(*TIGHT), layout)
     return layout
 
 
@@ -37,7 +37,7 @@ def searched(transformer_export, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("auto")
     layout = fresh(transformer_export, tmp)
     cfg = compose(*TIGHT, f"calibration.cache_dir={tmp / 'cache'}", f"build.store_dir={tmp}")
-    return cfg, layout, steps.calibrate(cfg, layout)
+    return cfg, layout, stages.calibrate(cfg, layout)
 
 
 def test_auto_mixes_types_for_fewer_bytes_than_any_single_type_that_passes(searched):
@@ -69,11 +69,11 @@ def test_the_written_graph_holds_the_types_chosen_and_builds(searched, monkeypat
         n for n in graph.graph.node if n.op_type in ("MatMul", "Gemm") and "::fp16" in n.input[0]
     ]
     assert len(fp16_gemms) == counts["fp16"]
-    steps.fingerprint(cfg, layout)
-    manifest = steps.build(cfg, layout, progress=False)
+    stages.fingerprint(cfg, layout)
+    manifest = stages.build(cfg, layout, progress=False)
     assert manifest["engine"]["bytes"] > 0
     # the report shows each GEMM's type and why, every graph judged and the front's picture
-    steps.inspect(cfg, layout)
+    stages.inspect(cfg, layout)
     page = (layout.inspect_dir / "report.md").read_text()
     assert "precision=auto: 9 GEMMs as" in page and "| /layers.0/proj/MatMul |" in page
     assert "| all int8 |" in page and "mixed_pareto.svg" in page
@@ -86,7 +86,7 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
 ):
     cfg, _, first = searched
     assert not first["mixed"]["search_cache_hit"] and not first["mixed"]["figures_cache_hit"]
-    again = steps.calibrate(cfg, fresh(transformer_export, tmp_path))
+    again = stages.calibrate(cfg, fresh(transformer_export, tmp_path))
     assert again["mixed"]["search_cache_hit"] and again["gate_passed"]
     assert again["mixed"]["assignment"] == first["mixed"]["assignment"]
     # another gate: searched again, but no (GEMM, type) measured again
@@ -95,7 +95,7 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
         "precision.gate.min_cosine=0.995",
         f"calibration.cache_dir={cfg.calibration.cache_dir}",
     )
-    other = steps.calibrate(looser, fresh(transformer_export, tmp_path / "looser"))["mixed"]
+    other = stages.calibrate(looser, fresh(transformer_export, tmp_path / "looser"))["mixed"]
     assert not other["search_cache_hit"] and other["figures_cache_hit"]
     assert other["graphs_judged"] < first["mixed"]["graphs_judged"] - first["mixed"]["candidates"]
     assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
@@ -160,7 +160,7 @@ def test_int8_and_fp8_together_in_one_search(transformer_export, tmp_path):
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = fresh(transformer_export, tmp_path)
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["gate_passed"] and "fp8" in summary["mixed"]["types"]
     graph = onnx.load(str(layout.calibrate_dir / "model.onnx"))
     names = [n.name for n in graph.graph.node]
@@ -173,7 +173,7 @@ def test_a_gate_even_fp32_misses_is_one_line_before_any_sensitivity(transformer_
     )
     layout = fresh(transformer_export, tmp_path)
     with pytest.raises(PipelineError, match=r"^precision=auto: the all-fp32 graph misses the gate"):
-        steps.calibrate(cfg, layout)
+        stages.calibrate(cfg, layout)
     assert not (layout.calibrate_dir / "model.onnx").exists()
 
 

@@ -14,7 +14,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.inputs import reference_file
 from tests.conftest import compose
@@ -71,7 +71,7 @@ def test_the_written_graph_gives_the_figures_the_search_measured(tmp_path):
         "precision=int8",
     )
     layout = Layout(tmp_path / "run")
-    steps.export(compose(*overrides), layout)
+    stages.export(compose(*overrides), layout)
     _, result = quantized(layout, tmp_path, *overrides)
     graphs = result.graphs
     batches = [p[0] for p in reference_file.read(layout.export_dir / "reference.npz")]

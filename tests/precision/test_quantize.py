@@ -14,7 +14,7 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import backend, build, weak_typing
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.inputs import reference_file
 from pipeline.store import CALIBRATION
@@ -38,9 +38,9 @@ def int8_runs(request, tmp_path_factory):
         tmp = tmp_path_factory.mktemp(f"int8_{model}")
         layout = layout_with_export(request, tmp, model)
         cfg = compose(f"model={model}", "precision=int8", f"calibration.cache_dir={tmp / 'cache'}")
-        cold = steps.calibrate(cfg, layout)
+        cold = stages.calibrate(cfg, layout)
         cold_bytes = (layout.calibrate_dir / "model.onnx").read_bytes()
-        steps.calibrate(cfg, layout)
+        stages.calibrate(cfg, layout)
         warm = fileio.read_json(layout.calibrate_dir / "calibration.json")
         runs[model] = cfg, layout, cold, warm, cold_bytes
     return runs
@@ -99,7 +99,7 @@ def test_corrupt_cache_entry_is_reported_and_recomputed(int8_runs, capsys):
     key = cold["calibration"]["cache"]["key"]
     entry = Path(cfg.calibration.cache_dir) / "entries" / key / "model.onnx"
     entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["calibration"]["cache"] == {
         "key": key,
         "hit": False,
@@ -108,7 +108,7 @@ def test_corrupt_cache_entry_is_reported_and_recomputed(int8_runs, capsys):
     assert "damaged" in capsys.readouterr().err
     # the entry holds ModelOpt's graph; the graph written from it is the cold run's again
     assert (layout.calibrate_dir / "model.onnx").read_bytes() == cold_bytes
-    assert steps.calibrate(cfg, layout)["calibration"]["cache"]["hit"] is True
+    assert stages.calibrate(cfg, layout)["calibration"]["cache"]["hit"] is True
 
 
 @pytest.mark.parametrize("model", list(BUILT))
@@ -120,7 +120,7 @@ def test_fp8_qdq_graph_passes_its_gate_and_builds(request, tmp_path, model):
         f"calibration={model}_samples",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert summary["calibration"]["data"]["source"] == "directory"
     assert summary["ops"]["QuantizeLinear"] > 0
     result = build_qdq(cfg, layout.calibrate_dir / "model.onnx")
@@ -142,7 +142,7 @@ def test_bad_calibration_set_fails_the_gate_naming_the_metric(request, tmp_path)
     )
     needle = r"gate failed for int8 ONNX: (cosine|max_abs_error|top1_agreement) of output 'logits' \(classification\) is [0-9.e-]+, needs"
     with pytest.raises(PipelineError, match=needle) as failed:
-        steps.calibrate(cfg, layout)
+        stages.calibrate(cfg, layout)
     # no graph is left behind, but every metric is, pass or fail, and the line names each failure
     assert not layout.calibrate_dir.exists()
     metrics = fileio.read_json(layout.metrics_dir / "accuracy.json")
@@ -170,7 +170,7 @@ def test_reference_batches_used_for_calibration_are_not_held_out(request, tmp_pa
         f"calibration.path={tmp_path / 'leak'}",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    assert steps.calibrate(cfg, layout)["held_out_batches"] == len(pairs) - 1
+    assert stages.calibrate(cfg, layout)["held_out_batches"] == len(pairs) - 1
 
 
 def test_percentile_is_refused_by_name_before_any_work():
@@ -192,7 +192,7 @@ def test_exclusions_are_checked_against_the_graph(request, tmp_path):
             "model=cnn", "precision=int8", override, f"calibration.cache_dir={tmp_path / 'cache'}"
         )
         with pytest.raises(PipelineError, match=needle):
-            steps.calibrate(cfg, layout)
+            stages.calibrate(cfg, layout)
 
 
 def run_stage(repo, stage):
@@ -267,7 +267,7 @@ def test_bad_input_through_the_stage_cli(in_tmp_repo_copy):
 def test_weak_int8_prepares_inputs_and_is_refused_on_rtx(request, tmp_path):
     layout = layout_with_export(request, tmp_path, "cnn")
     cfg = compose("model=cnn", "precision=int8", "precision.mode=weak", "calibration=cnn_samples")
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     weak = summary["weak_typing"]
     assert weak["flags"] == ["INT8"] and weak["calibrator"] == "IInt8EntropyCalibrator2"
     assert (layout.calibrate_dir / weak["inputs_file"]).is_file() and weak["batches_used"] == 4
@@ -291,7 +291,7 @@ def test_weak_int8_calibrates_implicitly_on_tensorrt_10(request, tmp_path):
         "calibration=cnn_samples",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    steps.calibrate(cfg, layout)
+    stages.calibrate(cfg, layout)
     onnx_path = layout.calibrate_dir / "model.onnx"
     from pipeline.engine import interrupt
     from pipeline.engine.trt_hooks import make_logger
@@ -374,8 +374,8 @@ def test_emulation_of_fp32_is_exact_and_of_bf16_rounds(tmp_path, built_cnn):
 def test_bf16_passes_its_gate_on_both_models(tmp_path, model):
     cfg = compose(f"model={model}", "precision=bf16")
     layout = Layout(tmp_path)
-    steps.export(cfg, layout)
-    summary = steps.calibrate(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     assert all(g["passed"] for g in summary["gate"])
     assert summary["ops"].get("Cast", 0) > 0
     # ONNX Runtime's CPU build lacks bf16 Conv/MatMul: the gate ran on the honest emulation

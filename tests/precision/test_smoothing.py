@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from pipeline.core.errors import PipelineError
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.precision.qdq import smoothing
 from tests.conftest import compose
@@ -106,7 +106,7 @@ def test_smoothquant_passes_int8_with_more_matmuls_quantized(bert_export, tmp_pa
         cfg = compose(
             *BERT, "precision.fallback=auto", *extra, f"calibration.cache_dir={tmp_path / 'c'}"
         )
-        return steps.calibrate(cfg, layout)
+        return stages.calibrate(cfg, layout)
 
     plain, smoothed = calibrate(), calibrate("precision.smoothing=smoothquant")
     assert plain["gate_passed"] and smoothed["gate_passed"]

@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.graph import onnx_model
 from pipeline.precision.autocast import cast as autocast
 from pipeline.precision.int4 import quantize as int4
@@ -149,7 +149,7 @@ def test_what_cannot_stream_is_one_line(bert_export, tmp_path, overrides, says):
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     with pytest.raises(PipelineError, match=f"cannot stream {says}"):
-        steps.calibrate(cfg, fresh(bert_export, tmp_path))
+        stages.calibrate(cfg, fresh(bert_export, tmp_path))
 
 
 def computed_weight_model(path):
@@ -201,8 +201,8 @@ def test_weights_the_graph_computes_are_not_streamed_and_say_so(tmp_path):
             *overrides,
         )
         layout = Layout(tmp_path / "run")
-        steps.export(cfg, layout)
-        return steps.calibrate(cfg, layout)
+        stages.export(cfg, layout)
+        return stages.calibrate(cfg, layout)
 
     with pytest.raises(PipelineError, match=r"cannot stream GEMM weights the graph computes"):
         calibrated("calibration.streaming=always")
@@ -219,7 +219,7 @@ def external_export(tmp_path_factory):
     mp.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
     try:
         layout = Layout(tmp_path_factory.mktemp("external_export"))
-        steps.export(compose("model=outlier_bert"), layout)
+        stages.export(compose("model=outlier_bert"), layout)
     finally:
         mp.undo()
     return layout
@@ -241,11 +241,11 @@ def test_a_model_with_external_data_streams_by_default(external_export, tmp_path
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = fresh(external_export, tmp_path)
-    summary = steps.calibrate(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
     record = summary["autocast" if precision == "fp16" else "calibration"]
     assert record["calibrated_by"].startswith("streamed")
     assert summary["gate_passed"], summary["gate"]
-    again = steps.calibrate(cfg, fresh(external_export, tmp_path / "again"))
+    again = stages.calibrate(cfg, fresh(external_export, tmp_path / "again"))
     assert again["autocast" if precision == "fp16" else "calibration"]["cache"]["hit"]
     recorded = json.loads((layout.calibrate_dir / "calibration.json").read_text())
     key = "autocast" if precision == "fp16" else "calibration"
@@ -292,7 +292,7 @@ def test_precision_auto_on_a_model_with_external_data_streams_its_types(external
         "calibration.method=max",
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
-    summary = steps.calibrate(cfg, fresh(external_export, tmp_path))
+    summary = stages.calibrate(cfg, fresh(external_export, tmp_path))
     assert summary["gate_passed"], summary["gate"]
     types = summary["calibration"]["types"]
     assert set(types) == {"int4", "int8", "fp8"}

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper
 
 from pipeline.analysis import node_precision, report_layers
 from pipeline.core import fileio
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.report.inspect import report_graph, report_html, report_markdown
 from pipeline.report.pictures import graph_svg
 from tests.helpers import built_report as _report
@@ -193,7 +193,7 @@ def test_report_says_when_calibration_data_was_random(tmp_path):
     )
     layout = Layout(tmp_path)
     for name in ("fingerprint", "export", "calibrate", "build", "inspect"):
-        getattr(steps, name)(cfg, layout)
+        stages.BY_NAME[name](cfg, layout)
     report = fileio.read_json(layout.inspect_dir / "report.json")
     assert report["precision_transform"]["calibration_data"]["random"] is True
     assert "RANDOM data" in (layout.inspect_dir / "report.md").read_text()

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from pipeline.report.benchmark import summary
+from pipeline.report.benchmark import headline
 from pipeline.report.pictures import plots
 
 ACCURACY = {
@@ -50,7 +50,7 @@ BENCH = {
 
 
 def test_summary_is_flat_numeric_and_takes_the_worst_output():
-    s = summary.summarize(ACCURACY, {"passed": False}, MANIFEST, BENCH)
+    s = headline.summarize(ACCURACY, {"passed": False}, MANIFEST, BENCH)
     assert s == {
         "engine_mib": 3.0,
         "build_s": 4.5,

@@ -14,7 +14,7 @@ import pytest
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import steps
+from pipeline.flow import stages
 from pipeline.inputs import reference_file
 from pipeline.serve import repository, triton_checks
 from pipeline.serve.triton_config import Engine, max_batch_size
@@ -102,8 +102,8 @@ def test_a_fleet_gets_a_plan_per_compute_capability_and_a_config_per_kind(
         gpu = {"name": name, "compute_capability": cc, "memory_mib": 24000}
         probe.write_text(json.dumps({**gpu, "_driver": "580.65.06", "_cuda_driver": 13000}))
         monkeypatch.setenv("TRT_PIPELINE_GPU_PROBE", str(probe))
-        steps.fingerprint(cfg, layout)
-        steps.build(cfg, layout, progress=False)
+        stages.fingerprint(cfg, layout)
+        stages.build(cfg, layout, progress=False)
     done = repository.write(
         tmp_path / "repo", "cnn", repository.engines_in(layout.build_dir), schema
     )

@@ -40,7 +40,7 @@ def test_the_key_covers_model_bytes_code_config_and_machine_but_not_where_a_job_
     static, from_config = job_cache.dvc_deps(REPO, cfg)
     deps = static | from_config
     assert str(tmp_path) in deps and "data/calibration" in deps and "pipeline/zoo" in deps
-    assert {"pipeline/core", "pipeline/engine", "pipeline/bench", "pipeline/flow/steps.py"} <= set(
+    assert {"pipeline/core", "pipeline/engine", "pipeline/bench", "pipeline/flow/stages.py"} <= set(
         deps
     )
     assert not any(d.startswith(("artifacts", "metrics")) for d in deps)  # made by the job itself

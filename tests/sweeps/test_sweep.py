@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.cli import overrides
 from pipeline.core.errors import PipelineError
-from pipeline.sweeps import summary as sweep_summary
+from pipeline.sweeps import sweep_table
 from tests.helpers import SWEEP_FAST as FAST
 
 REPO = Path(__file__).resolve().parents[2]
@@ -164,10 +164,10 @@ def test_sweep_report_on_a_folder_without_jobs_is_one_line(tmp_path):
 
 def test_a_job_folder_without_result_is_a_failed_row(tmp_path):
     (tmp_path / "precision=int8" / ".hydra").mkdir(parents=True)
-    rows = sweep_summary.collect(tmp_path)
+    rows = sweep_table.collect(tmp_path)
     assert rows == [{"job": "precision=int8", "gates": "job failed (no result.json)"}]
     with pytest.raises(PipelineError, match="not a folder"):
-        sweep_summary.collect(tmp_path / "missing")
+        sweep_table.collect(tmp_path / "missing")
 
 
 def _dvc_rev(name, summary=None, precision="fp16", error=None):
@@ -239,11 +239,11 @@ def test_dvc_rows_come_from_summary_json_params_and_the_queue_log(tmp_path, monk
     shown = [_dvc_rev(None), {**_dvc_rev("master", summary, precision="fp32"), "experiments": exps}]
     shown[0]["rev"] = "workspace"
     monkeypatch.setattr(
-        sweep_summary.subprocess,
+        sweep_table.subprocess,
         "run",
         lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=json.dumps(shown), stderr=""),
     )
-    rows = {r["job"]: r for r in sweep_summary.collect_dvc(tmp_path)}
+    rows = {r["job"]: r for r in sweep_table.collect_dvc(tmp_path)}
     assert sorted(rows) == ["again", "broken", "master", "old"], rows
     assert rows["again"] == {
         "job": "again",
@@ -288,9 +288,9 @@ def test_pareto_keeps_only_jobs_nothing_beats_on_both_axes():
         _row("int8", 1.0, 0.99),
         _row("bad", 2.5, 0.98),
     ]
-    assert [r["job"] for r in sweep_summary.pareto(rows)] == ["int8", "fp16", "fp32"]
+    assert [r["job"] for r in sweep_table.pareto(rows)] == ["int8", "fp16", "fp32"]
     rows = [{**r, "acc:max_abs_error": 1 - r.pop("acc:cosine")} for r in rows]
-    assert [r["job"] for r in sweep_summary.pareto(rows)] == ["int8", "fp16", "fp32"]
+    assert [r["job"] for r in sweep_table.pareto(rows)] == ["int8", "fp16", "fp32"]
 
 
 @pytest.mark.parametrize("launcher", ["joblib", "submitit_slurm", "trt_ray"])
@@ -514,7 +514,7 @@ def test_a_quantized_engine_larger_than_a_float_one_is_said_in_the_summary():
         row("3", "int4_awq", 2.0),
         row("4", "int8", 1.0, model="other"),
     ]
-    page = sweep_summary.to_markdown(rows, "t")
+    page = sweep_table.to_markdown(rows, "t")
     assert rows[2]["engine_vs_fp16"] == round(9.21 / 3.31, 3)
     assert rows[3]["engine_vs_fp32"] == round(2.0 / 3.41, 3) and "engine_vs_fp16" not in rows[4]
     lines = [x for x in page.splitlines() if x.startswith("- `")]
@@ -522,4 +522,4 @@ def test_a_quantized_engine_larger_than_a_float_one_is_said_in_the_summary():
         "- `2` (int8): its engine, 9.21 MiB, is 2.78x the fp16 engine's and 2.70x the fp32 "
         "engine's of the same model and profile"
     ]
-    assert "engine_vs_fp16" in sweep_summary.to_csv(rows).splitlines()[0]
+    assert "engine_vs_fp16" in sweep_table.to_csv(rows).splitlines()[0]

@@ -37,7 +37,7 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.core import config
-    from pipeline.flow import package_step
+    from pipeline.flow import package_stage
 
     cfg = config.load(args.params) if Path(args.params).exists() else None
     name = args.name or (cfg.model.name if cfg else None)
@@ -48,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
         from pipeline.store import ENGINES
 
         store_root, _ = ENGINES.location(cfg.build.store_dir if cfg else None)
-    package_step.package(Layout(), name, Path(args.out), store_root, args.triton_schema)
+    package_stage.package(Layout(), name, Path(args.out), store_root, args.triton_schema)
     return 0

@@ -1,11 +1,14 @@
-"""`trt-pipeline stage NAME`: one DVC stage, as the dvc.yaml init writes calls it."""
+"""`trt-pipeline stage NAME`: one DVC stage, the same function stages/<name>.py runs in
+this repository, for the dvc.yaml that `trt-pipeline init` writes into another one (its
+commands call the installed package, so upgrading it changes no file there)."""
 
 from __future__ import annotations
 
 import argparse
 
 from pipeline.cli.commands import Subparsers
-from pipeline.core.stages import STAGES
+from pipeline.core.layout import Layout
+from pipeline.core.stage_names import STAGES
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -16,6 +19,16 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.cli import stage
+    from pipeline.flow import stages
 
-    return stage.run(args.name, args.params)
+    if args.name == "fingerprint":
+        # Runs on every `dvc repro`: only the build settings it needs, not the whole
+        # validated config (as stages/fingerprint.py).
+        from pipeline.machine import build_settings
+
+        stages.fingerprint(build_settings.load(args.params), Layout())
+        return 0
+    from pipeline.core import config
+
+    stages.BY_NAME[args.name](config.load(args.params), Layout())
+    return 0

@@ -24,19 +24,19 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.sweeps import summary
+    from pipeline.sweeps import sweep_table
 
     if args.dvc == (args.folder is not None):
         raise PipelineError("sweep-report needs a multirun folder or --dvc, not both")
     if args.dvc:
-        rows, out, title = summary.collect_dvc("."), Path(args.out or "."), "DVC experiments"
+        rows, out, title = sweep_table.collect_dvc("."), Path(args.out or "."), "DVC experiments"
     else:
         rows, out, title = (
-            summary.collect(args.folder),
+            sweep_table.collect(args.folder),
             Path(args.out or args.folder),
             Path(args.folder).name,
         )
-    paths = summary.write(rows, out, title)
-    print(summary.to_markdown(rows, title))
+    paths = sweep_table.write(rows, out, title)
+    print(sweep_table.to_markdown(rows, title))
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, hashing
+from pipeline.core.calibration_file import FallbackRecord, Judgement
 from pipeline.core.config import to_dict
 from pipeline.graph import onnx_model
 from pipeline.inputs.array_folder import data_sha256
@@ -61,9 +62,9 @@ def _searched(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     precision_cfg: PrecisionConfig,
-    plain: dict[str, Any],
-    written: Callable[..., dict[str, Any]],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    plain: Judgement,
+    written: Callable[..., Judgement],
+) -> tuple[dict[str, Any], Judgement]:
     """The search from the plain graph's judgement; its choice written and judged as
     written (resumed with written graphs where it misses: written_checks.resume); with
     fallback=auto its kept nodes in fp16 where the gate holds. The record and the final
@@ -98,8 +99,8 @@ def run(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     criteria: accuracy.Criteria,
-    judge: Callable[[], dict[str, Any]],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    judge: Callable[[], Judgement],
+) -> tuple[FallbackRecord, Judgement]:
     """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
     against the gate (transform.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
@@ -108,7 +109,7 @@ def run(
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def written(keep: list[str], lower: dict[str, str] | None = None) -> dict[str, Any]:
+    def written(keep: list[str], lower: dict[str, str] | None = None) -> Judgement:
         """The graph with `keep` out of the low type (those `lower` names in the type it
         gives, int8 weights or fp16 compute, the others in fp32), written to dest and
         judged there."""

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from pipeline.core import gate as gate_lib
+from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
 from pipeline.precision.common import ops, search_progress
@@ -53,7 +54,7 @@ class SearchFailed(PipelineError):
     def __init__(self, line: str, record: dict[str, Any]) -> None:
         super().__init__(line)
         self.record = record
-        self.plain: dict[str, Any] = {}
+        self.plain: Judgement | None = None
 
 
 def score(results: list[GateResult]) -> float:

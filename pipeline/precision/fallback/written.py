@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import gate as gate_lib
+from pipeline.core.calibration_file import Judgement
 from pipeline.precision.fallback.search import SearchFailed, counts
 
 if TYPE_CHECKING:
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 def resume(
     graphs: Searchable,
     record: dict[str, Any],
-    written: Callable[[list[str]], dict[str, Any]],
-) -> dict[str, Any]:
+    written: Callable[[list[str]], Judgement],
+) -> Judgement:
     """After the graph written with the search's choice misses the gate when judged as
     written (`written(kept)` writes that graph and judges it), keep more candidates, most
     sensitive first, each count judged as written: 1, 2, 4, ... more until one passes,
@@ -31,7 +32,7 @@ def resume(
     rest = [n for n in _by_sensitivity(record) if n not in kept]
     checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
 
-    def judged(extra: int) -> dict[str, Any]:
+    def judged(extra: int) -> Judgement:
         result = written(kept + rest[:extra])
         checks.append({"kept": len(kept) + extra, **_brief(result)})
         return result
@@ -51,14 +52,12 @@ def resume(
     return found
 
 
-def fewest_passing(
-    limit: int, judged: Callable[[int], dict[str, Any]]
-) -> tuple[int, dict[str, Any]] | None:
+def fewest_passing(limit: int, judged: Callable[[int], Judgement]) -> tuple[int, Judgement] | None:
     """The fewest n in 1..limit for which judged(n) passes the gate, taking that more is
     never worse: 1, 2, 4, ... until one passes, then bisection below it; with its
     judgement. None where judged(limit) fails too."""
     lo, step = 0, 1
-    hi: tuple[int, dict[str, Any]] | None = None
+    hi: tuple[int, Judgement] | None = None
     while hi is None and lo < limit:
         n = min(step, limit)
         result = judged(n)
@@ -85,17 +84,17 @@ def _by_sensitivity(record: dict[str, Any]) -> list[str]:
     return order
 
 
-def _brief(judgement: dict[str, Any]) -> dict[str, Any]:
+def _brief(judgement: Judgement) -> dict[str, Any]:
     failing = gate_lib.failures(judgement["gate"])
     return {"passed": judgement["gate_passed"], "failing": [gate_lib.describe(r) for r in failing]}
 
 
 def kept_lower(
     record: dict[str, Any],
-    written: Callable[..., dict[str, Any]],
+    written: Callable[..., Judgement],
     ladder: tuple[str, ...],
     fits: Callable[[str, str], bool],
-) -> dict[str, Any] | None:
+) -> Judgement | None:
     """The next types down for the nodes the search kept, one type of `ladder` at a time:
     of the nodes still in fp32 that the type `fits`, all of them in it first, else the k
     most sensitive left above it and the rest in it for the fewest k that passes, each
@@ -105,7 +104,7 @@ def kept_lower(
     graph again)."""
     kept = list(record["kept"])  # most sensitive first
     step = _Step(kept, written)
-    final: dict[str, Any] | None = None
+    final: Judgement | None = None
     for kind in ladder:
         movable = [n for n in kept if n not in step.lower and fits(n, kind)]
         above = "kept_fp32" if kind == ladder[-1] else "kept_above"
@@ -124,18 +123,18 @@ class _Step:
     """The kept nodes' types as the ladder settles them (`lower`), and the assignment the
     graph last written holds (`last`)."""
 
-    def __init__(self, kept: list[str], written: Callable[..., dict[str, Any]]) -> None:
+    def __init__(self, kept: list[str], written: Callable[..., Judgement]) -> None:
         self.kept, self.written = kept, written
         self.lower: dict[str, str] = {}
         self.last: dict[str, str] | None = None
 
     def down(
         self, kind: str, movable: list[str], checks: list[dict[str, Any]], above: str
-    ) -> dict[str, Any] | None:
+    ) -> Judgement | None:
         """`movable` in `kind` but for the fewest most sensitive that must stay above it;
         the passing judgement, or None where even the most sensitive alone fails."""
 
-        def judged(k: int) -> dict[str, Any]:
+        def judged(k: int) -> Judgement:
             self.last = {**self.lower, **dict.fromkeys(movable[k:], kind)}
             result = self.written(self.kept, self.last)
             checks.append(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -20,10 +21,11 @@ ReferenceBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
 
 
 class GateFailed(PipelineError):
-    """The accuracy gate's one line, with the whole summary behind it, so the caller
-    can write every metric before the error stops the run."""
+    """The accuracy gate's one line, with the whole summary behind it (the calibration
+    summary as far as it got: judged, not written), so the caller can write every metric
+    before the error stops the run."""
 
-    def __init__(self, line: str, summary: dict[str, Any]) -> None:
+    def __init__(self, line: str, summary: Mapping[str, Any]) -> None:
         super().__init__(line)
         self.summary = summary
 
@@ -251,12 +253,12 @@ def passed(results: list[GateResult]) -> bool:
 ON_RANDOM = "on RANDOM inputs (no model.reference_data)"
 
 
-def judged_on_random(summary: dict[str, Any]) -> bool:
+def judged_on_random(summary: Mapping[str, Any]) -> bool:
     """Whether a calibrate summary's gate was judged on random reference inputs."""
     return bool((summary.get("reference") or {}).get("random"))
 
 
-def raise_on_failure(results: list[GateResult], label: str, summary: dict[str, Any]) -> None:
+def raise_on_failure(results: list[GateResult], label: str, summary: Mapping[str, Any]) -> None:
     """One line naming every failing metric, its value and its threshold (and that the
     inputs were random, where they were); the exception carries `summary` for the
     metrics file."""

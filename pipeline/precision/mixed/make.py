@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core import console, fileio, hashing
+from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
@@ -43,8 +44,8 @@ def make(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
-    judge: Callable[[Path, list[accuracy.ReferenceBatch]], dict[str, Any]],
-) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any], dict[str, Any]]:
+    judge: Callable[[Path, list[accuracy.ReferenceBatch]], Judgement],
+) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any], Judgement]:
     """Write dest (the graph the search chose); return the held-out batches it was judged
     on, what calibration.json says of it ("calibration" and "mixed"), and its judgement as
     written (`judge(dest, held_out)`): where that misses the gate the search goes on with
@@ -67,7 +68,7 @@ def make(
         inputs = _key_inputs(source_path, results, held_out, criteria, types)
         assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
 
-        def written(chosen: dict[str, str]) -> dict[str, Any]:
+        def written(chosen: dict[str, str]) -> Judgement:
             calibration_cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
             return judge(dest, held_out)
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from pipeline.core import console
+from pipeline.core.calibration_file import Judgement
 from pipeline.precision.common import search_progress
 from pipeline.precision.fallback import search as fallback
 from pipeline.precision.fallback import written as written_checks
@@ -31,7 +32,7 @@ from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
 
 SEARCH_VERSION = 2  # 2: the polish in rounds
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
-STEPS = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
+BY_NAME = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
 
 Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
 # node -> type -> accuracy figures of that GEMM alone in that type; "" -> {"fp32": all fp32's}
@@ -186,7 +187,7 @@ def _bisect_lambda(judge: Judge, trade: Tradeoff, points: dict[str, Any]) -> dic
     points[f"lambda 1e{hi:g}"] = best
     if not judge(best)["passed"]:
         return {}  # nothing on the curve passes: all fp32, which does
-    for _ in range(STEPS):
+    for _ in range(BY_NAME):
         mid = (lo + hi) / 2
         candidate = trade.at(10**mid)
         if judge(candidate)["passed"]:
@@ -329,8 +330,8 @@ def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def resume(
-    record: dict[str, Any], written: Callable[[dict[str, str]], dict[str, Any]]
-) -> tuple[dict[str, str], dict[str, Any]]:
+    record: dict[str, Any], written: Callable[[dict[str, str]], Judgement]
+) -> tuple[dict[str, str], Judgement]:
     """After the graph written with the search's assignment misses the gate as written
     (`written(assignment)` writes it and judges it), put GEMMs back in fp32, the most
     sensitive at their chosen type first, each count judged as written (1, 2, 4, ...
@@ -344,7 +345,7 @@ def resume(
     def widened(k: int) -> dict[str, str]:
         return {n: t for n, t in chosen.items() if n not in order[:k]}
 
-    def judged(k: int) -> dict[str, Any]:
+    def judged(k: int) -> Judgement:
         result = written(widened(k))
         checks.append({"fp32_added": k, "passed": result["gate_passed"]})
         return result

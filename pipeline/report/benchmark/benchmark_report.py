@@ -3,10 +3,13 @@ batch, latency, throughput). Both are pure functions of metrics/benchmark.json."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core import tables
 from pipeline.core.numbers import fmt
+
+if TYPE_CHECKING:
+    from pipeline.bench.benchmark import BenchmarkRecord
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -51,7 +54,7 @@ def _inputs_lines(inputs: dict[str, Any] | None) -> list[str]:
     return [line + ".", ""]
 
 
-def to_markdown(metrics: dict[str, Any]) -> str:
+def to_markdown(metrics: BenchmarkRecord) -> str:
     results = metrics["results"]
     out = _intro_lines(metrics)
     ok = {k: r for k, r in results.items() if r["status"] == "ok"}
@@ -63,7 +66,7 @@ def to_markdown(metrics: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _intro_lines(metrics: dict[str, Any]) -> list[str]:
+def _intro_lines(metrics: BenchmarkRecord) -> list[str]:
     """The title and how to read the numbers (what latency, speed-up and accuracy measure)."""
     baseline = metrics["baseline"]
     shapes = ", ".join(f"`{n}={s}`" for n, s in metrics["shapes"].items())
@@ -78,7 +81,7 @@ def _intro_lines(metrics: dict[str, Any]) -> list[str]:
     ]
 
 
-def _results_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
+def _results_lines(metrics: BenchmarkRecord, ok: dict[str, Any]) -> list[str]:
     """The headline table of the backends that ran, then the skipped ones and thin percentiles."""
     speed = f"speedup_vs_{metrics['baseline']}"
     out = _table(
@@ -126,7 +129,7 @@ def _results_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
     return out
 
 
-def _low_sample_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
+def _low_sample_lines(metrics: BenchmarkRecord, ok: dict[str, Any]) -> list[str]:
     flagged = [
         f"{k} {', '.join(r['low_sample_percentiles'])}"
         for k, r in ok.items()
@@ -140,7 +143,7 @@ def _low_sample_lines(metrics: dict[str, Any], ok: dict[str, Any]) -> list[str]:
     ]
 
 
-def _by_shape_lines(metrics: dict[str, Any]) -> list[str]:
+def _by_shape_lines(metrics: BenchmarkRecord) -> list[str]:
     speed = f"speedup_vs_{metrics['baseline']}"
     rows = [
         [_point(r), k, r["median_ms"], r["p99_ms"], r["throughput_per_s"], r.get(speed)]
@@ -219,7 +222,7 @@ def _conditions(c: dict[str, Any]) -> list[str]:
     ]
 
 
-def plot_rows(metrics: dict[str, Any]) -> list[dict[str, Any]]:
+def plot_rows(metrics: BenchmarkRecord) -> list[dict[str, Any]]:
     """One row per backend and shape of the sweep; `series` names a line in the plot
     (the backend, with the sequence length where the sweep has several)."""
     seqs = {r.get("seq") for by in metrics["by_shape"].values() for r in by.values()}

@@ -7,10 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import calibration_file, tables
+from pipeline.core.calibration_file import CalibrationSummary, FallbackRecord
+from pipeline.core.report_file import InspectReport
 from pipeline.report.inspect import mixed_view
 
 
-def precision_transform(calibration: dict[str, Any]) -> dict[str, Any]:
+def precision_transform(calibration: CalibrationSummary) -> dict[str, Any]:
     """What the calibrate stage did to the graph, and on which data: a report that
     hides random calibration data or a fallback would not be honest."""
     calib = calibration.get("calibration") or {}
@@ -88,10 +90,10 @@ def _int4(calib: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _fallback(fb: dict[str, Any] | None) -> dict[str, Any] | None:
+def _fallback(fb: FallbackRecord | None) -> dict[str, Any] | None:
     """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
-        return fb
+        return dict(fb) if fb is not None else None
     result = {True: "kept", False: "quantized"}
     return {
         "needed": True,
@@ -149,7 +151,7 @@ STEP_HEADERS = ["step", "group, or how many kept", "gate score (<= 1 passes)", "
 TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized by"]
 
 
-def mark_kept_nodes(report: dict[str, Any]) -> None:
+def mark_kept_nodes(report: InspectReport) -> None:
     """Outline the nodes precision.fallback kept out of the low type in the graph picture."""
     fb = (report.get("precision_transform") or {}).get("fallback") or {}
     kept = set(fb.get("kept") or fb.get("kept_fp32") or [])

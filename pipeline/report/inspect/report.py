@@ -14,11 +14,15 @@ from pipeline.analysis import buildlog, node_precision, report_layers
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
+from pipeline.core.report_file import EngineSection, InspectReport, NetworkSection
+from pipeline.engine import manifest as manifest_lib
 from pipeline.graph import onnx_model
 from pipeline.report.inspect import report_graph
 
 if TYPE_CHECKING:
     import onnx
+
+    from pipeline.engine.manifest import Manifest
 
 LOG_KEYS = (
     "counts",
@@ -131,7 +135,7 @@ def make_report(
     engine_dir: Path,
     inspect_cfg: InspectConfig,
     inspection: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> InspectReport:
     manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
@@ -166,12 +170,11 @@ def make_report(
     }
 
 
-def _read_build(engine_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+def _read_build(engine_dir: Path) -> tuple[Manifest, list[dict[str, Any]], dict[str, Any]]:
     """The build's manifest, network dump and log summary."""
-    manifest_path = engine_dir / "manifest.json"
-    if not manifest_path.exists():
+    if not (engine_dir / "manifest.json").exists():
         raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
-    manifest = fileio.read_json(manifest_path, "build manifest")
+    manifest = manifest_lib.load(engine_dir)
     network = fileio.read_json(engine_dir / "network.json", "network dump")
     summary = buildlog.load_summary(engine_dir)
     return manifest, network, summary
@@ -197,7 +200,7 @@ def _inspector_summary(inspection: dict[str, Any] | None) -> dict[str, Any]:
 
 def _network_section(
     network: list[dict[str, Any]], dtype_hist: dict[str, int], inspect_cfg: InspectConfig
-) -> dict[str, Any]:
+) -> NetworkSection:
     return {
         "layers": network if inspect_cfg.network_layers else [],
         "layer_count": len(network),
@@ -207,13 +210,13 @@ def _network_section(
 
 
 def _engine_section(
-    manifest: dict[str, Any],
+    manifest: Manifest,
     layers: list[dict[str, Any]],
     io_tensors: list[dict[str, Any]],
     source: str,
     detailed: bool,
     inspector: dict[str, Any],
-) -> dict[str, Any]:
+) -> EngineSection:
     return {
         **manifest["engine"],
         "backend": manifest["backend"],

@@ -3,7 +3,7 @@ normalised) and its reference outputs, in artifacts/export."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.core import console, memory
 from pipeline.core.layout import Layout
@@ -11,9 +11,10 @@ from pipeline.flow import output_folder
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
+    from pipeline.core.export_file import ExportSummary
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
+def run(cfg: PipelineConfig, layout: Layout) -> ExportSummary:
     """The ONNX graph and its reference data, and the stage's table."""
     from pipeline.export import export as export_lib
     from pipeline.flow import provenance

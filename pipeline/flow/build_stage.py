@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import calibration_file, console, memory
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 from pipeline.core.numbers import MIB
 from pipeline.flow import output_folder
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
+    from pipeline.engine.manifest import BuildRecord, Manifest
 
 
-def run(
-    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], progress: bool = True
-) -> dict[str, Any]:
+def run(cfg: PipelineConfig, layout: Layout, fp: Fingerprint, progress: bool = True) -> BuildRecord:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
     from pipeline.flow import provenance
@@ -34,10 +34,10 @@ def run(
 def _build(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: dict[str, Any],
+    fp: Fingerprint,
     progress: bool,
     peak: memory.StagePeak,
-) -> dict[str, Any]:
+) -> BuildRecord:
     from pipeline.engine import cache_key
     from pipeline.engine import store as store_lib
     from pipeline.flow import engine_folder
@@ -70,7 +70,7 @@ def _build(
     console.note(
         f"engine store {got.event}: {key[:16]} ({cfg.model.name} {cfg.precision.name}, {fp['id']})"
     )
-    manifest = _gated_manifest(cfg, layout, folder)
+    manifest: BuildRecord = {**_gated_manifest(cfg, layout, folder)}
     # Every run, store hit or not: a hit records the small cost of a hit.
     rss = manifest[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "build", peak)
     console.table(
@@ -115,7 +115,7 @@ def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
     ]
 
 
-def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> dict[str, Any]:
+def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> Manifest:
     """The engine's manifest, once its build gates pass. Gates judge what was built and
     what the store served alike; a failure leaves metrics/gates.json saying why, and
     build() drops this machine's folder."""

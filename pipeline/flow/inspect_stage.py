@@ -1,21 +1,23 @@
-"""The inspect stage's work, under the output lock pipeline.flow.steps takes: the report
+"""The inspect stage's work, under the output lock pipeline.flow.stages takes: the report
 of what TensorRT made of the graph. Its own module, so that only this stage lists its
 imports (analysis, report) as code deps."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.core import calibration_file, console, fileio, memory, report_file
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
+from pipeline.core.report_file import InspectReport
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
 
 
 def run(
-    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], peak: memory.StagePeak
-) -> dict[str, Any]:
+    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
+) -> InspectReport:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import upstream
     from pipeline.report.inspect import mixed_view, precision_view, report_html, report_markdown

@@ -8,9 +8,13 @@ Names (model, precision) are params already, so they are not repeated here."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.numbers import MIB
+
+if TYPE_CHECKING:
+    from pipeline.bench.benchmark import BenchmarkRecord
+    from pipeline.engine.manifest import Manifest
 
 # Worst over every output: the direction that is worse for each figure.
 ACCURACY_WORST = {
@@ -33,8 +37,8 @@ def _number(value: Any) -> float | None:
 def summarize(
     accuracy: dict[str, Any],
     gates: dict[str, Any],
-    manifest: dict[str, Any],
-    benchmark: dict[str, Any],
+    manifest: Manifest,
+    benchmark: BenchmarkRecord,
 ) -> dict[str, float | int]:
     out: dict[str, float | int | None] = {
         "engine_mib": round(manifest["engine"]["bytes"] / MIB, 3),

@@ -4,9 +4,11 @@ and the stage's table."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import calibration_file, console, fileio, memory
+from pipeline.core.calibration_file import CalibrationSummary
 from pipeline.core.layout import Layout
 from pipeline.flow import output_folder
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
+def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import provenance
@@ -79,10 +81,10 @@ def _weight_rows(calibration: dict[str, Any]) -> list[tuple[str, str]]:
     return [("GEMM weights", text)]
 
 
-def accuracy_metrics(cfg: PipelineConfig, summary: dict[str, Any]) -> dict[str, Any]:
+def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> dict[str, Any]:
     gate: dict[str, dict[str, Any]] = {}
     for r in summary["gate"]:
-        gate.setdefault(r["subject"], {})[r["metric"]] = {
+        gate.setdefault(str(r["subject"]), {})[r["metric"]] = {
             k: r[k] for k in ("value", "threshold", "passed")
         }
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")

@@ -7,9 +7,9 @@ schema from a wheel)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pipeline.core import console, fileio
+from pipeline.core import console, machine_settings
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 
@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pipeline.core.config import PipelineConfig
+    from pipeline.serve.repository import Packaged
 
 # A Triton model is a folder of the repository: its name is one path segment.
 NAME = r"[A-Za-z0-9_.-]+"
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> dict[str, Any]:
+def run(cfg: PipelineConfig, layout: Layout) -> Packaged:
     return package(layout, cfg.model.name, layout.repository)
 
 
@@ -32,7 +33,7 @@ def package(
     out: Path,
     store_root: Path | None = None,
     schema: Path | None = None,
-) -> dict[str, Any]:
+) -> Packaged:
     """repository `out`/`name` of the engines in layout's artifacts/build (and, with
     `store_root`, every machine's engine of the same graph in that store); its table."""
     import re
@@ -44,7 +45,9 @@ def package(
             f"package: {name!r} is not a Triton model name (letters, digits, _ . -)"
         )
     # this machine's engine names the graph; a checkout that never built here takes one
-    current = fileio.read_json(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None
+    current = (
+        machine_settings.read(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None
+    )
     engines = repository.engines_in(layout.build_dir, current)
     if store_root is not None:
         engines = repository.with_store(engines, store_root)

@@ -1,24 +1,26 @@
-"""The benchmark stage's work, under the output lock pipeline.flow.steps takes: every
+"""The benchmark stage's work, under the output lock pipeline.flow.stages takes: every
 backend timed, the metrics files, charts and summary written. Its own module, so that only
 this stage lists its imports (bench, report) as code deps."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.core import console, fileio, memory, summary_file
 from pipeline.core.layout import Layout
+from pipeline.core.machine_settings import Fingerprint
 
 if TYPE_CHECKING:
+    from pipeline.bench.benchmark import BenchmarkRecord
     from pipeline.core.config import PipelineConfig
 
 
 def run(
-    cfg: PipelineConfig, layout: Layout, fp: dict[str, Any], peak: memory.StagePeak
-) -> dict[str, Any]:
+    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
+) -> BenchmarkRecord:
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import upstream
-    from pipeline.report.benchmark import benchmark_report, summary
+    from pipeline.report.benchmark import benchmark_report, headline
     from pipeline.report.pictures import plots
 
     engine_dir = layout.engine_dir(fp["id"])
@@ -45,7 +47,7 @@ def run(
     # The one DVC metrics file: upstream stages' detail files are this stage's deps.
     summary_file.write(
         out,
-        summary.summarize(
+        headline.summarize(
             fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
             fileio.read_json(out / "gates.json", "build gates (run the build stage)"),
             manifest,

@@ -3,14 +3,14 @@ its engines. Read without OmegaConf: the stage starts on every `dvc repro`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from pipeline.core import fileio
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import FingerprintParams
+from pipeline.core.machine_settings import Fingerprint, FingerprintParams
 
 
-def run(cfg: FingerprintParams, layout: Layout) -> dict[str, Any]:
+def run(cfg: FingerprintParams, layout: Layout) -> Fingerprint:
     """This machine's fingerprint, written where it changed."""
     from pipeline.machine import fingerprint as fp_lib
 

@@ -37,10 +37,10 @@ from pipeline.sweeps.pareto import pareto, plot
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-log = logging.getLogger("pipeline.sweeps.summary")
+log = logging.getLogger("pipeline.sweeps.sweep_table")
 
 LATENCY_BACKENDS = ("tensorrt", "onnxruntime_calibrated", "onnxruntime")
-# pipeline/flow/steps.py's line for the build's engine store event, e.g. "engine store hit: 9c3e33529ac19ecd (".
+# pipeline/flow/stages.py's line for the build's engine store event, e.g. "engine store hit: 9c3e33529ac19ecd (".
 STORE_LINE = re.compile(r"^engine store (.+?): [0-9a-f]{16} \(", re.MULTILINE)
 FIXED = (
     "job",
@@ -182,7 +182,7 @@ def _dvc_revs(entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[
 
 
 def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | None:
-    """A row from metrics/summary.json (pipeline/report/benchmark/summary.py: flat, the worst accuracy
+    """A row from metrics/summary.json (pipeline/report/benchmark/headline.py: flat, the worst accuracy
     over outputs, each backend's headline latency) and params.yaml; a failed experiment is
     a row saying so; one with no metrics yet (queued, or a workspace not run) is none."""
     name = rev.get("name") or str(rev.get("rev", "?"))[:7]
@@ -219,7 +219,7 @@ def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | 
 
 
 def _queue_store_event(executor: dict[str, Any]) -> str | None:
-    """What the build stage did with the engine store (the line pipeline/flow/steps.py prints),
+    """What the build stage did with the engine store (the line pipeline/flow/stages.py prints),
     from a queued experiment's log; None without one (a workspace run, a removed queue
     entry) or where the build stage did not run. DVC keeps no such record in the
     experiment: it is this run's doing, not a property of the engine."""
