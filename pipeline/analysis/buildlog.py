@@ -18,9 +18,10 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pipeline.analysis import fusion, plan_dump, report_layers
+from pipeline.analysis.fusion import FusionMeasure
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
 from pipeline.engine.trt_hooks import Record as Record  # re-exported: buildlog.Record
@@ -100,7 +101,29 @@ class _LogScan:
     parsed: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def summarize(records: Iterable[Record]) -> dict[str, Any]:
+class BuildLogSummary(FusionMeasure):
+    """build_summary.json: what the verbose build log says (summarize)."""
+
+    summary_version: int
+    counts: dict[str, int]  # severity -> lines
+    warnings: list[str]
+    errors: list[str]
+    phases: dict[str, dict[str, Any]]  # builder phase -> records, first and last second
+    layer_passes: list[dict[str, Any]]
+    fused_layers: list[dict[str, Any]]
+    fusion_events: list[dict[str, Any]]
+    fusion_event_count: int
+    engine_layers: list[dict[str, Any]]
+    engine_plan: dict[str, Any] | None  # the DETAILED engine-layer dump
+    engine_precisions: dict[str, int]
+    memory: dict[str, Any]
+    layer_memory: list[dict[str, Any]]
+    peak_memory_mib: float | None
+    timing_cache: list[str]
+    onnx_nodes: dict[str, dict[str, str]]  # ONNX node -> op and type as parsed
+
+
+def summarize(records: Iterable[Record]) -> BuildLogSummary:
     records = list(records)
     counts = Counter(r.severity for r in records)
     scan = _scan(records)
@@ -297,7 +320,7 @@ def parse_log(text: str) -> list[Record]:
     return records
 
 
-def load_summary(build_dir: Path) -> dict[str, Any]:
+def load_summary(build_dir: Path) -> BuildLogSummary:
     """The build's summary as this code makes it: the saved build_summary.json when it
     is of this SUMMARY_VERSION, else the saved build.log analysed again (an engine
     from the store may have been summarised by older code)."""
@@ -306,9 +329,9 @@ def load_summary(build_dir: Path) -> dict[str, Any]:
     build_dir = Path(build_dir)
     saved = build_dir / "build_summary.json"
     if saved.exists():
-        summary: dict[str, Any] = fileio.read_json(saved, "build summary")
-        if summary.get("summary_version") == SUMMARY_VERSION:
-            return summary
+        summary = fileio.read_json(saved, "build summary")
+        if isinstance(summary, dict) and summary.get("summary_version") == SUMMARY_VERSION:
+            return cast(BuildLogSummary, summary)
     log = build_dir / "build.log"
     if log.exists():
         return summarize(parse_log(log.read_text()))

@@ -5,6 +5,7 @@ precision than it did in A, is a regression."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ def _view(
     trt: str,
     engine_bytes: int,
     seconds: float | None,
-    log: dict[str, Any],
+    log: Mapping[str, Any],
     network: list[dict[str, Any]],
     engine_prec: dict[str, int],
     network_prec: dict[str, int] | None = None,

@@ -9,12 +9,22 @@ with the model, not with fusion. Those counts are kept, as what they are (`optim
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 # Nodes that compute nothing an engine layer could fuse: constants, pass-throughs, and
 # the Q/DQ pairs that only say which precision the next kernel reads (counting them would
 # make every int8 graph look better fused than its fp32 original).
 NON_COMPUTE_OPS = frozenset({"Constant", "Identity", "QuantizeLinear", "DequantizeLinear"})
+
+
+class FusionMeasure(TypedDict):
+    """How far TensorRT fused the graph, and what the ratio counts."""
+
+    layers_original: int | None  # ONNX compute nodes the parser read
+    layers_final: int | None  # engine layers
+    fusion_ratio: float | None
+    fusion_basis: str
+    optimizer: dict[str, int | None]  # the optimizer's own layer counts, apart
 
 
 def measure(
@@ -23,7 +33,7 @@ def measure(
     engine_layers: list[dict[str, Any]],
     regions: set[str],
     passes: list[dict[str, Any]],
-) -> dict[str, Any]:
+) -> FusionMeasure:
     """The summary keys other code reads (layers_original, layers_final, fusion_ratio),
     with their meaning written down (fusion_basis) and the optimizer's counts apart.
     parsed: ONNX node name -> {op, dtype}; plan: the DETAILED engine-layer dump or None;

@@ -7,14 +7,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.analysis import buildlog
+from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import config as config_lib
-from pipeline.core import fileio
 from pipeline.core import gate as gate_lib
+from pipeline.core import metrics_files
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
+from pipeline.core.metrics_files import GatesMetrics
 from pipeline.core.numbers import MIB, plain
 
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
 
 def evaluate(
     gates_cfg: config_lib.GatesConfig | None,
-    summary: dict[str, Any],
+    summary: BuildLogSummary,
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
     manifest: Manifest | None = None,
@@ -116,7 +118,7 @@ def _measured(
     )
 
 
-def _fusion(summary: dict[str, Any]) -> str:
+def _fusion(summary: BuildLogSummary) -> str:
     ratio = summary.get("fusion_ratio")
     if ratio is None:
         return f"fusion ratio {summary.get('fusion_basis') or 'unknown'}"
@@ -149,7 +151,7 @@ def enforce(results: list[GateResult]) -> None:
         raise PipelineError(message(failed[0]) + more)
 
 
-def metrics(results: list[GateResult]) -> dict[str, Any]:
+def metrics(results: list[GateResult]) -> GatesMetrics:
     """metrics/gates.json: numbers DVC can show and compare, plus what matched."""
     return {
         "passed": not failures(results),
@@ -159,12 +161,12 @@ def metrics(results: list[GateResult]) -> dict[str, Any]:
 
 
 def write_metrics(path: str | Path, results: list[GateResult]) -> Path:
-    return fileio.write_json(path, metrics(results))
+    return metrics_files.write_gates(Path(path), metrics(results))
 
 
 def check(
     gates_cfg: config_lib.GatesConfig | None,
-    summary: dict[str, Any],
+    summary: BuildLogSummary,
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
     manifest: Manifest | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
@@ -86,7 +87,7 @@ def make(
     precision_cfg: dict[str, Any],
     profiles: list[dict[str, Any]],
     result: Built,
-    summary: dict[str, Any],
+    summary: Mapping[str, Any],
     engine_sha256: str,
     cache_key: str | None = None,
 ) -> Manifest:
@@ -123,7 +124,7 @@ def engine_file(
     return made
 
 
-def log_summary(summary: dict[str, Any]) -> dict[str, Any]:
+def log_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The part of the build-log summary a reader of the manifest needs at a glance."""
     return {
         "counts": summary["counts"],

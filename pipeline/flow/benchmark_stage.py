@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.core import console, fileio, memory, summary_file
+from pipeline.core import console, fileio, memory, metrics_files, summary_file
 from pipeline.core.layout import Layout
 from pipeline.core.machine_settings import Fingerprint
 
@@ -48,8 +48,8 @@ def run(
     summary_file.write(
         out,
         headline.summarize(
-            fileio.read_json(out / "accuracy.json", "accuracy metrics (run the calibrate stage)"),
-            fileio.read_json(out / "gates.json", "build gates (run the build stage)"),
+            metrics_files.read_accuracy(layout.accuracy_metrics),
+            metrics_files.read_gates(layout.gates_metrics),
             manifest,
             metrics,
         ),

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, console, fileio, memory
+from pipeline.core import calibration_file, console, memory, metrics_files
 from pipeline.core.calibration_file import CalibrationSummary
 from pipeline.core.layout import Layout
+from pipeline.core.metrics_files import AccuracyMetrics
 from pipeline.flow import output_folder
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
             )
         except accuracy.GateFailed as e:
             # the gate writes every metric, pass or fail, before the stage stops
-            fileio.write_json(layout.accuracy_metrics, accuracy_metrics(cfg, e.summary))
+            metrics_files.write_accuracy(layout.accuracy_metrics, accuracy_metrics(cfg, e.summary))
             raise
         provenance.write(
             layout.calibrate_dir, cfg, "calibrate", source_sha256=summary["source_sha256"]
@@ -40,7 +41,7 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
         rss = memory.record(layout.metrics_dir, "calibrate", peak)
         summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
-    fileio.write_json(layout.accuracy_metrics, metrics)
+    metrics_files.write_accuracy(layout.accuracy_metrics, metrics)
     random = accuracy.judged_on_random(summary)
     on_random, each = (f", {accuracy.ON_RANDOM}", ", random inputs") if random else ("", "")
     console.table(
@@ -81,14 +82,14 @@ def _weight_rows(calibration: dict[str, Any]) -> list[tuple[str, str]]:
     return [("GEMM weights", text)]
 
 
-def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> dict[str, Any]:
+def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> AccuracyMetrics:
     gate: dict[str, dict[str, Any]] = {}
     for r in summary["gate"]:
         gate.setdefault(str(r["subject"]), {})[r["metric"]] = {
             k: r[k] for k in ("value", "threshold", "passed")
         }
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
-    metrics: dict[str, Any] = {
+    metrics: AccuracyMetrics = {
         "model": cfg.model.name,
         "precision": cfg.precision.name,
         "held_out_batches": summary["held_out_batches"],

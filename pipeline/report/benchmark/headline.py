@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core.metrics_files import AccuracyMetrics, GatesMetrics
 from pipeline.core.numbers import MIB
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ def _number(value: Any) -> float | None:
 
 
 def summarize(
-    accuracy: dict[str, Any],
-    gates: dict[str, Any],
+    accuracy: AccuracyMetrics,
+    gates: GatesMetrics,
     manifest: Manifest,
     benchmark: BenchmarkRecord,
 ) -> dict[str, float | int]:

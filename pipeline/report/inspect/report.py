@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.analysis import buildlog, node_precision, report_layers
+from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
@@ -76,7 +77,7 @@ def _onnx_dtypes(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def engine_layers(
-    summary: dict[str, Any], inspection: dict[str, Any] | None
+    summary: BuildLogSummary, inspection: dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, bool]:
     """(layers, I/O tensors, where they came from, whether they are the engine's real layers)."""
     if inspection and inspection.get("available"):
@@ -94,7 +95,7 @@ def engine_layers(
 
 
 def fusion_table(
-    layers: list[dict[str, Any]], detailed: bool, summary: dict[str, Any], live_onnx: list[str]
+    layers: list[dict[str, Any]], detailed: bool, summary: BuildLogSummary, live_onnx: list[str]
 ) -> dict[str, Any]:
     rows = [
         {
@@ -170,7 +171,7 @@ def make_report(
     }
 
 
-def _read_build(engine_dir: Path) -> tuple[Manifest, list[dict[str, Any]], dict[str, Any]]:
+def _read_build(engine_dir: Path) -> tuple[Manifest, list[dict[str, Any]], BuildLogSummary]:
     """The build's manifest, network dump and log summary."""
     if not (engine_dir / "manifest.json").exists():
         raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
