@@ -21,6 +21,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from pipeline.cli import init_models
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 
@@ -149,14 +150,30 @@ def _params() -> str:
     return text
 
 
-def run(model: str | None = None) -> list[str]:
+def _own_files(models: list[str]) -> dict[str, str]:
+    """dvc.yaml and conf/: one model as config.yaml's own, or several, a file each."""
+    if len(models) <= 1:
+        return {
+            # Shipped as .in: DVC collects every dvc.yaml in a repository, a template's too.
+            "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml.in"),
+            "conf/config.yaml": config_yaml(_model_path(models[0]) if models else None),
+        }
+    names = init_models.names_of(models)
+    return {
+        "dvc.yaml": _package_text("cli", "init_files", "dvc_models.yaml.in"),
+        "conf/config.yaml": init_models.config_yaml(names),
+        **{
+            f"conf/models/{name}.yaml": init_models.model_yaml(name, _model_path(path))
+            for name, path in zip(names, models)
+        },
+    }
+
+
+def run(models: list[str] | None = None) -> list[str]:
     """Scaffold the working directory; the lines to print (what was written or done)."""
     root = _git_root()
-    conf = config_yaml(_model_path(model) if model else None)
     files = {
-        # Shipped as dvc.yaml.in: DVC collects every dvc.yaml in a repository, a template's too.
-        "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml.in"),
-        "conf/config.yaml": conf,
+        **_own_files(models or []),
         "data/README.md": _package_text("cli", "init_files", "data_README.md"),
         "data/reference/.gitkeep": "",
         "data/calibration/.gitkeep": "",
@@ -189,7 +206,38 @@ def run(model: str | None = None) -> list[str]:
     return done
 
 
-def main(model: str | None) -> int:
-    for line in run(model):
+def add_model(path: str, name: str | None = None) -> list[str]:
+    """conf/models/<name>.yaml for the ONNX file at `path`, listed in conf/config.yaml, and
+    params.yaml composed again; dvc.yaml's stages run per model, so they take it as it is."""
+    (name,) = init_models.names_of([path], [name] if name else None)
+    config, model_file = Path("conf/config.yaml"), Path(f"conf/models/{name}.yaml")
+    if not config.is_file():
+        raise PipelineError("no conf/config.yaml here: run `trt-pipeline init` first")
+    if model_file.exists():
+        raise PipelineError(f"{model_file} exists: remove it, or give the model another --name")
+    text = init_models.with_model(config.read_text(), name)
+    model_text = init_models.model_yaml(name, _model_path(path))
+    fileio.write_text(model_file, model_text)
+    old = config.read_text()
+    try:
+        fileio.write_text(config, text)
+        params = _params()
+    except BaseException:  # the config as it was: a model that does not compose is not added
+        fileio.write_text(config, old)
+        model_file.unlink()
+        raise
+    fileio.write_text("params.yaml", params)
+    record = _recorded()
+    if record:  # what init wrote stays replaceable by a later init where it was before
+        for key, written in ((str(model_file), model_text), ("params.yaml", params)):
+            record[key] = _sha(written)
+        if _sha(old) == record.get("conf/config.yaml"):
+            record["conf/config.yaml"] = _sha(text)
+        fileio.write_json(RECORD, record)
+    return [f"wrote {model_file}, conf/config.yaml, params.yaml", "next: `dvc repro`"]
+
+
+def main(models: list[str] | None) -> int:
+    for line in run(models):
         print(line)
     return 0

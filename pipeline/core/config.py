@@ -16,7 +16,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.core import shape_forms
+from pipeline.core import models, shape_forms
 from pipeline.core.choices import (
     Activations,
     Backend,
@@ -307,6 +307,9 @@ class PipelineConfig:
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    # Several models in one project (core/models.py): name -> its model, precision, profile
+    # and calibration groups, each checked when that model's config is loaded.
+    models: dict[str, Any] = field(default_factory=dict)
 
 
 def _omegaconf_message(e: OmegaConfBaseException) -> str:
@@ -340,6 +343,11 @@ def validate(raw: Any) -> PipelineConfig:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
+    for name in models.names(cfg):  # each model's own config, as its stages will load it
+        try:
+            validate(models.select(OmegaConf.create(raw), name))
+        except PipelineError as e:
+            raise PipelineError(f"models.{name}: {e}") from None
     return cast(PipelineConfig, cfg)
 
 
@@ -378,7 +386,8 @@ def shape_forms_normalized(raw: Any) -> Any:
     return tree
 
 
-def load(path: str | Path = "params.yaml") -> PipelineConfig:
+def load(path: str | Path = "params.yaml", model: str | None = None) -> PipelineConfig:
+    """The config in `path`; `model`: that one of its several models (core/models.py)."""
     path = Path(path)
     if not path.exists():
         raise PipelineError(f"config not found: {path}")
@@ -386,7 +395,15 @@ def load(path: str | Path = "params.yaml") -> PipelineConfig:
         raw = OmegaConf.load(path)
     except Exception as e:  # yaml errors come in many types
         raise PipelineError(f"config {path} is not valid YAML: {first_line(e)}") from None
-    return validate(raw)
+    if model is None:
+        return validate(raw)
+    if not isinstance(raw, DictConfig):
+        raise PipelineError(f"config {path} is not a mapping")
+    one = models.select(raw, model)
+    try:
+        return validate(one)
+    except PipelineError as e:
+        raise PipelineError(f"models.{model}: {e}") from None
 
 
 def to_dict(cfg: Any) -> dict[str, Any]:

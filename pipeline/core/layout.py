@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,23 +16,39 @@ GRAPH = "model.onnx"  # the graph (export: fp32; calibrate: the one TensorRT bui
 REFERENCE = "reference.npz"  # export: reference inputs with their fp32 outputs and labels
 EXPORT_SUMMARY = "export.json"
 CALIBRATION_SUMMARY = "calibration.json"
+# A model's name is a folder (artifacts/<model>, a Triton model in the repository) and a DVC
+# stage's suffix (export@<model>): one path segment.
+MODEL_NAME = r"[A-Za-z0-9_.-]+"
+
+
+def model_name_problem(name: str) -> str | None:
+    if not re.fullmatch(MODEL_NAME, name) or name in (".", ".."):
+        return f"{name!r} is not a model name (letters, digits, _ . -)"
+    return None
 
 
 @dataclass(frozen=True)
 class Layout:
     root: Path = Path(".")
+    # One model of several (core/models.py): its stages' files lie in artifacts/<model>/
+    # and metrics/<model>/; the machine's fingerprint and the Triton repository are shared.
+    model: str | None = None
 
     @property
     def fingerprint(self) -> Path:
         return self.root / "artifacts" / "fingerprint.json"
 
     @property
+    def artifacts(self) -> Path:
+        return self.root / "artifacts" / self.model if self.model else self.root / "artifacts"
+
+    @property
     def export_dir(self) -> Path:
-        return self.root / "artifacts" / "export"
+        return self.artifacts / "export"
 
     @property
     def calibrate_dir(self) -> Path:
-        return self.root / "artifacts" / "calibrate"
+        return self.artifacts / "calibrate"
 
     @property
     def export_graph(self) -> Path:
@@ -67,7 +84,7 @@ class Layout:
 
     @property
     def build_dir(self) -> Path:
-        return self.root / "artifacts" / "build"
+        return self.artifacts / "build"
 
     def engine_dir(self, fingerprint_id: str) -> Path:
         return self.build_dir / fingerprint_id
@@ -79,8 +96,13 @@ class Layout:
 
     @property
     def inspect_dir(self) -> Path:
-        return self.root / "artifacts" / "inspect"
+        return self.artifacts / "inspect"
 
     @property
     def metrics_dir(self) -> Path:
-        return self.root / "metrics"
+        return self.root / "metrics" / self.model if self.model else self.root / "metrics"
+
+    @property
+    def index_dir(self) -> Path:
+        """The page and table across a project's several models."""
+        return self.root / "index"

@@ -31,6 +31,23 @@ PARAMS: dict[str, tuple[str, ...]] = {
     "package": ("model.name",),
 }
 
+# A project of several models (core/models.py) runs each stage but the fingerprint once per
+# model, then `index`, one page and table across them. A model's own groups are these; its
+# stages track them under models.<model> (model_params).
+INDEX = "index"
+PER_MODEL = ("model", "precision", "profile", "calibration")
+
+
+def model_params(stage: str) -> tuple[str, ...]:
+    """dvc.yaml's params of `stage` for one model of several (`${key}`: the model): its own
+    groups under models.${key}, the shared ones as they are. The package stage names the
+    Triton model after the key, so it reads no param."""
+    if stage == "package":
+        return ()
+    own = [p.split(".")[0] in PER_MODEL for p in PARAMS[stage]]
+    return tuple(f"models.${{key}}.{p}" if o else p for p, o in zip(PARAMS[stage], own))
+
+
 # The stage whose output each one reads as its input graph, for made_from.json.
 UPSTREAM = {"calibrate": "export"}
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.core import console, machine_settings
 from pipeline.core.errors import PipelineError
-from pipeline.core.layout import Layout
+from pipeline.core.layout import Layout, model_name_problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -19,12 +19,10 @@ if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
     from pipeline.serve.repository import Packaged
 
-# A Triton model is a folder of the repository: its name is one path segment.
-NAME = r"[A-Za-z0-9_.-]+"
-
 
 def run(cfg: PipelineConfig, layout: Layout) -> Packaged:
-    return package(layout, cfg.model.name, layout.repository)
+    # one model of several is served under its key, as dvc.yaml's repository/<model> out
+    return package(layout, layout.model or cfg.model.name, layout.repository)
 
 
 def package(
@@ -36,14 +34,10 @@ def package(
 ) -> Packaged:
     """repository `out`/`name` of the engines in layout's artifacts/build (and, with
     `store_root`, every machine's engine of the same graph in that store); its table."""
-    import re
-
     from pipeline.serve import repository
 
-    if not re.fullmatch(NAME, name) or name in (".", ".."):
-        raise PipelineError(
-            f"package: {name!r} is not a Triton model name (letters, digits, _ . -)"
-        )
+    if problem := model_name_problem(name):
+        raise PipelineError(f"package: {problem}")
     # this machine's engine names the graph; a checkout that never built here takes one
     current = (
         machine_settings.read(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None

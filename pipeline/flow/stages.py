@@ -10,7 +10,7 @@ of it not the config schema (OmegaConf), which the always-run fingerprint stage 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypedDict, Union, cast
+from typing import TYPE_CHECKING, Any, TypedDict, Union, cast
 
 from pipeline.core import machine_settings, memory
 from pipeline.core.layout import Layout
@@ -107,6 +107,14 @@ def package(cfg: PipelineConfig, layout: Layout) -> Packaged:
     from pipeline.flow import package_stage
 
     return package_stage.run(cfg, layout)
+
+
+def index(cfg: PipelineConfig, layout: Layout) -> list[dict[str, Any]]:
+    """A project of several models: one page and table across them (index/)."""
+    from pipeline.report import models_index
+
+    precisions = {str(name): str(m["precision"]["name"]) for name, m in cfg.models.items()}
+    return models_index.write(layout.root, precisions, layout.index_dir)
 
 
 # Each stage's function, by the name dvc.yaml and core/stage_names.py give it.

@@ -1,4 +1,5 @@
-"""`trt-pipeline init`: set up a git repository for the pipeline."""
+"""`trt-pipeline init`: set up a git repository for the pipeline; `trt-pipeline add-model`:
+one more model in a project of several."""
 
 from __future__ import annotations
 
@@ -14,12 +15,30 @@ def add_parser(sub: Subparsers) -> None:
         "runs dvc init if needed, nothing else",
     )
     it.add_argument(
-        "--model", metavar="PATH", help="your ONNX model (model=onnx_file with this path)"
+        "--model",
+        metavar="PATH",
+        action="append",
+        help="your ONNX model (model=onnx_file with this path); give it again for each model "
+        "of a project of several (conf/models/<name>.yaml each, stages per model)",
     )
     it.set_defaults(func=run)
+    am = sub.add_parser(
+        "add-model", help="add an ONNX model to a project of several (conf/models/<name>.yaml)"
+    )
+    am.add_argument("path", help="the model's ONNX file")
+    am.add_argument("--name", help="its name (default: the file's stem)")
+    am.set_defaults(func=add_model)
 
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.cli import init
 
     return init.main(args.model)
+
+
+def add_model(args: argparse.Namespace) -> int:
+    from pipeline.cli import init
+
+    for line in init.add_model(args.path, args.name):
+        print(line)
+    return 0

@@ -21,6 +21,12 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--name", help="the model's name in it (default: model.name of --params)")
     p.add_argument("--params", default="params.yaml")
     p.add_argument(
+        "--model",
+        action="append",
+        help="one model of a project of several (its `models` key, which names it in the "
+        "repository); default: every one of them",
+    )
+    p.add_argument(
         "--from-store",
         action="store_true",
         help="also take every machine's engine of the same graph and settings from the engine "
@@ -40,13 +46,22 @@ def run(args: argparse.Namespace) -> int:
     from pipeline.flow import package_stage
 
     cfg = config.load(args.params) if Path(args.params).exists() else None
-    name = args.name or (cfg.model.name if cfg else None)
-    if not name:
-        raise PipelineError(f"package: no model name: give --name (or a {args.params})")
     store_root = None
     if args.from_store:
         from pipeline.store import ENGINES
 
         store_root, _ = ENGINES.location(cfg.build.store_dir if cfg else None)
+    several = args.model or (list(cfg.models) if cfg else [])
+    if several:  # each model of several under its key
+        if args.name:
+            raise PipelineError("package: --name names one model; several are named by their key")
+        for model in several:
+            config.load(args.params, model)  # a model the config does not name is one line
+            layout = Layout(model=model)
+            package_stage.package(layout, model, Path(args.out), store_root, args.triton_schema)
+        return 0
+    name = args.name or (cfg.model.name if cfg else None)
+    if not name:
+        raise PipelineError(f"package: no model name: give --name (or a {args.params})")
     package_stage.package(Layout(), name, Path(args.out), store_root, args.triton_schema)
     return 0

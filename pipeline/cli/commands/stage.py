@@ -1,6 +1,7 @@
-"""`trt-pipeline stage NAME`: one DVC stage, the same function stages/<name>.py runs in
-this repository, for the dvc.yaml that `trt-pipeline init` writes into another one (its
-commands call the installed package, so upgrading it changes no file there)."""
+"""`trt-pipeline stage NAME [--model M]`: one DVC stage, the same function stages/<name>.py
+runs in this repository, for the dvc.yaml that `trt-pipeline init` writes into another one
+(its commands call the installed package, so upgrading it changes no file there). In a
+project of several models, each stage runs per model (--model) and `index` across them."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ import argparse
 
 from pipeline.cli.commands import Subparsers
 from pipeline.core.layout import Layout
-from pipeline.core.stage_names import STAGES
+from pipeline.core.stage_names import INDEX, STAGES
 
 
 def add_parser(sub: Subparsers) -> None:
     sg = sub.add_parser("stage", help="run one DVC stage, as the dvc.yaml init writes calls it")
-    sg.add_argument("name", choices=STAGES)
+    sg.add_argument("name", choices=[*STAGES, INDEX])
     sg.add_argument("--params", default="params.yaml")
+    sg.add_argument("--model", help="one model of the config's several (its `models` key)")
     sg.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from pipeline.core.errors import PipelineError
     from pipeline.flow import stages
 
     if args.name == "fingerprint":
@@ -30,5 +33,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from pipeline.core import config
 
-    stages.BY_NAME[args.name](config.load(args.params), Layout())
+    if args.name == INDEX:
+        stages.index(config.load(args.params), Layout())
+        return 0
+    if args.model is None and config.load(args.params).models:
+        raise PipelineError(f"stage {args.name}: this project has several models; give --model")
+    layout = Layout(model=args.model)
+    stages.BY_NAME[args.name](config.load(args.params, args.model), layout)
     return 0

@@ -1,0 +1,50 @@
+"""Several models in one project: the config's `models` mapping, name -> that model's own
+groups (model, precision, profile, calibration), each composed by Hydra from
+conf/models/<name>.yaml (written by `trt-pipeline init --model ... --model ...` or
+`trt-pipeline add-model`). One model's config is the project's with those four groups in
+place of its own; build, benchmark, inspect and sweep stay the project's.
+
+A model's entry names all four groups (Hydra's `/precision@precision: fp16` composes a
+whole one): dvc.yaml's stages of that model track `models.<name>` only, so a group taken
+from the top level would change under them unseen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from pipeline.core.errors import PipelineError
+from pipeline.core.stage_names import PER_MODEL
+
+
+def names(raw: Any) -> list[str]:
+    """The models a config names, in its order; [] for a one-model project."""
+    models = raw.get("models") if isinstance(raw, (dict, DictConfig)) else None
+    return [str(k) for k in models.keys()] if models else []
+
+
+def select(raw: DictConfig, name: str) -> DictConfig:
+    """The config of model `name`: `raw` with its entry's groups in place of the top level's
+    (and no `models`), for config.validate."""
+    known = names(raw)
+    if name not in known:
+        listed = ", ".join(known) if known else "none: this project has one model"
+        raise PipelineError(f"no model {name!r} in the config's models ({listed})")
+    entry = raw["models"][name]
+    if not isinstance(entry, DictConfig):
+        raise PipelineError(f"models.{name} is not a mapping of its groups")
+    if extra := [str(k) for k in entry if k not in PER_MODEL]:
+        raise PipelineError(
+            f"models.{name}.{extra[0]}: a model holds only its {', '.join(PER_MODEL)} "
+            f"groups; build, benchmark and inspect are the project's"
+        )
+    if missing := [g for g in PER_MODEL if g not in entry]:
+        raise PipelineError(
+            f"models.{name} has no {missing[0]} group: each model names all of "
+            f"{', '.join(PER_MODEL)} (conf/models/{name}.yaml, docs/models.md)"
+        )
+    one = OmegaConf.masked_copy(raw, [str(k) for k in raw if k != "models"])
+    for group in PER_MODEL:
+        one[group] = entry[group]
+    return one
