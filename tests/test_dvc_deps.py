@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.core.stage_names import PARAMS, STAGES
+from pipeline.core.stage_names import INDEX, PARAMS, STAGES, model_params
 from tests.helpers import PACKAGE, graph, runtime_only
 
 REPO = PACKAGE.parent
@@ -111,3 +111,23 @@ def test_each_dvc_yaml_names_the_stages_and_params_written_once_in_core(path):
     stages = yaml.safe_load((REPO / path).read_text())["stages"]
     assert tuple(stages) == STAGES
     assert {name: tuple(spec["params"]) for name, spec in stages.items()} == PARAMS
+
+
+def test_the_several_models_dvc_yaml_runs_each_stage_per_model_on_its_own_params():
+    """init's dvc.yaml for several models: each stage but the fingerprint a foreach over the
+    models, tracking that model's own groups (model_params) and writing under its key; then
+    one index across them."""
+    files = REPO / "pipeline/cli/init_files"
+    stages = yaml.safe_load((files / "dvc_models.yaml.in").read_text())["stages"]
+    assert tuple(stages) == (*STAGES[1:], INDEX)
+    machine = yaml.safe_load((files / "dvc_machine.yaml.in").read_text())["stages"]
+    assert tuple(machine) == ("fingerprint",) and machine["fingerprint"]["wdir"] == ".."
+    assert tuple(machine["fingerprint"]["params"]) == PARAMS["fingerprint"]
+    for name in STAGES[1:]:
+        assert stages[name]["foreach"] == "${models}"
+        do = stages[name]["do"]
+        assert tuple(do.get("params", ())) == model_params(name), name
+        assert do["cmd"] == f"trt-pipeline stage {name} --model ${{key}}"
+        outs = [next(iter(o)) if isinstance(o, dict) else o for o in do["outs"]]
+        assert all("/${key}/" in f"/{o}/" for o in outs), outs
+    assert stages[INDEX]["cmd"] == "trt-pipeline stage index"

@@ -161,6 +161,7 @@ def _own_files(models: list[str]) -> dict[str, str]:
     names = init_models.names_of(models)
     return {
         "dvc.yaml": _package_text("cli", "init_files", "dvc_models.yaml.in"),
+        "machine/dvc.yaml": _package_text("cli", "init_files", "dvc_machine.yaml.in"),
         "conf/config.yaml": init_models.config_yaml(names),
         **{
             f"conf/models/{name}.yaml": init_models.model_yaml(name, _model_path(path))

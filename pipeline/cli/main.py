@@ -54,11 +54,23 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """--version, read from the package metadata only when asked: importlib.metadata costs
+    ~20 ms, and every DVC stage of an init'ed project is a `trt-pipeline stage` process."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
     """The command line: each command adds its own parser (cli/commands/); `--help` of
     each is the reference."""
     p = argparse.ArgumentParser(prog=prog, description="TensorRT engine pipeline tools")
-    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    p.add_argument("--version", action=_Version)
     p.add_argument(
         "-q", "--quiet", action="store_true", help="no progress bars or stage tables (CI)"
     )

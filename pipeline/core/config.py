@@ -344,8 +344,9 @@ def validate(raw: Any) -> PipelineConfig:
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
     for name in models.names(cfg):  # each model's own config, as its stages will load it
+        one = models.select(OmegaConf.create(raw), name)
         try:
-            validate(models.select(OmegaConf.create(raw), name))
+            validate(one)
         except PipelineError as e:
             raise PipelineError(f"models.{name}: {e}") from None
     return cast(PipelineConfig, cfg)

@@ -53,5 +53,5 @@ def run(
         report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
     page = "report.html" if cfg.inspect.html else "report.md"
     shown = [("report", str(layout.inspect_dir / page)), memory.row(report[memory.PEAK_KEY])]
-    console.table("inspect", shown)
+    console.table(f"inspect: {cfg.model.name}", shown)
     return report

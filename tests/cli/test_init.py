@@ -121,3 +121,58 @@ def test_a_conf_that_does_not_compose_leaves_no_scaffolding(repo):
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "workspase" in r.stderr
     assert not any((repo / n).exists() for n in WRITTEN)
+
+
+def test_init_with_several_models_writes_a_file_each_and_add_model_one_more(repo):
+    model = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
+    for name in ("det", "rec", "cls"):
+        (repo / f"{name}.onnx").write_bytes(model.read_bytes())
+    r = init(repo, "--model", "det.onnx", "--model", "rec.onnx")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in (repo / "conf/models").iterdir()) == ["det.yaml", "rec.yaml"]
+    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    assert stages["export"]["do"]["cmd"] == "trt-pipeline stage export --model ${key}"
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    assert list(params["models"]) == ["det", "rec"]
+    for name, entry in params["models"].items():  # every group whole: DVC tracks it alone
+        assert set(entry) == {"model", "precision", "profile", "calibration"}
+        assert entry["model"]["onnx_path"] == entry["model"]["source"] == f"{name}.onnx"
+    added = subprocess.run(
+        [sys.executable, "-m", "pipeline", "add-model", "cls.onnx"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert added.returncode == 0, added.stderr
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    assert list(params["models"]) == ["det", "rec", "cls"]
+    again = subprocess.run(
+        [sys.executable, "-m", "pipeline", "add-model", "cls.onnx"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 1
+    assert (
+        again.stderr
+        == "error: conf/models/cls.yaml exists: remove it, or give the model another --name\n"
+    )
+    one = subprocess.run(
+        [sys.executable, "-m", "pipeline", "stage", "export"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    assert one.returncode == 1
+    assert one.stderr == "error: stage export: this project has several models; give --model\n"
+
+
+def test_two_models_of_one_name_are_one_line(repo):
+    model = REPO / "pipeline/zoo/onnx/tiny_mlp.onnx"
+    for folder in ("a", "b"):
+        (repo / folder).mkdir()
+        (repo / folder / "m.onnx").write_bytes(model.read_bytes())
+    r = init(repo, "--model", "a/m.onnx", "--model", "b/m.onnx")
+    assert r.returncode == 1
+    assert r.stderr == "error: two models would be named 'm'; give each a --name\n"
+    assert not (repo / "dvc.yaml").exists()

@@ -42,6 +42,9 @@ def test_keys_cover_the_schema_at_every_depth():
     paths = {k.path for k in reference.keys()}
     for cls_field in dataclasses.fields(config_lib.PipelineConfig):
         section = getattr(config_lib.PipelineConfig(), cls_field.name)
+        if not dataclasses.is_dataclass(section):  # models: a mapping of the groups above
+            assert cls_field.name in paths
+            continue
         for f in dataclasses.fields(section):
             assert f"{cls_field.name}.{f.name}" in paths
     assert "build.gates.max_engine_mib" in paths
