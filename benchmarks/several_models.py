@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from repro_noop import STAGE, TRIVIAL  # noqa: E402  (a sibling script: benchmarks/ is sys.path[0])
+from repro_noop import trivial_repo  # noqa: E402  (a sibling script: benchmarks/ is sys.path[0])
 
 from tests.wild import fetch  # noqa: E402  (after the path is set)
 
@@ -82,16 +82,6 @@ def project(dest: Path, names: list[str], env: dict[str, str], precision: str = 
     run(["git", "commit", "-qm", "project"], dest, env)
 
 
-def trivial(dest: Path, stages: int, env: dict[str, str]) -> None:
-    dest.mkdir(parents=True)
-    run(["git", "init", "-q"], dest, env)
-    run([sys.executable, "-m", "dvc", "init", "-q"], dest, env)
-    for i in range(stages - 1):
-        (dest / f"src{i}.py").write_text("x = 1\n")
-    body = "".join(STAGE % (i, i, i, i) for i in range(stages - 1))
-    (dest / "dvc.yaml").write_text(TRIVIAL % body)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -111,7 +101,7 @@ def main() -> None:
         project(three, ["det", "cls", "rec"], env)
         cold, out = run(repro, three, env)
         stages = len(re.findall(r"^Running stage", out, re.M))
-        trivial(base, stages, env)
+        trivial_repo(base, stages)
         run(repro, base, env)
         ours, theirs = [], []
         for _ in range(args.rounds):  # alternate, so load changes hit both alike

@@ -24,13 +24,14 @@ WRITTEN = (
 )
 
 
-def init(repo, *args):
+def trt(repo, *args):
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", "init", *args],
-        cwd=repo,
-        capture_output=True,
-        text=True,
+        [sys.executable, "-m", "pipeline", *args], cwd=repo, capture_output=True, text=True
     )
+
+
+def init(repo, *args):
+    return trt(repo, "init", *args)
 
 
 @pytest.fixture
@@ -137,32 +138,17 @@ def test_init_with_several_models_writes_a_file_each_and_add_model_one_more(repo
     for name, entry in params["models"].items():  # every group whole: DVC tracks it alone
         assert set(entry) == {"model", "precision", "profile", "calibration"}
         assert entry["model"]["onnx_path"] == entry["model"]["source"] == f"{name}.onnx"
-    added = subprocess.run(
-        [sys.executable, "-m", "pipeline", "add-model", "cls.onnx"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
+    added = trt(repo, "add-model", "cls.onnx")
     assert added.returncode == 0, added.stderr
     params = yaml.safe_load((repo / "params.yaml").read_text())
     assert list(params["models"]) == ["det", "rec", "cls"]
-    again = subprocess.run(
-        [sys.executable, "-m", "pipeline", "add-model", "cls.onnx"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
+    again = trt(repo, "add-model", "cls.onnx")
     assert again.returncode == 1
     assert (
         again.stderr
         == "error: conf/models/cls.yaml exists: remove it, or give the model another --name\n"
     )
-    one = subprocess.run(
-        [sys.executable, "-m", "pipeline", "stage", "export"],
-        cwd=repo,
-        capture_output=True,
-        text=True,
-    )
+    one = trt(repo, "stage", "export")
     assert one.returncode == 1
     assert one.stderr == "error: stage export: this project has several models; give --model\n"
 

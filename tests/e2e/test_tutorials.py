@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.e2e.tutorial_pages import blocks, blocks_lines, save_files, sh
+from tests.e2e.tutorial_pages import blocks, blocks_lines, offline_wheels, save_files, sh
 
 pytestmark = pytest.mark.e2e
 
@@ -129,16 +129,8 @@ def test_ci_tutorial(in_tmp_repo_copy):
 
 @pytest.mark.slow
 def test_detector_and_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
-    from tests.wild import fetch
-
     repo = in_tmp_repo_copy
-    try:  # the page's own `pip download`, from wheels fetched once from PyPI and cached
-        for package, version in (("rapidocr-onnxruntime", "1.4.4"), ("nudenet", "3.4.2")):
-            fetch.wheel_file(package, version)
-    except fetch.FetchError as e:
-        pytest.skip(str(e))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(fetch.wheels_dir()))
+    offline_wheels(monkeypatch, ("rapidocr-onnxruntime", "1.4.4"), ("nudenet", "3.4.2"))
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("detector-and-ocr.md", repo) == ["make_data.py", "ocr/metrics.py"]
     fetched, make, yolo32, yolo16, yolo8, ocr, auto_ocr, show = blocks("detector-and-ocr.md")

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.e2e.tutorial_pages import blocks, blocks_lines, save_files, sh
+from tests.e2e.tutorial_pages import blocks, blocks_lines, offline_wheels, save_files, sh
 
 pytestmark = pytest.mark.e2e
 MODELS = ("det", "cls", "rec")
@@ -18,15 +18,7 @@ MODELS = ("det", "cls", "rec")
 
 @pytest.mark.slow
 def test_ocr_service_tutorial(tmp_path, monkeypatch):
-    from tests.wild import fetch
-
-    try:  # the page's own `pip download`, from wheels fetched once from PyPI and cached
-        for package, version in (("rapidocr-onnxruntime", "1.4.4"), ("tritonclient", "2.73.0")):
-            fetch.wheel_file(package, version)
-    except fetch.FetchError as e:
-        pytest.skip(str(e))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_FIND_LINKS", str(fetch.wheels_dir()))
+    offline_wheels(monkeypatch, ("rapidocr-onnxruntime", "1.4.4"), ("tritonclient", "2.73.0"))
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "engines"))
     page = "ocr-service.md"
     setup, make, shared, repro, index, edit, checked = blocks(page)

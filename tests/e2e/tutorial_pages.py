@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -32,6 +34,20 @@ def save_files(page: str, repo: Path) -> list[str]:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(body)
     return [name for name, _ in found]
+
+
+def offline_wheels(monkeypatch: pytest.MonkeyPatch, *wheels: tuple[str, str]) -> None:
+    """A page's own `pip download` of `wheels` ((package, version) each), answered from the
+    wheels fetched once from PyPI and cached; the test skips where they cannot be fetched."""
+    from tests.wild import fetch
+
+    try:
+        for package, version in wheels:
+            fetch.wheel_file(package, version)
+    except fetch.FetchError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(fetch.wheels_dir()))
 
 
 def sh(repo: Path, block: str, check: bool = True) -> subprocess.CompletedProcess:
