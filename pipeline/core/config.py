@@ -295,6 +295,9 @@ class SweepConfig:
     # versions and machine fingerprint) restores that job's outputs instead of running
     # (pipeline/sweeps/job_cache.py); false measures again (builds still come from the store).
     reuse: bool = True
+    # A project of several models (`models`): the one each job of a sweep builds, by name;
+    # sweep its options as `precision@models.<name>.precision=fp16,int8`.
+    model: str | None = None
 
 
 @dataclass
@@ -349,6 +352,9 @@ def validate(raw: Any) -> PipelineConfig:
             validate(one)
         except PipelineError as e:
             raise PipelineError(f"models.{name}: {e}") from None
+    chosen, known = cfg.sweep.model, models.names(cfg)
+    if chosen is not None and known and chosen not in known:
+        raise PipelineError(f"sweep.model={chosen}: no such model ({', '.join(known)})")
     return cast(PipelineConfig, cfg)
 
 

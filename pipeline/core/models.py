@@ -24,6 +24,22 @@ def names(raw: Any) -> list[str]:
     return [str(k) for k in models.keys()] if models else []
 
 
+def swept(raw: DictConfig) -> DictConfig:
+    """A sweep job's config: the model `sweep.model` names where the config has several."""
+    known = names(raw)
+    chosen = (raw.get("sweep") or {}).get("model")
+    if not known:
+        if chosen is not None:
+            raise PipelineError(f"sweep.model={chosen}: this project has one model")
+        return raw
+    if chosen is None:
+        raise PipelineError(
+            f"this project has several models ({', '.join(known)}): give the one the sweep "
+            f"builds, e.g. sweep.model={known[0]}"
+        )
+    return select(raw, str(chosen))
+
+
 def select(raw: DictConfig, name: str) -> DictConfig:
     """The config of model `name`: `raw` with its entry's groups in place of the top level's
     (and no `models`), for config.validate."""

@@ -22,7 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from pipeline.core import config, fileio
+from pipeline.core import config, fileio, models
 from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
@@ -141,7 +141,7 @@ def main(cfg: DictConfig) -> None:
 
 
 def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
-    validated = config.validate(cfg)
+    validated = config.validate(models.swept(cfg))
     layout = Layout(out)
 
     def logged(n: str, r: StageRecord) -> None:

@@ -91,7 +91,8 @@ def drop_orphans(engine_root: Path, engine_keys: set[str], dry_run: bool = False
 def dvc_deps(repo: Path, cfg: PipelineConfig) -> tuple[set[str], set[str]]:
     """dvc.yaml's dependencies that no stage makes: those it names, and those it takes
     from the config (templated: ${model.source}, ...), filled in."""
-    stages = dvc_yaml.stages(repo)
+    # a project of several models: each stage's `do` is one model's, `${item.*}` its config
+    stages = {n: s.get("do", s) for n, s in dvc_yaml.stages(repo).items()}
     outs = {
         next(iter(o)) if isinstance(o, dict) else o
         for s in stages.values()
@@ -103,7 +104,7 @@ def dvc_deps(repo: Path, cfg: PipelineConfig) -> tuple[set[str], set[str]]:
     for stage in stages.values():
         for dep in stage.get("deps", []):
             found = static
-            if m := _TEMPLATE.match(dep):
+            if m := _TEMPLATE.match(dep.replace("${item.", "${")):
                 from omegaconf import DictConfig, OmegaConf
 
                 # the config is the DictConfig validate() made, typed as its schema

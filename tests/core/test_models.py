@@ -60,3 +60,30 @@ def test_a_model_the_config_does_not_name_is_one_line(two):
         PipelineError, match=r"^no model 'cls' in the config's models \(det, rec\)$"
     ):
         config.load(path, "cls")
+
+
+def test_a_sweep_of_several_models_builds_the_one_it_names(two):
+    raw, _ = two
+    with pytest.raises(PipelineError, match=r"several models \(det, rec\): give the one"):
+        models.swept(raw)
+    raw.sweep.model = "rec"
+    assert config.validate(models.swept(raw)).precision.name == "fp16"
+    raw.sweep.model = "cls"
+    with pytest.raises(PipelineError, match=r"^sweep.model=cls: no such model \(det, rec\)$"):
+        config.validate(raw)
+
+
+def test_a_jobs_key_takes_its_models_files_from_the_several_models_dvc_yaml(two, tmp_path):
+    """Job reuse hashes the files dvc.yaml's stages read; in a project of several models
+    they are each stage's `do`, templated by the model's config (`${item.model.source}`)."""
+    from pipeline.sweeps import job_cache
+
+    raw, _ = two
+    raw.models.rec.model.source = "models/rec.onnx"
+    raw.sweep.model = "rec"
+    (tmp_path / "dvc.yaml").write_text(
+        (REPO / "pipeline/cli/init_files/dvc_models.yaml.in").read_text()
+    )
+    static, from_config = job_cache.dvc_deps(tmp_path, config.validate(models.swept(raw)))
+    assert "models/rec.onnx" in from_config and "data/calibration" in static
+    assert not any("${" in d for d in static | from_config)
