@@ -162,6 +162,16 @@ class ProfileSpec:
 
 
 @dataclass
+class DecoderProfile:
+    """A decoder with a KV cache: its prefill and decode profiles from three numbers
+    (pipeline/inputs/decoder_profiles.py); 0 (the default) leaves the profiles as given."""
+
+    max_batch: int = 0  # sequences per run
+    max_input_len: int = 0  # the longest prompt, in tokens (prefill's seq)
+    max_seq_len: int = 0  # prompt and generated tokens together (the KV cache's length)
+
+
+@dataclass
 class ProfileConfig:
     name: str = "dynamic"  # the conf/profile option
     # Per input, its shapes in every profile (a profile's own `shapes` win): the one
@@ -171,6 +181,9 @@ class ProfileConfig:
     shapes: dict[str, ShapeRange] = field(default_factory=dict)
     # Optimization profiles, all in one engine; the first is the default one.
     profiles: list[ProfileSpec] = field(default_factory=lambda: [ProfileSpec()])
+    # A decoder: profiles `prefill` and `decode` from three numbers, in place of `profiles`
+    # (profile.shapes still wins for the inputs it names).
+    decoder: DecoderProfile = field(default_factory=DecoderProfile)
 
 
 @dataclass

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph.onnx_model import ANONYMOUS_DIMS, Dim, TensorSpec
+from pipeline.inputs import decoder_profiles
 
 if TYPE_CHECKING:
-    from pipeline.core.config import ProfileConfig, ProfileSpec, ShapeRange
+    from pipeline.core.config import ProfileConfig, ShapeRange
 
 POINTS = ("min", "opt", "max")
 # A resolved optimization profile, as resolve() makes it and the build manifest records it:
@@ -31,11 +32,19 @@ def resolve(profile_cfg: ProfileConfig, model_inputs: list[TensorSpec]) -> list[
     by_name = {t.name: t for t in model_inputs}
     group = dict(getattr(profile_cfg, "shapes", None) or {})
     _known_inputs(group, by_name, "profile.shapes")
+    decoder = getattr(profile_cfg, "decoder", None)
+    if decoder is not None and int(decoder.max_seq_len) > 0:
+        derived = decoder_profiles.profiles(decoder, model_inputs)
+        for p in derived:  # explicit shapes still win
+            p["inputs"].update({n: _given(p["name"], by_name[n], r) for n, r in group.items()})
+        return derived
     resolved: list[Profile] = []
     for spec in profile_cfg.profiles:
         _known_inputs(spec.shapes, by_name, f"profile '{spec.name}'")
         given = {
-            t.name: _given(spec, t, spec.shapes[t.name] if t.name in spec.shapes else group[t.name])
+            t.name: _given(
+                spec.name, t, spec.shapes[t.name] if t.name in spec.shapes else group[t.name]
+            )
             for t in model_inputs
             if t.name in spec.shapes or t.name in group
         }
@@ -76,8 +85,8 @@ def _known_inputs(shapes: Iterable[str], by_name: dict[str, TensorSpec], where: 
         )
 
 
-def _given(spec: ProfileSpec, tensor: TensorSpec, rng: ShapeRange) -> dict[str, list[int]]:
-    where = f"profile '{spec.name}' input '{tensor.name}'"
+def _given(profile: str, tensor: TensorSpec, rng: ShapeRange) -> dict[str, list[int]]:
+    where = f"profile '{profile}' input '{tensor.name}'"
     out = {p: [int(v) for v in s] for p, s in zip(POINTS, (rng.min, rng.opt, rng.max))}
     if len(out["min"]) != len(tensor.dims):
         raise PipelineError(

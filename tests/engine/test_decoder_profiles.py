@@ -42,3 +42,35 @@ def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, m
     past = "past_key_values.0.key"
     assert prefill["inputs"][past]["min"][2] == 0 and decode["inputs"][past]["min"][2] == 1
     assert prefill["inputs"]["input_ids"]["opt"] == [1, 8]
+
+
+@pytest.mark.slow
+def test_three_numbers_give_a_decoders_prefill_and_decode_profiles(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
+    model = hf.gpt2(tmp_path / "gpt2.onnx")
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"model.source={model}",
+        "profile.decoder={max_batch: 2, max_input_len: 16, max_seq_len: 64}",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path / "run")
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    assert stages.calibrate(cfg, layout)["gate_passed"]
+    prefill, decode = stages.build(cfg, layout, progress=False)["config"]["profiles"]
+    kv, ids, mask = "past_key_values.1.value", "input_ids", "attention_mask"
+    assert prefill["inputs"][kv] == {
+        "min": [1, 4, 0, 16],
+        "opt": [1, 4, 0, 16],
+        "max": [2, 4, 48, 16],
+    }
+    assert prefill["inputs"][ids] == {"min": [1, 1], "opt": [1, 8], "max": [2, 16]}
+    assert decode["inputs"][kv] == {
+        "min": [1, 4, 1, 16],
+        "opt": [1, 4, 32, 16],
+        "max": [2, 4, 63, 16],
+    }
+    assert decode["inputs"][mask] == {"min": [1, 2], "opt": [1, 33], "max": [2, 64]}
+    assert decode["inputs"][ids]["max"] == [2, 1]
