@@ -21,23 +21,28 @@ PROFILES = (
 )
 
 
-@pytest.mark.slow
-def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, monkeypatch):
+def built_profiles(tmp_path, monkeypatch, profiles: str) -> list[dict]:
+    """A transformers GPT-2 with its KV cache through export, calibrate (its gate passed) and
+    a TensorRT-RTX build with `profiles` (an override); the engine's resolved profiles."""
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
     model = hf.gpt2(tmp_path / "gpt2.onnx")
     cfg = compose(
         "model=onnx_file",
         f"model.onnx_path={model}",
         f"model.source={model}",
-        PROFILES,
+        profiles,
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     layout = Layout(tmp_path / "run")
     stages.fingerprint(cfg, layout)
     stages.export(cfg, layout)
     assert stages.calibrate(cfg, layout)["gate_passed"]
-    manifest = stages.build(cfg, layout, progress=False)
-    prefill, decode = manifest["config"]["profiles"]
+    return stages.build(cfg, layout, progress=False)["config"]["profiles"]
+
+
+@pytest.mark.slow
+def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, monkeypatch):
+    prefill, decode = built_profiles(tmp_path, monkeypatch, PROFILES)
     assert (prefill["name"], decode["name"]) == ("prefill", "decode")
     past = "past_key_values.0.key"
     assert prefill["inputs"][past]["min"][2] == 0 and decode["inputs"][past]["min"][2] == 1
@@ -46,20 +51,8 @@ def test_prefill_with_an_empty_past_and_decode_build_into_one_engine(tmp_path, m
 
 @pytest.mark.slow
 def test_three_numbers_give_a_decoders_prefill_and_decode_profiles(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
-    model = hf.gpt2(tmp_path / "gpt2.onnx")
-    cfg = compose(
-        "model=onnx_file",
-        f"model.onnx_path={model}",
-        f"model.source={model}",
-        "profile.decoder={max_batch: 2, max_input_len: 16, max_seq_len: 64}",
-        f"calibration.cache_dir={tmp_path / 'cache'}",
-    )
-    layout = Layout(tmp_path / "run")
-    stages.fingerprint(cfg, layout)
-    stages.export(cfg, layout)
-    assert stages.calibrate(cfg, layout)["gate_passed"]
-    prefill, decode = stages.build(cfg, layout, progress=False)["config"]["profiles"]
+    numbers = "profile.decoder={max_batch: 2, max_input_len: 16, max_seq_len: 64}"
+    prefill, decode = built_profiles(tmp_path, monkeypatch, numbers)
     kv, ids, mask = "past_key_values.1.value", "input_ids", "attention_mask"
     assert prefill["inputs"][kv] == {
         "min": [1, 4, 0, 16],
