@@ -6,7 +6,7 @@ stage to rerun, instead of building or measuring the wrong thing."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
 from pipeline.core import config as config_lib
 from pipeline.core import fileio, hashing, stage_names
@@ -18,19 +18,30 @@ if TYPE_CHECKING:
 FILE = "made_from.json"
 
 
-def record(cfg: PipelineConfig, stage: str, **extra: str) -> dict[str, Any]:
+class MadeFrom(TypedDict, total=False):
+    """made_from.json: the stage, the config groups its output was made from, their hash."""
+
+    stage: Required[str]
+    params_sha256: Required[str]
+    params: Required[dict[str, Any]]  # group -> its values (stage_names.made_from)
+    model_sha256: str  # export: the model's own bytes
+    source_sha256: str  # calibrate: the exported graph it was made from
+
+
+def record(cfg: PipelineConfig, stage: str, **extra: str) -> MadeFrom:
     # made_from names config groups (model, profile, ...): attributes of the schema
     params = {k: config_lib.to_dict(getattr(cfg, k)) for k in stage_names.made_from(stage)}
-    return {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params, **extra}
+    made = {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params}
+    return cast(MadeFrom, {**made, **extra})
 
 
-def write(folder: Path, cfg: PipelineConfig, stage: str, **extra: str) -> dict[str, Any]:
+def write(folder: Path, cfg: PipelineConfig, stage: str, **extra: str) -> MadeFrom:
     rec = record(cfg, stage, **extra)
     fileio.write_json(Path(folder) / FILE, rec)
     return rec
 
 
-def read(folder: Path, stage: str) -> dict[str, Any]:
+def read(folder: Path, stage: str) -> MadeFrom:
     path = Path(folder) / FILE
     if not path.is_file():
         raise PipelineError(
@@ -44,10 +55,10 @@ def read(folder: Path, stage: str) -> dict[str, Any]:
         or rec.get("stage") != stage
     ):
         raise PipelineError(f"{path} is not a {stage} provenance record; rerun the {stage} stage")
-    return rec
+    return cast(MadeFrom, rec)
 
 
-def differences(rec: dict[str, Any], cfg: PipelineConfig, stage: str) -> list[str]:
+def differences(rec: MadeFrom, cfg: PipelineConfig, stage: str) -> list[str]:
     """Dotted param names whose value differs between the output and `cfg`."""
     now = record(cfg, stage)["params"]
     out: list[str] = []
@@ -63,7 +74,7 @@ def differences(rec: dict[str, Any], cfg: PipelineConfig, stage: str) -> list[st
     return out
 
 
-def require(folder: Path, cfg: PipelineConfig, stage: str) -> dict[str, Any]:
+def require(folder: Path, cfg: PipelineConfig, stage: str) -> MadeFrom:
     """The record, once it is shown to match `cfg`; else one line naming the stage to rerun."""
     rec = read(folder, stage)
     changed = differences(rec, cfg, stage)
