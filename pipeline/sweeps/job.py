@@ -31,7 +31,7 @@ from pipeline.core.stage_names import JOB_STAGES
 from pipeline.flow import stages
 from pipeline.flow.stages import StageRecord, StageRecords
 from pipeline.sweeps import job_cache
-from pipeline.sweeps.sweep_table import ERROR_FILE, RESULT_FILE
+from pipeline.sweeps.sweep_table import ERROR_FILE, RESULT_FILE, JobResult
 
 if TYPE_CHECKING:
     from hydra.conf import HydraConf
@@ -45,7 +45,7 @@ TRACEBACK_FILE = "traceback.txt"  # a job's unexpected exception, for whoever de
 REPO = Path.cwd()
 
 
-def job_result(results: StageRecords, cfg: PipelineConfig) -> dict[str, Any]:
+def job_result(results: StageRecords, cfg: PipelineConfig) -> JobResult:
     bench = results["benchmark"]["results"]
     manifest = results["build"]
     from pipeline.flow import calibrate_stage
@@ -165,9 +165,11 @@ def run_job(cfg: DictConfig, hc: HydraConf, out: Path) -> None:
             f"(sweep.reuse=false measures again)"
         )
     result.update(
-        overrides=list(hc.overrides.task),
-        host=socket.gethostname(),
-        node=os.environ.get("TRT_PIPELINE_NODE"),
+        {
+            "overrides": list(hc.overrides.task),
+            "host": socket.gethostname(),
+            "node": os.environ.get("TRT_PIPELINE_NODE"),
+        }
     )
     fileio.write_json(out / RESULT_FILE, result)
     log.info(f"{validated.model.name} {validated.precision.name} done")

@@ -37,6 +37,7 @@ from pipeline.store import ENGINES, VerifiedStore
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
+    from pipeline.sweeps.sweep_table import JobResult
 
 RESULT = "result.json"
 JOBS = "jobs"
@@ -175,7 +176,7 @@ def restorable(repo: Path, cfg: PipelineConfig) -> bool:
     return found is not None and engines.entry_unverified(found[1])[0] is not None
 
 
-def _saved_result(entry: StoredEntry) -> tuple[dict[str, Any], str] | None:
+def _saved_result(entry: StoredEntry) -> tuple[JobResult, str] | None:
     """A saved job's result and the engine store key it names, if that is a well-formed
     key (it is read from a file: a key is a sha256, never a path)."""
     try:
@@ -183,7 +184,9 @@ def _saved_result(entry: StoredEntry) -> tuple[dict[str, Any], str] | None:
     except (PipelineError, OSError):
         return None
     key = result.get("cache_key") if isinstance(result, dict) else None
-    return (result, key) if isinstance(key, str) and _KEY.fullmatch(key) else None
+    return (
+        (cast("JobResult", result), key) if isinstance(key, str) and _KEY.fullmatch(key) else None
+    )
 
 
 def _entry_name(rel: str) -> str:
@@ -205,7 +208,7 @@ def _saved(rel: PurePosixPath) -> bool:
     return rel.parts[:2] not in (("artifacts", "build"), ("artifacts", "fingerprint.json"))
 
 
-def _files(layout: Layout, result: dict[str, Any]) -> dict[str, bytes]:
+def _files(layout: Layout, result: JobResult) -> dict[str, bytes]:
     files = {RESULT: fileio.to_json(result).encode()}
     for top in KEPT:
         for path in sorted((layout.root / top).rglob("*")):
@@ -217,7 +220,7 @@ def _files(layout: Layout, result: dict[str, Any]) -> dict[str, bytes]:
 
 def _saved_job(
     entry: StoredEntry, engines: engine_store.EngineStore
-) -> tuple[dict[str, Any], StoredEntry] | None:
+) -> tuple[JobResult, StoredEntry] | None:
     """A saved job's result and the verified engine store entry it names; None when
     that engine is gone (or the result names none)."""
     found = _saved_result(entry)
@@ -259,8 +262,8 @@ def _clear(layout: Layout) -> None:
 
 
 class _Ran(TypedDict, total=False):
-    result: dict[str, Any]  # what run_job() gave, on a miss
-    saved: tuple[dict[str, Any], StoredEntry] | None  # the last saved job looked at
+    result: JobResult  # what run_job() gave, on a miss
+    saved: tuple[JobResult, StoredEntry] | None  # the last saved job looked at
 
 
 def reuse_or_run(
@@ -268,8 +271,8 @@ def reuse_or_run(
     cfg: PipelineConfig,
     layout: Layout,
     fp: Fingerprint,
-    run_job: Callable[[], dict[str, Any]],
-) -> dict[str, Any]:
+    run_job: Callable[[], JobResult],
+) -> JobResult:
     """The job's result: reused when a finished job had the same inputs and its engine
     is still in the engine store, else `run_job()`'s, saved for the next identical job
     (the store's lock: identical jobs run once)."""
@@ -309,6 +312,6 @@ def reuse_or_run(
     return _reused(saved[0], key)
 
 
-def _reused(result: dict[str, Any], key: str) -> dict[str, Any]:
+def _reused(result: JobResult, key: str) -> JobResult:
     ran = {k: result.get(k) for k in ("host", "node", "store_event")}
     return {**result, "store_event": REUSED, "reused": {"job_key": key, **ran}}

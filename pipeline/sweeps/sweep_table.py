@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from hydra.experimental.callback import Callback
 
@@ -36,6 +36,8 @@ from pipeline.sweeps.pareto import pareto, plot
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
+
+    from pipeline.core.report_file import Backend
 
 log = logging.getLogger("pipeline.sweeps.sweep_table")
 
@@ -67,7 +69,7 @@ def _store_word(event: str | None) -> str | None:
     return "built" if "built" in event and "meanwhile" not in event else "hit"
 
 
-def row_from_result(job: str, r: dict[str, Any]) -> dict[str, Any]:
+def row_from_result(job: str, r: JobResult) -> dict[str, Any]:
     """A summary row from a job's result.json (pipeline/sweeps/job.py)."""
     bench = r.get("benchmark", {})
     backend = next((b for b in LATENCY_BACKENDS if bench.get(b, {}).get("status") == "ok"), None)
@@ -111,6 +113,34 @@ def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:
 
 # What pipeline/sweeps/job.py leaves in a job folder: the result, or the one line it failed with.
 RESULT_FILE = "result.json"
+
+
+class JobResult(TypedDict, total=False):
+    """result.json: one job's headline (job.job_result), as the sweep table reads it. Read
+    leniently: a job of another version is a row with what it has."""
+
+    model: str
+    precision: str
+    profile: str
+    engine_sha256: str
+    engine_bytes: int
+    build_seconds: float | None
+    store_event: str | None  # the engine store's word, or REUSED
+    cache_key: str | None
+    backend: Backend
+    fingerprint: str
+    gpu: str
+    accuracy: dict[str, dict[str, Any]]
+    accuracy_gate: dict[str, dict[str, dict[str, Any]]]
+    accuracy_gate_passed: bool | None
+    accuracy_on_random_inputs: bool
+    benchmark: dict[str, dict[str, Any]]  # backend -> status, median, p99, throughput
+    host: str
+    node: str | None
+    overrides: list[str]  # the job's Hydra overrides
+    reused: dict[str, Any]  # a job reused: the finished job's key, host, node
+
+
 ERROR_FILE = "error.txt"
 
 
@@ -130,8 +160,11 @@ def collect(folder: str | Path) -> list[dict[str, Any]]:
             continue
         name = str(job_dir.relative_to(root)) if job_dir != root else job_dir.name
         result, error = job_dir / RESULT_FILE, job_dir / ERROR_FILE
-        if result.exists():
-            rows.append(row_from_result(name, fileio.read_json(result, "job result")))
+        got = fileio.read_json(result, "job result") if result.exists() else None
+        if isinstance(got, dict):
+            rows.append(row_from_result(name, cast(JobResult, got)))
+        elif result.exists():
+            rows.append(failed_row(name, f"{RESULT_FILE} is not a job result"))
         elif error.is_file():
             rows.append(
                 failed_row(name, f"job failed: {error.read_text(errors='replace').strip()[:300]}")
