@@ -114,7 +114,7 @@ def _execute(
     failed and where it ran)."""
     import ray
 
-    from pipeline.sweeps.sweep_table import ERROR_FILE
+    from pipeline.sweeps.job_files import ERROR_FILE
 
     Singleton.set_state(singleton_state)
     setup_globals()

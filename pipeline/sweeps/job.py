@@ -31,7 +31,7 @@ from pipeline.core.stage_names import JOB_STAGES
 from pipeline.flow import stages
 from pipeline.flow.stages import StageRecord, StageRecords
 from pipeline.sweeps import job_cache
-from pipeline.sweeps.sweep_table import ERROR_FILE, RESULT_FILE, JobResult
+from pipeline.sweeps.job_files import ERROR_FILE, RESULT_FILE, JobResult
 
 if TYPE_CHECKING:
     from hydra.conf import HydraConf

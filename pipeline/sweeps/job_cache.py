@@ -37,7 +37,7 @@ from pipeline.store import ENGINES, VerifiedStore
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.sweeps.sweep_table import JobResult
+    from pipeline.sweeps.job_files import JobResult
 
 RESULT = "result.json"
 JOBS = "jobs"

@@ -25,19 +25,19 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from hydra.experimental.callback import Callback
 
 from pipeline.core import fileio, imports, summary_file, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB, fmt
+from pipeline.sweeps.job_files import ERROR_FILE, RESULT_FILE, JobResult
 from pipeline.sweeps.pareto import pareto, plot
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
-    from pipeline.core.report_file import Backend
 
 log = logging.getLogger("pipeline.sweeps.sweep_table")
 
@@ -109,39 +109,6 @@ def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:
         for metric, rec in sorted(metrics.items()):
             cols[f"acc:{output}.{metric}" if many else f"acc:{metric}"] = rec.get("value")
     return cols
-
-
-# What pipeline/sweeps/job.py leaves in a job folder: the result, or the one line it failed with.
-RESULT_FILE = "result.json"
-
-
-class JobResult(TypedDict, total=False):
-    """result.json: one job's headline (job.job_result), as the sweep table reads it. Read
-    leniently: a job of another version is a row with what it has."""
-
-    model: str
-    precision: str
-    profile: str
-    engine_sha256: str
-    engine_bytes: int
-    build_seconds: float | None
-    store_event: str | None  # the engine store's word, or REUSED
-    cache_key: str | None
-    backend: Backend
-    fingerprint: str
-    gpu: str
-    accuracy: dict[str, dict[str, Any]]
-    accuracy_gate: dict[str, dict[str, dict[str, Any]]]
-    accuracy_gate_passed: bool | None
-    accuracy_on_random_inputs: bool
-    benchmark: dict[str, dict[str, Any]]  # backend -> status, median, p99, throughput
-    host: str
-    node: str | None
-    overrides: list[str]  # the job's Hydra overrides
-    reused: dict[str, Any]  # a job reused: the finished job's key, host, node
-
-
-ERROR_FILE = "error.txt"
 
 
 def failed_row(job: str, why: str = "job failed (no result.json)") -> dict[str, Any]:
