@@ -19,6 +19,7 @@ class Task(StrEnum):
     detection = "detection"
     dense = "dense"
     sequence = "sequence"
+    next_token = "next_token"  # a decoder's logits [batch, seq, vocab]: top-1 per position
 
 
 class Precision(StrEnum):

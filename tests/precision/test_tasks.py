@@ -56,6 +56,23 @@ def test_auto_takes_class_scores_for_n_by_c_and_dense_maps_otherwise():
         auto.check_outputs(["h", "y"])
 
 
+def test_a_decoders_logits_are_judged_by_the_next_token_and_its_kv_cache_as_state():
+    """`auto` on a decoder's outputs as transformers/optimum name them: logits [batch, seq,
+    vocab] by the token each position picks (and each position's cosine), present.N.* by
+    the cosine of each row; no absolute or relative error of logits is judged."""
+    logits = RNG.standard_normal((2, 8, 50))
+    got = logits.copy()
+    got[1, 5] = -got[1, 5]  # one position of 16 picks another token
+    kv = RNG.standard_normal((2, 4, 8, 16))
+    reference = [{"logits": logits, "present.0.key": kv}]
+    figures = accuracy.compare(reference, [{"logits": got, "present.0.key": kv}], "auto")
+    assert figures["logits"]["task"] == "next_token"
+    assert figures["logits"]["top1_agreement"] == pytest.approx(15 / 16)
+    assert figures["logits"]["rows"] == 16 and figures["logits"]["cosine"] < 0
+    assert figures["present.0.key"]["task"] == "sequence"
+    assert tasks.JUDGED["next_token"] == ("min_cosine", "min_top1_agreement")
+
+
 def test_top1_runs_along_the_class_axis_of_every_step():
     ref = RNG.standard_normal((2, 40, 50))  # a CTC matrix: [batch, steps, classes]
     got = ref.copy()

@@ -136,7 +136,7 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str
         rows = row_cosines(r, g, skip_tiny=True)
         if len(rows):
             metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
-    if task == "classification" and last > 1:
+    if task in tasks_lib.TOP1 and last > 1:
         metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
     return metrics
 

@@ -34,9 +34,18 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "detection": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
     "dense": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
     "sequence": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
+    # a decoder's logits: the next token each position picks, and each position's cosine
+    "next_token": ("min_cosine", "min_top1_agreement"),
 }
 # Tasks whose cosine is the worst of each last-axis vector's (a row, a step, a state).
-ROW_COSINE = frozenset({"embedding", "sequence"})
+ROW_COSINE = frozenset({"embedding", "sequence", "next_token"})
+# Tasks whose top-1 agreement is that of each last-axis vector's argmax.
+TOP1 = frozenset({"classification", "next_token"})
+# A decoder's outputs by their exporters' names (transformers/optimum, onnxruntime-genai):
+# `auto` judges its logits [batch, seq, vocab] by the next token and its KV cache
+# (present.N.key|value) as state, a cosine per row.
+DECODER_LOGITS = "logits"
+KV_OUTPUT = ("present", "present_key_values")
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,10 @@ class OutputTasks:
         task = self.per_output.get(name, self.default)
         if task != "auto":
             return task
+        if name == DECODER_LOGITS and reference.ndim == 3:
+            return "next_token"
+        if name.split(".")[0] in KV_OUTPUT and reference.ndim == 4:
+            return "sequence"
         if reference.ndim == 2 and reference.shape[1] > 1:
             return "classification"
         return "regression" if reference.ndim <= 1 else "dense"
