@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.core import shape_forms
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.inputs import profiles as profiles_lib
@@ -54,7 +55,7 @@ def batch_axes(
         axis = axes.get(s.name)
         if axis is None or isinstance(s.dims[axis], int) or s.name not in profile["inputs"]:
             continue
-        ranges[s.name] = (axis, [profile["inputs"][s.name][p][axis] for p in profiles_lib.POINTS])
+        ranges[s.name] = (axis, [profile["inputs"][s.name][p][axis] for p in shape_forms.POINTS])
     first = next(iter(ranges.values()), (0, []))[1]
     return {name: [axis] for name, (axis, rng) in ranges.items() if rng == first}
 
@@ -124,7 +125,7 @@ def plan(
     head_seq = _dim_value(head_shapes, seq_axes)
     at_points = (
         _dim_value({n: r[p] for n, r in base["inputs"].items()}, by_batch)
-        for p in profiles_lib.POINTS
+        for p in shape_forms.POINTS
     )
     # None where the model has no such dim: one point along it
     # a profile's batch of 0 (an empty batch TensorRT accepts) is no point to time

@@ -216,10 +216,10 @@ def add_model(path: str, name: str | None = None) -> list[str]:
         raise PipelineError("no conf/config.yaml here: run `trt-pipeline init` first")
     if model_file.exists():
         raise PipelineError(f"{model_file} exists: remove it, or give the model another --name")
-    text = init_models.with_model(config.read_text(), name)
+    old = config.read_text()
+    text = init_models.with_model(old, name)
     model_text = init_models.model_yaml(name, _model_path(path))
     fileio.write_text(model_file, model_text)
-    old = config.read_text()
     try:
         fileio.write_text(config, text)
         params = _params()

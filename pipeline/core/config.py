@@ -359,13 +359,16 @@ def validate(raw: Any) -> PipelineConfig:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
-    for name in models.names(cfg):  # each model's own config, as its stages will load it
-        one = models.select(OmegaConf.create(raw), name)
-        try:
-            validate(one)
-        except PipelineError as e:
-            raise PipelineError(f"models.{name}: {e}") from None
-    chosen, known = cfg.sweep.model, models.names(cfg)
+    known = models.names(cfg)
+    if known:  # each model's own config, as its stages will load it
+        several = OmegaConf.create(raw)
+        for name in known:
+            one = models.select(several, name)
+            try:
+                validate(one)
+            except PipelineError as e:
+                raise PipelineError(f"models.{name}: {e}") from None
+    chosen = cfg.sweep.model
     if chosen is not None and known and chosen not in known:
         raise PipelineError(f"sweep.model={chosen}: no such model ({', '.join(known)})")
     return cast(PipelineConfig, cfg)

@@ -19,6 +19,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+from pipeline.core.shape_forms import POINTS
 from pipeline.graph.onnx_model import TensorSpec
 
 if TYPE_CHECKING:
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 KV_INPUT = re.compile(r"(^|[._])(past|cache)", re.I)
 TOKEN_INPUTS = ("input_ids", "position_ids", "token_type_ids")
 MASK_INPUT = "attention_mask"
-POINTS = ("min", "opt", "max")
 
 
 def kv_inputs(inputs: list[TensorSpec]) -> list[TensorSpec]:

@@ -11,13 +11,13 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+from pipeline.core.shape_forms import POINTS
 from pipeline.graph.onnx_model import ANONYMOUS_DIMS, Dim, TensorSpec
 from pipeline.inputs import decoder_profiles
 
 if TYPE_CHECKING:
     from pipeline.core.config import ProfileConfig, ShapeRange
 
-POINTS = ("min", "opt", "max")
 # A resolved optimization profile, as resolve() makes it and the build manifest records it:
 # {"name": str, "inputs": {input: {"min": [...], "opt": [...], "max": [...]}}}.
 Profile = dict[str, Any]

@@ -6,6 +6,7 @@ not run yet is a row that says so."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def write(root: Path, models: dict[str, str], out: Path) -> list[dict[str, Any]]
             "models.html.j2",
             headers=HEADERS,
             rows=[(r, _cells(r)) for r in rows],
-            up=Path("..", *[".."] * (len(out.relative_to(root).parts) - 1)).as_posix(),
+            up=Path(os.path.relpath(root, out)).as_posix(),  # links are root-relative
         )
         fileio.write_text(tmp / "index.html", page)
     return rows

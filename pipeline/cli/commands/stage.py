@@ -36,8 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.name == INDEX:
         stages.index(config.load(args.params), Layout())
         return 0
-    if args.model is None and config.load(args.params).models:
+    cfg = config.load(args.params, args.model)
+    if args.model is None and cfg.models:
         raise PipelineError(f"stage {args.name}: this project has several models; give --model")
-    layout = Layout(model=args.model)
-    stages.BY_NAME[args.name](config.load(args.params, args.model), layout)
+    stages.BY_NAME[args.name](cfg, Layout(model=args.model))
     return 0
