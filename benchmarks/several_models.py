@@ -89,8 +89,12 @@ def main() -> None:
     repro = [sys.executable, "-m", "dvc", "repro"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
+        # Python caches compiled modules unless told not to; a machine that sets
+        # PYTHONDONTWRITEBYTECODE (this one does) would compile trt-pipeline's modules again
+        # in every stage process, and DVC's (installed compiled) not: both run as installed.
+        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env = {
-            **os.environ,
+            **inherited,
             "TRT_PIPELINE_STORE": str(tmp_path / "store"),
             "GIT_AUTHOR_NAME": "b",
             "GIT_AUTHOR_EMAIL": "b@b",

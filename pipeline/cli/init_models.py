@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import model_name_problem
+from pipeline.core.stage_names import PER_MODEL
 
 # The line of conf/config.yaml that lists the models; add-model extends it.
 LIST_LINE = re.compile(r"^  - models: \[(?P<names>[^\]]*)\]$", re.M)
@@ -26,6 +27,9 @@ def config_yaml(names: list[str]) -> str:
             "defaults:",
             "  - trt_pipeline",
             f"  - models: [{', '.join(names)}]",
+            "  # The one-model groups are each model's here: left out of params.yaml, which",
+            "  # DVC reads once for every stage that tracks a param.",
+            *[f"  - override /{group}: null" for group in PER_MODEL],
             "  - _self_",
             "",
             "hydra:",

@@ -135,6 +135,8 @@ def test_init_with_several_models_writes_a_file_each_and_add_model_one_more(repo
     assert stages["export"]["do"]["cmd"] == "trt-pipeline stage export --model ${key}"
     params = yaml.safe_load((repo / "params.yaml").read_text())
     assert list(params["models"]) == ["det", "rec"]
+    # The one-model groups stay out: DVC parses params.yaml once per stage with params.
+    assert not {"model", "precision", "profile", "calibration"} & set(params)
     for name, entry in params["models"].items():  # every group whole: DVC tracks it alone
         assert set(entry) == {"model", "precision", "profile", "calibration"}
         assert entry["model"]["onnx_path"] == entry["model"]["source"] == f"{name}.onnx"
