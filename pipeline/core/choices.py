@@ -20,6 +20,7 @@ class Task(StrEnum):
     dense = "dense"
     sequence = "sequence"
     next_token = "next_token"  # a decoder's logits [batch, seq, vocab]: top-1 per position
+    state = "state"  # a KV cache or recurrent state: the cosine of each row
 
 
 class Precision(StrEnum):
@@ -103,6 +104,7 @@ class CalibrationSource(StrEnum):
     directory = "directory"
     factory = "factory"
     random = "random"
+    prompts = "prompts"  # a decoder's prompts run through prefill and decode steps
 
 
 class CalibrationMethod(StrEnum):

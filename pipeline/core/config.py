@@ -87,6 +87,13 @@ class ModelConfig:
     reference_data: str | None = None
     # The path dvc.yaml tracks for reference_data: reference_data itself unless set (conf/model).
     reference_source: str = "data/reference"
+    # A decoder with a KV cache (docs/decoders.md): prompts under reference_source, each
+    # run through the fp32 graph as a prefill and decode_steps greedy steps, every step a
+    # reference batch, so both profiles are judged. A file or folder of .txt (one prompt
+    # per line, read with `tokenizer`) or token ids (.npy [prompts, tokens], .npz input_ids).
+    prompts: str | None = None
+    tokenizer: str | None = None  # a Hugging Face tokenizer.json, or a folder holding one
+    decode_steps: int = 8  # greedy steps after each prefill (model.prompts, calibration)
 
 
 @dataclass

@@ -55,6 +55,13 @@ def _check_model(m: DictConfig) -> None:
         )
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")
+    if m.prompts is not None and m.reference_data is not None:
+        raise PipelineError(
+            "invalid config: model.prompts and model.reference_data both give the reference "
+            "inputs; keep one"
+        )
+    if m.decode_steps < 0:
+        raise PipelineError(f"invalid config: model.decode_steps={m.decode_steps}; 0 or more")
 
 
 def _check_model_maps(m: DictConfig) -> None:

@@ -95,12 +95,22 @@ def describe(r: GateResult) -> str:
     return f"{r['gate']} (threshold {r['threshold']}): {r['detail']}"
 
 
+# Failing gates a line names; the rest are counted (every one is in the metrics file): a
+# decoder's dozens of outputs made a line no one reads to the end.
+LISTED_FAILURES = 3
+
+
 def failure_line(label: str, results: Iterable[GateResult]) -> str | None:
-    """'<label>: <every failing gate>', or None when all passed."""
+    """'<label>: <the first failing gates>[; and N more]', or None when all passed."""
     failed = failures(results)
     if not failed:
         return None
-    return " ".join(f"{label}: {'; '.join(describe(r) for r in failed)}".split())
+    said = "; ".join(describe(r) for r in failed[:LISTED_FAILURES])
+    if len(failed) > LISTED_FAILURES:
+        said += (
+            f"; and {len(failed) - LISTED_FAILURES} more failing (every one in the metrics file)"
+        )
+    return " ".join(f"{label}: {said}".split())
 
 
 def enforce(label: str, results: Iterable[GateResult]) -> None:

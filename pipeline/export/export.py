@@ -18,7 +18,15 @@ from pipeline.core.export_file import ExportSummary
 from pipeline.core.layout import EXPORT_SUMMARY, REFERENCE
 from pipeline.graph import constant_inputs, onnx_import, onnx_model
 from pipeline.graph.onnx_runtime import run_batches
-from pipeline.inputs import factory, input_roles, reference_file, sample_data, samples, sizes
+from pipeline.inputs import (
+    decoder_runs,
+    factory,
+    input_roles,
+    reference_file,
+    sample_data,
+    samples,
+    sizes,
+)
 from pipeline.inputs.array_folder import LABEL_PREFIX
 
 if TYPE_CHECKING:
@@ -124,7 +132,13 @@ def export_model(
             raise PipelineError("the ONNX model has no runtime inputs")
         sample_data.check_input_ranges(model_cfg, specs)
         layout = samples.layout(model_cfg, profile_cfg, specs)
-        batches, labels, reference = _reference_batches(model_cfg, model, specs, layout)
+        if model_cfg.prompts:  # a decoder's every step; the fp32 truth below runs them again
+            batches, reference = decoder_runs.reference(
+                model_cfg, profile_cfg.decoder, onnx_path, specs, layout.batch
+            )
+            labels: list[Arrays] = [{} for _ in batches]
+        else:
+            batches, labels, reference = _reference_batches(model_cfg, model, specs, layout)
         outputs = _fp32_truth(given if changes else onnx_path, onnx_path, batches, frozen)
         if outputs.note:
             reference["truth"] = outputs.note

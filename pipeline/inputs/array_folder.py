@@ -166,7 +166,7 @@ def _read_files(root: Path, what: str, key: str) -> dict[str, list[np.ndarray]]:
         if f.suffix == ".npz":
             arrays = fileio.read_npz(f, f"{what} file")
         elif f.suffix == ".npy":
-            arrays = {f.stem: _read_npy(f, what)}
+            arrays = {f.stem: read_npy(f, what)}
         else:
             raise PipelineError(f"{what} file {f} is neither .npz nor .npy")
         for k, v in arrays.items():
@@ -225,7 +225,7 @@ def _unpacked_bytes(path: Path) -> int:
     return path.stat().st_size
 
 
-def _read_npy(path: Path, what: str) -> np.ndarray:
+def read_npy(path: Path, what: str) -> np.ndarray:
     try:
         # a .npy file gives one array (numpy's stub says Any: np.load also opens .npz)
         array: np.ndarray = np.load(path, allow_pickle=False)

@@ -69,8 +69,39 @@ def test_a_decoders_logits_are_judged_by_the_next_token_and_its_kv_cache_as_stat
     assert figures["logits"]["task"] == "next_token"
     assert figures["logits"]["top1_agreement"] == pytest.approx(15 / 16)
     assert figures["logits"]["rows"] == 16 and figures["logits"]["cosine"] < 0
-    assert figures["present.0.key"]["task"] == "sequence"
+    assert figures["present.0.key"]["task"] == "state"
     assert tasks.JUDGED["next_token"] == ("min_cosine", "min_top1_agreement")
+    assert tasks.JUDGED["state"] == ("min_cosine",)
+
+
+def test_a_decoders_steps_are_judged_per_phase_and_the_gate_takes_the_worse():
+    """A prefill (logits as long as the KV cache it returns) and decode steps (one token
+    over a longer cache): rows of the vocabulary axis across batches of other shapes, top-1
+    per phase, the worse phase judged; the cache as rows of head_dim."""
+    prefill = {
+        "logits": RNG.standard_normal((1, 6, 50)),
+        "present.0.key": RNG.standard_normal((1, 2, 6, 8)),
+    }
+    steps = [
+        {
+            "logits": RNG.standard_normal((1, 1, 50)),
+            "present.0.key": RNG.standard_normal((1, 2, 6 + k, 8)),
+        }
+        for k in range(1, 5)
+    ]
+    got = [{k: v.copy() for k, v in b.items()} for b in [prefill, *steps]]
+    got[2]["logits"] = -got[2]["logits"]  # one of 4 decode steps picks another token
+    figures = accuracy.compare([prefill, *steps], got, "auto")
+    logits = figures["logits"]
+    assert logits["by_phase"]["prefill"] == {
+        "top1_agreement": 1.0,
+        "cosine": pytest.approx(1.0),
+        "rows": 6,
+    }
+    assert logits["by_phase"]["decode"]["top1_agreement"] == 0.75
+    assert logits["top1_agreement"] == 0.75 and logits["cosine"] < 0
+    assert figures["present.0.key"]["rows"] == 2 * (6 + 7 + 8 + 9 + 10)
+    assert tasks.decoder_phase(prefill) == "prefill" and tasks.decoder_phase(steps[0]) == "decode"
 
 
 def test_top1_runs_along_the_class_axis_of_every_step():

@@ -101,6 +101,9 @@ def load(
     if source == "directory":
         batches = _from_directory(calibration_cfg, specs, layout, n, bs)
         info.update(path=str(calibration_cfg.path))
+    elif source == "prompts":
+        batches = _from_prompts(calibration_cfg, model_cfg, onnx_path, specs, n, bs)
+        info.update(path=str(calibration_cfg.path), decode_steps=int(model_cfg.decode_steps))
     else:
         _check_size(model_cfg, specs, layout, n, bs)
         seed = int(calibration_cfg.seed)
@@ -119,6 +122,26 @@ def load(
     _describe_set(info, batches, layout)
     digests = set().union(*(sample_digests(b, layout.axes) for b in batches))
     return CalibrationSet(batches, info, layout.axes, digests)
+
+
+def of_one_shape(data: CalibrationSet) -> CalibrationSet:
+    """The largest group of `data`'s batches that share every input's shape (the first
+    such group on a tie), said in its info: ModelOpt's int4 AWQ stacks all batches into one
+    array per input, which a decoder's steps (each past one longer) cannot make."""
+    shapes = [tuple(sorted((k, v.shape) for k, v in b.items())) for b in data.batches]
+    if len(set(shapes)) == 1:
+        return data
+    common = max(dict.fromkeys(shapes), key=shapes.count)
+    kept = [b for b, s in zip(data.batches, shapes) if s == common]
+    info = {
+        **data.info,
+        "num_batches": len(kept),
+        "sha256": data_sha256(kept),
+        "one_shape": f"{len(kept)} of {len(shapes)} batches: ModelOpt's AWQ stacks the "
+        f"batches, so only those of one shape (the most common) calibrate",
+    }
+    digests = set().union(*(sample_digests(b, data.axes) for b in kept))
+    return CalibrationSet(kept, info, data.axes, digests)
 
 
 RANDOM_NOTE = (
@@ -148,7 +171,7 @@ def _requested(
         )
     if bs < 1:
         raise PipelineError(f"invalid config: calibration.batch_size={bs}; must be at least 1")
-    if n < 0 or (n == 0 and source != "directory"):
+    if n < 0 or (n == 0 and source not in ("directory", "prompts")):
         raise PipelineError(
             f"invalid config: calibration.num_samples={n}; must be positive for source {source}"
         )
@@ -177,6 +200,25 @@ def _from_directory(
         batch_key="calibration.batch_size",
     )
     return [{k: v for k, v in b.items() if not k.startswith(LABEL_PREFIX)} for b in batches]
+
+
+def _from_prompts(
+    calibration_cfg: CalibrationConfig,
+    model_cfg: ModelConfig,
+    onnx_path: Path,
+    specs: list[onnx_model.TensorSpec],
+    n: int,
+    bs: int,
+) -> list[dict[str, np.ndarray]]:
+    """A decoder's prompts (calibration.path) through prefill and model.decode_steps greedy
+    steps of the fp32 graph: every step a batch, so both profiles' activations calibrate."""
+    from pipeline.inputs import decoder_runs, prompts
+
+    if not calibration_cfg.path:
+        raise PipelineError("calibration.source=prompts needs calibration.path")
+    given = prompts.read(calibration_cfg.path, model_cfg.tokenizer, "calibration.path")
+    limits = decoder_runs.Limits(int(model_cfg.decode_steps))
+    return decoder_runs.batches(onnx_path, specs, given[: n or None], bs, limits)
 
 
 def _from_factory(

@@ -98,12 +98,15 @@ def compare(
     split = [tasks_lib.split_labels(b) for b in reference]
     reference = [outputs for outputs, _ in split]
     result: dict[str, dict[str, Any]] = {}
+    phases = [tasks_lib.decoder_phase(b) for b in reference]
     for name in reference[0]:
         ref, got = _stacked(name, reference, candidate)
         first = np.asarray(reference[0][name])
         kind = output_tasks.task(name, first)
         last = first.shape[-1] if first.ndim >= 2 else 1
         result[name] = {**_figures(ref, got, kind, last), "task": kind}
+        if kind == "next_token" and len(set(phases)) > 1:
+            result[name].update(_by_phase(name, reference, candidate, phases, last))
     if metric is not None:
         labels = [lb for _, lb in split]
         value = metric(reference, candidate, labels if any(labels) else None)
@@ -141,6 +144,30 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str
     return metrics
 
 
+def _by_phase(
+    name: str,
+    reference: list[dict[str, np.ndarray]],
+    candidate: list[dict[str, np.ndarray]],
+    phases: list[str | None],
+    last: int,
+) -> dict[str, Any]:
+    """A decoder's logits judged per phase (prefill positions, decode steps): the gate takes
+    the worse phase's top-1 and cosine, so a few decode steps are not lost among many
+    prompt positions; `by_phase` keeps both."""
+    figures: dict[str, dict[str, Any]] = {}
+    for phase in sorted({p for p in phases if p is not None}):
+        keep = [i for i, p in enumerate(phases) if p == phase]
+        ref, got = _stacked(name, [reference[i] for i in keep], [candidate[i] for i in keep])
+        whole = _figures(ref, got, "next_token", last)
+        figures[phase] = {k: whole[k] for k in ("top1_agreement", "cosine", "rows") if k in whole}
+    worst = {
+        k: min(f[k] for f in figures.values())
+        for k in ("top1_agreement", "cosine")
+        if all(k in f for f in figures.values())
+    }
+    return {**worst, "by_phase": figures}
+
+
 def worst_rel_error(ref: np.ndarray, got: np.ndarray) -> float:
     """max over samples of ||got - ref|| / ||ref|| (one flat vector: over it whole). A
     sample whose reference is all but zero is measured against the largest sample's norm:
@@ -157,7 +184,8 @@ def worst_rel_error(ref: np.ndarray, got: np.ndarray) -> float:
 def _stacked(
     name: str, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One output over all batches: rows of one width where every batch has it, else one
+    """One output over all batches: rows of one width where every batch has it, else rows
+    of the last axis where every batch shares it (then rel_error is each row's), else one
     flat vector (an output whose shape follows the input's values, e.g. ConstantOfShape,
     differs from batch to batch: only the element-wise figures apply to it)."""
     refs = [np.atleast_1d(b[name]).astype(np.float64) for b in reference]
@@ -174,6 +202,12 @@ def _stacked(
     if len({r.shape[1] for r in rows}) == 1:
         return np.concatenate(rows), np.concatenate(
             [g.reshape(r.shape) for g, r in zip(gots, rows)]
+        )
+    if len({r.shape[-1] for r in refs}) == 1 and all(r.ndim >= 2 for r in refs):
+        # a decoder's steps (a prompt's positions, then one token each): rows of the last axis
+        width = refs[0].shape[-1]
+        return np.concatenate([r.reshape(-1, width) for r in refs]), np.concatenate(
+            [g.reshape(-1, width) for g in gots]
         )
     return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
 

@@ -36,14 +36,17 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "sequence": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
     # a decoder's logits: the next token each position picks, and each position's cosine
     "next_token": ("min_cosine", "min_top1_agreement"),
+    # a decoder's KV cache: its error reaches the next step's logits, which are judged; here
+    # its direction, row by row
+    "state": ("min_cosine",),
 }
 # Tasks whose cosine is the worst of each last-axis vector's (a row, a step, a state).
-ROW_COSINE = frozenset({"embedding", "sequence", "next_token"})
+ROW_COSINE = frozenset({"embedding", "sequence", "next_token", "state"})
 # Tasks whose top-1 agreement is that of each last-axis vector's argmax.
 TOP1 = frozenset({"classification", "next_token"})
 # A decoder's outputs by their exporters' names (transformers/optimum, onnxruntime-genai):
 # `auto` judges its logits [batch, seq, vocab] by the next token and its KV cache
-# (present.N.key|value) as state, a cosine per row.
+# (present.N.key|value) as state: a cosine per row.
 DECODER_LOGITS = "logits"
 KV_OUTPUT = ("present", "present_key_values")
 
@@ -66,7 +69,7 @@ class OutputTasks:
         if name == DECODER_LOGITS and reference.ndim == 3:
             return "next_token"
         if name.split(".")[0] in KV_OUTPUT and reference.ndim == 4:
-            return "sequence"
+            return "state"
         if reference.ndim == 2 and reference.shape[1] > 1:
             return "classification"
         return "regression" if reference.ndim <= 1 else "dense"
@@ -81,6 +84,21 @@ class OutputTasks:
 
 
 Arrays = dict[str, np.ndarray]  # one batch: arrays by output (or label) name
+
+
+def decoder_phase(outputs: Mapping[str, np.ndarray]) -> str | None:
+    """A decoder's step, read from its fp32 outputs: `prefill` where the KV cache it returns
+    is as long as its logits (nothing before the prompt), `decode` where it is longer; None
+    for a model without both."""
+    logits = outputs.get(DECODER_LOGITS)
+    present = next(
+        (v for k, v in outputs.items() if k.split(".")[0] in KV_OUTPUT and np.ndim(v) == 4), None
+    )
+    if logits is None or present is None or np.ndim(logits) != 3:
+        return None
+    return "prefill" if logits.shape[1] == present.shape[2] else "decode"
+
+
 # (fp32 outputs, candidate outputs, labels or None) -> one number
 Metric = Callable[[list[Arrays], list[Arrays], list[Arrays] | None], float]
 

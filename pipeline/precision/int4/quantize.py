@@ -81,9 +81,10 @@ def quantize_int4(
     stream = streamed.chosen(
         calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg, source), source
     )
-    if not stream:  # ModelOpt takes the weights in memory
+    if not stream:  # ModelOpt takes the weights in memory, and the batches stacked
         streamed.refuse_huge_tensors(source, "int4")
         source = onnx_model.load(src, check=False)
+        data = calibration_data.of_one_shape(data) if data is not None else None
     # transposed Gemm weights are read (and held) here, streamed or not
     untransposed = untranspose_gemm_weights(source, src.parent)
     inputs = key_inputs(src, data, precision_cfg, calibration_cfg)
