@@ -5,6 +5,7 @@ exported by `transformers` with its KV cache (random weights: the structure is t
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -51,7 +52,7 @@ def test_every_step_is_a_reference_batch_fed_the_token_the_step_before_picked(
     pairs = reference_file.read(layout.export_dir / "reference.npz")
     first = pairs[:4]  # the first prompt's prefill and its steps
     assert np.array_equal(first[0][0]["input_ids"], ids[:1, :10])
-    for (before, outs), (after, _) in zip(first, first[1:]):
+    for (before, outs), (after, _) in itertools.pairwise(first):
         picked = outs["logits"][:, -1, :].argmax(-1)
         assert after["input_ids"].tolist() == [picked.tolist()]
         past = before["past_key_values.0.key"].shape[2] + before["input_ids"].shape[1]
