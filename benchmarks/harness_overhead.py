@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline.bench import benchmark
+from pipeline.bench import benchmark, measuring
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.core import config
 from pipeline.core.config import PipelineConfig
@@ -110,7 +110,7 @@ def main() -> int:
             got = {}
             for who in order:
                 if who == "harness":
-                    bar, update = benchmark.progress_bar("overhead")
+                    bar, update = measuring.progress_bar("overhead")
                     try:
                         times, _ = harness.time(feeds, 0, bench_cfg, update)
                     finally:

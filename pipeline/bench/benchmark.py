@@ -7,35 +7,31 @@ same way."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 
-from pipeline.bench import bench_sizes, cuda_timing, timing
-from pipeline.bench.bench_shapes import Pair, Point, choose_feeds, locate, plan
+from pipeline.bench import bench_sizes, decoder_bench
+from pipeline.bench.bench_shapes import choose_feeds, plan
 from pipeline.bench.conditions import conditions
+from pipeline.bench.measuring import Measuring
 from pipeline.bench.ort_runner import OrtRunner
-from pipeline.bench.runner import Feeds, Runner
-from pipeline.core import console, hashing, machine_settings
-from pipeline.core.errors import PipelineError, first_line
+from pipeline.bench.runner import Runner
+from pipeline.core import hashing, machine_settings
+from pipeline.core.errors import PipelineError
 from pipeline.core.machine_settings import Fingerprint
 from pipeline.export import export
 from pipeline.graph import onnx_model
 from pipeline.inputs import reference_file, sample_data, samples
 from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
-from pipeline.precision.gate import accuracy
-from pipeline.precision.gate.tasks import OutputTasks
 
 if TYPE_CHECKING:
-    from pipeline.core.config import BenchmarkConfig, ModelConfig, PipelineConfig
+    from pipeline.core.config import ModelConfig, PipelineConfig
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
-# Backends whose failure to run is a finding (skipped with the reason), not an error:
-# ONNX Runtime lacks CPU kernels for some bf16/fp8 graphs.
-OPTIONAL = frozenset({"onnxruntime_calibrated"})
 
 
 def bench_inputs(
@@ -92,113 +88,6 @@ def open_backend(
     )
 
 
-def progress_bar(label: str) -> tuple[console.Bar, Callable[[float], None]]:
-    """(bar, update): update takes the loop's fraction done (pipeline.bench.timing)."""
-    bar = console.bar(total=100, desc=f"benchmark {label}", percent=True)
-
-    def update(fraction: float) -> None:
-        bar.set(int(fraction * 100))
-
-    return bar, update
-
-
-def _summarise(
-    times: dict[str, np.ndarray], batch: int, bench_cfg: BenchmarkConfig
-) -> dict[str, Any]:
-    if len(times) > 1:
-        out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
-    else:
-        out = timing.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
-    n = len(times["host"])
-    if timing.Budget.of(bench_cfg).cut_short(n):
-        out["cut_short"] = (
-            f"stopped by benchmark.max_duration_s={bench_cfg.max_duration_s} after {n} "
-            f"iteration(s), short of benchmark.min_iterations={bench_cfg.min_iterations}"
-        )
-    return out
-
-
-def brief(result: dict[str, Any]) -> dict[str, Any]:
-    keep = (
-        "median_ms",
-        "mean_ms",
-        "p99_ms",
-        "throughput_per_s",
-        "iterations",
-        "batch",
-        "seq",
-        "low_sample_percentiles",
-    )
-    out = {k: result[k] for k in keep if k in result}
-    if "gpu" in result:
-        out["gpu_compute_median_ms"] = result["gpu"]["compute_ms"]["median_ms"]
-    return out
-
-
-def _accuracy(
-    runner: Runner, references: list[Pair], profiles: list[Profile], tasks: OutputTasks
-) -> dict[str, Any]:
-    try:
-        index = locate({k: list(v.shape) for k, v in references[0][0].items()}, profiles)
-    except PipelineError as e:
-        return {"status": "skipped", "reason": f"reference inputs do not fit the engine: {e}"}
-    got = [runner.infer(inputs, index) for inputs, _ in references]
-    return accuracy.compare([outputs for _, outputs in references], got, tasks)
-
-
-def measure_backend(
-    name: str,
-    runner: Runner,
-    points: list[Point],
-    feeds: dict[str, Feeds],
-    bench_cfg: BenchmarkConfig,
-) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for point in points:
-        bar, update = progress_bar(f"{name} {point.key}")
-        try:
-            times, notes = runner.time(feeds[point.key], point.profile_index, bench_cfg, update)
-        finally:
-            bar.close()
-        out[point.key] = {**_summarise(times, point.batch, bench_cfg), **notes}
-        if point.seq is not None:
-            out[point.key]["seq"] = point.seq
-    return out
-
-
-def _run_backend(
-    name: str,
-    runner: Runner,
-    points: list[Point],
-    headline: Point,
-    feeds: dict[str, Feeds],
-    references: list[Pair],
-    profiles: list[Profile],
-    cfg: PipelineConfig,
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    bc = cfg.benchmark
-    measured = measure_backend(name, runner, points, feeds, bc)
-    result: dict[str, Any] = {
-        "status": "ok",
-        "label": runner.label,
-        "device": runner.device,
-        "profile": headline.profile,
-        **measured[headline.key],
-    }
-    if references:
-        result["accuracy"] = _accuracy(runner, references, profiles, OutputTasks.of(cfg.model))
-    if bc.layer_profile_top:
-        layers = runner.layer_times(
-            feeds[headline.key],
-            headline.profile_index,
-            int(bc.layer_profile_iterations),
-            int(bc.layer_profile_top),
-        )
-        if layers is not None:
-            result["layers"] = layers
-    return result, measured
-
-
 class BenchmarkRecord(TypedDict, total=False):
     """metrics/benchmark.json: every backend timed side by side at the headline shapes,
     and each backend at every swept shape."""
@@ -212,6 +101,7 @@ class BenchmarkRecord(TypedDict, total=False):
     by_shape: Required[dict[str, dict[str, Any]]]  # point key -> backend -> figures
     method: Required[dict[str, Any]]  # how it was timed
     conditions: Required[dict[str, Any]]  # the GPU's clocks and load before and after
+    decoder: dict[str, Any]  # a decoder's TTFT and TPOT by length, its KV cache's bytes
     model: str  # the stage adds these two
     precision: str
     peak_rss_mib: float  # the stage's return only
@@ -248,10 +138,12 @@ def run(
     )
     gpu_before = gpu_conditions.snapshot(pci)
     side_by_side = Measuring(cfg, profiles, points, headline, feeds, pairs if bc.accuracy else [])
+    if decoder_bench.applies(specs):
+        side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles))
     for name in bc.backends:
         side_by_side.backend(name, open_backend(name, cfg, paths, fingerprint, device), reference)
     _add_speedups(side_by_side.results, side_by_side.by_point, bc.baseline)
-    return {
+    record: BenchmarkRecord = {
         "profile": headline.profile,
         "shapes": headline.shapes,
         "headline": headline.key,
@@ -269,63 +161,9 @@ def run(
         },
         "conditions": conditions(bc, fingerprint, gpu_before, gpu_conditions.snapshot(pci)),
     }
-
-
-class Measuring:
-    """Every backend at the same points and inputs; each one's result, and each point's
-    figures by backend."""
-
-    def __init__(
-        self,
-        cfg: PipelineConfig,
-        profiles: list[Profile],
-        points: list[Point],
-        headline: Point,
-        feeds: dict[str, Feeds],
-        references: list[Pair],
-    ) -> None:
-        self.cfg, self.profiles, self.points, self.headline = cfg, profiles, points, headline
-        self.feeds, self.references = feeds, references
-        self.results: dict[str, dict[str, Any]] = {}
-        # point key -> backend -> brief()
-        self.by_point: dict[str, dict[str, dict[str, Any]]] = {}
-
-    def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
-        if isinstance(runner, str):
-            self.results[name] = {"status": "skipped", "reason": runner}
-            return
-        try:
-            self.results[name], measured = _run_backend(
-                name, runner, self.points, self.headline, self.feeds, self.references,
-                self.profiles, self.cfg,
-            )  # fmt: skip
-        except Exception as e:
-            if name not in OPTIONAL:
-                raise _backend_failure(runner, e, reference) from None
-            self.results[name], measured = (
-                {"status": "skipped", "reason": f"{runner.label}: {first_line(e)}"},
-                {},
-            )
-        finally:
-            runner.close()
-        for key, summary in measured.items():
-            self.by_point.setdefault(key, {})[name] = brief(summary)
-
-
-def _backend_failure(runner: Runner, e: Exception, reference: dict[str, Any]) -> Exception:
-    """A required backend's failure: this tool's own errors as they are; the runtime failing
-    on this model and these inputs (ONNX Runtime's Fail on a Mod by zero of random
-    integers) is the user's to fix, in one line."""
-    if isinstance(e, PipelineError):
-        return e
-    hint = (
-        " (the inputs are random: model.reference_data or model.input_ranges gives it real ones)"
-        if reference.get("random")
-        else ""
-    )
-    return PipelineError(
-        f"benchmark: {runner.label} failed: {type(e).__name__}: {first_line(e)}{hint}"
-    )
+    if side_by_side.decoder is not None:
+        record["decoder"] = side_by_side.decoder_record()
+    return record
 
 
 def _add_speedups(

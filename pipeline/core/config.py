@@ -257,6 +257,16 @@ class BuildConfig:
 
 
 @dataclass
+class DecoderBench:
+    """A decoder's phases timed apart (pipeline/bench/decoder_bench.py), for a graph with a
+    KV cache: time to first token by prompt length, time per output token by past length."""
+
+    input_lens: list[int] = field(default_factory=list)  # []: the prefill profile's min/opt/max
+    past_lens: list[int] = field(default_factory=list)  # []: the decode profile's min/opt/max
+    batch: int = 1  # sequences per run
+
+
+@dataclass
 class BenchmarkConfig:
     # trtexec's method: warm up for a time, then run until both minimums are met.
     warmup_s: float = 0.2
@@ -293,6 +303,7 @@ class BenchmarkConfig:
         10  # slowest layers to report from a separate IProfiler pass; 0: no pass
     )
     layer_profile_iterations: int = 20  # iterations of that per-layer pass
+    decoder: DecoderBench = field(default_factory=DecoderBench)
 
 
 @dataclass

@@ -67,6 +67,7 @@ def run(
                 )
                 for k, r in metrics["results"].items()
             ],
+            *benchmark_report.decoder_rows(metrics),
             ("details", str(out / "benchmark.md")),
             memory.row(metrics[memory.PEAK_KEY]),
         ],

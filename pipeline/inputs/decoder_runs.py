@@ -83,7 +83,7 @@ def _run(
     past = {name: _empty_past(t, len(ids)) for name, t in kv.items()}
     done, out = 0, []
     for step in range(steps + 1):
-        feeds = {**_token_feeds(specs, ids, done), **past}
+        feeds = {**token_feeds(specs, ids, done), **past}
         out.append(feeds)
         if step == steps:  # its outputs are the export's to compute, with the others'
             break
@@ -94,7 +94,8 @@ def _run(
     return out
 
 
-def _token_feeds(specs: list[TensorSpec], ids: np.ndarray, done: int) -> Arrays:
+def token_feeds(specs: list[TensorSpec], ids: np.ndarray, done: int) -> Arrays:
+    """A step's inputs but the KV cache: the tokens `ids` [batch, new] after `done`."""
     batch, new = ids.shape
     out: Arrays = {}
     for t in specs:
@@ -165,13 +166,20 @@ def _logits_output(outputs: list[Any]) -> str:
 
 def _empty_past(t: TensorSpec, batch: int) -> np.ndarray:
     """A prefill's past: [batch, heads, 0, head_dim] of the KV input's type."""
+    heads, size = kv_dims(t, "model.prompts")
+    return np.zeros((batch, heads, 0, size), dtype=t.dtype)
+
+
+def kv_dims(t: TensorSpec, what: str) -> tuple[int, int]:
+    """(heads, head size) of a KV input [batch, heads, past, head_dim]; one line naming
+    `what` needs them where the graph leaves them symbolic."""
     heads, size = t.dims[1], t.dims[3]
     if not (isinstance(heads, int) and isinstance(size, int)):
         raise PipelineError(
-            f"model.prompts: KV input '{t.name}' has symbolic heads or head size "
-            f"{list(t.dims)}; a decoder's cache needs them fixed: give model.reference_data"
+            f"{what}: KV input '{t.name}' has symbolic heads or head size {list(t.dims)}; "
+            f"a decoder's cache needs them fixed"
         )
-    return np.zeros((batch, heads, 0, size), dtype=t.dtype)
+    return heads, size
 
 
 def reference(

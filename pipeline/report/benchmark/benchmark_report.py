@@ -60,6 +60,7 @@ def to_markdown(metrics: BenchmarkRecord) -> str:
     ok = {k: r for k, r in results.items() if r["status"] == "ok"}
     out += _results_lines(metrics, ok)
     out += _by_shape_lines(metrics)
+    out += _decoder_lines(metrics.get("decoder"))
     out += _gpu_stage_lines(ok)
     out += _slowest_layers_lines(ok)
     out += ["## Conditions", "", *_conditions(metrics["conditions"]), ""]
@@ -161,6 +162,47 @@ def _by_shape_lines(metrics: BenchmarkRecord) -> list[str]:
         "",
     ]
     return out
+
+
+def _decoder_lines(decoder: dict[str, Any] | None) -> list[str]:
+    """A decoder's phases: time to first token by prompt length, time per output token by
+    past length, each with its tokens per second; the KV cache's size."""
+    if not decoder:
+        return []
+    kv, batch = decoder["kv_cache"], decoder["batch"]
+    rows = []
+    for backend, f in decoder["backends"].items():
+        for n, ms in f["ttft_ms"].items():
+            rows.append([backend, f"prefill, {n} tokens", ms, f["prefill_tokens_per_s"][n]])
+        for n, ms in f["tpot_ms"].items():
+            rows.append([backend, f"decode, past {n}", ms, f["decode_tokens_per_s"][n]])
+    out = ["## A decoder's phases", ""]
+    out += [
+        f"Batch {batch}. Time to first token is a prefill's time; time per output token a "
+        f"decode step's. The KV cache holds {kv['bytes_per_token']} bytes per token of one "
+        f"sequence over {kv['tensors']} tensors: {kv['bytes_at_max'] / 2**20:.4g} MiB at "
+        f"batch {kv['max_batch']} and past {kv['max_past']}, the profiles' largest.",
+        "",
+    ]
+    return out + _table(["backend", "step", "median ms", "tokens/s"], rows)
+
+
+def decoder_rows(metrics: BenchmarkRecord) -> list[tuple[str, str]]:
+    """The stage table's rows for a decoder: per backend, its phases at the middle lengths."""
+    from pipeline.report.benchmark.headline import middle
+
+    decoder = metrics.get("decoder") or {}
+    rows = []
+    for backend, f in decoder.get("backends", {}).items():
+        n, p = middle(f["ttft_ms"]), middle(f["tpot_ms"])
+        rows.append(
+            (
+                f"{backend} (decoder)",
+                f"TTFT {f['ttft_ms'][n]:.4g} ms ({n} tokens), TPOT {f['tpot_ms'][p]:.4g} ms "
+                f"(past {p}), {f['decode_tokens_per_s'][p]:.4g} tokens/s",
+            )
+        )
+    return rows
 
 
 def _gpu_stage_lines(ok: dict[str, Any]) -> list[str]:

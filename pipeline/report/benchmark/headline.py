@@ -59,4 +59,26 @@ def summarize(
         for field in HEADLINE:
             if (v := _number(r.get(field))) is not None:
                 out[f"{backend}_{field}"] = v
+    out.update(_decoder(benchmark.get("decoder")))
     return {k: n for k, v in out.items() if (n := _number(v)) is not None}
+
+
+def _decoder(decoder: dict[str, Any] | None) -> dict[str, float | int | None]:
+    """A decoder's few numbers: per backend, time to first token and time per output token
+    at the middle length measured, and the decode tokens/s there; the KV cache at most."""
+    if not decoder:
+        return {}
+    out: dict[str, float | int | None] = {
+        "kv_cache_mib_at_max": round(decoder["kv_cache"]["bytes_at_max"] / MIB, 3)
+    }
+    for backend, f in decoder["backends"].items():
+        prompt, past = middle(f["ttft_ms"]), middle(f["tpot_ms"])
+        out[f"{backend}_ttft_ms"] = f["ttft_ms"][prompt]
+        out[f"{backend}_tpot_ms"] = f["tpot_ms"][past]
+        out[f"{backend}_decode_tokens_per_s"] = f["decode_tokens_per_s"][past]
+    return out
+
+
+def middle(by_length: dict[str, float]) -> str:
+    lengths = sorted(by_length, key=int)
+    return lengths[len(lengths) // 2]
