@@ -201,7 +201,8 @@ def reference(
             f"{model_cfg.reference_source}, so DVC would not see it change; put the prompts "
             f"in that folder or point model.reference_source at theirs"
         )
-    given = prompts.read(model_cfg.prompts, model_cfg.tokenizer, "model.prompts")
+    tracked = (model_cfg.reference_source, model_cfg.source)
+    given = prompts.read(model_cfg.prompts, model_cfg.tokenizer, "model.prompts", tracked)
     limits = Limits(
         int(model_cfg.decode_steps), int(numbers.max_input_len), int(numbers.max_seq_len)
     )

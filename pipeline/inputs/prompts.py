@@ -25,9 +25,13 @@ SUFFIXES = (".txt", ".npy", ".npz")
 TOKENIZER_FILE = "tokenizer.json"
 
 
-def read(source: str | Path, tokenizer: str | None, key: str) -> list[np.ndarray]:
+def read(
+    source: str | Path, tokenizer: str | None, key: str, tracked: tuple[str, ...] = ()
+) -> list[np.ndarray]:
     """Every prompt under `source` as a 1-D int64 array of token ids, in file order;
-    `key` names the setting in errors (model.prompts, calibration.path)."""
+    `key` names the setting in errors (model.prompts, calibration.path). A tokenizer must
+    lie under one of `tracked` (the paths DVC tracks for the reading stage), or a new one
+    would leave the data it made as it was."""
     path = Path(source)
     if not path.exists():
         raise PipelineError(f"{key}={source}: no such file or folder")
@@ -41,7 +45,7 @@ def read(source: str | Path, tokenizer: str | None, key: str) -> list[np.ndarray
     out: list[np.ndarray] = []
     for f in files:
         if f.suffix == ".txt":
-            encode = encode or _tokenizer(tokenizer, f)
+            encode = encode or _tokenizer(tokenizer, f, tracked)
             lines = [ln for ln in f.read_text(encoding="utf-8").splitlines() if ln.strip()]
             out += [np.asarray(encode(ln), dtype=np.int64) for ln in lines]
         else:
@@ -67,8 +71,12 @@ def _token_arrays(path: Path, key: str) -> list[np.ndarray]:
     return [row.astype(np.int64) for row in np.atleast_2d(ids)]
 
 
-def _tokenizer(name: str | None, prompts: Path) -> Callable[[str], list[int]]:
+def _tokenizer(
+    name: str | None, prompts: Path, tracked: tuple[str, ...]
+) -> Callable[[str], list[int]]:
     """str -> token ids with the user's tokenizer.json."""
+    from pipeline.inputs.sample_data import tracked_by
+
     if not name:
         raise PipelineError(
             f"{prompts} is text: set model.tokenizer to a tokenizer.json (or a folder holding "
@@ -78,6 +86,11 @@ def _tokenizer(name: str | None, prompts: Path) -> Callable[[str], list[int]]:
     path = path / TOKENIZER_FILE if path.is_dir() else path
     if not path.is_file():
         raise PipelineError(f"model.tokenizer={name}: no {TOKENIZER_FILE} there")
+    if tracked and not any(tracked_by(path, t) for t in tracked):
+        raise PipelineError(
+            f"model.tokenizer={name} is under none of {', '.join(tracked)}, so DVC would not "
+            f"see it change; put it in the model's folder (model.source) or beside the prompts"
+        )
     try:
         from tokenizers import Tokenizer
     except ImportError:

@@ -105,6 +105,9 @@ def test_text_prompts_are_tokenized_with_the_users_tokenizer_json(tmp_path):
     (tmp_path / "prompts.txt").write_text("the cat sat\n\nthe dog\n")
     got = prompts.read(tmp_path / "prompts.txt", str(tmp_path), "model.prompts")
     assert [p.tolist() for p in got] == [[1, 2, 3], [1, 0]]
+    # a tokenizer DVC does not track for the stage would change the data unseen
+    with pytest.raises(PipelineError, match="is under none of data/reference"):
+        prompts.read(tmp_path / "prompts.txt", str(tmp_path), "model.prompts", ("data/reference",))
 
 
 @pytest.mark.parametrize(

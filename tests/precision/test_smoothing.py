@@ -70,6 +70,38 @@ def test_pre_ln_folds_into_the_layer_norm_and_keeps_the_function():
     assert hs_max.max() / np.median(hs_max) < h_max.max() / np.median(h_max)
 
 
+def test_an_untransposed_gemm_smooths_like_a_matmul_and_a_transposed_one_does_not():
+    """GPT-2's Conv1D exports as Gemm(x, W [in, out], bias): smoothed as a MatMul, the bias
+    left as it is; a Gemm with transB reads W [out, in] and is not a channel-wise product
+    of the kind smoothing scales."""
+    model = pre_ln_graph()
+    bias = numpy_helper.from_array(np.ones(8, np.float32), "bias")
+    model.graph.initializer.append(bias)
+    model.graph.node[1].CopyFrom(helper.make_node("Gemm", ["h", "w1", "bias"], ["y1"], name="mm1"))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 16)).astype(np.float32)
+    x[:, [3, 11]] *= 50.0
+    feeds = [{"x": x}]
+    groups = smoothing.compute(
+        model, 0.5, lambda ts: smoothing.activation_max(model, None, ts, feeds)
+    )
+    assert [set(g.matmuls) for g in groups] == [{"mm1", "mm2"}]
+    for a, b in zip(run(model, feeds), run(smoothing.apply(model, groups), feeds)):
+        for k in a:
+            np.testing.assert_allclose(b[k], a[k], rtol=1e-5, atol=1e-4)
+    model.graph.node[1].attribute.append(helper.make_attribute("transB", 1))
+    assert [set(g[2]) for g in smoothing.find_groups(model)] == [{("mm2", "w2")}]
+
+
+def test_the_smoothing_record_names_its_groups_for_the_cache_key():
+    """Two smoothings of one graph, data and alpha with other groups (another version of
+    the code that finds them) are other calibrations: their records' digests differ."""
+    group = smoothing.SmoothGroup("h", "ln", ("mm1",), ("w1",), True, (1.0, 2.0))
+    other = smoothing.SmoothGroup("h", "ln", ("mm1", "mm2"), ("w1", "w2"), True, (1.0, 2.0))
+    a, b = (smoothing.record(g, 0.5, "smoothquant") for g in ([group], [other]))
+    assert a["groups_sha256"] != b["groups_sha256"]
+
+
 def test_post_ln_smooths_on_the_matmul_branch_and_keeps_the_function(bert_export, tmp_path):
     _, result = quantized(bert_export, tmp_path, *BERT, "precision.smoothing=smoothquant")
     graphs = result.graphs

@@ -216,7 +216,8 @@ def _from_prompts(
 
     if not calibration_cfg.path:
         raise PipelineError("calibration.source=prompts needs calibration.path")
-    given = prompts.read(calibration_cfg.path, model_cfg.tokenizer, "calibration.path")
+    tracked = (calibration_cfg.path, model_cfg.source)  # what the calibrate stage tracks
+    given = prompts.read(calibration_cfg.path, model_cfg.tokenizer, "calibration.path", tracked)
     limits = decoder_runs.Limits(int(model_cfg.decode_steps))
     return decoder_runs.batches(onnx_path, specs, given[: n or None], bs, limits)
 

@@ -82,7 +82,7 @@ def key_inputs(
         "high_precision_dtype": HIGH_PRECISION,
         "modelopt": _version("nvidia-modelopt"),
         "onnxruntime": _version("onnxruntime"),
-        "smoothing": {k: smooth[k] for k in ("mode", "alpha")} if smooth else None,
+        "smoothing": {k: smooth[k] for k in ("mode", "alpha", "groups_sha256")} if smooth else None,
     }
 
 

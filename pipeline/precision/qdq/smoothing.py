@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.precision.common.ops import MATMULS
@@ -45,7 +46,7 @@ class SmoothGroup:
 
 def find_groups(model: ModelProto) -> list[tuple[str, str, list[tuple[str, str]], bool]]:
     """(X, X's producer, [(MatMul, weight)], foldable) for every activation read by
-    MatMuls with 2-D constant weights as their second input. Foldable: X is the output
+    MatMuls (or untransposed Gemms) with 2-D constant weights as their second input. Foldable: X is the output
     of a LayerNormalization with constant gamma and beta, and only these MatMuls read it."""
     inits = {i.name: i for i in model.graph.initializer}
     producer = onnx_model.producers(model)
@@ -55,14 +56,7 @@ def find_groups(model: ModelProto) -> list[tuple[str, str, list[tuple[str, str]]
     for x, nodes in readers.items():
         if x in inits or not x or _gemm_output(x, producer):
             continue
-        mms = [
-            (r.name, r.input[1])
-            for r in nodes
-            if r.op_type == "MatMul"
-            and r.input[0] == x
-            and r.input[1] in inits
-            and len(inits[r.input[1]].dims) == 2
-        ]
+        mms = [(r.name, r.input[1]) for r in nodes if _reads_like_matmul(r, x, inits)]
         if not mms:
             continue
         prod = producer.get(x)
@@ -76,6 +70,20 @@ def find_groups(model: ModelProto) -> list[tuple[str, str, list[tuple[str, str]]
         fold = layer_norm and len(mms) == len(nodes) and x not in graph_outputs
         out.append((x, prod.name if prod is not None else "", mms, bool(fold)))
     return out
+
+
+def _reads_like_matmul(node: Any, x: str, inits: dict[str, Any]) -> bool:
+    """Whether `node` computes X W with a 2-D constant W [in, out]: a MatMul, or a Gemm
+    that transposes neither (GPT-2's Conv1D exports so; its bias is added after the
+    product, which the smoothing leaves equal)."""
+    if len(node.input) < 2 or node.input[0] != x or node.input[1] not in inits:
+        return False
+    if len(inits[node.input[1]].dims) != 2:
+        return False
+    if node.op_type == "MatMul":
+        return True
+    flags = {a.name: a.i for a in node.attribute if a.name in ("transA", "transB")}
+    return node.op_type == "Gemm" and not any(flags.values())
 
 
 # Ops that only move data: a GEMM's output reshaped is still that GEMM's output.
@@ -206,6 +214,11 @@ def record(groups: list[SmoothGroup], alpha: float, mode: str) -> dict[str, Any]
     return {
         "mode": mode,
         "alpha": alpha,
+        # what the smoothed graph is: the calibration cache is keyed by it (the groups
+        # found depend on this code, not only on the graph, the data and alpha)
+        "groups_sha256": hashing.sha256_json(
+            [[g.tensor, list(g.matmuls), g.fold, list(g.scale)] for g in groups]
+        ),
         "groups": [
             {
                 "tensor": g.tensor,
