@@ -102,6 +102,8 @@ class AccuracyGate:
     max_mean_rel_error: float | None = None  # mean relative error over all output elements
     min_cosine: float | None = None  # cosine similarity (task embedding: per row, the worst row)
     min_top1_agreement: float | None = None  # share of rows with the same argmax (classification)
+    # a decoder's perplexity over its prompts (model.prompts): at most this share above fp32's
+    max_perplexity_increase: float | None = None
     # worst sample's ||candidate - reference|| / ||reference|| (regression, detection, dense, sequence)
     max_rel_error: float | None = None
     # A task metric of your own, `module:function` (fp32 outputs, candidate outputs, labels)

@@ -136,7 +136,7 @@ def export_model(
             batches, reference = decoder_runs.reference(
                 model_cfg, profile_cfg.decoder, onnx_path, specs, layout.batch
             )
-            labels: list[Arrays] = [{} for _ in batches]
+            labels = _pop_labels(batches)
         else:
             batches, labels, reference = _reference_batches(model_cfg, model, specs, layout)
         outputs = _fp32_truth(given if changes else onnx_path, onnx_path, batches, frozen)
@@ -201,7 +201,7 @@ def _reference_batches(
             f"model.num_reference_batches={n}",
         )
     batches, reference = sample_data.reference_inputs(model_cfg, specs, layout)
-    labels = [{k: b.pop(k) for k in [k for k in b if k.startswith(LABEL_PREFIX)]} for b in batches]
+    labels = _pop_labels(batches)
     if reference["random"]:
         input_roles.check_random_inputs(model.graph, specs, model_cfg)
     if not batches:  # here, not when calibrate finds an empty reference.npz
@@ -210,6 +210,11 @@ def _reference_batches(
     if missing:
         raise PipelineError(f"sample inputs lack model input '{missing[0]}'")
     return batches, labels, reference
+
+
+def _pop_labels(batches: list[Arrays]) -> list[Arrays]:
+    """Each batch's labels (`label:<name>`), taken out of its inputs."""
+    return [{k: b.pop(k) for k in [k for k in b if k.startswith(LABEL_PREFIX)]} for b in batches]
 
 
 def _write_reference(

@@ -22,6 +22,9 @@ from pipeline.inputs import samples
 # Arrays in a reference folder that are not inputs: labels for a task metric of the user's
 # (precision.gate.metric), one row per sample, carried beside the fp32 outputs.
 LABEL_PREFIX = "label:"
+# The label a decoder's prefill carries (pipeline/inputs/decoder_runs.py): the prompt's
+# next token at each position, -1 after its last; the gate's perplexity reads it.
+NEXT_TOKENS = "next_token_ids"
 
 
 def check(

@@ -23,6 +23,7 @@ import numpy as np
 from pipeline.core.errors import PipelineError
 from pipeline.graph.onnx_model import TensorSpec
 from pipeline.graph.onnx_runtime import Graph, ort_session
+from pipeline.inputs.array_folder import LABEL_PREFIX, NEXT_TOKENS
 from pipeline.inputs.decoder_profiles import MASK_INPUT, TOKEN_INPUTS, kv_inputs
 
 if TYPE_CHECKING:
@@ -63,6 +64,13 @@ def batches(
             steps = max(0, min(steps, limits.max_seq_len - length))
         feeds += _run(session, specs, ids, steps, present, logits)
     return feeds
+
+
+def next_tokens(ids: np.ndarray) -> np.ndarray:
+    """[batch, seq]: the token after each position, -1 after the last."""
+    out = np.full(ids.shape, -1, dtype=np.int64)
+    out[:, :-1] = ids[:, 1:]
+    return out
 
 
 def phase(feeds: Arrays, specs: list[TensorSpec]) -> str:
@@ -208,6 +216,9 @@ def reference(
     )
     made = batches(graph, specs, given, batch, limits)
     phases = [phase(b, specs) for b in made]
+    for feeds, step in zip(made, phases):
+        if step == "prefill":  # the prompt's own next tokens: what its perplexity is of
+            feeds[LABEL_PREFIX + NEXT_TOKENS] = next_tokens(feeds["input_ids"])
     return made, {
         "source": "prompts",
         "random": False,

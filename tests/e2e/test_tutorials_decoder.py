@@ -30,6 +30,7 @@ def test_decoder_tutorial(in_tmp_repo_copy, monkeypatch):
     logits = _accuracy(repo)["accuracy"]["logits"]
     assert logits["task"] == "next_token" and logits["top1_agreement"] == 1.0
     assert logits["by_phase"]["decode"]["rows"] == 8 * 8  # 8 prompts, 8 greedy steps each
+    assert logits["perplexity_increase"] < 0.01  # fp16's gate on the prompts' perplexity
     export_json = json.loads((repo / "artifacts/export/export.json").read_text())
     assert export_json["reference"]["batches"] == {"prefill": 8, "decode": 64}
     [manifest] = (repo / "artifacts/build").glob("*/manifest.json")

@@ -91,6 +91,8 @@ def test_int8_calibrates_on_both_phases_and_is_judged_per_phase(gpt2, tmp_path, 
     assert set(logits["by_phase"]) == {"prefill", "decode"}
     assert logits["by_phase"]["decode"]["rows"] == 3 * 4
     assert accuracy["accuracy"]["present.0.key"]["task"] == "state"
+    # the prompts' own next tokens ride with each prefill: perplexity against fp32's
+    assert logits["perplexity_fp32"] > 1 and "perplexity_increase" in logits
     worst = min(p["top1_agreement"] for p in logits["by_phase"].values())
     assert logits["top1_agreement"] == worst
 

@@ -70,7 +70,7 @@ def test_a_decoders_logits_are_judged_by_the_next_token_and_its_kv_cache_as_stat
     assert figures["logits"]["top1_agreement"] == pytest.approx(15 / 16)
     assert figures["logits"]["rows"] == 16 and figures["logits"]["cosine"] < 0
     assert figures["present.0.key"]["task"] == "state"
-    assert tasks.JUDGED["next_token"] == ("min_cosine", "min_top1_agreement")
+    assert tasks.JUDGED["next_token"][:2] == ("min_cosine", "min_top1_agreement")
     assert tasks.JUDGED["state"] == ("min_cosine",)
 
 
@@ -176,3 +176,20 @@ def test_a_metric_of_the_users_is_judged_with_labels_beside_the_outputs(metric_m
     assert "label:text" not in figures  # labels are never compared as outputs
     failed = [r for r in results if not r["passed"]]
     assert [(r["subject"], r["gate"]) for r in failed][-1] == ("mymetrics.ocr:flips", "metric_max")
+
+
+def test_a_decoders_perplexity_over_its_prompts_is_judged_against_fp32s():
+    """The prompt's next tokens travel as a prefill's label; perplexity is exp of the mean
+    negative log-likelihood over the positions that have one (-1: after the last)."""
+    vocab = 8
+    ref = np.zeros((1, 3, vocab))
+    ref[0, :, 2] = np.log(4.0)  # p(token 2) = 4 / (4 + 7) at each position
+    got = ref.copy()
+    got[0, :, 2] = 0.0  # uniform: p = 1/8
+    labels = {"label:next_token_ids": np.array([[2, 2, -1]])}
+    reference = [{"logits": ref, **labels}]
+    figures = accuracy.compare(reference, [{"logits": got}], "next_token")["logits"]
+    assert figures["perplexity_fp32"] == pytest.approx(11 / 4)
+    assert figures["perplexity"] == pytest.approx(8.0)
+    assert figures["perplexity_increase"] == pytest.approx(8.0 / (11 / 4) - 1)
+    assert "max_perplexity_increase" in tasks.JUDGED["next_token"]

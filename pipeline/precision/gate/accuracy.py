@@ -107,6 +107,8 @@ def compare(
         result[name] = {**_figures(ref, got, kind, last), "task": kind}
         if kind == "next_token" and len(set(phases)) > 1:
             result[name].update(_by_phase(name, reference, candidate, phases, last))
+        if kind == "next_token":
+            result[name].update(tasks_lib.perplexity(name, reference, candidate, split))
     if metric is not None:
         labels = [lb for _, lb in split]
         value = metric(reference, candidate, labels if any(labels) else None)
@@ -234,6 +236,7 @@ GATE_CHECKS = (
     ("max_rel_error", "rel_error", "max"),
     ("min_cosine", "cosine", "min"),
     ("min_top1_agreement", "top1_agreement", "min"),
+    ("max_perplexity_increase", "perplexity_increase", "max"),
     ("metric_max", "metric", "max"),
     ("metric_min", "metric", "min"),
 )

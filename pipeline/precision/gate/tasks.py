@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.inputs.array_folder import LABEL_PREFIX
+from pipeline.inputs.array_folder import LABEL_PREFIX, NEXT_TOKENS
 
 if TYPE_CHECKING:
     from pipeline.core.config import AccuracyGate, ModelConfig
@@ -35,7 +35,7 @@ JUDGED: dict[str, tuple[str, ...]] = {
     "dense": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
     "sequence": ("max_rel_error", "max_mean_rel_error", "min_cosine"),
     # a decoder's logits: the next token each position picks, and each position's cosine
-    "next_token": ("min_cosine", "min_top1_agreement"),
+    "next_token": ("min_cosine", "min_top1_agreement", "max_perplexity_increase"),
     # a decoder's KV cache: its error reaches the next step's logits, which are judged; here
     # its direction, row by row
     "state": ("min_cosine",),
@@ -153,3 +153,40 @@ def split_labels(outputs: Mapping[str, np.ndarray]) -> tuple[Arrays, Arrays]:
     real = {k: v for k, v in outputs.items() if not k.startswith(LABEL_PREFIX)}
     labels = {k[len(LABEL_PREFIX) :]: v for k, v in outputs.items() if k.startswith(LABEL_PREFIX)}
     return real, labels
+
+
+def perplexity(
+    name: str,
+    reference: list[Arrays],
+    candidate: list[Arrays],
+    split: list[tuple[Arrays, Arrays]],
+) -> dict[str, float]:
+    """A decoder's perplexity over its prompts, fp32's and the candidate's, from the logits
+    of every batch that carries the prompts' next tokens; {} where none does."""
+    totals = np.zeros(2)
+    count = 0
+    for ref, got, (_, labels) in zip(reference, candidate, split):
+        if NEXT_TOKENS not in labels:
+            continue
+        targets = labels[NEXT_TOKENS]
+        keep = targets >= 0
+        for i, logits in enumerate((ref[name], got[name])):
+            totals[i] += _nll(np.asarray(logits, np.float64), targets)[keep].sum()
+        count += int(keep.sum())
+    if not count:
+        return {}
+    fp32, cand = np.exp(totals / count)
+    return {
+        "perplexity": float(cand),
+        "perplexity_fp32": float(fp32),
+        "perplexity_increase": float(cand / fp32 - 1.0),
+    }
+
+
+def _nll(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """-log p(target) at each position of [batch, seq, vocab] logits."""
+    shifted = logits - logits.max(-1, keepdims=True)
+    log_z = np.log(np.exp(shifted).sum(-1))
+    picked = np.take_along_axis(shifted, np.maximum(targets, 0)[..., None], -1)[..., 0]
+    nll: np.ndarray = log_z - picked
+    return nll
