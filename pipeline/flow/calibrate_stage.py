@@ -54,6 +54,7 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
                 for metric, r in by.items()
                 if isinstance(r.get("value"), (int, float))
             ],
+            *_phase_rows(metrics.get("accuracy") or {}),
             *(
                 [("fallback", f"kept {calibration_file.kept_types(summary['fallback'])}")]
                 if summary.get("fallback", {}).get("needed")
@@ -65,6 +66,22 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
         ],
     )
     return summary
+
+
+def _phase_rows(figures: dict[str, Any]) -> list[tuple[str, str]]:
+    """A decoder's logits by phase: the gate takes the worse, the table shows both."""
+    rows = []
+    for name, f in figures.items():
+        for phase, p in (f.get("by_phase") or {}).items():
+            count = "positions" if phase == "prefill" else "steps"
+            rows.append(
+                (
+                    f"{name} {phase}",
+                    f"top-1 {p.get('top1_agreement', float('nan')):.4g}, cosine "
+                    f"{p.get('cosine', float('nan')):.4g} ({p.get('rows', 0)} {count})",
+                )
+            )
+    return rows
 
 
 def _weight_rows(calibration: dict[str, Any]) -> list[tuple[str, str]]:
