@@ -36,12 +36,13 @@ def test_every_group_option_validates(group, option):
 # the schema's value, so a default changed in one place only fails here.
 DEFAULT_OVERRIDES = {
     "model.source": "the bundled model's folder, an interpolation",
-    "model.reference_source": "an interpolation over model.reference_data",
     "model.task": "the bundled CNN is a classifier; a user's model starts at auto",
     "precision.gate.max_abs_error": "fp32's gate is tight; the schema's gate is none",
     "precision.gate.max_rel_error": "as above",
     "precision.gate.min_cosine": "as above",
     "precision.gate.min_top1_agreement": "as above",
+    "precision.gate.max_perplexity_increase": "as above",
+    "model.reference_source": "an interpolation over model.reference_data and model.prompts",
     "profile.profiles": "the bundled models' dims; a user's model names its own",
 }
 
