@@ -138,7 +138,8 @@ def run(
     )
     gpu_before = gpu_conditions.snapshot(pci)
     side_by_side = Measuring(cfg, profiles, points, headline, feeds, pairs if bc.accuracy else [])
-    if decoder_bench.applies(specs):
+    unfed = decoder_bench.unfed(specs) if decoder_bench.applies(specs) else None
+    if decoder_bench.applies(specs) and unfed is None:
         side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles))
     for name in bc.backends:
         side_by_side.backend(name, open_backend(name, cfg, paths, fingerprint, device), reference)
@@ -163,6 +164,8 @@ def run(
     }
     if side_by_side.decoder is not None:
         record["decoder"] = side_by_side.decoder_record()
+    elif unfed is not None:  # a KV cache the phases cannot be fed: said, not guessed
+        record["decoder"] = {"skipped": f"the decoder's phases are not timed: {unfed}"}
     return record
 
 

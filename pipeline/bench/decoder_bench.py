@@ -42,7 +42,13 @@ class Plan:
 
 
 def applies(specs: list[TensorSpec]) -> bool:
+    """A graph with a KV cache (benchmark.json's `decoder` says why where one cannot be fed)."""
     return bool(kv_inputs(specs))
+
+
+def unfed(specs: list[TensorSpec]) -> str | None:
+    """Why the phases cannot be timed by role (pipeline/inputs/decoder_runs.py); None: they can."""
+    return decoder_runs.unfeedable(specs)
 
 
 def plan(settings: DecoderBench, profiles: list[Profile]) -> Plan:

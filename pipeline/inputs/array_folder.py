@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.core import fileio, memory
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph.onnx_model import ANONYMOUS_DIMS, TensorSpec
 from pipeline.inputs import samples
 
@@ -213,7 +213,11 @@ def _stacked(
         try:
             out[name] = np.concatenate(arrays, axis=axis) if len(arrays) > 1 else arrays[0]
         except (ValueError, np.exceptions.AxisError) as e:
-            raise PipelineError(f"{where} do not stack along the sample axis: {e}") from None
+            raise PipelineError(
+                f"{where} do not stack along the sample axis: {first_line(e)}; files of "
+                f"other shapes (a decoder's prefill and decode steps) are other sets: give "
+                f"a decoder's prompts instead (model.prompts, calibration=prompts)"
+            ) from None
     return out
 
 

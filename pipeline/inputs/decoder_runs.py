@@ -119,23 +119,27 @@ def token_feeds(specs: list[TensorSpec], ids: np.ndarray, done: int) -> Arrays:
 
 
 def _check_roles(specs: list[TensorSpec]) -> None:
+    if reason := unfeedable(specs):
+        raise PipelineError(f"model.prompts: {reason}; give model.reference_data instead")
+
+
+def unfeedable(specs: list[TensorSpec]) -> str | None:
+    """Why a decoder's steps cannot be fed by role (None: they can): no KV cache, no
+    input_ids, or an input of another role (a flag to freeze, embeddings)."""
     kv = {t.name for t in kv_inputs(specs)}
     if not kv:
-        raise PipelineError(
-            "model.prompts runs a decoder with a KV cache, and the model has no "
-            f"past_key_values.* input (inputs: {', '.join(t.name for t in specs)}); give "
-            "model.reference_data instead"
-        )
+        names = ", ".join(t.name for t in specs)
+        return f"the model has no past_key_values.* input (inputs: {names})"
     if "input_ids" not in {t.name for t in specs}:
-        raise PipelineError("model.prompts feeds `input_ids`, which the model does not take")
+        return "the model takes no `input_ids`"
     known = {*TOKEN_INPUTS, MASK_INPUT, *kv}
     for t in specs:
         if t.name not in known:
-            raise PipelineError(
-                f"model.prompts feeds input_ids, attention_mask, position_ids and the KV "
-                f"cache; input '{t.name}' is none of them: freeze it "
-                f"(model.constant_inputs.{t.name}=<value>) or give model.reference_data"
+            return (
+                f"input '{t.name}' is none of input_ids, attention_mask, position_ids and "
+                f"the KV cache (freeze it: model.constant_inputs.{t.name}=<value>)"
             )
+    return None
 
 
 def _present_outputs(specs: list[TensorSpec], outputs: list[str]) -> dict[str, str]:

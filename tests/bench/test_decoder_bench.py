@@ -106,3 +106,18 @@ def test_an_engines_phases_on_the_gpu(tmp_path, monkeypatch):
     record = stages.benchmark(cfg, layout)
     phases = record["decoder"]["backends"]["tensorrt"]
     assert set(phases["ttft_ms"]) == {"1", "8", "16"} and min(phases["tpot_ms"].values()) > 0
+
+
+def test_a_cache_the_phases_cannot_feed_is_said_not_guessed():
+    """An input of no known role (optimum's use_cache_branch flag) stops the phases' timing
+    with the reason, in benchmark.md; summary.json gains no decoder columns."""
+    from pipeline.report.benchmark import benchmark_report, headline
+
+    flag = TensorSpec("use_cache_branch", "bool", (1,))
+    reason = decoder_bench.unfed([*SPECS, flag])
+    assert "input 'use_cache_branch' is none of" in reason
+    assert decoder_bench.unfed(SPECS) is None
+    skipped = {"skipped": f"the decoder's phases are not timed: {reason}"}
+    assert headline._decoder(skipped) == {}
+    lines = benchmark_report._decoder_lines(skipped)
+    assert lines[0] == "## A decoder's phases" and "use_cache_branch" in lines[2]

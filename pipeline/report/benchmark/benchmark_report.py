@@ -169,6 +169,8 @@ def _decoder_lines(decoder: dict[str, Any] | None) -> list[str]:
     past length, each with its tokens per second; the KV cache's size."""
     if not decoder:
         return []
+    if "skipped" in decoder:
+        return ["## A decoder's phases", "", decoder["skipped"] + ".", ""]
     kv, batch = decoder["kv_cache"], decoder["batch"]
     rows = []
     for backend, f in decoder["backends"].items():

@@ -66,7 +66,7 @@ def summarize(
 def _decoder(decoder: dict[str, Any] | None) -> dict[str, float | int | None]:
     """A decoder's few numbers: per backend, time to first token and time per output token
     at the middle length measured, and the decode tokens/s there; the KV cache at most."""
-    if not decoder:
+    if not decoder or "skipped" in decoder:
         return {}
     out: dict[str, float | int | None] = {
         "kv_cache_mib_at_max": round(decoder["kv_cache"]["bytes_at_max"] / MIB, 3)
