@@ -14,7 +14,6 @@ docs/tutorials/ocr-service.md sets them up:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import statistics
@@ -27,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from repro_noop import trivial_repo  # noqa: E402  (a sibling script: benchmarks/ is sys.path[0])
+from repro_noop import installed_env, trivial_repo  # noqa: E402  (a sibling script: benchmarks/ is sys.path[0])
 
 from tests.wild import fetch  # noqa: E402  (after the path is set)
 
@@ -89,12 +88,8 @@ def main() -> None:
     repro = [sys.executable, "-m", "dvc", "repro"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        # Python caches compiled modules unless told not to; a machine that sets
-        # PYTHONDONTWRITEBYTECODE (this one does) would compile trt-pipeline's modules again
-        # in every stage process, and DVC's (installed compiled) not: both run as installed.
-        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env = {
-            **inherited,
+            **installed_env(),
             "TRT_PIPELINE_STORE": str(tmp_path / "store"),
             "GIT_AUTHOR_NAME": "b",
             "GIT_AUTHOR_EMAIL": "b@b",
