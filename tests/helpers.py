@@ -35,7 +35,13 @@ def dvc(repo, *args, check=True):
 
 
 def ran_stages(output: str) -> list[str]:
-    return [line.split("'")[1] for line in output.splitlines() if line.startswith("Running stage")]
+    """The stages `dvc repro` ran, in order, by name: machine/dvc.yaml's fingerprint as
+    `fingerprint`, as the pipeline's stage lists name it."""
+    return [
+        line.split("'")[1].split(":")[-1]
+        for line in output.splitlines()
+        if line.startswith("Running stage")
+    ]
 
 
 KEY = "ab" * 32

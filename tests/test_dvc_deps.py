@@ -76,9 +76,21 @@ def covered(path: Path, deps: list[str]) -> bool:
     return any(rel == d or rel.startswith(d.rstrip("/") + "/") for d in deps)
 
 
+def pipeline_stages(dvc_yaml: Path, machine: Path) -> dict:
+    """A pipeline's stages: the fingerprint's file (machine/dvc.yaml), then the others'."""
+    return {
+        **yaml.safe_load(machine.read_text())["stages"],
+        **yaml.safe_load(dvc_yaml.read_text())["stages"],
+    }
+
+
+REPO_STAGES = (REPO / "dvc.yaml", REPO / "machine/dvc.yaml")
+INIT_FILES = REPO / "pipeline/cli/init_files"
+
+
 @pytest.mark.parametrize("stage", STAGES)
 def test_every_module_a_stage_imports_is_a_dvc_dependency(stage):
-    spec = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"][stage]
+    spec = pipeline_stages(*REPO_STAGES)[stage]
     if spec.get("always_changed"):
         # It runs on every repro, code changed or not: deps would only cost hashing.
         assert not spec.get("deps"), f"stage {stage} always runs: its deps are only a cost"
@@ -104,12 +116,16 @@ def test_no_dependency_is_an_empty_file():
     assert not empty, f"empty files as dvc.yaml deps (DVC warns on each): {empty}"
 
 
-@pytest.mark.parametrize("path", ["dvc.yaml", "pipeline/cli/init_files/dvc.yaml.in"])
-def test_each_dvc_yaml_names_the_stages_and_params_written_once_in_core(path):
+@pytest.mark.parametrize(
+    "files", [REPO_STAGES, (INIT_FILES / "dvc.yaml.in", INIT_FILES / "dvc_machine.yaml.in")]
+)
+def test_each_dvc_yaml_names_the_stages_and_params_written_once_in_core(files):
     """pipeline/core/stage_names.py holds the stage list and what each reads; this repository's
-    dvc.yaml and the one `init` writes must say the same, in the same order."""
-    stages = yaml.safe_load((REPO / path).read_text())["stages"]
+    dvc.yaml and the one `init` writes (each with its machine/dvc.yaml, the fingerprint's)
+    must say the same, in the same order."""
+    stages = pipeline_stages(*files)
     assert tuple(stages) == STAGES
+    assert yaml.safe_load(files[1].read_text())["stages"]["fingerprint"]["wdir"] == ".."
     assert {name: tuple(spec["params"]) for name, spec in stages.items()} == PARAMS
 
 

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 from pipeline.cli import init_models
-from pipeline.core import fileio
+from pipeline.core import dvc_yaml, fileio
 from pipeline.core.errors import PipelineError
 
 RECORD = Path(".dvc/trt-pipeline-init.json")
@@ -152,16 +152,18 @@ def _params() -> str:
 
 def _own_files(models: list[str]) -> dict[str, str]:
     """dvc.yaml and conf/: one model as config.yaml's own, or several, a file each."""
+    # Shipped as .in: DVC collects every dvc.yaml in a repository, a template's too.
+    machine = {dvc_yaml.MACHINE: _package_text("cli", "init_files", "dvc_machine.yaml.in")}
     if len(models) <= 1:
         return {
-            # Shipped as .in: DVC collects every dvc.yaml in a repository, a template's too.
             "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml.in"),
+            **machine,
             "conf/config.yaml": config_yaml(_model_path(models[0]) if models else None),
         }
     names = init_models.names_of(models)
     return {
         "dvc.yaml": _package_text("cli", "init_files", "dvc_models.yaml.in"),
-        "machine/dvc.yaml": _package_text("cli", "init_files", "dvc_machine.yaml.in"),
+        **machine,
         "conf/config.yaml": init_models.config_yaml(names),
         **{
             f"conf/models/{name}.yaml": init_models.model_yaml(name, _model_path(path))

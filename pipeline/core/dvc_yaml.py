@@ -1,6 +1,7 @@
-"""dvc.yaml's stages, parsed once per process while the file is unchanged: a sweep
-reads them for every job (the job key's dependencies, the order jobs start in), and
-parsing the YAML is a third of a job key's cost."""
+"""The pipeline's stages (dvc.yaml, and machine/dvc.yaml's fingerprint), each file parsed
+once per process while it is unchanged: a sweep reads them for every job (the job key's
+dependencies, the order jobs start in), and parsing the YAML is a third of a job key's
+cost."""
 
 from __future__ import annotations
 
@@ -8,12 +9,22 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+# The fingerprint stage's own file (and lock file): it runs on every `dvc repro`, and DVC
+# rewrites the lock file of a stage that ran.
+MACHINE = "machine/dvc.yaml"
+
 
 def stages(repo: Path) -> dict[str, Any]:
-    """The `stages` mapping of `repo`/dvc.yaml (shared between callers: read it, never change it)."""
-    path = Path(repo) / "dvc.yaml"
-    st = path.stat()
-    return _parse(str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino)
+    """The stages of `repo`'s pipeline in order: machine/dvc.yaml's (the fingerprint), then
+    dvc.yaml's (the values are shared between callers: read them, never change them)."""
+    out: dict[str, Any] = {}
+    for name in (MACHINE, "dvc.yaml"):
+        path = Path(repo) / name
+        if name == MACHINE and not path.is_file():
+            continue  # a project set up before the fingerprint had a file of its own
+        st = path.stat()
+        out.update(_parse(str(path.resolve()), st.st_mtime_ns, st.st_size, st.st_ino))
+    return out
 
 
 @lru_cache(maxsize=8)

@@ -15,6 +15,7 @@ from tests.conftest import REPO
 
 WRITTEN = (
     "dvc.yaml",
+    "machine/dvc.yaml",
     "conf/config.yaml",
     "params.yaml",
     "data/README.md",
@@ -50,7 +51,10 @@ def test_init_writes_the_scaffolding_and_a_rerun_keeps_it(repo):
     assert "[hydra]" in (repo / ".dvc/config").read_text()
     for name in WRITTEN:
         assert (repo / name).is_file(), name
-    stages = yaml.safe_load((repo / "dvc.yaml").read_text())["stages"]
+    stages = {
+        **yaml.safe_load((repo / "machine/dvc.yaml").read_text())["stages"],
+        **yaml.safe_load((repo / "dvc.yaml").read_text())["stages"],
+    }
     assert [s["cmd"] for s in stages.values()] == [
         f"trt-pipeline stage {n}"
         for n in ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark", "package")
