@@ -99,7 +99,11 @@ def main() -> None:
         for _ in range(args.rounds):  # alternate, so load changes hit both alike
             t, out = timed(dvc, ours)
             a.append(t)
-            ran = [l.split("'")[1] for l in out.splitlines() if l.startswith("Running stage")]
+            ran = [  # machine/dvc.yaml:fingerprint by its name
+                line.split("'")[1].split(":")[-1]
+                for line in out.splitlines()
+                if line.startswith("Running stage")
+            ]
             b.append(timed(dvc, base)[0])
     ma, mb = statistics.median(a), statistics.median(b)
     # The no-op rounds only (the first run of each repo is left out).
