@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from tests.helpers import ran_stages
+
 pytestmark = pytest.mark.e2e
 
 FAKE_H100 = {
@@ -27,9 +29,7 @@ def sh(repo, *cmd, env=None):
 
 
 def ran(r):
-    return [
-        line.split("'")[1] for line in r.stdout.splitlines() if line.startswith("Running stage")
-    ]
+    return ran_stages(r.stdout)
 
 
 def engine_dirs(repo):
