@@ -39,8 +39,14 @@ def bench_inputs(
     specs: list[onnx_model.TensorSpec],
     shapes: Mapping[str, Sequence[int]],
     seed: int,
+    vocabulary: int | None = None,
 ) -> dict[str, np.ndarray]:
+    """Random inputs of the given shapes; a decoder's token ids below its `vocabulary`
+    (model.int_high is 100 by default, more than a small model's vocabulary), unless
+    model.input_ranges says otherwise."""
     feeds = sample_data.sample_inputs(model_cfg, specs, shapes, np.random.default_rng(seed))
+    if vocabulary and "input_ids" in feeds and "input_ids" not in model_cfg.input_ranges:
+        feeds["input_ids"] = feeds["input_ids"] % vocabulary
     for name, shape in shapes.items():
         if list(feeds[name].shape) != list(shape):
             raise PipelineError(
@@ -118,6 +124,7 @@ def run(
     # The graph only: weights in external data stay on disk (sizes need the I/O specs).
     graph = onnx_model.load(paths["export"], check=False, weights=False)
     specs, outputs = onnx_model.inputs(graph), onnx_model.outputs(graph)
+    vocabulary = decoder_bench.vocabulary(outputs)
     del graph
     headline, sweep = plan(bc, specs, profiles, samples.sample_axes(cfg.model, specs))
     points = list({p.key: p for p in [headline, *sweep]}.values())
@@ -134,13 +141,13 @@ def run(
         points,
         pairs,
         reference.get("source") == "folder",
-        lambda shapes: bench_inputs(cfg.model, specs, shapes, seed),
+        lambda shapes: bench_inputs(cfg.model, specs, shapes, seed, vocabulary),
     )
     gpu_before = gpu_conditions.snapshot(pci)
     side_by_side = Measuring(cfg, profiles, points, headline, feeds, pairs if bc.accuracy else [])
     unfed = decoder_bench.unfed(specs) if decoder_bench.applies(specs) else None
     if decoder_bench.applies(specs) and unfed is None:
-        side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles))
+        side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles, vocabulary))
     for name in bc.backends:
         side_by_side.backend(name, open_backend(name, cfg, paths, fingerprint, device), reference)
     _add_speedups(side_by_side.results, side_by_side.by_point, bc.baseline)

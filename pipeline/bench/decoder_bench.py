@@ -39,6 +39,14 @@ class Plan:
     batch: int
     input_lens: list[int]
     past_lens: list[int]
+    vocabulary: int = 100  # token ids are drawn below it
+
+
+def vocabulary(outputs: list[TensorSpec]) -> int | None:
+    """A decoder's vocabulary: the fixed last dim of its `logits` (None where there is none)."""
+    logits = next((o for o in outputs if o.name == decoder_runs.LOGITS and len(o.dims) == 3), None)
+    size = logits.dims[-1] if logits is not None else None
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def applies(specs: list[TensorSpec]) -> bool:
@@ -51,7 +59,7 @@ def unfed(specs: list[TensorSpec]) -> str | None:
     return decoder_runs.unfeedable(specs)
 
 
-def plan(settings: DecoderBench, profiles: list[Profile]) -> Plan:
+def plan(settings: DecoderBench, profiles: list[Profile], vocab: int | None = None) -> Plan:
     """benchmark.decoder's lengths, or the min, opt and max of the profiles' own: the
     prompt's (input_ids' last dim) where the past can be empty, the past's where it is not."""
     prefill, decode = _phase_profile(profiles, "prefill"), _phase_profile(profiles, "decode")
@@ -62,7 +70,7 @@ def plan(settings: DecoderBench, profiles: list[Profile]) -> Plan:
             f"benchmark.decoder: lengths and batch must be at least 1 (input_lens={inputs}, "
             f"past_lens={past}, batch={settings.batch})"
         )
-    return Plan(int(settings.batch), sorted(set(inputs)), sorted(set(past)))
+    return Plan(int(settings.batch), sorted(set(inputs)), sorted(set(past)), vocab or 100)
 
 
 def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> dict[str, Any]:
@@ -95,10 +103,10 @@ def measure(
     rng = np.random.default_rng(0)
     ttft, tpot = {}, {}
     for length in what.input_lens:
-        feeds = step_feeds(specs, what.batch, length, 0, rng)
+        feeds = step_feeds(specs, what.batch, length, 0, rng, what.vocabulary)
         ttft[length] = timer(runner, feeds, _index(feeds, profiles, "prefill"), f"prefill {length}")
     for past in what.past_lens:
-        feeds = step_feeds(specs, what.batch, 1, past, rng)
+        feeds = step_feeds(specs, what.batch, 1, past, rng, what.vocabulary)
         tpot[past] = timer(runner, feeds, _index(feeds, profiles, "decode"), f"decode past {past}")
     b = what.batch
     return {
@@ -110,11 +118,16 @@ def measure(
 
 
 def step_feeds(
-    specs: list[TensorSpec], batch: int, new: int, past: int, rng: np.random.Generator
+    specs: list[TensorSpec],
+    batch: int,
+    new: int,
+    past: int,
+    rng: np.random.Generator,
+    vocab: int = 100,
 ) -> Feeds:
-    """One step's inputs: `new` tokens over a past of `past` (random cache values: a
-    step's time does not depend on them)."""
-    ids = rng.integers(1, 100, size=(batch, new))
+    """One step's inputs: `new` tokens (below `vocab`) over a past of `past` (random cache
+    values: a step's time does not depend on them)."""
+    ids = rng.integers(0, vocab, size=(batch, new))
     feeds = decoder_runs.token_feeds(specs, ids, past)
     for t in kv_inputs(specs):
         heads, size = decoder_runs.kv_dims(t, "the decoder benchmark")

@@ -121,3 +121,20 @@ def test_a_cache_the_phases_cannot_feed_is_said_not_guessed():
     assert headline._decoder(skipped) == {}
     lines = benchmark_report._decoder_lines(skipped)
     assert lines[0] == "## A decoder's phases" and "use_cache_branch" in lines[2]
+
+
+def test_token_ids_are_drawn_below_the_vocabulary():
+    """model.int_high (100) is more than a small decoder's vocabulary: random token ids are
+    drawn below the logits' last dim, in the phases and the benchmark's own inputs alike."""
+    from pipeline.bench.benchmark import bench_inputs
+    from pipeline.core.config import ModelConfig
+
+    logits = TensorSpec("logits", "float32", ("batch", "seq", 41))
+    assert decoder_bench.vocabulary([logits]) == 41
+    assert decoder_bench.vocabulary([TensorSpec("logits", "float32", ("b", "s", "v"))]) is None
+    feeds = decoder_bench.step_feeds(SPECS, 4, 64, 0, np.random.default_rng(0), 7)
+    assert feeds["input_ids"].max() < 7
+    model = ModelConfig(factory=None, onnx_path="m.onnx")
+    shapes = {"input_ids": [2, 16], "attention_mask": [2, 16]}
+    drawn = bench_inputs(model, SPECS[:2], shapes, seed=0, vocabulary=7)
+    assert drawn["input_ids"].max() < 7 and drawn["input_ids"].max() >= 1
