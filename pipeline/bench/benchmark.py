@@ -29,7 +29,7 @@ from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 
 if TYPE_CHECKING:
-    from pipeline.core.config import ModelConfig, PipelineConfig
+    from pipeline.core.config import BenchmarkConfig, ModelConfig, PipelineConfig
 
 INPUT_SEED_OFFSET = 7  # benchmark inputs differ from the export's reference inputs
 
@@ -159,14 +159,7 @@ def run(
         "baseline": bc.baseline,
         "results": side_by_side.results,
         "by_shape": {p.key: side_by_side.by_point.get(p.key, {}) for p in sweep},
-        "method": {
-            "warmup_s": bc.warmup_s,
-            "min_duration_s": bc.min_duration_s,
-            "min_iterations": bc.min_iterations,
-            "max_duration_s": bc.max_duration_s,
-            "min_tail_samples": bc.min_tail_samples,
-            "latency": "host wall clock per iteration (perf_counter_ns); GPU stages by CUDA events",
-        },
+        "method": _method(bc),
         "conditions": conditions(bc, fingerprint, gpu_before, gpu_conditions.snapshot(pci)),
     }
     if side_by_side.decoder is not None:
@@ -174,6 +167,18 @@ def run(
     elif unfed is not None:  # a KV cache the phases cannot be fed: said, not guessed
         record["decoder"] = {"skipped": f"the decoder's phases are not timed: {unfed}"}
     return record
+
+
+def _method(bc: BenchmarkConfig) -> dict[str, Any]:
+    """How every figure was timed: the loop's budget and what the clock measures."""
+    return {
+        "warmup_s": bc.warmup_s,
+        "min_duration_s": bc.min_duration_s,
+        "min_iterations": bc.min_iterations,
+        "max_duration_s": bc.max_duration_s,
+        "min_tail_samples": bc.min_tail_samples,
+        "latency": "host wall clock per iteration (perf_counter_ns); GPU stages by CUDA events",
+    }
 
 
 def _add_speedups(
