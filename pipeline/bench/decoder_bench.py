@@ -23,7 +23,7 @@ from pipeline.bench.runner import Feeds, Runner
 from pipeline.core.errors import PipelineError
 from pipeline.graph.onnx_model import TensorSpec
 from pipeline.inputs import decoder_runs
-from pipeline.inputs.decoder_profiles import kv_inputs
+from pipeline.inputs.decoder_profiles import kv_dims, kv_inputs
 from pipeline.inputs.profiles import Profile
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> dict[str, Any]
     past the profiles allow (what a serving engine must hold per context)."""
     kv = kv_inputs(specs)
     per_token = sum(
-        np.prod(decoder_runs.kv_dims(t, "the decoder benchmark")) * np.dtype(t.dtype).itemsize
+        np.prod(kv_dims(t, "the decoder benchmark cannot size it")) * np.dtype(t.dtype).itemsize
         for t in kv
     )
     biggest = max((p["inputs"][kv[0].name]["max"] for p in profiles), key=lambda s: s[0] * s[2])
@@ -130,7 +130,7 @@ def step_feeds(
     ids = rng.integers(0, vocab, size=(batch, new))
     feeds = decoder_runs.token_feeds(specs, ids, past)
     for t in kv_inputs(specs):
-        heads, size = decoder_runs.kv_dims(t, "the decoder benchmark")
+        heads, size = kv_dims(t, "the decoder benchmark cannot size it")
         feeds[t.name] = rng.standard_normal((batch, heads, past, size)).astype(t.dtype)
     return feeds
 

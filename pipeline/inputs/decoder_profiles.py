@@ -69,12 +69,7 @@ def _shapes(t: TensorSpec, batch: int, seq: list[int], past: list[int]) -> dict[
     """min/opt/max of one input by its role; one line where the role is unknown."""
     b = [1, 1, batch]
     if kv_inputs([t]):
-        heads, head_dim = t.dims[1], t.dims[3]
-        if not (isinstance(heads, int) and isinstance(head_dim, int)):
-            raise PipelineError(
-                f"input '{t.name}' has symbolic heads or head size {list(t.dims)}; a decoder's "
-                f"KV cache needs them fixed: give its shapes in profile.shapes"
-            )
+        heads, head_dim = kv_dims(t, "give its shapes in profile.shapes")
         return {p: [b[i], heads, past[i], head_dim] for i, p in enumerate(POINTS)}
     if t.name == MASK_INPUT and len(t.dims) == 2:
         return {p: [b[i], past[i] + seq[i]] for i, p in enumerate(POINTS)}
@@ -87,3 +82,15 @@ def _shapes(t: TensorSpec, batch: int, seq: list[int], past: list[int]) -> dict[
         f"profile.decoder sizes input_ids, attention_mask, position_ids and the KV cache; "
         f"input '{t.name}' {list(t.dims)} is none of them: give its shapes in profile.shapes"
     )
+
+
+def kv_dims(t: TensorSpec, way_out: str) -> tuple[int, int]:
+    """(heads, head size) of a KV input [batch, heads, past, head_dim]; where the graph
+    leaves them symbolic, one line ending in `way_out`."""
+    heads, size = t.dims[1], t.dims[3]
+    if not (isinstance(heads, int) and isinstance(size, int)):
+        raise PipelineError(
+            f"input '{t.name}' has symbolic heads or head size {list(t.dims)}; a decoder's "
+            f"KV cache needs them fixed: {way_out}"
+        )
+    return heads, size

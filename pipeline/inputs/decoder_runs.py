@@ -24,7 +24,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.graph.onnx_model import TensorSpec
 from pipeline.graph.onnx_runtime import Graph, ort_session
 from pipeline.inputs.array_folder import LABEL_PREFIX, NEXT_TOKENS
-from pipeline.inputs.decoder_profiles import MASK_INPUT, TOKEN_INPUTS, kv_inputs
+from pipeline.inputs.decoder_profiles import MASK_INPUT, TOKEN_INPUTS, kv_dims, kv_inputs
 
 if TYPE_CHECKING:
     from pipeline.core.config import DecoderProfile, ModelConfig
@@ -178,20 +178,8 @@ def _logits_output(outputs: list[Any]) -> str:
 
 def _empty_past(t: TensorSpec, batch: int) -> np.ndarray:
     """A prefill's past: [batch, heads, 0, head_dim] of the KV input's type."""
-    heads, size = kv_dims(t, "model.prompts")
+    heads, size = kv_dims(t, "give model.reference_data instead of model.prompts")
     return np.zeros((batch, heads, 0, size), dtype=t.dtype)
-
-
-def kv_dims(t: TensorSpec, what: str) -> tuple[int, int]:
-    """(heads, head size) of a KV input [batch, heads, past, head_dim]; one line naming
-    `what` needs them where the graph leaves them symbolic."""
-    heads, size = t.dims[1], t.dims[3]
-    if not (isinstance(heads, int) and isinstance(size, int)):
-        raise PipelineError(
-            f"{what}: KV input '{t.name}' has symbolic heads or head size {list(t.dims)}; "
-            f"a decoder's cache needs them fixed"
-        )
-    return heads, size
 
 
 def reference(
