@@ -24,7 +24,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.machine_settings import Fingerprint
 from pipeline.export import export
 from pipeline.graph import onnx_model
-from pipeline.inputs import reference_file, sample_data, samples
+from pipeline.inputs import decoder_runs, reference_file, sample_data, samples
 from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 
@@ -145,7 +145,7 @@ def run(
     )
     gpu_before = gpu_conditions.snapshot(pci)
     side_by_side = Measuring(cfg, profiles, points, headline, feeds, pairs if bc.accuracy else [])
-    unfed = decoder_bench.unfed(specs) if decoder_bench.applies(specs) else None
+    unfed = decoder_runs.unfeedable(specs) if decoder_bench.applies(specs) else None
     if decoder_bench.applies(specs) and unfed is None:
         side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles, vocabulary))
     for name in bc.backends:

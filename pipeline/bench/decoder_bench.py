@@ -29,6 +29,8 @@ from pipeline.inputs.profiles import Profile
 if TYPE_CHECKING:
     from pipeline.core.config import DecoderBench
 
+# Token ids are drawn below this where the vocabulary is unknown (model.int_high's default).
+TOKEN_BOUND = 100
 Timer = Callable[[Runner, Feeds, int, str], float]  # (runner, feeds, profile, label) -> ms
 
 
@@ -39,7 +41,7 @@ class Plan:
     batch: int
     input_lens: list[int]
     past_lens: list[int]
-    vocabulary: int = 100  # token ids are drawn below it
+    vocabulary: int = TOKEN_BOUND  # token ids are drawn below it
 
 
 def vocabulary(outputs: list[TensorSpec]) -> int | None:
@@ -54,11 +56,6 @@ def applies(specs: list[TensorSpec]) -> bool:
     return bool(kv_inputs(specs))
 
 
-def unfed(specs: list[TensorSpec]) -> str | None:
-    """Why the phases cannot be timed by role (pipeline/inputs/decoder_runs.py); None: they can."""
-    return decoder_runs.unfeedable(specs)
-
-
 def plan(settings: DecoderBench, profiles: list[Profile], vocab: int | None = None) -> Plan:
     """benchmark.decoder's lengths, or the min, opt and max of the profiles' own: the
     prompt's (input_ids' last dim) where the past can be empty, the past's where it is not."""
@@ -70,7 +67,7 @@ def plan(settings: DecoderBench, profiles: list[Profile], vocab: int | None = No
             f"benchmark.decoder: lengths and batch must be at least 1 (input_lens={inputs}, "
             f"past_lens={past}, batch={settings.batch})"
         )
-    return Plan(int(settings.batch), sorted(set(inputs)), sorted(set(past)), vocab or 100)
+    return Plan(int(settings.batch), sorted(set(inputs)), sorted(set(past)), vocab or TOKEN_BOUND)
 
 
 def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> dict[str, Any]:
@@ -123,7 +120,7 @@ def step_feeds(
     new: int,
     past: int,
     rng: np.random.Generator,
-    vocab: int = 100,
+    vocab: int = TOKEN_BOUND,
 ) -> Feeds:
     """One step's inputs: `new` tokens (below `vocab`) over a past of `past` (random cache
     values: a step's time does not depend on them)."""

@@ -13,7 +13,7 @@ from pipeline.bench import decoder_bench
 from pipeline.core.config import DecoderBench, DecoderProfile
 from pipeline.core.errors import PipelineError
 from pipeline.graph.onnx_model import TensorSpec
-from pipeline.inputs import decoder_profiles
+from pipeline.inputs import decoder_profiles, decoder_runs
 
 LAYERS, HEADS, HEAD_DIM = 2, 4, 16
 SPECS = [
@@ -114,9 +114,9 @@ def test_a_cache_the_phases_cannot_feed_is_said_not_guessed():
     from pipeline.report.benchmark import benchmark_report, headline
 
     flag = TensorSpec("use_cache_branch", "bool", (1,))
-    reason = decoder_bench.unfed([*SPECS, flag])
+    reason = decoder_runs.unfeedable([*SPECS, flag])
     assert "input 'use_cache_branch' is none of" in reason
-    assert decoder_bench.unfed(SPECS) is None
+    assert decoder_runs.unfeedable(SPECS) is None
     skipped = {"skipped": f"the decoder's phases are not timed: {reason}"}
     assert headline._decoder(skipped) == {}
     lines = benchmark_report._decoder_lines(skipped)

@@ -44,16 +44,20 @@ def pre_ln_graph() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def outlier_feeds() -> list[dict]:
+    """One batch of the pre-LN graph's input with two channels 50x the rest."""
+    x = np.random.default_rng(1).standard_normal((64, 16)).astype(np.float32)
+    x[:, [3, 11]] *= 50.0
+    return [{"x": x}]
+
+
 def run(model, feeds):
     return onnx_runtime.run_batches(model.SerializeToString(), feeds)
 
 
 def test_pre_ln_folds_into_the_layer_norm_and_keeps_the_function():
     model = pre_ln_graph()
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((64, 16)).astype(np.float32)
-    x[:, [3, 11]] *= 50.0
-    feeds = [{"x": x}]
+    feeds = outlier_feeds()
     groups = smoothing.compute(
         model, 0.5, lambda ts: smoothing.activation_max(model, None, ts, feeds)
     )
@@ -78,10 +82,7 @@ def test_an_untransposed_gemm_smooths_like_a_matmul_and_a_transposed_one_does_no
     bias = numpy_helper.from_array(np.ones(8, np.float32), "bias")
     model.graph.initializer.append(bias)
     model.graph.node[1].CopyFrom(helper.make_node("Gemm", ["h", "w1", "bias"], ["y1"], name="mm1"))
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((64, 16)).astype(np.float32)
-    x[:, [3, 11]] *= 50.0
-    feeds = [{"x": x}]
+    feeds = outlier_feeds()
     groups = smoothing.compute(
         model, 0.5, lambda ts: smoothing.activation_max(model, None, ts, feeds)
     )
