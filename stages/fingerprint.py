@@ -5,12 +5,12 @@ It runs on every `dvc repro`, so it reads only the build settings it needs
 
 from pipeline.core import cli
 from pipeline.core.layout import Layout
-from pipeline.flow import stages
+from pipeline.flow import fingerprint_stage
 from pipeline.machine import build_settings
 
 
 def main() -> None:
-    stages.fingerprint(build_settings.load("params.yaml"), Layout())
+    fingerprint_stage.run(build_settings.load("params.yaml"), Layout())
 
 
 if __name__ == "__main__":

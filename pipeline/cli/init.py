@@ -140,14 +140,9 @@ def _dvc_init(root: Path) -> list[str]:
 
 
 def _params() -> str:
-    from omegaconf import OmegaConf
+    from pipeline.cli import params_file
 
-    from pipeline.cli import overrides
-
-    raw = overrides.check([], Path("conf"))
-    OmegaConf.resolve(raw)  # as DVC writes it: values, not interpolations
-    text: str = OmegaConf.to_yaml(raw)
-    return text
+    return params_file.compose([], Path("conf"))
 
 
 def _own_files(models: list[str]) -> dict[str, str]:

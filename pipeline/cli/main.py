@@ -6,43 +6,34 @@ repeats them."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable
+from types import ModuleType
 
 from pipeline.cli import commands as cmd
-from pipeline.cli.commands import (
-    cache,
-    diff,
-    exp,
-    fingerprint,
-    init,
-    package,
-    params,
-    reproduce,
-    run,
-    stage,
-    status,
-    sweep_report,
-    verify,
-)
 from pipeline.core import cli
 
-# In the order `--help` lists them.
+# The modules of cli/commands/, in the order `--help` lists them.
 COMMANDS = (
-    run,
-    exp,
-    init,
-    stage,
-    fingerprint,
-    params,
-    cache,
-    verify,
-    reproduce,
-    status,
-    diff,
-    sweep_report,
-    package,
+    "run",
+    "exp",
+    "init",
+    "stage",
+    "fingerprint",
+    "params",
+    "cache",
+    "verify",
+    "reproduce",
+    "status",
+    "diff",
+    "sweep_report",
+    "package",
 )
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"pipeline.cli.commands.{name}")
 
 
 def _version() -> str:
@@ -66,9 +57,11 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
+def parser(prog: str = "trt-pipeline", only: str | None = None) -> argparse.ArgumentParser:
     """The command line: each command adds its own parser (cli/commands/); `--help` of
-    each is the reference."""
+    each is the reference. `only` builds one command's parser: every DVC stage of an
+    init'ed project is a `trt-pipeline stage` process, the fingerprint's on every repro,
+    and importing the other commands is most of its start-up."""
     p = argparse.ArgumentParser(prog=prog, description="TensorRT engine pipeline tools")
     p.add_argument("--version", action=_Version)
     p.add_argument(
@@ -76,8 +69,8 @@ def parser(prog: str = "trt-pipeline") -> argparse.ArgumentParser:
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also show third-party log records")
     sub: cmd.Subparsers = p.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for name in (only,) if only else COMMANDS:
+        _module(name).add_parser(sub)
     return p
 
 
@@ -90,13 +83,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return hydra_app.complete(argv)
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    if at is not None and argv[at] == "run":
+    # A known command parses with its own parser alone; anything else (no command, a
+    # typo, top-level --help) with all of them, so the message lists them all.
+    known = at is not None and argv[at] in COMMANDS and not {"-h", "--help"} & set(argv[:at])
+    only = argv[at] if known and at is not None else None
+    if only == "run" and at is not None:
         # Hydra's arguments pass as they are: argparse's REMAINDER refuses a leading flag
         # (`run --multirun a=1,2`: "unrecognized arguments").
-        args = parser().parse_args([*argv[:at], "run"])
+        args = parser(only=only).parse_args([*argv[:at], "run"])
         args.hydra_args = argv[at + 1 :]
     else:
-        args = parser().parse_args(argv)
+        args = parser(only=only).parse_args(argv)
     if args.quiet or args.verbose:
         term.set_verbosity(1 if args.verbose else -1)
         term.capture_third_party_logs()

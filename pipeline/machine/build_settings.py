@@ -10,6 +10,7 @@ equal to config.BuildConfig's). Every later stage validates the whole config."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,16 @@ def from_mapping(build: object) -> BuildSettings:
     return BuildSettings(**out)
 
 
-def load(path: str | Path = "params.yaml") -> Params:
+def _yaml(text: str, path: Path) -> object:
     import yaml
 
+    try:
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        raise PipelineError(f"config {path} is not valid YAML: {first_line(e)}") from None
+
+
+def load(path: str | Path = "params.yaml") -> Params:
     path = Path(path)
     try:
         text = path.read_text()
@@ -77,9 +85,9 @@ def load(path: str | Path = "params.yaml") -> Params:
     except (OSError, UnicodeDecodeError) as e:
         raise PipelineError(f"config {path} is unreadable: {first_line(e)}") from None
     try:
-        raw = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except yaml.YAMLError as e:
-        raise PipelineError(f"config {path} is not valid YAML: {first_line(e)}") from None
+        raw = json.loads(text)
+    except ValueError:
+        raw = _yaml(text, path)
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

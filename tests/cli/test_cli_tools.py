@@ -48,6 +48,26 @@ def test_console_script_is_the_same_cli_and_has_a_version():
     )
 
 
+def test_a_command_builds_its_own_parser_and_anything_else_all_of_them():
+    """The always-run fingerprint stage is a `trt-pipeline stage` process: it imports no
+    other command's module. --help, a typo and no command still list every command."""
+    from pipeline.cli import main as cli_main
+
+    # --help ends in sys.exit: what was imported is read at exit.
+    probe = (
+        "import atexit, sys; atexit.register(lambda: print(sorted(m for m in sys.modules "
+        "if m.startswith('pipeline.cli.commands.')))); from pipeline.cli import main; "
+        "main.main(['-q', 'stage', '--help'])"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[-1] == "['pipeline.cli.commands.stage']", r.stdout
+    for args in (["--help"], ["-q", "--help", "stage"], ["stag"]):
+        out = cli(*args)
+        assert all(name in out.stdout + out.stderr for name in ("sweep-report", "add-model")), args
+    assert len(cli_main.COMMANDS) == len(list((REPO / "pipeline/cli/commands").glob("[!_]*.py")))
+
+
 @pytest.mark.parametrize(
     "args,module,needles",
     [

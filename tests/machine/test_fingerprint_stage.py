@@ -8,6 +8,7 @@ import sys
 import pytest
 import yaml
 
+from pipeline.cli import params_file
 from pipeline.core import config
 from pipeline.core.config import BuildConfig
 from pipeline.core.errors import PipelineError
@@ -24,14 +25,17 @@ def test_defaults_are_the_schemas():
         )
 
 
-def _params(tmp_path, build):
+def _params(tmp_path, build, written="by hand"):
+    """params.yaml with `build` changed: as `trt-pipeline params` writes it (JSON), or as
+    block YAML (by hand, or `dvc exp run -S`)."""
     raw = yaml.safe_load((REPO / "params.yaml").read_text())
     raw["build"].update(build)
     path = tmp_path / "params.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(params_file.text(raw) if written == "by params" else yaml.safe_dump(raw))
     return path
 
 
+@pytest.mark.parametrize("written", ["by params", "by hand"])
 @pytest.mark.parametrize(
     "build",
     [
@@ -42,8 +46,8 @@ def _params(tmp_path, build):
         {"compute_capabilities": [None]},
     ],
 )
-def test_a_bad_build_setting_is_refused_as_the_full_schema_refuses_it(tmp_path, build):
-    path = _params(tmp_path, build)
+def test_a_bad_build_setting_is_refused_as_the_full_schema_refuses_it(tmp_path, build, written):
+    path = _params(tmp_path, build, written)
     with pytest.raises(PipelineError, match="invalid config"):
         config.load(path)
     with pytest.raises(PipelineError, match=f"invalid config: build.{next(iter(build))}"):
@@ -84,14 +88,16 @@ def test_a_broken_params_file_is_one_line(tmp_path, text, why):
 def test_the_stage_skips_omegaconf_and_leaves_an_unchanged_fingerprint_alone(in_tmp_repo_copy):
     # The stage ends in sys.exit: what it imported is read at exit.
     probe = (
-        "import atexit, runpy, sys; atexit.register(lambda: print('omegaconf' in sys.modules)); "
+        "import atexit, runpy, sys; atexit.register(lambda: print('omegaconf' in sys.modules, "
+        "'yaml' in sys.modules)); "
         "sys.argv = ['stages.fingerprint']; runpy.run_module('stages.fingerprint', run_name='__main__')"
     )
     r = subprocess.run(
         [sys.executable, "-c", probe], cwd=in_tmp_repo_copy, capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "False"
+    # params.yaml as `trt-pipeline params` writes it (JSON) is read without a YAML parser
+    assert r.stdout.strip() == "False False"
     out = in_tmp_repo_copy / "artifacts" / "fingerprint.json"
     before = out.stat()
     subprocess.run(

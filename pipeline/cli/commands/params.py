@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from pipeline.cli.commands import Subparsers
 
@@ -16,13 +17,9 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from omegaconf import OmegaConf
-
-    from pipeline.cli import overrides
+    from pipeline.cli import params_file
     from pipeline.core import fileio
 
-    raw = overrides.check(list(args.overrides), args.conf)
-    OmegaConf.resolve(raw)  # as DVC does: params.yaml holds values, not interpolations
-    fileio.write_text(args.out, OmegaConf.to_yaml(raw))
+    fileio.write_text(args.out, params_file.compose(list(args.overrides), Path(args.conf)))
     print(f"wrote {args.out}")
     return 0

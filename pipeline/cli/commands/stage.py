@@ -22,16 +22,17 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pipeline.core.errors import PipelineError
-    from pipeline.flow import stages
 
     if args.name == "fingerprint":
         # Runs on every `dvc repro`: only the build settings it needs, not the whole
-        # validated config (as stages/fingerprint.py).
+        # validated config (as stages/fingerprint.py), nor the other stages' imports.
+        from pipeline.flow import fingerprint_stage
         from pipeline.machine import build_settings
 
-        stages.fingerprint(build_settings.load(args.params), Layout())
+        fingerprint_stage.run(build_settings.load(args.params), Layout())
         return 0
     from pipeline.core import config
+    from pipeline.flow import stages
 
     if args.name == INDEX:
         stages.index(config.load(args.params), Layout())
