@@ -24,6 +24,8 @@ from pathlib import Path
 from pipeline.cli import init_models
 from pipeline.core import dvc_yaml, fileio
 from pipeline.core.errors import PipelineError
+from pipeline.core.layout import model_name_problem
+from pipeline.core.stage_names import STAGES
 
 RECORD = Path(".dvc/trt-pipeline-init.json")
 GITIGNORE = ("/outputs/", "/multirun/", "/.cache/", "/artifacts/fingerprint.json")
@@ -206,7 +208,8 @@ def run(models: list[str] | None = None) -> list[str]:
 
 def add_model(path: str, name: str | None = None) -> list[str]:
     """conf/models/<name>.yaml for the ONNX file at `path`, listed in conf/config.yaml, and
-    params.yaml composed again; dvc.yaml's stages run per model, so they take it as it is."""
+    params.yaml composed again; dvc.yaml's stages run per model, so they take it as it is.
+    A project of one model becomes one of several first (_to_several)."""
     (name,) = init_models.names_of([path], [name] if name else None)
     config, model_file = Path("conf/config.yaml"), Path(f"conf/models/{name}.yaml")
     if not config.is_file():
@@ -214,25 +217,93 @@ def add_model(path: str, name: str | None = None) -> list[str]:
     if model_file.exists():
         raise PipelineError(f"{model_file} exists: remove it, or give the model another --name")
     old = config.read_text()
-    text = init_models.with_model(old, name)
-    model_text = init_models.model_yaml(name, _model_path(path))
-    fileio.write_text(model_file, model_text)
+    first, files = (None, {}) if init_models.LIST_LINE.search(old) else _to_several(old, name)
+    text = init_models.with_model(files.get(str(config), old), name)
+    files |= {str(config): text, str(model_file): init_models.model_yaml(name, _model_path(path))}
+    before = {n: Path(n).read_text() if Path(n).is_file() else None for n in files}
     try:
-        fileio.write_text(config, text)
+        for n, written in files.items():
+            fileio.write_text(n, written)
         params = _params()
-    except BaseException:  # the config as it was: a model that does not compose is not added
-        fileio.write_text(config, old)
-        model_file.unlink()
+    except BaseException:  # as it was: a model that does not compose is not added
+        _restore(before)
         raise
+    done = _replace_one_model_stages(first) if first else []
+    if first:
+        files["dvc.yaml"] = Path("dvc.yaml").read_text()
     fileio.write_text("params.yaml", params)
+    _record({**files, "params.yaml": params}, before)
+    return [f"wrote {', '.join([*files, 'params.yaml'])}", *done, "next: `dvc repro`"]
+
+
+def _replace_one_model_stages(first: str) -> list[str]:
+    """init's dvc.yaml for several models in place of its one-model one, and dvc.lock
+    without the old stages; their outputs are left where they are, for the user to remove."""
+    from pipeline.cli import init_convert
+
+    old = init_convert.outputs(dvc_yaml.stages(Path(".")), STAGES[1:])
+    lock = Path("dvc.lock")
+    if lock.is_file():
+        fileio.write_text(lock, init_convert.without_stages(lock.read_text(), STAGES[1:]))
+    fileio.write_text("dvc.yaml", _package_text("cli", "init_files", "dvc_models.yaml.in"))
+    left = [p for p in old if "${" not in p and Path(p).exists()]
+    return [
+        f"dvc.yaml runs each stage per model; the one model is models.{first}, and "
+        f"`dvc repro` makes its outputs under artifacts/{first}/ and metrics/{first}/ "
+        "(its engine from the engine store)",
+        *([f"no stage makes these now, remove them when done: {', '.join(left)}"] if left else []),
+    ]
+
+
+def _to_several(config_text: str, name: str) -> tuple[str, dict[str, str]]:
+    """The one model's name, and its files once the project is one of several: the model
+    moved to conf/models/<its name>.yaml (init_convert). dvc.yaml must be the one init
+    wrote: add_model replaces it with init's for several models."""
+    from pipeline.cli import init_convert
+
+    dvc = Path("dvc.yaml")
+    if not dvc.is_file() or _sha(dvc.read_text()) != _recorded().get("dvc.yaml"):
+        raise PipelineError(
+            "conf/config.yaml lists no models and dvc.yaml is not the one trt-pipeline init "
+            "wrote: move the model to conf/models/<name>.yaml by hand (docs/models.md)"
+        )
+    first = str(_compose_model_name())
+    if (problem := model_name_problem(first)) is not None:
+        raise PipelineError(f"this project's model.name: {problem}; set a plain one first")
+    if first == name:
+        raise PipelineError(f"this project's model is named {name!r} already: give --name")
+    config, own = init_convert.several(config_text, first)
+    one = config_yaml(None).split("defaults:")[0]
+    if config.startswith(one):  # init's header, which tells how to change the one model
+        config = init_models.config_yaml([]).split("defaults:")[0] + config[len(one) :]
+    return first, {"conf/config.yaml": config, f"conf/models/{first}.yaml": own}
+
+
+def _compose_model_name() -> object:
+    from pipeline.cli import overrides
+
+    return overrides.check([], Path("conf")).model.name
+
+
+def _restore(before: dict[str, str | None]) -> None:
+    for name, was in before.items():
+        if was is None:
+            Path(name).unlink(missing_ok=True)
+        else:
+            fileio.write_text(name, was)
+
+
+def _record(written: dict[str, str], before: dict[str, str | None]) -> None:
+    """What init wrote stays replaceable by a later init where it was before: a file this
+    command made, or one init wrote and nobody changed since."""
     record = _recorded()
-    if record:  # what init wrote stays replaceable by a later init where it was before
-        for key, written in ((str(model_file), model_text), ("params.yaml", params)):
-            record[key] = _sha(written)
-        if _sha(old) == record.get("conf/config.yaml"):
-            record["conf/config.yaml"] = _sha(text)
-        fileio.write_json(RECORD, record)
-    return [f"wrote {model_file}, conf/config.yaml, params.yaml", "next: `dvc repro`"]
+    if not record:
+        return
+    for name, text in written.items():
+        was = before.get(name)
+        if was is None or _sha(was) == record.get(name):
+            record[name] = _sha(text)
+    fileio.write_json(RECORD, record)
 
 
 def main(models: list[str] | None) -> int:

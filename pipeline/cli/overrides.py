@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from pipeline.core import models
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -210,6 +211,9 @@ def check(
         if multirun:
             _check_folders(tree, items)
         raw = _validate_jobs(conf_dir, composed, items, first)
+    for o, _, options in items:
+        if not o.is_hydra_override():
+            models.check_override(raw, o.key_or_group, o.package, o.input_line, bool(options))
     if multirun:
         checked_sweep = tuple(o.input_line for o, _, _ in items if not o.is_hydra_override())
     return raw

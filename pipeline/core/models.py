@@ -64,3 +64,23 @@ def select(raw: DictConfig, name: str) -> DictConfig:
     for group in PER_MODEL:
         one[group] = entry[group]
     return one
+
+
+def check_override(raw: Any, key: str, package: str | None, line: str, group: bool) -> None:
+    """Refuse an override of a one-model group at the top level (`precision=fp16`) in a
+    project of several models: Hydra would compose a group that no model's stages read,
+    and nothing would change. The message names the model's own place for it."""
+    known = names(raw)
+    head = key.split(".")[0]
+    if not known or package or head not in PER_MODEL:
+        return
+    chosen = (raw.get("sweep") or {}).get("model")
+    name = str(chosen) if chosen in known else known[0]
+    value = line.partition("=")[2]
+    own = (
+        f"'{head}@models.{name}.{head}={value}'" if group else f"models.{name}.{line.lstrip('+~')}"
+    )
+    raise PipelineError(
+        f"{line}: this project's models ({', '.join(known)}) each have their own {head}, "
+        f"and the top level's is read by none; name a model's, e.g. {own}"
+    )

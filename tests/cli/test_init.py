@@ -5,6 +5,7 @@ from an installed wheel.)"""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -157,6 +158,21 @@ def test_init_with_several_models_writes_a_file_each_and_add_model_one_more(repo
     one = trt(repo, "stage", "export")
     assert one.returncode == 1
     assert one.stderr == "error: stage export: this project has several models; give --model\n"
+    # A one-model group set at the top level would be read by no model: refused, naming
+    # the model's own place; params.yaml (JSON, as written) is left as it was.
+    before = (repo / "params.yaml").read_text()
+    top = trt(repo, "params", "precision=fp16")
+    assert top.returncode == 1 and top.stderr == (
+        "error: precision=fp16: this project's models (det, rec, cls) each have their own "
+        "precision, and the top level's is read by none; name a model's, e.g. "
+        "'precision@models.det.precision=fp16'\n"
+    )
+    assert (repo / "params.yaml").read_text() == before
+    assert json.loads(before)["models"]["cls"]["precision"]["name"] == "fp32"
+    own = trt(repo, "params", "precision@models.cls.precision=fp16")
+    assert own.returncode == 0, own.stderr
+    params = json.loads((repo / "params.yaml").read_text())
+    assert params["models"]["cls"]["precision"]["name"] == "fp16" and "precision" not in params
 
 
 def test_two_models_of_one_name_are_one_line(repo):

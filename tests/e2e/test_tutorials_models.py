@@ -1,5 +1,6 @@
 """docs/tutorials/ocr-service.md run as written: three wheel models (RapidOCR's PP-OCRv4
-detector and recognizer, its angle classifier) in one project of several models, one
+detector and recognizer, its angle classifier) in one project of several models (begun
+with one, then `add-model`), one
 `dvc repro` for all, an edit to one model that reruns that model's stages only, and their
 Triton repository checked with the tritonclient wheel's schema."""
 
@@ -23,6 +24,12 @@ def test_ocr_service_tutorial(tmp_path, monkeypatch):
     page = "ocr-service.md"
     setup, make, shared, repro, index, edit, checked = blocks(page)
     sh(tmp_path, setup)
+    # one model, then add-model twice: a project of several, as init with three makes it
+    config = (tmp_path / "ocr-service/conf/config.yaml").read_text()
+    assert "  - models: [det, cls, rec]\n" in config and "override model:" not in config
+    assert sorted(p.name for p in (tmp_path / "ocr-service/conf/models").iterdir()) == [
+        f"{m}.yaml" for m in sorted(MODELS)
+    ]
     assert save_files(page, tmp_path) == [
         "ocr-service/make_data.py",
         *[f"ocr-service/conf/models/{m}.yaml" for m in MODELS],

@@ -23,7 +23,9 @@ def add_parser(sub: Subparsers) -> None:
     )
     it.set_defaults(func=run)
     am = sub.add_parser(
-        "add-model", help="add an ONNX model to a project of several (conf/models/<name>.yaml)"
+        "add-model",
+        help="add an ONNX model (conf/models/<name>.yaml); a project of one model becomes "
+        "one of several first",
     )
     am.add_argument("path", help="the model's ONNX file")
     am.add_argument("--name", help="its name (default: the file's stem)")
