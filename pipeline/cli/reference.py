@@ -170,6 +170,8 @@ def engine_key_effect(key: str, stages: dict[str, Any]) -> str:
     field = name.split(".")[0].split("[")[0]
     if (group, field) == ("build", "plugins"):
         return "yes: the libraries' contents"
+    if group == "models":
+        return "per model, as its groups' keys above say"
     if (
         (group == "build" and field in cache_key.ENGINE_BUILD_FIELDS)
         or (group == "precision" and field in cache_key.ENGINE_PRECISION_FIELDS)
@@ -185,6 +187,31 @@ def engine_key_effect(key: str, stages: dict[str, Any]) -> str:
         made = " and ".join(f"`{s}`" for s in reversed(through))
         return f"only if it changes what {made} make{'s' if len(through) == 1 else ''}"
     return "no"
+
+
+def _readers(key: str, stages: dict[str, Any]) -> list[str]:
+    return [
+        name
+        for name, body in stages.items()
+        if any(_reads(p, key) for p in body.get("params", []) if isinstance(p, str))
+    ]
+
+
+def _read_by(key: str, stages: dict[str, Any]) -> str:
+    """The stages of this repository's dvc.yaml that track `key`; for a key only a project
+    of several models has (`models`), those of the dvc.yaml `init` writes for one."""
+    if readers := _readers(key, stages):
+        return ", ".join(f"`{s}`" for s in readers)
+    from importlib import resources
+
+    import yaml
+
+    text = resources.files("pipeline").joinpath("cli/init_files/dvc_models.yaml.in").read_text()
+    several = {n: s.get("do", s) for n, s in yaml.safe_load(text)["stages"].items()}
+    per_model = _readers(key.replace("models.", "models.${key}.", 1), several)
+    if per_model:
+        return ", ".join(f"`{s}`" for s in per_model) + " (per model, in a project of several)"
+    return "no stage (sweeps)"
 
 
 def _yaml(value: Any) -> str:
@@ -272,11 +299,6 @@ def config_page(repo: Path) -> str:
             "|---|---|---|---|---|---|",
         ]
         for k in rows:
-            readers = [
-                s
-                for s, body in stages.items()
-                if any(_reads(p, k.path) for p in body.get("params", []) if isinstance(p, str))
-            ]
             plain = "[" not in k.path and "<" not in k.path
             if k.type == "group":
                 default = ""
@@ -284,7 +306,7 @@ def config_page(repo: Path) -> str:
                 default = f"`{_yaml(OmegaConf.select(composed, k.path, default=None))}`"
             else:
                 default = f"`{_yaml(k.default)}`" if k.has_default else ""
-            read_by = ", ".join(f"`{s}`" for s in readers) or "no stage (sweeps)"
+            read_by = _read_by(k.path, stages)
             lines.append(
                 f"| `{k.path}` | {_cell(k.type)} | {_cell(default)} | {read_by} "
                 f"| {engine_key_effect(k.path, stages)} | {_cell(k.description)} |"
