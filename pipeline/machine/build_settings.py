@@ -6,7 +6,11 @@ is part of every no-op repro. Importing OmegaConf and validating the whole confi
 there took longer than the probe itself (benchmarks/repro_noop.py). The stage reads
 these four keys only; they are checked by the schema's own value rules
 (pipeline/core/config_rules.py) and defaults (tests/machine/test_fingerprint.py holds them
-equal to config.BuildConfig's). Every later stage validates the whole config."""
+equal to config.BuildConfig's). Every later stage validates the whole config.
+
+params.yaml as `trt-pipeline params` writes it is JSON (pipeline/cli/params_file.py) and is
+read as such, without importing a YAML parser; written by hand or by `dvc exp run -S` it
+is block YAML, read with PyYAML's C loader."""
 
 from __future__ import annotations
 
