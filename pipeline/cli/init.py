@@ -36,18 +36,20 @@ def _package_text(*parts: str) -> str:
     return resources.files("pipeline").joinpath(*parts).read_text()
 
 
+# conf/config.yaml's opening comment in a project of one model.
+ONE_MODEL_HEADER = (
+    "# Written by `trt-pipeline init`: this repository's settings on top of the installed",
+    "# trt-pipeline's config groups (model, precision, profile, calibration, build,",
+    "# benchmark, inspect), found on Hydra's search path. Add only what you change, e.g.",
+    "#   model:",
+    "#     factory: mypkg.models:make   # or a module exposing build(), INPUT_NAMES, OUTPUT_NAMES",
+    "#     source: mypkg                # the folder dvc.yaml tracks for it",
+    "# then `trt-pipeline params` (or `dvc exp run -S precision=fp16` for one experiment).",
+)
+
+
 def config_yaml(model: str | None) -> str:
-    lines = [
-        "# Written by `trt-pipeline init`: this repository's settings on top of the installed",
-        "# trt-pipeline's config groups (model, precision, profile, calibration, build,",
-        "# benchmark, inspect), found on Hydra's search path. Add only what you change, e.g.",
-        "#   model:",
-        "#     factory: mypkg.models:make   # or a module exposing build(), INPUT_NAMES, OUTPUT_NAMES",
-        "#     source: mypkg                # the folder dvc.yaml tracks for it",
-        "# then `trt-pipeline params` (or `dvc exp run -S precision=fp16` for one experiment).",
-        "defaults:",
-        "  - trt_pipeline",
-    ]
+    lines = [*ONE_MODEL_HEADER, "defaults:", "  - trt_pipeline"]
     if model:
         lines.append("  - override model: onnx_file")
     lines += ["  - _self_", "", "hydra:", "  searchpath:", "    - pkg://pipeline.conf", ""]
@@ -228,26 +230,28 @@ def add_model(path: str, name: str | None = None) -> list[str]:
     except BaseException:  # as it was: a model that does not compose is not added
         _restore(before)
         raise
-    done = _replace_one_model_stages(first) if first else []
+    done: list[str] = []
     if first:
-        files["dvc.yaml"] = Path("dvc.yaml").read_text()
+        files["dvc.yaml"], done = _replace_one_model_stages(first)
     fileio.write_text("params.yaml", params)
     _record({**files, "params.yaml": params}, before)
     return [f"wrote {', '.join([*files, 'params.yaml'])}", *done, "next: `dvc repro`"]
 
 
-def _replace_one_model_stages(first: str) -> list[str]:
-    """init's dvc.yaml for several models in place of its one-model one, and dvc.lock
-    without the old stages; their outputs are left where they are, for the user to remove."""
+def _replace_one_model_stages(first: str) -> tuple[str, list[str]]:
+    """init's dvc.yaml for several models in place of its one-model one (its text, and the
+    lines to print), and dvc.lock without the old stages; their outputs are left where
+    they are, for the user to remove."""
     from pipeline.cli import init_convert
 
     old = init_convert.outputs(dvc_yaml.stages(Path(".")), STAGES[1:])
     lock = Path("dvc.lock")
     if lock.is_file():
         fileio.write_text(lock, init_convert.without_stages(lock.read_text(), STAGES[1:]))
-    fileio.write_text("dvc.yaml", _package_text("cli", "init_files", "dvc_models.yaml.in"))
+    text = _package_text("cli", "init_files", "dvc_models.yaml.in")
+    fileio.write_text("dvc.yaml", text)
     left = [p for p in old if "${" not in p and Path(p).exists()]
-    return [
+    return text, [
         f"dvc.yaml runs each stage per model; the one model is models.{first}, and "
         f"`dvc repro` makes its outputs under artifacts/{first}/ and metrics/{first}/ "
         "(its engine from the engine store)",
@@ -273,9 +277,9 @@ def _to_several(config_text: str, name: str) -> tuple[str, dict[str, str]]:
     if first == name:
         raise PipelineError(f"this project's model is named {name!r} already: give --name")
     config, own = init_convert.several(config_text, first)
-    one = config_yaml(None).split("defaults:")[0]
+    one = "\n".join(ONE_MODEL_HEADER) + "\n"
     if config.startswith(one):  # init's header, which tells how to change the one model
-        config = init_models.config_yaml([]).split("defaults:")[0] + config[len(one) :]
+        config = "\n".join(init_models.SEVERAL_HEADER) + "\n" + config[len(one) :]
     return first, {"conf/config.yaml": config, f"conf/models/{first}.yaml": own}
 
 

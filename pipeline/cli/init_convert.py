@@ -84,8 +84,7 @@ def several(config_text: str, name: str) -> tuple[str, str]:
     for group in PER_MODEL:
         if group in doc:
             own[group] = doc.pop(group)
-    header = init_models.model_yaml(name, "").split("defaults:")[0]
-    return _dump(doc), header + _dump(own)
+    return _dump(doc), "\n".join(init_models.model_header(name)) + "\n" + _dump(own)
 
 
 def _overridden_group(entry: object) -> str | None:

@@ -16,14 +16,20 @@ from pipeline.core.stage_names import PER_MODEL
 LIST_LINE = re.compile(r"^  - models: \[(?P<names>[^\]]*)\]$", re.M)
 
 
+# conf/config.yaml's opening comment in a project of several models.
+SEVERAL_HEADER = (
+    "# Written by `trt-pipeline init`: this repository's settings on top of the installed",
+    "# trt-pipeline's config groups, found on Hydra's search path. Each model is a file",
+    "# conf/models/<name>.yaml (its model, precision, profile and calibration); the",
+    "# build, benchmark and inspect groups below are shared. `trt-pipeline add-model",
+    "# PATH` adds one; then `trt-pipeline params` (or `dvc exp run -S ...`).",
+)
+
+
 def config_yaml(names: list[str]) -> str:
     return "\n".join(
         [
-            "# Written by `trt-pipeline init`: this repository's settings on top of the installed",
-            "# trt-pipeline's config groups, found on Hydra's search path. Each model is a file",
-            "# conf/models/<name>.yaml (its model, precision, profile and calibration); the",
-            "# build, benchmark and inspect groups below are shared. `trt-pipeline add-model",
-            "# PATH` adds one; then `trt-pipeline params` (or `dvc exp run -S ...`).",
+            *SEVERAL_HEADER,
             "defaults:",
             "  - trt_pipeline",
             f"  - models: [{', '.join(names)}]",
@@ -40,12 +46,19 @@ def config_yaml(names: list[str]) -> str:
     )
 
 
+def model_header(name: str) -> list[str]:
+    """conf/models/<name>.yaml's opening lines: Hydra reads its package from the first."""
+    return [
+        f"# @package models.{name}",
+        f"# The model {name!r}: each group an option of the installed trt-pipeline with this",
+        "# model's changes below it. Another precision: `/precision@precision: fp16`.",
+    ]
+
+
 def model_yaml(name: str, onnx_path: str) -> str:
     return "\n".join(
         [
-            f"# @package models.{name}",
-            f"# The model {name!r}: each group an option of the installed trt-pipeline with this",
-            "# model's changes below it. Another precision: `/precision@precision: fp16`.",
+            *model_header(name),
             "defaults:",
             "  - /model@model: onnx_file",
             "  - /precision@precision: fp32",

@@ -208,12 +208,12 @@ def check(
             for o, values, _ in items
         ]
         composed, tree = _compose_checked(conf_dir, items, first)
+        for o, _, options in items:  # before each sweep value is composed and validated
+            if not o.is_hydra_override():
+                models.check_override(tree, o.key_or_group, o.package, o.input_line, bool(options))
         if multirun:
             _check_folders(tree, items)
         raw = _validate_jobs(conf_dir, composed, items, first)
-    for o, _, options in items:
-        if not o.is_hydra_override():
-            models.check_override(raw, o.key_or_group, o.package, o.input_line, bool(options))
     if multirun:
         checked_sweep = tuple(o.input_line for o, _, _ in items if not o.is_hydra_override())
     return raw

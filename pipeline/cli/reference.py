@@ -197,17 +197,22 @@ def _readers(key: str, stages: dict[str, Any]) -> list[str]:
     ]
 
 
-def _read_by(key: str, stages: dict[str, Any]) -> str:
-    """The stages of this repository's dvc.yaml that track `key`; for a key only a project
-    of several models has (`models`), those of the dvc.yaml `init` writes for one."""
-    if readers := _readers(key, stages):
-        return ", ".join(f"`{s}`" for s in readers)
+def _several_models_stages() -> dict[str, Any]:
+    """The stages of the dvc.yaml `init` writes for several models, each `foreach` body
+    as its stage."""
     from importlib import resources
 
     import yaml
 
     text = resources.files("pipeline").joinpath("cli/init_files/dvc_models.yaml.in").read_text()
-    several = {n: s.get("do", s) for n, s in yaml.safe_load(text)["stages"].items()}
+    return {n: s.get("do", s) for n, s in yaml.safe_load(text)["stages"].items()}
+
+
+def _read_by(key: str, stages: dict[str, Any], several: dict[str, Any]) -> str:
+    """The stages of this repository's dvc.yaml that track `key`; for a key only a project
+    of several models has (`models`), those of `several`, init's dvc.yaml for one."""
+    if readers := _readers(key, stages):
+        return ", ".join(f"`{s}`" for s in readers)
     per_model = _readers(key.replace("models.", "models.${key}.", 1), several)
     if per_model:
         return ", ".join(f"`{s}`" for s in per_model) + " (per model, in a project of several)"
@@ -270,7 +275,7 @@ def config_page(repo: Path) -> str:
 
     from pipeline.cli import overrides
 
-    stages = dvc_yaml.stages(repo)
+    stages, several = dvc_yaml.stages(repo), _several_models_stages()
     composed = overrides.check([], repo / "conf")
     base = _flat(typing.cast(dict[str, Any], OmegaConf.to_container(composed)))
     lines = [
@@ -306,7 +311,7 @@ def config_page(repo: Path) -> str:
                 default = f"`{_yaml(OmegaConf.select(composed, k.path, default=None))}`"
             else:
                 default = f"`{_yaml(k.default)}`" if k.has_default else ""
-            read_by = _read_by(k.path, stages)
+            read_by = _read_by(k.path, stages, several)
             lines.append(
                 f"| `{k.path}` | {_cell(k.type)} | {_cell(default)} | {read_by} "
                 f"| {engine_key_effect(k.path, stages)} | {_cell(k.description)} |"
