@@ -105,6 +105,9 @@ def _layout_batches(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
 MODELS = {
     "minilm": minilm,
     "ocr_det": _wheel("det", "det_batches", "[1x3x960x736, 1x3x960x736, 1x3x960x736]", "x"),
+    "ocr_det640": _wheel(
+        "det", "det_square_batches", "[1x3x640x640, 1x3x640x640, 1x3x640x640]", "x"
+    ),
     "ocr_rec": _wheel("rec", "rec_batches", "[1x3x48x320, 4x3x48x320, 8x3x48x320]", "x", 4),
     "ocr_cls": _wheel("cls", "cls_batches", "[1x3x48x192, 8x3x48x192, 16x3x48x192]", "x", 8),
     "layout": _wheel("layout", "layout", "[1x3x800x608, 1x3x800x608, 1x3x800x608]", "image"),

@@ -26,7 +26,7 @@ class InputSpec(TypedDict):
 
 class Judgement(TypedDict, total=False):
     """A written graph's outputs against the fp32 reference, and the gate's verdict
-    (precision/transform.judge); the Required fields are what every consumer reads."""
+    (precision/gate/judging.judge); the Required fields are what every consumer reads."""
 
     accuracy: Required[dict[str, dict[str, Any]]]  # output -> metric -> figure
     gate: Required[list[GateResult]]
@@ -83,6 +83,14 @@ class CalibrationSummary(Judgement, total=False):
     mixed: dict[str, Any]  # precision=auto's search
     tables: dict[str, Any]
     activations: dict[str, Any]
+    # Where a search chose the graph: the held-out split (gate/verdict.py) and the search's
+    # own figure of its choice on its samples, under its tightened gate; the top-level
+    # accuracy and gate are the verdict on the held-out samples.
+    holdout: dict[str, Any]
+    search_judgement: dict[str, Any]
+    # The fp16 and fp32 engines of the exported graph on this machine (bytes, key, where
+    # the size came from) and how they were measured: what the build stands its engine by.
+    engines: dict[str, Any]
     peak_rss_mib: float
 
 

@@ -88,6 +88,22 @@ class Fallback(StrEnum):
     fp32 = "fp32"  # the nodes the search keeps stay in fp32
 
 
+class Objective(StrEnum):
+    """What precision=auto makes smallest, and what a quantized engine is held against."""
+
+    engine_bytes = "engine_bytes"  # the plan TensorRT writes, measured by builds on this machine
+    weight_bytes = "weight_bytes"  # the GEMM weights' bytes by type: no build needed
+    latency = "latency"  # the engine's median latency, where a GPU runs it
+
+
+class ReferenceEngines(StrEnum):
+    """When a run measures the fp16 and fp32 engines of its graph to stand its own beside."""
+
+    auto = "auto"  # quantized precisions (int8, fp8, int4, auto)
+    always = "always"
+    never = "never"
+
+
 class QdqPlacement(StrEnum):
     gemm_inputs = "gemm_inputs"
     modelopt = "modelopt"

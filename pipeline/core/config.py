@@ -28,10 +28,12 @@ from pipeline.core.choices import (
     HardwareCompatibility,
     Int4Method,
     LowPrecision,
+    Objective,
     Precision,
     ProfilePoint,
     QdqPlacement,
     QuantizeMode,
+    ReferenceEngines,
     SearchType,
     Smoothing,
     Streaming,
@@ -150,6 +152,17 @@ class PrecisionConfig:
     smoothing_alpha: float = 0.5  # SmoothQuant's migration strength, 0 to 1
     # auto: the types a GEMM may take besides fp32 (int4 weight-only, int8, fp8, fp16).
     search_types: list[SearchType] = field(default_factory=list)
+    # auto: what the search makes smallest. engine_bytes: the plan as TensorRT writes it on
+    # this machine (builds measure it; fp16 where no mix beats fp16's engine), weight_bytes:
+    # the GEMM weights by type, latency: the engine's median where a GPU runs it.
+    objective: Objective = Objective.engine_bytes
+    # Of the reference samples that are not calibration samples, the share a search never
+    # judges: the final gate's verdict on the written graph (pipeline/precision/gate/
+    # verdict.py). Quantized modes only; 0 re-reads the search's samples, and says so.
+    holdout: float = 0.25
+    # A search judges by a gate tightened by this share of each threshold's distance to
+    # perfect, so that what passes its samples holds on the held-out ones.
+    search_margin: float = 0.2
     # Accuracy thresholds against the fp32 reference; null switches a metric off.
     gate: AccuracyGate = field(default_factory=AccuracyGate)
 
@@ -252,6 +265,10 @@ class BuildConfig:
     # Weight-stripped engine (STRIP_PLAN + REFIT_IDENTICAL): the plan holds no weights and is
     # refitted from the calibrated ONNX where it is loaded; N GPUs store the weights once.
     strip_weights: bool = False
+    # The fp16 and fp32 engines of the same graph, settings and machine, from the store or
+    # built by the calibrate stage, so a run says where its engine stands (auto: for
+    # quantized precisions).
+    reference_engines: ReferenceEngines = ReferenceEngines.auto
     # Engine store root; null means $TRT_PIPELINE_STORE or the user cache folder (~/.cache/trt-pipeline/engines).
     store_dir: str | None = None
     gates: GatesConfig = field(default_factory=GatesConfig)

@@ -102,6 +102,14 @@ def _check_precision(p: DictConfig) -> None:
             f"invalid config: precision.smoothing_alpha={p.smoothing_alpha}; expected a number "
             f"in [0, 1] (0 leaves the activations alone, 1 moves all of their range into the weights)"
         )
+    for key, why in (
+        ("holdout", "the share of the reference samples held out for the verdict"),
+        ("search_margin", "the share of each threshold's distance to perfect a search keeps"),
+    ):
+        if not 0.0 <= p[key] <= 0.9:
+            raise PipelineError(
+                f"invalid config: precision.{key}={p[key]}; expected a number in [0, 0.9] ({why})"
+            )
     _check_precision_combinations(p)
     if p.transform in TRANSFORM_SETTING:
         key, allowed = TRANSFORM_SETTING[p.transform]

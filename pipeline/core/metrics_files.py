@@ -27,6 +27,10 @@ class AccuracyMetrics(TypedDict, total=False):
     calibration_data: dict[str, Any]
     reference_overlap: dict[str, Any]
     fallback: dict[str, Any]  # FALLBACK_METRICS of the search's record
+    # Where a search chose the graph, `gate` is the verdict on the held-out samples and this
+    # is the search's figure on its own (output -> metric -> value, threshold, passed).
+    search: dict[str, dict[str, dict[str, Any]]]
+    holdout: dict[str, Any]  # samples in each part, the share, the margin, a note if few
 
 
 class GatesMetrics(TypedDict):

@@ -13,6 +13,20 @@ STAGES = ("fingerprint", "export", "calibrate", "build", "inspect", "benchmark",
 # package stage (or `trt-pipeline package`, --from-store for a fleet's) serves engines.
 JOB_STAGES = STAGES[:-1]
 
+# What the calibrate stage reads of `build` to measure engines as the build stage makes them.
+ENGINE_PARAMS = (
+    "build.workspace_mib",
+    "build.optimization_level",
+    "build.hardware_compatibility",
+    "build.version_compatible",
+    "build.compute_capabilities",
+    "build.extra_flags",
+    "build.strip_weights",
+    "build.plugins",
+    "build.store_dir",
+    "build.reference_engines",
+)
+
 # dvc.yaml's `params` of each stage: what its output depends on in params.yaml.
 PARAMS: dict[str, tuple[str, ...]] = {
     "fingerprint": (
@@ -23,7 +37,16 @@ PARAMS: dict[str, tuple[str, ...]] = {
     ),
     # the profile's opt shapes are the sample inputs' (pipeline/inputs/samples.py)
     "export": ("model", "profile"),
-    "calibrate": ("precision", "calibration", "model", "profile"),
+    # and what an engine's bytes depend on (engine/cache_key.py's build fields, plugins) and
+    # where the store is: it measures the fp16 and fp32 engines of its graph (flow/
+    # engine_sizes.py), and precision=auto builds what it weighs
+    "calibrate": (
+        "precision",
+        "calibration",
+        "model",
+        "profile",
+        *ENGINE_PARAMS,
+    ),
     "build": ("precision", "profile", "build"),
     "inspect": ("inspect",),
     "benchmark": ("benchmark", "model", "precision.name"),
@@ -54,6 +77,9 @@ UPSTREAM = {"calibrate": "export"}
 
 def made_from(stage: str) -> tuple[str, ...]:
     """The config sections an output of `stage` is made from: its own params and those of
-    the stages it reads (calibrate's graph is made from the export's too)."""
+    the stages it reads (calibrate's graph is made from the export's too). The engine sizes
+    calibrate records carry the build settings they were measured under themselves, so a
+    build with other settings says so instead of refusing the graph."""
     before = made_from(UPSTREAM[stage]) if stage in UPSTREAM else ()
-    return tuple(dict.fromkeys((*before, *PARAMS[stage])))
+    own = [p for p in PARAMS[stage] if p not in ENGINE_PARAMS]
+    return tuple(dict.fromkeys((*before, *own)))

@@ -67,6 +67,21 @@ def key_inputs(
     }
 
 
+def settings_sha256(
+    build_cfg: dict[str, Any], profile_cfg: dict[str, Any], fingerprint: Fingerprint
+) -> str:
+    """Everything an engine key holds besides the graph: engines measured under one digest
+    compare with an engine built under the same one (flow/engine_sizes.py, the build stage)."""
+    return hashing.sha256_json(
+        {
+            "build": engine_build_fields(build_cfg),
+            "plugins": sorted(build_cfg.get("plugins") or []),
+            "profiles": profile_cfg["profiles"],
+            "fingerprint": identity(fingerprint),
+        }
+    )
+
+
 def plugin_sha256(paths: Iterable[str]) -> dict[str, str]:
     """Plugin libraries by content; a missing one is the user's error, named once here."""
     out = {}

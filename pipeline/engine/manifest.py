@@ -59,6 +59,9 @@ class BuildRecord(Manifest, total=False):
 
     store_event: str  # "hit", "miss, built", ...: a sweep summary's "hit or built"
     peak_rss_mib: float
+    # The engine's bytes as a ratio of the fp16 and fp32 engines of the same graph, settings
+    # and machine (calibration.json's `engines`): {"fp16": 1.5, "fp32": 1.34}
+    against: dict[str, float]
 
 
 class Built(Protocol):

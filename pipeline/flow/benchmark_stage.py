@@ -19,7 +19,7 @@ def run(
     cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
 ) -> BenchmarkRecord:
     from pipeline.bench import benchmark as bench_lib
-    from pipeline.flow import upstream
+    from pipeline.flow import engine_standing, upstream
     from pipeline.report.benchmark import benchmark_report, headline
     from pipeline.report.pictures import plots
 
@@ -52,6 +52,7 @@ def run(
             metrics_files.read_gates(layout.gates_metrics),
             manifest,
             metrics,
+            engine_standing.standing(cfg, layout, manifest).get("against"),
         ),
     )
     metrics[memory.PEAK_KEY] = memory.record(out, "benchmark", peak)

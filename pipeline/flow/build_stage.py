@@ -82,7 +82,7 @@ def _build(
                 f"{manifest['engine']['bytes'] / MIB:.2f} MiB, "
                 f"built in {manifest.get('build_seconds')} s",
             ),
-            *_plan_rows(layout, manifest["engine"]["bytes"]),
+            *_plan_rows(cfg, layout, manifest),
             ("build gates", "passed"),
             ("folder", str(folder)),
             memory.row(rss),
@@ -93,15 +93,32 @@ def _build(
     return manifest
 
 
-def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
-    """Of a quantized graph's engine: how much of it is GEMM weights. A TensorRT-RTX plan
-    carries code per engine layer, and an int8 convolution is a layer of its own, so on a
-    model of many small convolutions the quantized plan can outweigh the fp16 one; without
-    an fp16 engine to compare with, this is what can be said (a sweep says the rest)."""
+def _plan_rows(cfg: PipelineConfig, layout: Layout, manifest: BuildRecord) -> list[tuple[str, str]]:
+    """Where the engine stands: its bytes against the fp16 and fp32 engines of the same
+    graph, settings and machine that calibrate measured (flow/engine_standing.py), with a
+    line when a quantized engine is the larger. Without them, how much of a quantized plan
+    is GEMM weights, which is what can be said then."""
+    from pipeline.flow import engine_standing
 
+    stand = engine_standing.standing(cfg, layout, manifest)
+    if "against" in stand:
+        manifest["against"] = stand["against"]
+        if stand.get("larger"):
+            console.warn(stand["larger"])
+        return [("against", engine_standing.text(stand))]
+    if "other build settings" in stand.get("note", ""):
+        return [("against", stand["note"])]
     if not layout.calibration_summary.is_file():
         return []
     calibration = calibration_file.read(layout.calibration_summary).get("calibration") or {}
+    return _weight_rows(calibration, manifest["engine"]["bytes"])
+
+
+def _weight_rows(calibration: Mapping[str, Any], engine_bytes: int) -> list[tuple[str, str]]:
+    """Of a quantized graph's engine with no reference measured: how much of it is GEMM
+    weights. A TensorRT-RTX plan carries code per engine layer, and an int8 convolution is a
+    layer of its own, so on a model of many small convolutions the quantized plan can
+    outweigh the fp16 one."""
     weights = sum(((calibration.get("gemm_weights") or {}).get("bytes") or {}).values())
     if not weights or engine_bytes < 2 * weights:
         return []
@@ -110,7 +127,7 @@ def _plan_rows(layout: Layout, engine_bytes: int) -> list[tuple[str, str]]:
             "engine holds",
             f"{weights / 1e6:.3g} MB of GEMM weights, {weights / engine_bytes:.0%} of the plan: "
             f"the rest is TensorRT's code per layer; an fp16 engine may be smaller "
-            f"(a sweep over precision says: docs/precision.md, engine size)",
+            f"(build.reference_engines measures it: docs/precision.md, engine size)",
         )
     ]
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
-    from pipeline.flow import provenance
+    from pipeline.flow import engine_sizes, provenance
     from pipeline.precision import transform as precision
     from pipeline.precision.gate import accuracy
 
@@ -29,7 +29,12 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
     with output_folder.writing(layout, layout.calibrate_dir, stage="calibrate"):
         try:
             summary = precision.transform(
-                layout.export_dir, layout.calibrate_dir, cfg.precision, cfg.calibration, cfg.model
+                layout.export_dir,
+                layout.calibrate_dir,
+                cfg.precision,
+                cfg.calibration,
+                cfg.model,
+                engine_sizes.for_calibrate(cfg, layout),
             )
         except accuracy.GateFailed as e:
             # the gate writes every metric, pass or fail, before the stage stops
@@ -42,18 +47,10 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
         summary[memory.PEAK_KEY] = rss
     metrics = accuracy_metrics(cfg, summary)
     metrics_files.write_accuracy(layout.accuracy_metrics, metrics)
-    random = accuracy.judged_on_random(summary)
-    on_random, each = (f", {accuracy.ON_RANDOM}", ", random inputs") if random else ("", "")
     console.table(
         f"calibrate: {cfg.model.name} {cfg.precision.name}",
         [
-            ("accuracy gate", ("passed" if metrics["gate_passed"] else "FAILED") + on_random),
-            *[
-                (f"{subject} {metric}", f"{r['value']:.4g} (gate {r['threshold']}{each})")
-                for subject, by in metrics["gate"].items()
-                for metric, r in by.items()
-                if isinstance(r.get("value"), (int, float))
-            ],
+            *gate_rows(metrics, accuracy.judged_on_random(summary)),
             *_phase_rows(metrics.get("accuracy") or {}),
             *(
                 [("fallback", f"kept {calibration_file.kept_types(summary['fallback'])}")]
@@ -66,6 +63,38 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
         ],
     )
     return summary
+
+
+def gate_rows(metrics: AccuracyMetrics, random: bool) -> list[tuple[str, str]]:
+    """The gate's verdict and each gated figure; where a search chose the graph, the figure
+    on the held-out samples first and the search's own beside it."""
+    from pipeline.precision.gate.accuracy import ON_RANDOM
+
+    on_random, each = (f", {ON_RANDOM}", ", random inputs") if random else ("", "")
+    verdict = "passed" if metrics["gate_passed"] else "FAILED"
+    split, search = metrics.get("holdout"), metrics.get("search") or {}
+    rows = [("accuracy gate", verdict + on_random)]
+    if split:
+        rows.append(("held out", holdout_line(split)))
+    for subject, by in metrics["gate"].items():
+        for metric, r in by.items():
+            if not isinstance(r.get("value"), (int, float)):
+                continue
+            text = f"{r['value']:.4g} (gate {r['threshold']}{each})"
+            mine = search.get(subject, {}).get(metric)
+            if mine is not None and split:
+                text += f"; search {mine['value']:.4g} on {split['search_samples']}"
+            rows.append((f"{subject} {metric}", text))
+    return rows
+
+
+def holdout_line(split: Mapping[str, Any]) -> str:
+    """How the reference samples split between the search and the verdict."""
+    line = (
+        f"verdict on {split['verdict_samples']} samples the search never judged; the search "
+        f"judged {split['search_samples']}, {split.get('margin', 0):g} inside each threshold"
+    )
+    return f"{line} ({split['note']})" if split.get("note") else line
 
 
 def _phase_rows(figures: dict[str, Any]) -> list[tuple[str, str]]:
@@ -99,12 +128,18 @@ def _weight_rows(calibration: dict[str, Any]) -> list[tuple[str, str]]:
     return [("GEMM weights", text)]
 
 
-def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> AccuracyMetrics:
+def gate_table(results: list[Any]) -> dict[str, dict[str, Any]]:
+    """Gate results as output -> metric -> value, threshold, passed."""
     gate: dict[str, dict[str, Any]] = {}
-    for r in summary["gate"]:
+    for r in results:
         gate.setdefault(str(r["subject"]), {})[r["metric"]] = {
             k: r[k] for k in ("value", "threshold", "passed")
         }
+    return gate
+
+
+def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> AccuracyMetrics:
+    gate = gate_table(summary["gate"])
     data = summary.get("calibration", {}).get("data") or summary.get("weak_typing", {}).get("data")
     metrics: AccuracyMetrics = {
         "model": cfg.model.name,
@@ -126,4 +161,8 @@ def accuracy_metrics(cfg: PipelineConfig, summary: Mapping[str, Any]) -> Accurac
     if "fallback" in summary:
         fb = summary["fallback"]
         metrics["fallback"] = {k: fb[k] for k in calibration_file.FALLBACK_METRICS if k in fb}
+    if "search_judgement" in summary:
+        metrics["search"] = gate_table(summary["search_judgement"]["gate"])
+    if "holdout" in summary:
+        metrics["holdout"] = summary["holdout"]
     return metrics

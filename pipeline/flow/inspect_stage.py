@@ -19,12 +19,12 @@ def run(
     cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
 ) -> InspectReport:
     from pipeline.analysis import engine_inspector
-    from pipeline.flow import upstream
+    from pipeline.flow import engine_standing, upstream
     from pipeline.report.inspect import mixed_view, precision_view, report_html, report_markdown
     from pipeline.report.inspect import report as report_lib
 
     engine_dir = layout.engine_dir(fp["id"])
-    upstream.current(cfg, layout, fp)
+    manifest = upstream.current(cfg, layout, fp)
     inspection = (
         engine_inspector.inspect(engine_dir / "engine.plan", fp)
         if cfg.inspect.engine_inspector
@@ -40,6 +40,8 @@ def run(
     report["precision_transform"] = precision_view.precision_transform(
         calibration_file.read(layout.calibration_summary)
     )
+    # the engine against the fp16 and fp32 engines of the same graph (build's table says it too)
+    report["precision_transform"]["standing"] = engine_standing.standing(cfg, layout, manifest)
     precision_view.mark_kept_nodes(report)
     rows = int(cfg.inspect.max_table_rows)
     with fileio.staged_dir(layout.inspect_dir) as tmp:

@@ -29,10 +29,20 @@ class MadeFrom(TypedDict, total=False):
 
 
 def record(cfg: PipelineConfig, stage: str, **extra: str) -> MadeFrom:
-    # made_from names config groups (model, profile, ...): attributes of the schema
-    params = {k: config_lib.to_dict(getattr(cfg, k)) for k in stage_names.made_from(stage)}
+    params = {k: _value(cfg, k) for k in stage_names.made_from(stage)}
     made = {"stage": stage, "params_sha256": hashing.sha256_json(params), "params": params}
     return cast(MadeFrom, {**made, **extra})
+
+
+def _value(cfg: PipelineConfig, key: str) -> Any:
+    """A config group (model, profile, ...) as plain data, or one dotted key's value
+    (build.workspace_mib: the calibrate stage reads a few of the build group's)."""
+    from omegaconf import OmegaConf
+
+    if "." not in key:
+        return config_lib.to_dict(getattr(cfg, key))
+    value = OmegaConf.select(cast(Any, cfg), key)  # the DictConfig validate() made
+    return config_lib.to_dict(value) if OmegaConf.is_config(value) else value
 
 
 def write(folder: Path, cfg: PipelineConfig, stage: str, **extra: str) -> MadeFrom:

@@ -89,7 +89,10 @@ def test_int8_calibrates_on_both_phases_and_is_judged_per_phase(gpt2, tmp_path, 
     accuracy = json.loads((layout.metrics_dir / "accuracy.json").read_text())
     logits = accuracy["accuracy"]["logits"]
     assert set(logits["by_phase"]) == {"prefill", "decode"}
-    assert logits["by_phase"]["decode"]["rows"] == 3 * 4
+    # a prompt's steps stay with its prefill in one part; the verdict judges held-out prompts
+    split = accuracy["holdout"]
+    assert logits["by_phase"]["decode"]["rows"] == split["verdict_batches"] // 5 * 4
+    assert split["search_batches"] % 5 == 0 and split["verdict_batches"] % 5 == 0
     assert accuracy["accuracy"]["present.0.key"]["task"] == "state"
     # the prompts' own next tokens ride with each prefill: perplexity against fp32's
     assert logits["perplexity_fp32"] > 1 and "perplexity_increase" in logits

@@ -70,6 +70,7 @@ def _searched(name: str, tmp: Path):
         f"model.onnx_path={model}",
         f"profile.shapes={shapes}",
         "precision=auto",
+        "precision.objective=weight_bytes",  # the mechanism: tiny graphs answer fp16 by engine
         "calibration.source=random",
         "calibration.num_samples=16",
         f"calibration.cache_dir={tmp / 'cache'}",
@@ -166,7 +167,12 @@ def test_a_gate_judged_on_random_inputs_says_so_in_its_line_and_table(tmp_path, 
 @pytest.mark.parametrize("model", ["cnn", "transformer", "outlier_bert", "outlier_transformer"])
 def test_auto_runs_on_every_bundled_model(model, tmp_path):
     layout = Layout(tmp_path)
-    cfg = compose(f"model={model}", "precision=auto", f"calibration.cache_dir={tmp_path / 'c'}")
+    cfg = compose(
+        f"model={model}",
+        "precision=auto",
+        "precision.objective=weight_bytes",
+        f"calibration.cache_dir={tmp_path / 'c'}",
+    )
     stages.export(cfg, layout)
     summary = stages.calibrate(cfg, layout)
     assert summary["gate_passed"] and summary["mixed"]["counts"]["fp32"] == 0
@@ -192,6 +198,7 @@ def test_auto_runs_on_a_paddle_classifier_from_its_wheel(tmp_path):
         f"calibration.path={tmp_path / 'cal'}",
         f"calibration.cache_dir={tmp_path / 'c'}",
         "precision=auto",
+        "precision.objective=weight_bytes",  # by engine bytes it answers fp16: 53 small convs
     )
     layout = Layout(tmp_path / "run")
     stages.export(cfg, layout)

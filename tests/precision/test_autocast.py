@@ -75,15 +75,15 @@ def test_a_hit_imports_no_modelopt(fp16_runs):
 
 
 def test_an_onnx_runtime_failure_on_a_transformed_graph_names_the_transform_and_node():
-    from pipeline.precision import transform
+    from pipeline.precision.gate import judging
 
     ort = (
         "ONNX Runtime failed to run model.onnx: [ONNXRuntimeError] : 1 : FAIL : Non-zero status "
         "code returned while running Concat node. Name:'/model.22/Concat_3' Status Message: "
         "Shape mismatch attempting to re-use buffer. {1,18,2100} != {1,64,2100}"
     )
-    made = transform.made_by(compose("precision=fp16").precision)
-    line = transform.transformed_failure(ort, made)
+    made = judging.made_by(compose("precision=fp16").precision)
+    line = judging.transformed_failure(ort, made)
     assert line.startswith("ONNX Runtime cannot run the graph AutoCast (fp16) made from the")
     assert "at node '/model.22/Concat_3'" in line and "model.onnx" not in line
     assert "precision.keep_fp32_nodes=[/model.22/Concat_3]" in line

@@ -287,6 +287,7 @@ def test_precision_auto_on_a_model_with_external_data_streams_its_types(external
     cfg = compose(
         "model=outlier_bert",
         "precision=auto",
+        "precision.objective=weight_bytes",
         "precision.search_types=[int4,int8,fp8,fp16]",
         "precision.int4_method=rtn_dq",
         "calibration.method=max",

@@ -7,6 +7,7 @@ Each *_batches(n, batch_size, seed) returns n float32 NCHW arrays of one fixed s
 preprocessed as the model's owner does it (RapidOCR 1.4.4's and NudeNet 3.4.2's own code):
 
     det_batches   [bs, 3, 960, 736]  PP-OCRv4 det, input "x"
+    det_square_batches [bs, 3, 640, 640] the same pages, padded to a square
     rec_batches   [bs, 3, 48, 320]   PP-OCRv4 rec, input "x"
     cls_batches   [bs, 3, 48, 192]   PP-OCR mobile v2.0 cls, input "x"
     yolo_batches  [bs, 3, 320, 320]  NudeNet 320n (YOLOv8n), input "images"
@@ -335,6 +336,23 @@ def det_batches(n: int, batch_size: int = 1, seed: int = 0, width: int = 736) ->
         x = det_preprocess(img, limit_side_len=width)
         assert x.shape[1:] == (3, height, width), x.shape
         return x
+
+    return _batches(n, batch_size, sample)
+
+
+def det_square_batches(
+    n: int, batch_size: int = 1, seed: int = 0, size: int = 640
+) -> list[np.ndarray]:
+    """n batches of [batch_size, 3, size, size]: scanned pages (page()) scaled so the page
+    fits the square and padded on the right with white paper, as a detector served at one
+    fixed square shape (640x640) is fed; normalised as det_preprocess does."""
+
+    def sample(i: int) -> np.ndarray:
+        img = page(_rng("det", seed, i)).image
+        width = round(size * img.shape[1] / img.shape[0])
+        square = np.full((size, size, 3), 255, np.uint8)
+        square[:, :width] = resize_linear(img, width, size)
+        return ((square[..., ::-1].astype(np.float32) / 255 - 0.5) / 0.5).transpose(2, 0, 1)[None]
 
     return _batches(n, batch_size, sample)
 

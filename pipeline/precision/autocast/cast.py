@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -35,6 +35,16 @@ SETTINGS = (
     "init_max",
     "keep_io_types",
 )
+
+
+def fp16_of(precision_cfg: PrecisionConfig) -> PrecisionConfig:
+    """What precision=fp16 casts with, keeping this run's AutoCast settings: the fp16 graph
+    a quantized run is held against, and precision=auto's answer where no mix beats it."""
+    from omegaconf import OmegaConf
+
+    change = {"name": "fp16", "transform": "autocast", "low_precision_type": "fp16"}
+    # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
+    return cast("PrecisionConfig", OmegaConf.merge(precision_cfg, change))
 
 
 def key_inputs(

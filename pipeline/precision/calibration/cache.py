@@ -31,6 +31,9 @@ def store(
     return VerifiedStore(root, required=required, what="calibration cache")
 
 
+_SAID: set[str] = set()  # why a cache refused an entry, said once per process
+
+
 def cached(
     calibration_cfg: CalibrationConfig,
     key: str,
@@ -42,8 +45,10 @@ def cached(
     hit, a corrupt entry replaced). One computation per key at a time: a concurrent run
     waits, then hits. A read-only cache still serves; a miss is then made and not kept."""
     got = store(calibration_cfg, required).get_or_make(key, make)
-    if got.not_stored:
-        console.warn(f"{got.not_stored}; the {what} is not cached")
+    if got.not_stored and got.not_stored not in _SAID:
+        # once per run: a read-only cache refuses every entry of a stage alike
+        _SAID.add(got.not_stored)
+        console.warn(f"{got.not_stored}; the {what} is not cached (nor what follows it)")
     record: dict[str, Any] = {"key": key, "hit": got.hit}
     if got.damage:
         record["replaced_corrupt_entry"] = "; ".join(got.damage)

@@ -102,7 +102,7 @@ def run(
     judge: Callable[[], Judgement],
 ) -> tuple[FallbackRecord, Judgement]:
     """dest holds the plain Q/DQ graph (sha256 given); judge() runs whatever dest holds
-    against the gate (transform.judge). If the plain graph fails, dest becomes the
+    against the gate (gate/judging.judge). If the plain graph fails, dest becomes the
     search's result. Returns the search record and the final judgement (with the final
     graph's onnx_sha256)."""
     inputs = cache_inputs(qdq_sha256, pairs, criteria, str(precision_cfg.fallback), graphs.ladder)

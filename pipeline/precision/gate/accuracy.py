@@ -295,13 +295,15 @@ def judged_on_random(summary: Mapping[str, Any]) -> bool:
     return bool((summary.get("reference") or {}).get("random"))
 
 
-def raise_on_failure(results: list[GateResult], label: str, summary: Mapping[str, Any]) -> None:
+def raise_on_failure(
+    results: list[GateResult], label: str, summary: Mapping[str, Any], hint: str = ""
+) -> None:
     """One line naming every failing metric, its value and its threshold (and that the
-    inputs were random, where they were); the exception carries `summary` for the
-    metrics file."""
+    inputs were random, where they were, and `hint`: what the failure means); the
+    exception carries `summary` for the metrics file."""
     where = f" {ON_RANDOM}" if judged_on_random(summary) else ""
     line = gate_lib.failure_line(f"accuracy gate failed for {label}{where}", results)
     if line:
         if where:
             line += "; give real inputs with model.reference_data before trusting this gate"
-        raise GateFailed(line, summary)
+        raise GateFailed(line + hint, summary)

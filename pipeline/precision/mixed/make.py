@@ -21,10 +21,14 @@ from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
+from pipeline.precision.autocast import cast as autocast
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import data as calibration_data
+from pipeline.precision.common.engine_cost import EngineCost
 from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.verdict import Holdout, Split
+from pipeline.precision.mixed import objective
 from pipeline.precision.mixed import search as mixed_search
 from pipeline.precision.mixed.graphs import MixedGraphs
 from pipeline.precision.mixed.search import Figures
@@ -41,15 +45,20 @@ def make(
     dest: Path,
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
+    holdout: Holdout,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
-    judge: Callable[[Path, list[accuracy.ReferenceBatch]], Judgement],
-) -> tuple[list[accuracy.ReferenceBatch], dict[str, Any], Judgement]:
-    """Write dest (the graph the search chose); return the held-out batches it was judged
-    on, what calibration.json says of it ("calibration" and "mixed"), and its judgement as
-    written (`judge(dest, held_out)`): where that misses the gate the search goes on with
-    written graphs (mixed_search.resume) rather than giving up its result."""
+    judge: Callable[[Path, list[accuracy.ReferenceBatch], accuracy.Criteria], Judgement],
+    engines: EngineCost | None = None,
+) -> tuple[Split, dict[str, Any], Judgement]:
+    """Write dest (the graph the search chose); return the held-out batches split into the
+    search's and the verdict's (`holdout`), what calibration.json says of it ("calibration"
+    and "mixed"), and its judgement as written on the search's batches (`judge(dest,
+    batches, criteria)`, under the tightened gate): where that misses, the search goes on
+    with written graphs (mixed_search.resume) rather than giving up its result. With
+    `engines` and the objective engine_bytes, the search weighs the engine's bytes and the
+    answer is the fp16 graph where no mix beats its engine (mixed/objective.py)."""
     types = [str(t) for t in precision_cfg.search_types]
     with tempfile.TemporaryDirectory(prefix="auto.") as tmp:
         work = Path(tmp)
@@ -65,36 +74,107 @@ def make(
             source_path.parent,
         )
         held_out, overlap = _held_out(pairs, results)
-        inputs = _key_inputs(source_path, results, held_out, criteria, types)
-        assignment, record = _searched(graphs, held_out, criteria, calibration_cfg, inputs)
+        parts, searching = holdout.split(held_out), holdout.searching(criteria)
 
         def written(chosen: dict[str, str]) -> Judgement:
             calibration_cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
-            return judge(dest, held_out)
+            return judge(dest, parts.search, searching)
 
-        final = written(assignment)
-        if not final["gate_passed"]:
-            console.warn(
-                "precision=auto: the chosen graph misses the gate as written; putting its most "
-                "sensitive GEMMs back in fp32, each graph judged as written"
-            )
-            try:
-                assignment, final = mixed_search.resume(record, written)
-            except SearchFailed as e:
-                raise PipelineError(str(e)) from None
+        def fp16() -> Judgement:
+            cast_cfg = autocast.fp16_of(precision_cfg)
+            autocast.autocast(src, dest, cast_cfg, calibration_cfg, pairs[0][0])
+            return judge(dest, parts.search, searching)
+
+        options = {n: graphs.options(n) for n in graphs.candidates()}
+        model = objective.model_for(precision_cfg, engines, graphs, options, src, pairs[0][0])
+        early = objective.fp16_first(model, graphs, options, fp16)
+        if early is not None:
+            record, final = early
+        else:
+            inputs = _key_inputs(source_path, results, parts.search, searching, types)
+            search = _Search(graphs, parts.search, searching, calibration_cfg, inputs)
+            record, final = search.written(model, engines, dest, written, fp16)
     if left_out:
         record["left_out"] = left_out
+    return parts, _summary(results, source_path != src, record, overlap), final
+
+
+def _summary(
+    results: dict[str, QuantizeResult],
+    untransposed: bool,
+    record: dict[str, Any],
+    overlap: dict[str, int] | None,
+) -> dict[str, Any]:
+    """What calibration.json says of the types made and the search."""
     summary = {
         "calibration": {
             "types": {t: r.summary for t, r in results.items()},
             "data": next((r.data.info for r in results.values() if r.data is not None), None),
-            "untransposed_source": source_path != src,
+            "untransposed_source": untransposed,
         },
         "mixed": record,
     }
     if overlap is not None:
         summary["reference_overlap"] = overlap
-    return held_out, summary, final
+    return summary
+
+
+class _Search:
+    """The search over one set of graphs and batches, from the cache where it ran before."""
+
+    def __init__(
+        self,
+        graphs: MixedGraphs,
+        batches: list[accuracy.ReferenceBatch],
+        criteria: accuracy.Criteria,
+        calibration_cfg: CalibrationConfig,
+        inputs: dict[str, Any],
+    ) -> None:
+        self.graphs, self.batches, self.criteria = graphs, batches, criteria
+        self.calibration_cfg, self.inputs = calibration_cfg, inputs
+
+    def written(
+        self,
+        model: objective.EngineModel | None,
+        engines: EngineCost | None,
+        dest: Path,
+        written: Callable[[dict[str, str]], Judgement],
+        fp16: Callable[[], Judgement],
+    ) -> tuple[dict[str, Any], Judgement]:
+        """The chosen graph written to dest and judged; with the engine model, held to the
+        fp16 engine (objective.settled)."""
+        code = model.code if model else None
+        assignment, record = _searched(
+            self.graphs, self.batches, self.criteria, self.calibration_cfg, self.inputs, code
+        )
+        final = _written(assignment, record, written)
+        if model is not None and engines is not None:
+            final = objective.settled(
+                model, self.graphs, assignment, record, engines, dest, final, fp16
+            )
+        return record, final
+
+
+def _written(
+    assignment: dict[str, str],
+    record: dict[str, Any],
+    written: Callable[[dict[str, str]], Judgement],
+) -> Judgement:
+    """The chosen assignment written and judged; where it misses, GEMMs go back to fp32."""
+    final = written(assignment)
+    if final["gate_passed"]:
+        return final
+    console.warn(
+        "precision=auto: the chosen graph misses the gate as written; putting its most "
+        "sensitive GEMMs back in fp32, each graph judged as written"
+    )
+    try:
+        assignment.clear()
+        chosen, final = mixed_search.resume(record, written)
+        assignment.update(chosen)
+    except SearchFailed as e:
+        raise PipelineError(str(e)) from None
+    return final
 
 
 def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
@@ -196,10 +276,12 @@ def _searched(
     criteria: accuracy.Criteria,
     calibration_cfg: CalibrationConfig,
     inputs: dict[str, Any],
+    code: dict[str, float] | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The search's choice and record, from the cache where the same inputs were searched
     before (no ONNX Runtime at all then). Its accuracy figures are cached apart, without the
-    gate, so a search under another gate measures none of them again."""
+    gate or the engine model (`code`), so a search under another gate or on another machine
+    measures none of them again."""
     started = time.perf_counter()
     figures_inputs = {**inputs, "kind": "precision=auto figures", "gate": None}
 
@@ -208,12 +290,13 @@ def _searched(
 
     def search() -> dict[str, Any]:
         try:
-            assignment, record = mixed_search.search(graphs, held_out, criteria, figures)
+            assignment, record = mixed_search.search(graphs, held_out, criteria, figures, code)
         except SearchFailed as e:
             raise PipelineError(str(e)) from None
         return {"assignment": assignment, "record": record}
 
-    found, hit = _cached_json(calibration_cfg, inputs, "search.json", search)
+    keyed = {**inputs, "code": {k: round(v) for k, v in code.items()}} if code else inputs
+    found, hit = _cached_json(calibration_cfg, keyed, "search.json", search)
     record = {**found["record"], "search_cache_hit": hit}
     if hit:
         record["seconds"] = round(time.perf_counter() - started, 3)

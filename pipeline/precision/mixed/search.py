@@ -19,7 +19,7 @@ each graph judged (bytes, score) and the Pareto front of them, the single-type g
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from pipeline.core import console
@@ -28,13 +28,14 @@ from pipeline.precision.common import search_progress
 from pipeline.precision.fallback import search as fallback
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
+from pipeline.precision.mixed import record as search_record
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
+from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
 
 SEARCH_VERSION = 2  # 2: the polish in rounds
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
 BY_NAME = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
 
-Sensitivity = dict[str, dict[str, float]]  # node -> type -> score above the fp32 graph's
 # node -> type -> accuracy figures of that GEMM alone in that type; "" -> {"fp32": all fp32's}
 Figures = dict[str, dict[str, dict[str, dict[str, Any]]]]
 
@@ -60,8 +61,11 @@ def search(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     cached_figures: Callable[[Callable[[], Figures]], tuple[Figures, bool]],
+    code: Mapping[str, float] | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """The assignment to build and the record of how it was found."""
+    """The assignment to build and the record of how it was found. `code`: the engine
+    bytes a GEMM of each type adds beyond its weights (mixed/objective.py), so the search
+    makes the engine smallest; without it, the weights."""
     started = time.perf_counter()
     candidates = graphs.candidates()
     if not candidates:
@@ -76,10 +80,13 @@ def search(
     figures, hit = cached_figures(lambda: _figures(judge, options))
     _check_base(judge, figures, len(candidates))
     sens = _sensitivity(figures, criteria)
-    trade = Tradeoff(options, sizes, sens)
+    trade = Tradeoff(options, sizes, sens, dict(code or {}))
     points = {f"all {t}": trade.single(t) for t in TYPES if any(t in o for o in options.values())}
     progress: search_progress.Progress[Assignment] = search_progress.Progress(
-        "precision=auto search", None, trade.bytes, lambda b: f"{b / 1e6:.3g} MB of weights"
+        "precision=auto search",
+        None,
+        trade.cost,
+        lambda b: f"{b / 1e6:.3g} MB of {'engine' if trade.code else 'weights'}",
     )
     judge.evaluator.progress = progress
     try:
@@ -92,47 +99,19 @@ def search(
         "mode": "auto",
         "types": sorted({t for o in options.values() for t in o}, key=TYPES.index),
         "candidates": len(candidates),
-        "assignment": _rows(graphs, trade, best),
+        "assignment": search_record.rows(graphs, trade, best),
         "weight_bytes": trade.bytes(best),
         "fp32_weight_bytes": trade.bytes({}),
+        # with code per layer (objective engine_bytes): the chosen GEMMs' weights and code
+        "objective_bytes": round(trade.cost(best)),
         "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
-        "graphs": [_point(label, a, trade, judge(a)) for label, a in points.items()],
+        "graphs": [search_record.point(label, a, trade, judge(a)) for label, a in points.items()],
         "graphs_judged": judge.evaluator.runs,
         "figures_cache_hit": hit,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    record["pareto"] = _pareto(cast("list[dict[str, Any]]", record["graphs"]))
+    record["pareto"] = search_record.pareto(cast("list[dict[str, Any]]", record["graphs"]))
     return best, record
-
-
-class Tradeoff:
-    """Bytes against sensitivity, per GEMM."""
-
-    def __init__(self, options: dict[str, list[str]], sizes: Any, sens: Sensitivity) -> None:
-        self.options, self.sizes, self.sens = options, sizes, sens
-        self.total = sum(s["fp32"] for s in sizes.values()) or 1
-
-    def allowed(self, node: str) -> list[str]:
-        """The types `node` may take: fp32, and those that pass the gate on their own."""
-        return [t for t in self.options[node] if t == "fp32" or self.sens[node][t] < 1.0]
-
-    def at(self, lam: float) -> dict[str, str]:
-        return {
-            n: min(
-                self.allowed(n),
-                key=lambda t: (self.sizes[n][t] / self.total + lam * self._s(n, t), TYPES.index(t)),
-            )
-            for n in self.options
-        }
-
-    def single(self, kind: str) -> dict[str, str]:
-        return {n: kind for n, o in self.options.items() if kind in o}
-
-    def bytes(self, assignment: Assignment) -> int:
-        return sum(self.sizes[n][assignment.get(n, "fp32")] for n in self.options)
-
-    def _s(self, node: str, kind: str) -> float:
-        return 0.0 if kind == "fp32" else self.sens[node][kind]
 
 
 def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
@@ -230,13 +209,18 @@ POLISH_ROUNDS = 2 * len(TYPES)  # each round one bisection: log2(GEMMs) judgemen
 def _moves(
     trade: Tradeoff, best: dict[str, str], blocked: set[tuple[str, str]]
 ) -> list[tuple[float, str, str]]:
-    """(bytes saved per sensitivity added, node, type) for each GEMM's next cheaper type."""
+    """(bytes saved per sensitivity added, node, type) for each GEMM's next cheaper type
+    (by what it costs the objective: with code per layer, a narrower weight can cost more)."""
     moves = []
     for node, kind in ((n, best.get(n, "fp32")) for n in trade.options):
-        cheaper = [t for t in trade.allowed(node) if TYPES.index(t) < TYPES.index(kind)]
-        if cheaper and (node, cheaper[-1]) not in blocked:
-            to = cheaper[-1]
-            saved = trade.sizes[node][kind] - trade.sizes[node][to]
+        here = trade.cost_of(node, kind)
+        cheaper = sorted(
+            (t for t in trade.allowed(node) if trade.cost_of(node, t) < here),
+            key=lambda t: -trade.cost_of(node, t),
+        )
+        if cheaper and (node, cheaper[0]) not in blocked:
+            to = cheaper[0]
+            saved = here - trade.cost_of(node, to)
             cost = trade._s(node, to) - trade._s(node, kind)
             moves.append((saved / max(cost, 1e-9), node, to))
     moves.sort(key=lambda m: -m[0])
@@ -254,79 +238,6 @@ def _longest_passing(
         else:
             hi = mid - 1
     return lo
-
-
-def _rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:
-    rows = []
-    for node, kinds in trade.options.items():
-        kind = best.get(node, "fp32")
-        rows.append(
-            {
-                "node": node,
-                "op_type": graphs._op_type(node),
-                "type": kind,
-                "weight_bytes": trade.sizes[node][kind],
-                "fp32_weight_bytes": trade.sizes[node]["fp32"],
-                "sensitivity": dict(trade.sens[node]),
-                "why": _why(trade, node, kind, kinds),
-            }
-        )
-    return rows
-
-
-def _why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
-    cheaper = kinds[: kinds.index(kind)]
-    if not cheaper:
-        return f"the cheapest type it takes (sensitivity {trade._s(node, kind):.3g})"
-    alone = [t for t in cheaper if t not in trade.allowed(node)]
-    failing = f"{', '.join(alone)} {'misses' if len(alone) == 1 else 'miss'} the gate on its own"
-    if len(alone) == len(cheaper):
-        return failing
-    here = trade._s(node, kind)
-    costly = [t for t in cheaper if t not in alone and trade.sens[node][t] > here]
-    together = [t for t in cheaper if t not in alone and t not in costly]
-    reasons = []
-    if together:
-        reasons.append(
-            f"{', '.join(together)} {'passes' if len(together) == 1 else 'pass'} the gate alone "
-            f"(sensitivity {', '.join(f'{trade.sens[node][t]:.3g}' for t in together)}) but "
-            "not with the other GEMMs' cheaper types chosen first"
-        )
-    if costly:
-        reasons.append(
-            "cheaper types cost the gate more than their bytes are worth here (sensitivity "
-            f"{', '.join(f'{t} {trade.sens[node][t]:.3g}' for t in costly)} against {here:.3g})"
-        )
-    if alone:
-        reasons.append(failing)
-    return "; ".join(reasons)
-
-
-def _point(
-    label: str, assignment: Assignment, trade: Tradeoff, judged: dict[str, Any]
-) -> dict[str, Any]:
-    return {
-        "graph": label,
-        "weight_bytes": trade.bytes(assignment),
-        "score": judged["score"],
-        "passed": judged["passed"],
-    }
-
-
-def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The graphs no other graph beats on both weight bytes and score."""
-    front = [
-        p
-        for p in points
-        if not any(
-            q["weight_bytes"] <= p["weight_bytes"]
-            and q["score"] <= p["score"]
-            and (q["weight_bytes"], q["score"]) != (p["weight_bytes"], p["score"])
-            for q in points
-        )
-    ]
-    unique = {(p["weight_bytes"], p["score"]): p for p in front}
-    return sorted(unique.values(), key=lambda p: p["weight_bytes"])
 
 
 def resume(

@@ -40,9 +40,13 @@ def summarize(
     gates: GatesMetrics,
     manifest: Manifest,
     benchmark: BenchmarkRecord,
+    against: dict[str, float] | None = None,
 ) -> dict[str, float | int]:
+    """`against`: the engine's bytes as a ratio of the fp16 and fp32 engines of the same
+    graph (the build's record), as engine_vs_fp16 and engine_vs_fp32."""
     out: dict[str, float | int | None] = {
         "engine_mib": round(manifest["engine"]["bytes"] / MIB, 3),
+        **{f"engine_vs_{k}": v for k, v in (against or {}).items()},
         "build_s": manifest.get("build_seconds"),
         "accuracy_gate_pass": int(bool(accuracy.get("gate_passed"))),
         "build_gates_pass": int(bool(gates.get("passed"))),

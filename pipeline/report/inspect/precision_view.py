@@ -35,8 +35,68 @@ def precision_transform(calibration: CalibrationSummary) -> dict[str, Any]:
         "reference_overlap": calibration.get("reference_overlap"),
         "fallback": _fallback(calibration.get("fallback")),
         "mixed": mixed_view.view(calibration.get("mixed")),
+        "answer": _answer(calibration.get("mixed")),
         "quantization": quantization(calib),
+        "holdout": calibration.get("holdout"),
+        "search_accuracy": _search_figures(calibration.get("search_judgement")),
+        "engines": calibration.get("engines"),
     }
+
+
+def _answer(mixed: dict[str, Any] | None) -> dict[str, Any] | None:
+    """precision=auto's answer where it is not the mix it searched (fp16), and why."""
+    if not mixed or not mixed.get("answer"):
+        return None
+    return {"answer": mixed["answer"], "why": mixed.get("why", "")}
+
+
+def _search_figures(search: dict[str, Any] | None) -> list[list[Any]] | None:
+    """The search's own gated figures of the graph it chose, on its samples."""
+    if not search:
+        return None
+    return [
+        [r["subject"], r["metric"], r["value"], r["threshold"], "pass" if r["passed"] else "FAIL"]
+        for r in search["gate"]
+    ]
+
+
+def standing_lines(t: dict[str, Any]) -> list[str]:
+    """Where the graph and engine stand: the verdict on held-out samples beside the search's
+    own figure, the engine against the fp16 and fp32 engines of the same graph, and
+    precision=auto's answer where it is fp16."""
+    lines = []
+    split = t.get("holdout")
+    if split:
+        lines.append(
+            f"- verdict: the gate judged {split['verdict_samples']} held-out samples the search "
+            f"never judged; the search judged {split['search_samples']}, "
+            f"{split.get('margin', 0):g} inside each threshold"
+            + (f" ({split['note']})" if split.get("note") else "")
+        )
+        for row in t.get("search_accuracy") or []:
+            lines.append(
+                f"  - search's own figure: {row[0]} {row[1]} {fmt_value(row[2])} (gate {row[3]})"
+            )
+    stand = t.get("standing") or {}
+    if stand.get("against"):
+        refs = stand["references"]
+        text = ", ".join(
+            f"{ratio:.2f}x the {k} engine ({refs[k]['bytes']:,} B)"
+            for k, ratio in stand["against"].items()
+        )
+        how = stand.get("measured_with")
+        lines.append(f"- engine: {text} of the same graph, settings and machine ({how})")
+        if stand.get("larger"):
+            lines.append(f"- **{stand['larger']}**")
+    elif stand.get("note") and t.get("engines"):
+        lines.append(f"- engine: {stand['note']}")
+    if t.get("answer"):
+        lines.append(f"- precision=auto answered {t['answer']['answer']}: {t['answer']['why']}")
+    return lines
+
+
+def fmt_value(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
@@ -281,10 +341,12 @@ def transform_markdown(t: dict[str, Any]) -> list[str]:
         )
         md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
     md += quantization_lines(t.get("quantization"))
+    md += standing_lines(t)
     rows = accuracy_rows(t["accuracy"])
     md += [
         "",
-        f"Against the fp32 reference on {t['held_out_batches']} held-out batches, run by "
+        f"Against the fp32 reference on {t['held_out_batches']} held-out batches"
+        f"{' (the verdict: samples no search judged)' if t.get('holdout') else ''}, run by "
         f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}"
         f"{' on RANDOM inputs' if (t.get('reference') or {}).get('random') else ''}):",
         "",

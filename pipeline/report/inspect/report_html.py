@@ -65,6 +65,29 @@ def _mixed(transform: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _transform_context(transform: dict[str, Any] | None) -> dict[str, Any]:
+    """The template's view of the precision transform: its lines, tables and searches."""
+    t = transform or {}
+    return {
+        "reference_line": precision_view.reference_line(t)[2:] if transform else "",
+        # report.md's lines on the verdict, the engine's standing and auto's answer
+        "standing_lines": [
+            line.strip()[2:].replace("**", "") for line in precision_view.standing_lines(t)
+        ],
+        "fallback": t.get("fallback"),
+        "mixed": _mixed(transform),
+        "group_headers": precision_view.GROUP_HEADERS,
+        "node_headers": precision_view.NODE_HEADERS,
+        "step_headers": precision_view.STEP_HEADERS,
+        "tensor_headers": precision_view.TENSOR_HEADERS,
+        "quantization_lines": [
+            line[2:] for line in precision_view.quantization_lines(t.get("quantization"))
+        ],
+        "accuracy_headers": precision_view.ACCURACY_HEADERS,
+        "accuracy_rows": precision_view.accuracy_rows(t["accuracy"]) if transform else [],
+    }
+
+
 def to_html(report: InspectReport, max_rows: int = 400, use_dot: bool = True) -> str:
     eng, log, g = report["engine"], report["build_log"], report["graph"]
     passes = log["layer_passes"] or []
@@ -99,19 +122,7 @@ def to_html(report: InspectReport, max_rows: int = 400, use_dot: bool = True) ->
         "engine_picture": graph_picture.draw(eg, "engine-graph", use_dot)
         if eg and eg["nodes"]
         else None,
-        "reference_line": precision_view.reference_line(transform)[2:] if transform else "",
-        "fallback": (transform or {}).get("fallback"),
-        "mixed": _mixed(transform),
-        "group_headers": precision_view.GROUP_HEADERS,
-        "node_headers": precision_view.NODE_HEADERS,
-        "step_headers": precision_view.STEP_HEADERS,
-        "tensor_headers": precision_view.TENSOR_HEADERS,
-        "quantization_lines": [
-            line[2:]
-            for line in precision_view.quantization_lines((transform or {}).get("quantization"))
-        ],
-        "accuracy_headers": precision_view.ACCURACY_HEADERS,
-        "accuracy_rows": precision_view.accuracy_rows(transform["accuracy"]) if transform else [],
+        **_transform_context(transform),
         "engine_counts": templating.ranked(eng["precisions"]),
         "network_counts": templating.ranked(report["network"]["precisions"]),
         "fusion_rows": report["fusion"]["rows"][:max_rows],

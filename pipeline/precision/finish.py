@@ -1,0 +1,111 @@
+"""What a quantized graph goes through after its family made it and its search settled:
+embedding tables in the cheapest type the gate holds in (tables.py), int4's activations in
+fp16, and the view of what is quantized that calibration.json and the report show."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from pipeline.core import gate as gate_lib
+from pipeline.graph import onnx_import, onnx_model
+from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.judging import judge
+
+if TYPE_CHECKING:
+    from pipeline.core.config import CalibrationConfig, PrecisionConfig
+
+
+def cheapest_tables(
+    dest: Path,
+    batches: list[accuracy.ReferenceBatch],
+    precision_cfg: PrecisionConfig,
+    criteria: accuracy.Criteria,
+) -> dict[str, Any]:
+    """The quantized graph's embedding tables (tables.py) in the cheapest type the gate
+    holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
+    searching int4), else fp16; its judgement, and `tables` saying what was done."""
+    from pipeline.precision import tables
+    from pipeline.precision.int4 import rtn as streamed_int4
+
+    graph = onnx_model.load(dest, check=False, weights=False)
+    names = tables.candidates(graph)
+    if not names:
+        return {}
+    # blocked int4 needs opset 21: a graph that holds int4 weights is there already
+    int4 = onnx_model.opset(graph) >= streamed_int4.OPSET and (
+        precision_cfg.transform == "int4"
+        or (precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types)
+    )
+    failed = {}
+    for kind in ("int4", "fp16") if int4 else ("fp16",):
+        model = onnx_model.load(dest, check=False, weights=False)
+        with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
+            trial = Path(tmp) / "model.onnx"
+            made_tables = (
+                tables.in_int4(model, names, dest.parent, int(precision_cfg.block_size))
+                if kind == "int4"
+                else tables.in_fp16(model, names, dest.parent)
+            )
+            calibration_cache.save_beside(made_tables, trial, dest.parent)
+            judged = judge(trial, batches, precision_cfg, criteria)
+            if not judged["gate_passed"]:
+                failed[kind] = [gate_lib.describe(r) for r in gate_lib.failures(judged["gate"])]
+                continue
+            replace_graph(dest, trial)
+        return {"tables": {kind: names, "missed_the_gate": failed}}
+    return {"tables": {"fp32": names, "missed_the_gate": failed}}
+
+
+def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Of the graph that goes to the build: which tensors are quantized and who reads them,
+    the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
+    for int4 which GEMMs hold int4 weights and their share of the weights."""
+    from pipeline.precision import gemm_flops
+    from pipeline.precision.int4 import graphs as int4_graphs
+    from pipeline.precision.qdq import plan as qdq_plan
+
+    model = onnx_model.load(dest, check=False, weights=False)
+    view = {
+        "quantized_tensors": qdq_plan.quantized_tensors(model),
+        "gemm_flops": gemm_flops.summary(model, feeds),
+        "gemm_weights": gemm_flops.weight_bytes(model),
+    }
+    if any(i.data_type in int4_graphs.INT4_TYPES for i in model.graph.initializer):
+        view["int4"] = int4_graphs.weight_view(model)
+    return view
+
+
+def fp16_activations(
+    dest: Path,
+    first_batch: dict[str, np.ndarray],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+) -> dict[str, Any]:
+    """precision.activations=fp16 for int4: AutoCast on the int4 graph the search settled on
+    (its weights stay int4; scales and activations go to fp16). The search judged fp32
+    activations; the graph written is judged again, as built."""
+    from omegaconf import OmegaConf
+
+    from pipeline.precision.autocast import cast as autocast
+
+    # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
+    cast_cfg = cast(
+        "PrecisionConfig", OmegaConf.merge(precision_cfg, {"low_precision_type": "fp16"})
+    )
+    with tempfile.TemporaryDirectory(prefix="fp16.") as tmp:
+        cast_graph = Path(tmp) / "model.onnx"
+        record = autocast.autocast(dest, cast_graph, cast_cfg, calibration_cfg, first_batch)
+        replace_graph(dest, cast_graph)
+    return {"activations": {"type": "fp16", "autocast": record}}
+
+
+def replace_graph(dest: Path, made: Path) -> None:
+    """dest's graph (and its external-data files) replaced by the one at `made`."""
+    for f in onnx_model.files_and_sha256(dest)[0]:
+        f.unlink()
+    onnx_import.copy_graph(made, dest)
