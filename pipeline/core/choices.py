@@ -93,7 +93,6 @@ class Objective(StrEnum):
 
     engine_bytes = "engine_bytes"  # the plan TensorRT writes, measured by builds on this machine
     weight_bytes = "weight_bytes"  # the GEMM weights' bytes by type: no build needed
-    latency = "latency"  # the engine's median latency, where a GPU runs it
 
 
 class ReferenceEngines(StrEnum):

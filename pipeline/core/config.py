@@ -154,7 +154,7 @@ class PrecisionConfig:
     search_types: list[SearchType] = field(default_factory=list)
     # auto: what the search makes smallest. engine_bytes: the plan as TensorRT writes it on
     # this machine (builds measure it; fp16 where no mix beats fp16's engine), weight_bytes:
-    # the GEMM weights by type, latency: the engine's median where a GPU runs it.
+    # the GEMM weights by type (no build).
     objective: Objective = Objective.engine_bytes
     # Of the reference samples that are not calibration samples, the share a search never
     # judges: the final gate's verdict on the written graph (pipeline/precision/gate/

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 ENV = "TRT_PIPELINE_VERBOSITY"
 LEVELS = {"quiet": -1, "-1": -1, "q": -1, "normal": 0, "0": 0, "": 0, "verbose": 1, "1": 1, "v": 1}
 LOG_DIR_ENV = "TRT_PIPELINE_LOG_DIR"
+# Where stderr is no terminal (a DVC stage's log, CI), a bar prints a plain line this often.
+LINES_EVERY_ENV = "TRT_PIPELINE_PROGRESS_EVERY"
+LINES_EVERY = 30.0
 # ModelOpt configures console handlers on sys.stdout at import and again on each call;
 # these are the modules that do it.
 THIRD_PARTY_LOG_CONFIG = ("modelopt.onnx.logging_config", "modelopt.onnx.autocast.logging_config")
@@ -47,6 +50,13 @@ def note(message: str) -> None:
     """One line on stderr of what the tool is doing or did (a store hit, a search starting),
     left out when quiet."""
     if verbosity() >= 0:
+        print(" ".join(message.split()), file=sys.stderr)
+
+
+def detail(message: str) -> None:
+    """One line on stderr that only -v (verbose) shows: what a step does on the way (each
+    engine a stage builds to measure it), which a long step's bar already accounts for."""
+    if verbosity() >= 1:
         print(" ".join(message.split()), file=sys.stderr)
 
 
@@ -92,7 +102,11 @@ class Bar:
     ) -> None:
         self.total, self.desc, self.n = total, desc, 0
         self._task = None
-        if verbosity() < 0 or not _stderr_console().is_terminal:
+        self._lines: _Lines | None = None
+        if verbosity() < 0:
+            return
+        if not _stderr_console().is_terminal:
+            self._lines = _Lines(desc, total, unit)
             return
         if Bar._progress is None:
             from rich.progress import Progress
@@ -111,6 +125,8 @@ class Bar:
         self.n = n
         if self._task is not None:
             Bar._progress.update(self._task, completed=n)
+        elif self._lines is not None:
+            self._lines.tick(n)
 
     def reset(self) -> None:
         self.set(0)
@@ -121,8 +137,13 @@ class Bar:
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
         if self._task is not None:
             Bar._progress.update(self._task, note=text)
+        elif self._lines is not None:
+            self._lines.note = text
 
     def close(self) -> None:
+        if self._lines is not None:
+            self._lines.done(self.n)
+            self._lines = None
         if self._task is None:
             return
         Bar._progress.remove_task(self._task)
@@ -137,6 +158,44 @@ class Bar:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+class _Lines:
+    """A bar as plain lines, for a log that is no terminal: every LINES_EVERY seconds (its
+    variable overrides), what is done of what, the note (a search's best so far), the time
+    so far and, where the total is known, an estimate of the rest; and a last line once
+    any was printed."""
+
+    def __init__(self, desc: str, total: float | None, unit: str) -> None:
+        import time
+
+        self.desc, self.total, self.unit, self.note = desc, total, unit, ""
+        self.started = self.last = time.monotonic()
+        self.every = float(os.environ.get(LINES_EVERY_ENV) or LINES_EVERY)
+        self.printed = False
+
+    def tick(self, n: float) -> None:
+        import time
+
+        now = time.monotonic()
+        if now - self.last < self.every or n <= 0:
+            return
+        self.last, self.printed = now, True
+        spent = now - self.started
+        of = f"/{self.total:.0f}" if self.total else ""
+        rest = ""
+        if self.total and n < self.total:
+            rest = f", about {spent / n * (self.total - n):.0f} s left"
+        note = f"; {self.note}" if self.note else ""
+        print(f"{self.desc}: {n:.0f}{of} {self.unit} in {spent:.0f} s{rest}{note}", file=sys.stderr)
+
+    def done(self, n: float) -> None:
+        import time
+
+        if self.printed:
+            spent = time.monotonic() - self.started
+            note = f"; {self.note}" if self.note else ""
+            print(f"{self.desc}: done, {n:.0f} {self.unit} in {spent:.0f} s{note}", file=sys.stderr)
 
 
 def bar(

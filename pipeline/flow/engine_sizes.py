@@ -116,7 +116,7 @@ class Sizes:
         built: list[int] = []
 
         def make() -> tuple[dict[str, Any], dict[str, Any], str]:
-            console.note(f"engine sizes: building {what} to measure it ({self.measured_with})")
+            console.detail(f"engine sizes: building {what} to measure it ({self.measured_with})")
             result = build_lib.build_engine(
                 graph,
                 self.cfg.precision,

@@ -61,3 +61,28 @@ def test_modelopt_warnings_go_to_the_log_and_to_the_screen_only_with_v(tmp_path,
     assert "value info map" not in r.stdout
     assert ("value info map" in r.stderr) is shown
     assert "Did not find  in value info map!" in (tmp_path / "third_party.log").read_text()
+
+
+def test_a_bar_in_a_log_prints_plain_lines_with_its_note_and_an_estimate(monkeypatch, capsys):
+    """stderr is no terminal under pytest, as in a DVC stage's log: a bar prints a line
+    every TRT_PIPELINE_PROGRESS_EVERY seconds, and a last one once it printed any."""
+    from pipeline.core import console
+
+    monkeypatch.setenv(console.LINES_EVERY_ENV, "0")
+    with console.bar(total=4, desc="fallback search", unit="graph") as b:
+        for i in range(4):
+            b.set_postfix_str(f"fewest kept so far {4 - i}")
+            b.update(1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("fallback search: 1/4 graph in ")
+    assert "s left; fewest kept so far 4" in lines[0]
+    assert lines[-1].startswith("fallback search: done, 4 graph in ")
+
+
+def test_a_quick_bar_in_a_log_prints_nothing(monkeypatch, capsys):
+    from pipeline.core import console
+
+    monkeypatch.delenv(console.LINES_EVERY_ENV, raising=False)
+    with console.bar(total=3, desc="calibrating int8", unit="batch") as b:
+        b.update(3)
+    assert capsys.readouterr().err == ""

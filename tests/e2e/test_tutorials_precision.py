@@ -108,17 +108,27 @@ def test_streamed_transforms_tutorial(in_tmp_repo_copy):
 def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     repo = in_tmp_repo_copy
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
-    int4_only, auto, again = commands("mixed-precision.md")
-    assert [c[:2] for c in (int4_only, auto, again)] == [["dvc", "exp"]] * 2 + [["dvc", "repro"]]
+    int4_only, by_engine, by_weights, again = commands("mixed-precision.md")
+    assert [c[:2] for c in (int4_only, by_engine, by_weights, again)] == [["dvc", "exp"]] * 3 + [
+        ["dvc", "repro"]
+    ]
 
     failed = dvc(repo, *int4_only[1:], check=False)
     assert failed.returncode != 0
     assert "accuracy gate failed for int4_awq ONNX: cosine of output 'embedding'" in failed.stderr
 
-    dvc(repo, *auto[1:])
+    # the engine's fixed part outweighs every weight: fp16 is the answer, said before a search
+    ran = dvc(repo, *by_engine[1:])
+    said = " ".join((ran.stdout + ran.stderr).split())
+    assert "no type per GEMM can make the engine smaller than the fp16 engine" in said
+    calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
+    assert calibration["mixed"]["answer"] == "fp16" and calibration["gate_passed"]
+    assert "x the fp16 engine (" in said
+
+    ran = dvc(repo, *by_weights[1:])
     calibration = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
     mixed = calibration["mixed"]
-    assert calibration["gate_passed"] and not mixed["figures_cache_hit"]
+    assert calibration["gate_passed"] and not mixed["figures_cache_hit"] and "answer" not in mixed
     used = {t for t, n in mixed["counts"].items() if n}
     assert len(used) >= 2, mixed["counts"]
     singles = {g["graph"]: g for g in mixed["graphs"] if g["graph"].startswith("all ")}
@@ -129,6 +139,10 @@ def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     assert "precision=auto: 9 GEMMs as " in report and "| all int4 |" in report
     assert (repo / "artifacts/inspect/mixed_pareto.svg").is_file()
     assert list((repo / "artifacts/build").glob("*/engine.plan"))
+    # what the mix costs: an engine larger than fp16's, said in the run and the report
+    said = " ".join((ran.stdout + ran.stderr).split())
+    assert "warning: the auto engine is" in said and "the fp16 engine of the same graph" in said
+    assert "the auto engine is" in report
 
     dvc(repo, *again[1:])
     rerun = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["mixed"]

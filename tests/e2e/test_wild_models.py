@@ -138,6 +138,9 @@ def wild_cfg(wild: Wild, folder: Path, cal: Path, ref: Path, cache: Path, *extra
         f"calibration.path={cal}",
         f"calibration.batch_size={wild.batch}",
         f"calibration.cache_dir={cache}",
+        # gates on real models are the point here; their engines against fp16's are
+        # benchmarks/frontier.py's and the detector tutorial's
+        "build.reference_engines=never",
         *extra,
     )
 
@@ -157,7 +160,15 @@ def test_a_wheel_model_passes_its_task_gate(wild_root, name, precision, monkeypa
         f"model.reference_source={ref}",
         f"precision={precision}",
         "build.backend=tensorrt_rtx",
-        *(["precision.fallback=auto"] if precision == "int8" else []),
+        # 8 reference pages are too few to hold some out (a verdict on 2 shows little: the
+        # detector's misses 0.05 at 0.059 there) or to keep a margin on (0.025 keeps 40 of
+        # its 64 convolutions): this is the search reaching the gate on real models; held-
+        # out verdicts are judged where there is data for them (tests/e2e/test_tutorials*)
+        *(
+            ["precision.fallback=auto", "precision.holdout=0", "precision.search_margin=0"]
+            if precision == "int8"
+            else []
+        ),
         *wild.task,
     )
     layout = Layout(wild_root / name / precision)

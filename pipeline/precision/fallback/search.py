@@ -38,12 +38,14 @@ from pipeline.core.gate import GateResult
 from pipeline.precision.common import ops, search_progress
 from pipeline.precision.fallback import groups as node_groups
 from pipeline.precision.fallback.groups import Group
-from pipeline.precision.gate import accuracy
+from pipeline.precision.gate import accuracy, subset_first
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable, SearchPlan
 
-SEARCH_VERSION = 6  # the record's shape and the search's steps
+SEARCH_VERSION = 7  # the record's shape and the search's steps; 7: ranked on a subset
+# A graph is judged on about a quarter of the batches first (gate/subset_first.py).
+SUBSET_SHARE = 4
 Choice = TypeVar("Choice")
 
 
@@ -94,29 +96,50 @@ def judged(results: list[GateResult]) -> dict[str, Any]:
 
 class Evaluator(Generic[Choice]):
     """Judges a choice (the nodes kept in fp32; precision=auto: a type per node) against the
-    gate on the held-out batches."""
+    gate on the search's batches: the hardest few first, the rest only where they could
+    change the verdict (gate/subset_first.py), so a failing graph mostly costs a few."""
 
     def __init__(
         self,
-        outputs: Callable[[Choice], list[dict[str, np.ndarray]]],
+        outputs: Callable[[Choice, list[int] | None], list[dict[str, np.ndarray]]],
         pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
     ) -> None:
         self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
-        self.runs = 0
+        self.order = subset_first.Batches(pairs, math.ceil(len(pairs) / SUBSET_SHARE))
+        self.runs = self.decided_on_subset = 0
         self.progress: search_progress.Progress[Choice] | None = None
 
-    def __call__(self, choice: Choice) -> dict[str, Any]:
-        result = judged(accuracy.check_gate(self.figures(choice), self.criteria.gate))
+    def __call__(self, choice: Choice, ranked: bool = False) -> dict[str, Any]:
+        """The choice's judgement; `ranked`: its score on the ranking batches (the same
+        for every graph ranked: a search orders units by it, then confirms on all)."""
+        outs: list[dict[str, np.ndarray]] | None = []
+        if ranked or not self.order.useful:
+            results = accuracy.check_gate(self.figures(choice, ranked), self.criteria.gate)
+        else:
+            outs, results, _ = subset_first.judged_in_order(
+                lambda which: self.outputs(choice, which), self.order, self.criteria
+            )
+            self.runs += 1
+            if outs is None:
+                self.decided_on_subset += 1
+            elif not accuracy.passed(results):
+                self.order.learn(outs, self.criteria, score)
+        result = judged(results)
+        if self.order.useful and outs is None:  # its figures are the subset's: say so
+            result["on_batches"] = self.order.first
         if self.progress is not None:
             self.progress.judged(choice, result)
         return result
 
-    def figures(self, choice: Choice) -> dict[str, dict[str, Any]]:
-        """The accuracy figures of a choice, which any gate can judge later."""
-        got = self.outputs(choice)
+    def figures(self, choice: Choice, ranked: bool = False) -> dict[str, dict[str, Any]]:
+        """The accuracy figures of a choice, which any gate can judge later: on every
+        batch, or (`ranked`) on the ranking batches."""
+        which = self.order.ranking if ranked else None
+        got = self.outputs(choice, which)
         self.runs += 1
-        figures, _ = self.criteria.judge([p[1] for p in self.pairs], got)
+        refs = [p[1] for p in self.pairs]
+        figures, _ = self.criteria.judge(refs if which is None else [refs[i] for i in which], got)
         return figures
 
 
@@ -209,6 +232,10 @@ def _searched(
         "nodes": _node_rows(nodes, plan, ordered, kept, base),
         "steps": run.steps,
         "graphs_evaluated": run.keeping.runs,
+        # units are ranked on these batches, every bisection step judged on all of them
+        "ranked_on_batches": len(run.keeping.order.ranking),
+        "batches": len(run.keeping.pairs),
+        "decided_on_subset": run.keeping.decided_on_subset,
     }
     return record
 
@@ -224,7 +251,7 @@ class _Run:
         """Each unit quantized alone (every other candidate kept), most sensitive first."""
         out: list[tuple[Group, dict[str, Any]]] = []
         for unit in units:
-            result = self.keeping([c for c in self.candidates if c not in unit.nodes])
+            result = self.keeping([c for c in self.candidates if c not in unit.nodes], ranked=True)
             self.steps.append({"stage": stage, "group": unit.name, **result})
             out.append((unit, result))
         return sorted(out, key=lambda ur: -ur[1]["score"])

@@ -138,13 +138,16 @@ def brief(judged: Judgement, info: dict[str, Any]) -> dict[str, Any]:
 def failure_hint(summary: Mapping[str, Any]) -> str:
     """What a verdict failure after a passing search means, and the ways out."""
     info, search = summary.get("holdout"), summary.get("search_judgement")
-    if not info or not search or not search.get("gate_passed") or "note" in info:
+    if not info or not search or not search.get("gate_passed"):
         return ""
+    if info["verdict_samples"] == info["search_samples"] and "note" in info:
+        return f" ({info['note']})"
+    few = f"; {info['note']}" if "note" in info else ""
     return (
         f" (held out: {info['verdict_samples']} samples the search never judged; on its own "
         f"{info['search_samples']} the graph passes with margin {info.get('margin', 0.0):g}: "
         f"the choice was fitted to them; raise precision.search_margin or give more reference "
-        f"samples)"
+        f"samples{few})"
     )
 
 

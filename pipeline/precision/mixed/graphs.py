@@ -163,12 +163,16 @@ class MixedSwitchboard:
     flags: dict[tuple[str, str], str]  # (node, type) -> its bool input
     batches: list[dict[str, np.ndarray]]
 
-    def outputs(self, assignment: Assignment) -> list[dict[str, np.ndarray]]:
+    def outputs(
+        self, assignment: Assignment, which: list[int] | None = None
+    ) -> list[dict[str, np.ndarray]]:
+        """The outputs of `assignment` on the batches `which` (all: None)."""
         extra = {
             flag: np.array(assignment.get(node) == kind)
             for (node, kind), flag in self.flags.items()
         }
-        return onnx_runtime.run_session(self.session, self.batches, "the search graph", extra)
+        feeds = self.batches if which is None else [self.batches[i] for i in which]
+        return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)
 
 
 def _switchable(

@@ -32,7 +32,7 @@ from pipeline.precision.mixed import record as search_record
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
 from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
 
-SEARCH_VERSION = 2  # 2: the polish in rounds
+SEARCH_VERSION = 3  # 2: the polish in rounds; 3: sensitivities on the ranking batches
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)
 BY_NAME = 11  # 12 decades in 2^11 parts, 0.006 of a decade each
 
@@ -43,7 +43,12 @@ Figures = dict[str, dict[str, dict[str, dict[str, Any]]]]
 class Judge:
     """Whole-graph judgements by assignment, each assignment judged once."""
 
-    def __init__(self, outputs: Callable[[Assignment], Any], pairs: list[Any], criteria: Any):
+    def __init__(
+        self,
+        outputs: Callable[[Assignment, list[int] | None], Any],
+        pairs: list[accuracy.ReferenceBatch],
+        criteria: accuracy.Criteria,
+    ) -> None:
         self.evaluator: fallback.Evaluator[Assignment] = fallback.Evaluator(
             outputs, pairs, criteria
         )
@@ -107,6 +112,9 @@ def search(
         "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
         "graphs": [search_record.point(label, a, trade, judge(a)) for label, a in points.items()],
         "graphs_judged": judge.evaluator.runs,
+        "ranked_on_batches": len(judge.evaluator.order.ranking),
+        "batches": len(pairs),
+        "decided_on_subset": judge.evaluator.decided_on_subset,
         "figures_cache_hit": hit,
         "seconds": round(time.perf_counter() - started, 3),
     }
@@ -116,7 +124,8 @@ def search(
 
 def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
     """The all-fp32 graph's judgement, from its figures: it must pass, or nothing can."""
-    base = fallback.judged(accuracy.check_gate(figures[""]["fp32"], judge.evaluator.criteria.gate))
+    whole = figures[""].get("all", figures[""]["fp32"])  # on every batch
+    base = fallback.judged(accuracy.check_gate(whole, judge.evaluator.criteria.gate))
     judge.seen[()] = base
     if not base["passed"]:
         raise fallback.SearchFailed(
@@ -127,16 +136,19 @@ def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
 
 
 def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
-    """The all-fp32 graph (which must pass: checked before any other is measured), then
-    each GEMM alone in each of its lower types."""
-    out: Figures = {"": {"fp32": judge.evaluator.figures({})}}
+    """The all-fp32 graph (which must pass on every batch: checked before any other is
+    measured), then each GEMM alone in each of its lower types, on the ranking batches
+    (gate/subset_first.py; the all-fp32 graph on them too, the sensitivities' base): every
+    whole graph the search then weighs is judged on every batch."""
+    ev = judge.evaluator
+    out: Figures = {"": {"all": ev.figures({}), "fp32": ev.figures({}, ranked=True)}}
     _check_base(judge, out, len(options))
     work = sum(len(o) - 1 for o in options.values())
     with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
         for node, kinds in options.items():
             out[node] = {}
             for kind in kinds[:-1]:
-                out[node][kind] = judge.evaluator.figures({node: kind})
+                out[node][kind] = ev.figures({node: kind}, ranked=True)
                 bar.update(1)
     return out
 
