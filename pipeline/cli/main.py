@@ -29,6 +29,8 @@ COMMANDS = (
     "diff",
     "sweep_report",
     "package",
+    "deploy",
+    "releases",
 )
 
 

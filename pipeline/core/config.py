@@ -42,6 +42,7 @@ from pipeline.core.choices import (
     Transform,
     Typing,
 )
+from pipeline.core.config_pin import PinConfig
 from pipeline.core.config_rules import check_values
 from pipeline.core.errors import PipelineError, first_line
 
@@ -359,6 +360,7 @@ class PipelineConfig:
     build: BuildConfig = field(default_factory=BuildConfig)
     benchmark: BenchmarkConfig = field(default_factory=BenchmarkConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
+    pin: PinConfig = field(default_factory=PinConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     # Several models in one project (core/models.py): name -> its model, precision, profile
     # and calibration groups, each checked when that model's config is loaded.

@@ -4,6 +4,7 @@ config.validate before any work starts."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def check_values(cfg: DictConfig) -> None:
     _check_model_maps(cfg.model)
     _check_precision(cfg.precision)
     _check_build(cfg.build)
+    _check_pin(cfg.pin)
     _check_int4_targets(cfg.precision, cfg.build)
     _check_benchmark(cfg.benchmark)
     _check_profile(cfg.profile)
@@ -153,6 +155,23 @@ def _check_precision_combinations(p: DictConfig) -> None:
             f"invalid config: precision={p.name} needs precision.mode=strong: int4 weights are "
             f"DequantizeLinear nodes in the graph, which TensorRT 10's weak typing does not take"
         )
+
+
+def _check_pin(p: DictConfig) -> None:
+    """The pinned images resolve, and carry one TensorRT (core/ngc.py)."""
+    from pipeline.core import ngc
+
+    extra = p.releases_file
+    build = ngc.resolve("build", p.build, extra)
+    serve = ngc.resolve("serve", p.serve, extra)
+    if problem := ngc.pair_problem(build, serve):
+        raise PipelineError(f"invalid config: {problem}")
+    for name, kind in p.fleet.items():
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", str(name)) or not kind.product:
+            raise PipelineError(
+                f"invalid config: pin.fleet.{name}: a GPU kind is named in lower case with "
+                f"dashes (nvidia-l4) and gives its node label's product (NVIDIA-L4)"
+            )
 
 
 def _check_build(b: DictConfig) -> None:

@@ -55,6 +55,10 @@ class Fingerprint(TypedDict, total=False):
     trt_choice: str
     hardware_compatibility: str
     version_compatible: bool
+    # the NGC image this ran in, as its environment declares it (core/ngc.container): release,
+    # TensorRT, CUDA, build id, digest; None outside one. Recorded, not part of the identity:
+    # the engine key holds the full TensorRT version already
+    container: dict[str, str] | None
 
 
 FINGERPRINT = JsonRecord("fingerprint", "the fingerprint stage", Fingerprint)

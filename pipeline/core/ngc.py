@@ -7,7 +7,7 @@ loads it. So a team pins one release from CI to the fleet, `nvcr.io/nvidia/tenso
 to build and `nvcr.io/nvidia/tritonserver:<yy.mm>-py3` to serve; a tag does not name the
 TensorRT inside (the `-trtllm-python-py3` variant of a tag carries another), so what an image
 carries is read from the table that ships with the package (conf/ngc_releases.json, its
-sources and date in it), from the user (image.<role>.tensorrt, read inside the image), or
+sources and date in it), from the user (pin.<role>.tensorrt, read inside the image), or
 inside the image itself (its environment: NGC images name their release and versions).
 
 Light: config validation and the fingerprint stage read it."""
@@ -21,9 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipeline.core.config_pin import ImagePin
 
 TABLE = Path(__file__).resolve().parents[1] / "conf" / "ngc_releases.json"
 REPOSITORY = {"build": "nvcr.io/nvidia/tensorrt", "serve": "nvcr.io/nvidia/tritonserver"}
@@ -80,15 +83,18 @@ class Image:
         return self.reference
 
 
-def resolve(role: str, ref: Mapping[str, Any], extra: str | None = None) -> Image | None:
-    """`ref` (image.build or image.serve: release, tag, digest, tensorrt) as an Image, None
+def resolve(role: str, ref: ImagePin | Mapping[str, Any], extra: str | None = None) -> Image | None:
+    """`ref` (pin.build or pin.serve: release, tag, digest, tensorrt) as an Image, None
     where nothing is pinned; one line for a release the table does not hold, a malformed
     digest or a TensorRT the user states against the table's."""
-    release, tag, digest = ref.get("release"), ref.get("tag"), ref.get("digest")
-    stated = ref.get("tensorrt")
+
+    def field(name: str) -> Any:
+        return ref.get(name) if isinstance(ref, Mapping) else getattr(ref, name, None)
+
+    release, tag, digest, stated = (field(k) for k in ("release", "tag", "digest", "tensorrt"))
     if not release and not tag:
         return None
-    where = f"image.{role}"
+    where = f"pin.{role}"
     if digest and not DIGEST.fullmatch(str(digest)):
         raise PipelineError(f"{where}.digest={digest}: expected sha256: and 64 hex digits")
     row: dict[str, Any] = {}
@@ -100,7 +106,7 @@ def resolve(role: str, ref: Mapping[str, Any], extra: str | None = None) -> Imag
             known = ", ".join(table)
             raise PipelineError(
                 f"{where}.release={release} is not in the NGC release table ({known}); add its "
-                f"row (image.releases_file, docs/pinned-images.md) or pin by tag and tensorrt"
+                f"row (pin.releases_file, docs/pinned-images.md) or pin by tag and tensorrt"
             )
         row = table[str(release)]
     image = str(tag or f"{REPOSITORY[role]}:{release}-py3")
@@ -129,6 +135,26 @@ def pair_problem(build: Image | None, serve: Image | None) -> str | None:
         return (
             f"the pinned images disagree: {build} builds plans with TensorRT {build.tensorrt}, "
             f"{serve} loads TensorRT {serve.tensorrt} plans only; pin one release for both"
+        )
+    return None
+
+
+def build_problem(pinned: Image | None, flavour: str | None, version: str | None) -> str | None:
+    """Why this machine (TensorRT `flavour` `version`) must not build for the pinned build
+    image; None where it may (or nothing is pinned, or what the image carries is unknown)."""
+    if pinned is None:
+        return None
+    carries = f"TensorRT {pinned.tensorrt}" if pinned.tensorrt else "full TensorRT"
+    if flavour != "tensorrt":
+        return (
+            f"this machine builds with {flavour or 'no TensorRT'} {version or ''}, but pin.build "
+            f"is {pinned} ({carries}): its plans would load nowhere the pin serves; build "
+            f"inside the pinned image (trt-pipeline init --ci writes the job), or set pin=none"
+        ).replace("  ", " ")
+    if pinned.tensorrt and version != pinned.tensorrt:
+        return (
+            f"this machine runs TensorRT {version}, but pin.build is {pinned} ({carries}): "
+            f"build inside the pinned image, or pin the release this machine carries"
         )
     return None
 

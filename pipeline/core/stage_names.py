@@ -25,6 +25,9 @@ ENGINE_PARAMS = (
     "build.plugins",
     "build.store_dir",
     "build.reference_engines",
+    # a machine whose TensorRT is not the pinned build image's measures nothing
+    "pin.build",
+    "pin.releases_file",
 )
 
 # dvc.yaml's `params` of each stage: what its output depends on in params.yaml.
@@ -47,11 +50,13 @@ PARAMS: dict[str, tuple[str, ...]] = {
         "profile",
         *ENGINE_PARAMS,
     ),
-    "build": ("precision", "profile", "build"),
+    # pin.build: a machine whose TensorRT is not the pinned image's builds nothing
+    "build": ("precision", "profile", "build", "pin.build", "pin.releases_file"),
     "inspect": ("inspect",),
     "benchmark": ("benchmark", "model", "precision.name"),
-    # the repository's model is named after the model; the rest is the engines' own
-    "package": ("model.name",),
+    # the repository's model is named after the model; the rest is the engines' own, and
+    # the pinned serving image and the fleet (its deployment files)
+    "package": ("model.name", "pin"),
 }
 
 # A project of several models (core/models.py) runs each stage but the fingerprint once per
@@ -64,9 +69,9 @@ PER_MODEL = ("model", "precision", "profile", "calibration")
 def model_params(stage: str) -> tuple[str, ...]:
     """dvc.yaml's params of `stage` for one model of several (`${key}`: the model): its own
     groups under models.${key}, the shared ones as they are. The package stage names the
-    Triton model after the key, so it reads no param."""
+    Triton model after the key, so of its params it reads the shared pin only."""
     if stage == "package":
-        return ()
+        return ("pin",)
     own = [p.split(".")[0] in PER_MODEL for p in PARAMS[stage]]
     return tuple(f"models.${{key}}.{p}" if o else p for p, o in zip(PARAMS[stage], own))
 

@@ -52,6 +52,9 @@ class Manifest(TypedDict):
     network_io: dict[str, Any]  # the network's inputs and outputs as TensorRT parsed them
     key_inputs: NotRequired[dict[str, Any]]  # the engine key's inputs (the build writes them)
     timing_cache: NotRequired[dict[str, Any]]
+    # the image it was built in: the pinned one (pin.build, by reference) and the one this
+    # machine ran, as its environment declares it (the fingerprint's container)
+    image: NotRequired[dict[str, Any]]
 
 
 class BuildRecord(Manifest, total=False):

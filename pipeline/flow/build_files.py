@@ -141,12 +141,21 @@ def _describe(
     )
     manifest["key_inputs"] = key_in
     manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
+    manifest["image"] = {"pinned": pinned_build(cfg), "running": fp.get("container")}
     return {
         "manifest.json": fileio.to_json(manifest).encode(),
         "build.log": log_text.encode(),
         "network.json": fileio.to_json(result.network, compact=True).encode(),
         "build_summary.json": fileio.to_json(summary, compact=True).encode(),
     }
+
+
+def pinned_build(cfg: PipelineConfig) -> str | None:
+    """The pinned build image's reference (pin.build), or None where nothing is pinned."""
+    from pipeline.core import ngc
+
+    image = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
+    return str(image) if image else None
 
 
 def keep_failed_log(layout: Layout, fingerprint_id: str, records: list[Record]) -> Path:

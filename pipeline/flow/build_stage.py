@@ -27,8 +27,19 @@ def run(cfg: PipelineConfig, layout: Layout, fp: Fingerprint, progress: bool = T
 
     peak = memory.StagePeak()
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
+    refuse_unpinned(cfg, fp)
     with output_folder.writing(layout, layout.engine_dir(fp["id"]), stage="build"):
         return _build(cfg, layout, fp, progress, peak)
+
+
+def refuse_unpinned(cfg: PipelineConfig, fp: Fingerprint) -> None:
+    """One line, not an engine, where this machine's TensorRT is not the pinned build
+    image's (pin.build: core/ngc.py)."""
+    from pipeline.core import ngc
+
+    pinned = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
+    if problem := ngc.build_problem(pinned, fp.get("trt_flavour"), fp.get("trt_version")):
+        raise PipelineError(problem)
 
 
 def _build(

@@ -45,6 +45,15 @@ def for_calibrate(cfg: PipelineConfig, layout: Layout) -> Sizes | None:
     if not wanted(cfg):
         return None
     fp = _fingerprint(cfg, layout)
+    from pipeline.core import ngc
+
+    pinned = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
+    if ngc.build_problem(pinned, fp.get("trt_flavour"), fp.get("trt_version")):
+        console.note(
+            f"engine sizes: not measured: this machine's TensorRT is not the pinned build "
+            f"image's ({pinned}), whose engines the build stage keys"
+        )
+        return None
     if not fp.get("trt_flavour") or not fp.get("trt_version"):
         console.note(
             "engine sizes: no TensorRT flavour is installed here, so no engine is measured "

@@ -17,12 +17,13 @@ if TYPE_CHECKING:
     import numpy as np
 
     from pipeline.core.config import PipelineConfig
+    from pipeline.core.config_pin import PinConfig
     from pipeline.serve.repository import Packaged
 
 
 def run(cfg: PipelineConfig, layout: Layout) -> Packaged:
     # one model of several is served under its key, as dvc.yaml's repository/<model> out
-    return package(layout, layout.model or cfg.model.name, layout.repository)
+    return package(layout, layout.model or cfg.model.name, layout.repository, pin=cfg.pin)
 
 
 def package(
@@ -31,9 +32,12 @@ def package(
     out: Path,
     store_root: Path | None = None,
     schema: Path | None = None,
+    pin: PinConfig | None = None,
 ) -> Packaged:
     """repository `out`/`name` of the engines in layout's artifacts/build (and, with
-    `store_root`, every machine's engine of the same graph in that store); its table."""
+    `store_root`, every machine's engine of the same graph in that store); its table. With
+    `pin`, a plan the pinned serving image cannot load is refused, and the image named."""
+    from pipeline.core import ngc
     from pipeline.serve import repository
 
     if problem := model_name_problem(name):
@@ -45,7 +49,8 @@ def package(
     engines = repository.engines_in(layout.build_dir, current)
     if store_root is not None:
         engines = repository.with_store(engines, store_root)
-    done = repository.write(out, name, engines, schema, _reference_sample(layout))
+    serve = ngc.resolve("serve", pin.serve, pin.releases_file) if pin is not None else None
+    done = repository.write(out, name, engines, schema, _reference_sample(layout), serve)
     batch = done["max_batch_size"]
     console.table(
         f"package: {name}",
@@ -54,6 +59,7 @@ def package(
             ("GPU kinds", ", ".join(sorted({e.gpu or "no GPU (portable)" for e in engines}))),
             *[(f"sm {cc}", plan) for cc, plan in done["plans"].items()],
             ("max_batch_size", str(batch) if batch else "0 (no batch dim: full dims)"),
+            ("served by", str(serve) if serve else "not pinned (pin.serve): see serving.txt"),
             *[("checked", line) for line in done["checked"]],
         ],
     )

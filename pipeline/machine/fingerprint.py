@@ -16,7 +16,7 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline.core import hashing
+from pipeline.core import hashing, ngc
 from pipeline.core.errors import PipelineError
 from pipeline.core.machine_settings import Fingerprint
 from pipeline.core.numbers import MIB
@@ -281,6 +281,7 @@ def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) ->
         "version_compatible": bool(build_cfg.version_compatible),
         "target": None,
         "gpu_probe": gpu_source,
+        "container": ngc.container(),
     }
     if gpu is None:
         fp["target"] = NO_GPU_TARGET

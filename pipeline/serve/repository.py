@@ -16,9 +16,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from pipeline.core import console, fileio, hashing
+from pipeline.core import console, fileio, hashing, ngc
 from pipeline.core.errors import PipelineError
-from pipeline.serve import triton_checks
+from pipeline.serve import serving, triton_checks
 from pipeline.serve.triton_config import Engine, config, text
 
 VERSION = "1"
@@ -111,9 +111,11 @@ def write(
     engines: list[Engine],
     schema: Path | None = None,
     sample: dict[str, np.ndarray] | None = None,
+    serve: ngc.Image | None = None,
 ) -> Packaged:
     """The model's folder in `repo`, checked; what was written and checked. `sample`: one
-    batch of reference inputs, which model_warmup feeds each instance before it serves."""
+    batch of reference inputs, which model_warmup feeds each instance before it serves.
+    `serve`: the pinned serving image; a plan it cannot load is refused (serving.py)."""
     ios = {hashing.sha256_json(e.io) for e in engines}
     if len(ios) > 1:
         raise PipelineError(
@@ -124,7 +126,9 @@ def write(
     main = {cc: kinds[0][0] for cc, kinds in by_cc.items()}
     cfg = config(name, engines[0], main)
     rtx = any(e.flavour == "tensorrt_rtx" for e in engines)
+    serving.refuse_unloadable(serve, engines)  # before any write
     module = triton_checks.load_schema(schema)  # a bad --triton-schema: before any write
+    header = serving.note(serve, engines) + ("\n" + RTX_NOTE if rtx else "")
     with fileio.staged_dir(repo / name) as folder:
         version = folder / VERSION
         version.mkdir()
@@ -134,7 +138,8 @@ def write(
         configs = {"config.pbtxt": cfg, **_per_kind(name, engines[0], by_cc)}
         if sample is not None:
             _warmed(configs, sample, folder)
-        checked = _written(folder, configs, engines, version, rtx, module)
+        checked = _written(folder, configs, engines, version, header, module)
+        fileio.write_text(folder / serving.FILE, header + "\n")
         fileio.write_json(folder / "sha256.json", _sums(folder))
     return {
         "model": name,
@@ -164,7 +169,7 @@ def _written(
     configs: dict[str, dict[str, Any]],
     engines: list[Engine],
     version: Path,
-    rtx: bool,
+    header: str,
     module: Any,
 ) -> list[str]:
     """Each config judged by our rules and Triton's schema, then written; what was checked."""
@@ -173,14 +178,14 @@ def _written(
         problems = triton_checks.rule_problems(cfg, engines, version, cfg["name"])
         if problems:
             raise PipelineError(f"{rel} for Triton: {'; '.join(problems)}")
-        body = text(cfg, RTX_NOTE if rtx else "")
+        body = text(cfg, header)
         try:
             checked.append(f"{rel}: {triton_checks.schema_check(body, cfg, module)}")
         except ValueError as e:
             raise PipelineError(f"{rel} for Triton: {e}") from None
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         fileio.write_text(folder / rel, body)
-    if rtx:
+    if RTX_NOTE in header:
         console.warn(RTX_NOTE.replace("\n", " "))
     return checked
 

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import PipelineError, first_line
 from pipeline.serve.triton_config import Engine, config, max_batch_size
 
 SCHEMA = "tritonclient/grpc/model_config_pb2.py"
@@ -53,26 +53,57 @@ def _normal(value: Any) -> Any:
 
 
 def load_schema(schema: Path | None) -> Any:
-    """Triton's generated ModelConfig module, or None where there is none: from `schema` (a tritonclient wheel, read
-    from the zip, or the .py itself), else from an installed tritonclient's file. Loaded
-    by itself: tritonclient pins ml-dtypes below what onnx needs, and importing it through
-    its package would import grpc."""
+    """Triton's ModelConfig message class, or None where there is none: from `schema` (a
+    tritonclient wheel), else from an installed tritonclient's file. Nothing is run: the
+    generated module's serialized descriptor is read out of its source (ast) and built with
+    protobuf's own descriptor pool, so a file given by name is data, never code (and
+    importing tritonclient would import grpc)."""
     if schema is None:
         spec = importlib.util.find_spec("tritonclient")
         if spec is None or not spec.submodule_search_locations:
             return None
-        schema = Path(next(iter(spec.submodule_search_locations))).parent / SCHEMA
+        path = Path(next(iter(spec.submodule_search_locations))).parent / SCHEMA
+        return _model_config(path.read_text(), str(path))
+    return _model_config(_wheel_source(schema), str(schema))
+
+
+def _wheel_source(wheel: Path) -> str:
+    """tritonclient's generated model_config_pb2.py, read out of its wheel; one line for
+    anything else."""
+    why = f"--triton-schema {wheel}: not a tritonclient wheel (pip download tritonclient --no-deps)"
+    if wheel.suffix != ".whl" or not wheel.name.lower().startswith("tritonclient-"):
+        raise PipelineError(why)
     try:
-        if schema.suffix == ".whl":
-            with zipfile.ZipFile(schema) as z:
-                source = z.read(SCHEMA).decode()
-        else:
-            source = schema.read_text()
-    except (OSError, KeyError, zipfile.BadZipFile) as e:
-        raise PipelineError(f"no Triton schema in {schema} ({e})") from None
-    module = types.ModuleType("trt_pipeline_triton_model_config")
-    exec(compile(source, str(schema), "exec"), module.__dict__)
-    return module
+        with zipfile.ZipFile(wheel) as z:
+            return z.read(SCHEMA).decode()
+    except (OSError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+        raise PipelineError(f"{why} ({first_line(e)})") from None
+
+
+def _model_config(source: str, where: str) -> Any:
+    """inference.ModelConfig from a generated _pb2 module's source, without running it."""
+    import ast
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    blobs = [
+        node.args[0].value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", "") == "AddSerializedFile"
+        and node.args
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, bytes)
+    ]
+    if not blobs:
+        raise PipelineError(f"no Triton schema in {where}: no serialized ModelConfig in it")
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(blobs[0]))
+        message = pool.FindMessageTypeByName("inference.ModelConfig")
+    except Exception as e:  # protobuf's decode and lookup errors are of several types
+        raise PipelineError(f"no Triton schema in {where}: {first_line(e)}") from None
+    return types.SimpleNamespace(ModelConfig=message_factory.GetMessageClass(message))
 
 
 def rule_problems(

@@ -48,6 +48,8 @@ class Engine:
     # what made the engine but the machine (the engine key's inputs less the fingerprint):
     # engines of several machines with one graph_key are one model's plans
     graph_key: str = ""
+    trt_version: str = ""  # the full TensorRT version that built it (it loads only there)
+    built_in: str | None = None  # the image it was built in: pinned (by reference), or declared
 
     @property
     def plan(self) -> Path:
@@ -72,7 +74,20 @@ def engine_of(folder: Path) -> Engine:
         graph_key=hashing.sha256_json(
             {k: v for k, v in m["key_inputs"].items() if k != "fingerprint"}
         ),
+        trt_version=str(fp.get("trt_version") or ""),
+        built_in=_built_in(m.get("image") or {}, fp.get("container") or {}),
     )
+
+
+def _built_in(image: dict[str, Any], container: dict[str, Any]) -> str | None:
+    """The image a manifest says its engine was built in: the pinned reference, else the
+    NGC release the build machine's environment declared."""
+    if image.get("pinned"):
+        return str(image["pinned"])
+    if container.get("release"):
+        digest = f"@{container['digest']}" if container.get("digest") else ""
+        return f"NGC {container.get('product', 'tensorrt')} {container['release']}{digest}"
+    return None
 
 
 def max_batch_size(engine: Engine) -> int:

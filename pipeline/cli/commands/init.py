@@ -21,6 +21,13 @@ def add_parser(sub: Subparsers) -> None:
         help="your ONNX model (model=onnx_file with this path); give it again for each model "
         "of a project of several (conf/models/<name>.yaml each, stages per model)",
     )
+    it.add_argument(
+        "--ci",
+        choices=("github", "gitlab"),
+        help="write the CI that builds where it will serve: a job per GPU kind of pin.fleet "
+        "inside the pinned TensorRT image, then the package (docs/pinned-images.md); in a "
+        "repository already set up, only that file, from its params.yaml",
+    )
     it.set_defaults(func=run)
     am = sub.add_parser(
         "add-model",
@@ -33,9 +40,16 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.cli import init
+    from pathlib import Path
 
-    return init.main(args.model)
+    from pipeline.cli import init, init_ci
+    from pipeline.core import config
+
+    if not (args.ci and init.RECORD.is_file() and not args.model):
+        init.main(args.model)
+    if args.ci:
+        print(f"wrote {init_ci.write(args.ci, config.load(Path('params.yaml')).pin)}")
+    return 0
 
 
 def add_model(args: argparse.Namespace) -> int:

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.cli.commands import Subparsers
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+
+if TYPE_CHECKING:
+    from pipeline.core.config import PipelineConfig
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -38,6 +42,12 @@ def add_parser(sub: Subparsers) -> None:
         help="a tritonclient wheel (pip download tritonclient --no-deps) to check the config "
         "with Triton's own ModelConfig; default: an installed tritonclient, if any",
     )
+    p.add_argument(
+        "--deploy",
+        default="deploy",
+        help="where the deployment files pinned to pin.serve go (compose.yaml, kubernetes/); "
+        "written beside the repository, for every model in it",
+    )
     p.set_defaults(func=run)
 
 
@@ -56,12 +66,24 @@ def run(args: argparse.Namespace) -> int:
         if args.name:
             raise PipelineError("package: --name names one model; several are named by their key")
         for model in several:
-            config.load(args.params, model)  # a model the config does not name is one line
+            one = config.load(args.params, model)  # a model the config does not name: one line
             layout = Layout(model=model)
-            package_stage.package(layout, model, Path(args.out), store_root, args.triton_schema)
-        return 0
+            package_stage.package(
+                layout, model, Path(args.out), store_root, args.triton_schema, one.pin
+            )
+        return _deployed(args, cfg)
     name = args.name or (cfg.model.name if cfg else None)
     if not name:
         raise PipelineError(f"package: no model name: give --name (or a {args.params})")
-    package_stage.package(Layout(), name, Path(args.out), store_root, args.triton_schema)
-    return 0
+    pin = cfg.pin if cfg else None
+    package_stage.package(Layout(), name, Path(args.out), store_root, args.triton_schema, pin)
+    return _deployed(args, cfg)
+
+
+def _deployed(args: argparse.Namespace, cfg: PipelineConfig | None) -> int:
+    """The deployment files for the whole repository, where a serving image is pinned."""
+    from pipeline.cli.commands import deploy
+
+    if cfg is None:
+        return 0
+    return deploy.run(argparse.Namespace(out=args.deploy, repository=args.out, params=args.params))

@@ -1,0 +1,34 @@
+"""`trt-pipeline deploy`: the deployment files of a model repository, pinned to the serving
+image (pin.serve): a Compose file and Kubernetes manifests (pipeline/serve/deploy.py).
+`package` writes them after the repository; this writes them alone, for a repository a CI
+job packaged, or before any plan exists (what the fleet will run)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.cli.commands import Subparsers
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "deploy",
+        help="write the Compose file and Kubernetes manifests that serve a model repository "
+        "from the pinned serving image: a Deployment per GPU kind of pin.fleet",
+    )
+    p.add_argument("--repository", default="repository", help="the model repository folder")
+    p.add_argument("--out", default="deploy", help="where compose.yaml and kubernetes/ go")
+    p.add_argument("--params", default="params.yaml")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pipeline.core import config, console
+    from pipeline.serve import deploy
+
+    pin = config.load(args.params).pin
+    written = deploy.write(Path(args.out), Path(args.repository), pin)
+    if written:
+        console.table("deploy", [("files", ", ".join(str(p) for p in written))])
+    return 0
