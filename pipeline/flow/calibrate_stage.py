@@ -68,24 +68,33 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
 def gate_rows(metrics: AccuracyMetrics, random: bool) -> list[tuple[str, str]]:
     """The gate's verdict and each gated figure; where a search chose the graph, the figure
     on the held-out samples first and the search's own beside it."""
-    from pipeline.precision.gate.accuracy import ON_RANDOM
+    from pipeline.precision.gate import accuracy
 
-    on_random, each = (f", {ON_RANDOM}", ", random inputs") if random else ("", "")
+    on_random, each = (f", {accuracy.ON_RANDOM}", ", random inputs") if random else ("", "")
     verdict = "passed" if metrics["gate_passed"] else "FAILED"
     split, search = metrics.get("holdout"), metrics.get("search") or {}
     rows = [("accuracy gate", verdict + on_random)]
     if split:
         rows.append(("held out", holdout_line(split)))
-    for subject, by in metrics["gate"].items():
+    gate = accuracy.folded_cache(metrics["gate"], _value)
+    search = accuracy.folded_cache(search, _value)
+    for subject, by in gate.items():
         for metric, r in by.items():
-            if not isinstance(r.get("value"), (int, float)):
+            if not isinstance(_value(r), (int, float)):
                 continue
             text = f"{r['value']:.4g} (gate {r['threshold']}{each})"
+            if subject == accuracy.CACHE:
+                text += f"; worst of {by['tensors']}: {by['worst'][metric]}"
             mine = search.get(subject, {}).get(metric)
             if mine is not None and split:
                 text += f"; search {mine['value']:.4g} on {split['search_samples']}"
             rows.append((f"{subject} {metric}", text))
     return rows
+
+
+def _value(entry: Any) -> Any:
+    """A gate entry's figure (None for what is not an entry)."""
+    return entry.get("value") if isinstance(entry, Mapping) else None
 
 
 def holdout_line(split: Mapping[str, Any]) -> str:

@@ -13,9 +13,10 @@ import pytest
 
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.flow import stages
+from pipeline.flow import calibrate_stage, stages
 from pipeline.graph import onnx_model
 from pipeline.inputs import decoder_runs, prompts, reference_file
+from pipeline.report.inspect import precision_view
 from tests.conftest import REPO, compose
 from tests.wild import hf
 
@@ -94,6 +95,15 @@ def test_int8_calibrates_on_both_phases_and_is_judged_per_phase(gpt2, tmp_path, 
     assert logits["by_phase"]["decode"]["rows"] == split["verdict_batches"] // 5 * 4
     assert split["search_batches"] % 5 == 0 and split["verdict_batches"] % 5 == 0
     assert accuracy["accuracy"]["present.0.key"]["task"] == "state"
+    # every cache tensor's figure is kept; the table and the report give the cache one row
+    tensors = [k for k in accuracy["accuracy"] if k.startswith("present.")]
+    rows = dict(calibrate_stage.gate_rows(accuracy, False))
+    said = [k for k in rows if "present" in k or k.startswith("KV cache")]
+    assert said == ["KV cache cosine"] and len(tensors) > 2
+    assert f"worst of {len(tensors)}: present." in rows["KV cache cosine"]
+    report = [r[0] for r in precision_view.accuracy_rows(accuracy["accuracy"])]
+    assert report[0] == "logits" and report[1].startswith(f"KV cache ({len(tensors)} tensors")
+    assert len(report) == 2
     # the prompts' own next tokens ride with each prefill: perplexity against fp32's
     assert logits["perplexity_fp32"] > 1 and "perplexity_increase" in logits
     worst = min(p["top1_agreement"] for p in logits["by_phase"].values())

@@ -193,3 +193,22 @@ def test_a_decoders_perplexity_over_its_prompts_is_judged_against_fp32s():
     assert figures["perplexity"] == pytest.approx(8.0)
     assert figures["perplexity_increase"] == pytest.approx(8.0 / (11 / 4) - 1)
     assert "max_perplexity_increase" in tasks.JUDGED["next_token"]
+
+
+def test_a_kv_cache_is_one_entry_naming_its_worst_tensor():
+    """Sixty `present.N.key|value` figures fold into one entry per metric, the worst one
+    (lowest cosine, highest error) with its tensor named; other outputs keep their order."""
+    figures = {"logits": {"cosine": 0.99}}
+    for n in range(30):
+        for part in ("key", "value"):
+            figures[f"present.{n}.{part}"] = {"task": "state", "cosine": 1.0, "max_abs_error": 0.01}
+    figures["present.17.value"] = {"task": "state", "cosine": 0.97, "max_abs_error": 0.02}
+    figures["present.3.key"]["max_abs_error"] = 0.5
+    folded = accuracy.folded_cache(figures)
+    assert list(folded) == ["logits", accuracy.CACHE]
+    cache = folded[accuracy.CACHE]
+    assert (cache["tensors"], cache["task"], cache["cosine"]) == (60, "state", 0.97)
+    assert cache["worst"] == {"cosine": "present.17.value", "max_abs_error": "present.3.key"}
+    assert cache["max_abs_error"] == 0.5
+    one = {"logits": {"cosine": 1.0}, "present.0.key": {"cosine": 1.0}}
+    assert accuracy.folded_cache(one) == one  # a single tensor stays as it is

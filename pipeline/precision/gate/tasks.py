@@ -51,6 +51,11 @@ DECODER_LOGITS = "logits"
 KV_OUTPUT = ("present", "present_key_values")
 
 
+def is_cache(name: str) -> bool:
+    """Whether an output is a tensor of a decoder's KV cache, by its exporter's name."""
+    return name.split(".")[0] in KV_OUTPUT
+
+
 @dataclass(frozen=True)
 class OutputTasks:
     default: str = "auto"
@@ -68,7 +73,7 @@ class OutputTasks:
             return task
         if name == DECODER_LOGITS and reference.ndim == 3:
             return "next_token"
-        if name.split(".")[0] in KV_OUTPUT and reference.ndim == 4:
+        if is_cache(name) and reference.ndim == 4:
             return "state"
         if reference.ndim == 2 and reference.shape[1] > 1:
             return "classification"
@@ -91,9 +96,7 @@ def decoder_phase(outputs: Mapping[str, np.ndarray]) -> str | None:
     is as long as its logits (nothing before the prompt), `decode` where it is longer; None
     for a model without both."""
     logits = outputs.get(DECODER_LOGITS)
-    present = next(
-        (v for k, v in outputs.items() if k.split(".")[0] in KV_OUTPUT and np.ndim(v) == 4), None
-    )
+    present = next((v for k, v in outputs.items() if is_cache(k) and np.ndim(v) == 4), None)
     if logits is None or present is None or np.ndim(logits) != 3:
         return None
     return "prefill" if logits.shape[1] == present.shape[2] else "decode"

@@ -235,16 +235,23 @@ ACCURACY_HEADERS = [
 
 
 def accuracy_rows(figures: dict[str, Any]) -> list[list[Any]]:
-    """One row per output (and one for a metric of the user's); an embedding's or a
-    sequence's cosine is its worst row, with the mean beside it. A figure an entry does not
-    have is left blank."""
+    """One row per output (and one for a metric of the user's; one for a decoder's KV
+    cache, its worst tensor named); an embedding's or a sequence's cosine is its worst row,
+    with the mean beside it. A figure an entry does not have is left blank."""
+    from pipeline.precision.gate import accuracy
 
     def num(m: dict[str, Any], key: str, fmt: str = ".3g") -> str:
         return format(m[key], fmt) if isinstance(m.get(key), (int, float)) else ""
 
+    def name(out: str, m: dict[str, Any]) -> str:
+        if out != accuracy.CACHE or "tensors" not in m:
+            return out
+        worst = m["worst"].get("cosine") or next(iter(m["worst"].values()), "")
+        return f"{out} ({m['tensors']} tensors; worst {worst})"
+
     return [
         [
-            out,
+            name(out, m),
             m.get("task", ""),
             num(m, "max_abs_error"),
             num(m, "rel_error"),
@@ -253,7 +260,7 @@ def accuracy_rows(figures: dict[str, Any]) -> list[list[Any]]:
             m.get("top1_agreement", ""),
             num(m, "metric", ".4g"),
         ]
-        for out, m in figures.items()
+        for out, m in accuracy.folded_cache(figures).items()
     ]
 
 
