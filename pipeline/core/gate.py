@@ -13,6 +13,18 @@ from typing import Any, Required, TypedDict
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import exact, plain
 
+# Which way each accuracy figure must stay: "max" where it must not exceed its threshold (an
+# error), "min" where it must not fall below it (an agreement); so also which is the worse of
+# two figures.
+ACCURACY_DIRECTION = {
+    "max_abs_error": "max",
+    "mean_rel_error": "max",
+    "rel_error": "max",
+    "cosine": "min",
+    "top1_agreement": "min",
+    "perplexity_increase": "max",
+}
+
 
 class GateResult(TypedDict, total=False):
     """One gate's verdict, as metrics files keep it (JSON: a TypedDict, not a class)."""

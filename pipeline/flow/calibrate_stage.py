@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, console, memory, metrics_files
+from pipeline.core import calibration_file, console, kv_cache, memory, metrics_files
 from pipeline.core.calibration_file import CalibrationSummary
 from pipeline.core.layout import Layout
 from pipeline.core.metrics_files import AccuracyMetrics
@@ -76,14 +76,14 @@ def gate_rows(metrics: AccuracyMetrics, random: bool) -> list[tuple[str, str]]:
     rows = [("accuracy gate", verdict + on_random)]
     if split:
         rows.append(("held out", holdout_line(split)))
-    gate = accuracy.folded_cache(metrics["gate"], _value)
-    search = accuracy.folded_cache(search, _value)
+    gate = kv_cache.folded(metrics["gate"], _value)
+    search = kv_cache.folded(search, _value)
     for subject, by in gate.items():
         for metric, r in by.items():
             if not isinstance(_value(r), (int, float)):
                 continue
             text = f"{r['value']:.4g} (gate {r['threshold']}{each})"
-            if subject == accuracy.CACHE:
+            if subject == kv_cache.CACHE:
                 text += f"; worst of {by['tensors']}: {by['worst'][metric]}"
             mine = search.get(subject, {}).get(metric)
             if mine is not None and split:

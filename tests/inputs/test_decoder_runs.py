@@ -16,7 +16,7 @@ from pipeline.core.layout import Layout
 from pipeline.flow import calibrate_stage, stages
 from pipeline.graph import onnx_model
 from pipeline.inputs import decoder_runs, prompts, reference_file
-from pipeline.report.inspect import precision_view
+from pipeline.report.inspect import accuracy_view
 from tests.conftest import REPO, compose
 from tests.wild import hf
 
@@ -101,7 +101,7 @@ def test_int8_calibrates_on_both_phases_and_is_judged_per_phase(gpt2, tmp_path, 
     said = [k for k in rows if "present" in k or k.startswith("KV cache")]
     assert said == ["KV cache cosine"] and len(tensors) > 2
     assert f"worst of {len(tensors)}: present." in rows["KV cache cosine"]
-    report = [r[0] for r in precision_view.accuracy_rows(accuracy["accuracy"])]
+    report = [r[0] for r in accuracy_view.rows(accuracy["accuracy"])]
     assert report[0] == "logits" and report[1].startswith(f"KV cache ({len(tensors)} tensors")
     assert len(report) == 2
     # the prompts' own next tokens ride with each prefill: perplexity against fp32's

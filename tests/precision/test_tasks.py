@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from pipeline.core import choices
+from pipeline.core import choices, kv_cache
 from pipeline.core.errors import PipelineError
 from pipeline.precision.gate import accuracy, tasks
 from tests.conftest import compose
@@ -204,11 +204,11 @@ def test_a_kv_cache_is_one_entry_naming_its_worst_tensor():
             figures[f"present.{n}.{part}"] = {"task": "state", "cosine": 1.0, "max_abs_error": 0.01}
     figures["present.17.value"] = {"task": "state", "cosine": 0.97, "max_abs_error": 0.02}
     figures["present.3.key"]["max_abs_error"] = 0.5
-    folded = accuracy.folded_cache(figures)
-    assert list(folded) == ["logits", accuracy.CACHE]
-    cache = folded[accuracy.CACHE]
+    folded = kv_cache.folded(figures)
+    assert list(folded) == ["logits", kv_cache.CACHE]
+    cache = folded[kv_cache.CACHE]
     assert (cache["tensors"], cache["task"], cache["cosine"]) == (60, "state", 0.97)
     assert cache["worst"] == {"cosine": "present.17.value", "max_abs_error": "present.3.key"}
     assert cache["max_abs_error"] == 0.5
     one = {"logits": {"cosine": 1.0}, "present.0.key": {"cosine": 1.0}}
-    assert accuracy.folded_cache(one) == one  # a single tensor stays as it is
+    assert kv_cache.folded(one) == one  # a single tensor stays as it is

@@ -231,53 +231,22 @@ def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np
 
 GATE_CHECKS = (
     # (config key, metric, direction): "max" means the metric must not exceed the threshold
-    ("max_abs_error", "max_abs_error", "max"),
-    ("max_mean_rel_error", "mean_rel_error", "max"),
-    ("max_rel_error", "rel_error", "max"),
-    ("min_cosine", "cosine", "min"),
-    ("min_top1_agreement", "top1_agreement", "min"),
-    ("max_perplexity_increase", "perplexity_increase", "max"),
+    *(
+        (key, metric, gate_lib.ACCURACY_DIRECTION[metric])
+        for key, metric in (
+            ("max_abs_error", "max_abs_error"),
+            ("max_mean_rel_error", "mean_rel_error"),
+            ("max_rel_error", "rel_error"),
+            ("min_cosine", "cosine"),
+            ("min_top1_agreement", "top1_agreement"),
+            ("max_perplexity_increase", "perplexity_increase"),
+        )
+    ),
     ("metric_max", "metric", "max"),
     ("metric_min", "metric", "min"),
 )
 # The user's metric is judged whatever the outputs' tasks.
 JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
-# Which way each figure gets worse: "min" where a lower value is worse.
-WORSE = {metric: direction for _, metric, direction in GATE_CHECKS}
-CACHE = "KV cache"
-
-
-def folded_cache(
-    by_output: Mapping[str, Mapping[str, Any]], value: Any = lambda v: v
-) -> dict[str, dict[str, Any]]:
-    """`by_output` (output -> metric -> figure, or the gate's entry whose `value(entry)` is
-    the figure) with a decoder's KV cache tensors (present.N.key|value) as one entry named
-    CACHE: per metric the worst tensor's figure, which tensor that was (`worst`: metric ->
-    name) and how many there are (`tensors`). A 30-layer decoder has 60 such tensors,
-    and one row naming the worst says more than 60 rows of cosine 1. Outputs keep their
-    order; the cache entry stands where its first tensor did."""
-    cache = {k: v for k, v in by_output.items() if tasks_lib.is_cache(k)}
-    if len(cache) < 2:
-        return {k: dict(v) for k, v in by_output.items()}
-    entry: dict[str, Any] = {"tensors": len(cache), "worst": {}}
-    for metric in dict.fromkeys(m for by in cache.values() for m in by):
-        figures = [
-            (name, by[metric])
-            for name, by in cache.items()
-            if isinstance(value(by.get(metric)), (int, float))
-        ]
-        if metric not in WORSE or not figures:
-            continue
-        pick = min if WORSE[metric] == "min" else max
-        name, figure = pick(figures, key=lambda f: value(f[1]))
-        entry[metric], entry["worst"][metric] = figure, name
-    out: dict[str, dict[str, Any]] = {}
-    for k, v in by_output.items():
-        if k not in cache:
-            out[k] = dict(v)
-        elif CACHE not in out:
-            out[CACHE] = {**({"task": v["task"]} if "task" in v else {}), **entry}
-    return out
 
 
 def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[GateResult]:

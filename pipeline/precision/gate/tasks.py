@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.core.kv_cache import is_cache
 from pipeline.inputs.array_folder import LABEL_PREFIX, NEXT_TOKENS
 
 if TYPE_CHECKING:
@@ -46,14 +47,8 @@ ROW_COSINE = frozenset({"embedding", "sequence", "next_token", "state"})
 TOP1 = frozenset({"classification", "next_token"})
 # A decoder's outputs by their exporters' names (transformers/optimum, onnxruntime-genai):
 # `auto` judges its logits [batch, seq, vocab] by the next token and its KV cache
-# (present.N.key|value) as state: a cosine per row.
+# (core/kv_cache.py) as state: a cosine per row.
 DECODER_LOGITS = "logits"
-KV_OUTPUT = ("present", "present_key_values")
-
-
-def is_cache(name: str) -> bool:
-    """Whether an output is a tensor of a decoder's KV cache, by its exporter's name."""
-    return name.split(".")[0] in KV_OUTPUT
 
 
 @dataclass(frozen=True)

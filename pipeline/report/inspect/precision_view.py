@@ -9,7 +9,7 @@ from typing import Any
 from pipeline.core import calibration_file, tables
 from pipeline.core.calibration_file import CalibrationSummary, FallbackRecord
 from pipeline.core.report_file import InspectReport
-from pipeline.report.inspect import mixed_view
+from pipeline.report.inspect import accuracy_view, mixed_view
 
 
 def precision_transform(calibration: CalibrationSummary) -> dict[str, Any]:
@@ -223,63 +223,6 @@ def mark_kept_nodes(report: InspectReport) -> None:
                 node["tooltip"] = f"{node.get('tooltip', '')}\nkept in {kind} by precision.fallback"
 
 
-ACCURACY_HEADERS = [
-    "output",
-    "task",
-    "max abs error",
-    "worst sample rel error",
-    "cosine",
-    "top-1 agreement",
-    "metric",
-]
-
-
-def accuracy_rows(figures: dict[str, Any]) -> list[list[Any]]:
-    """One row per output (and one for a metric of the user's; one for a decoder's KV
-    cache, its worst tensor named); an embedding's or a sequence's cosine is its worst row,
-    with the mean beside it. A figure an entry does not have is left blank."""
-    from pipeline.precision.gate import accuracy
-
-    def num(m: dict[str, Any], key: str, fmt: str = ".3g") -> str:
-        return format(m[key], fmt) if isinstance(m.get(key), (int, float)) else ""
-
-    def name(out: str, m: dict[str, Any]) -> str:
-        if out != accuracy.CACHE or "tensors" not in m:
-            return out
-        worst = m["worst"].get("cosine") or next(iter(m["worst"].values()), "")
-        return f"{out} ({m['tensors']} tensors; worst {worst})"
-
-    return [
-        [
-            name(out, m),
-            m.get("task", ""),
-            num(m, "max_abs_error"),
-            num(m, "rel_error"),
-            num(m, "cosine", ".6f")
-            + (f" (worst row; mean {m['cosine_mean']:.6f})" if "cosine_mean" in m else ""),
-            m.get("top1_agreement", ""),
-            num(m, "metric", ".4g"),
-        ]
-        for out, m in accuracy.folded_cache(figures).items()
-    ]
-
-
-def reference_line(t: dict[str, Any]) -> str:
-    ref = t.get("reference") or {}
-    line = f"- reference inputs: {ref.get('source', 'unknown')}" + (
-        f" ({ref['path']})" if ref.get("path") else ""
-    )
-    if ref.get("random"):
-        line += " — RANDOM inputs, not representative of real inputs"
-    overlap = t.get("reference_overlap")
-    if overlap:
-        line += (
-            f"; {overlap['overlapping_samples']} of {overlap['reference_samples']} reference samples are also "
-            f"calibration samples and were left out"
-        )
-    return line
-
-
 def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
     if not fb:
         return []
@@ -337,7 +280,12 @@ def _int4_line(i4: dict[str, Any], flops: float | None) -> str:
 
 
 def transform_markdown(t: dict[str, Any]) -> list[str]:
-    md = ["## Precision transform", "", f"- {t['precision']}: {t['transform']}", reference_line(t)]
+    md = [
+        "## Precision transform",
+        "",
+        f"- {t['precision']}: {t['transform']}",
+        accuracy_view.reference_line(t),
+    ]
     data = t.get("calibration_data")
     if data:
         md.append(
@@ -349,7 +297,7 @@ def transform_markdown(t: dict[str, Any]) -> list[str]:
         md.append(f"- calibration cache: {'hit' if t.get('calibration_cache_hit') else 'miss'}")
     md += quantization_lines(t.get("quantization"))
     md += standing_lines(t)
-    rows = accuracy_rows(t["accuracy"])
+    rows = accuracy_view.rows(t["accuracy"])
     md += [
         "",
         f"Against the fp32 reference on {t['held_out_batches']} held-out batches"
@@ -357,7 +305,7 @@ def transform_markdown(t: dict[str, Any]) -> list[str]:
         f"{t.get('evaluated_with') or 'onnxruntime'} (gate {'passed' if t['gate_passed'] else 'FAILED'}"
         f"{' on RANDOM inputs' if (t.get('reference') or {}).get('random') else ''}):",
         "",
-        tables.markdown(ACCURACY_HEADERS, rows),
+        tables.markdown(accuracy_view.HEADERS, rows),
         "",
     ]
     q = t.get("quantization")

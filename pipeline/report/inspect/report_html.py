@@ -11,7 +11,7 @@ from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
 from pipeline.core.report_file import InspectReport
 from pipeline.report import templating
-from pipeline.report.inspect import mixed_view, precision_view
+from pipeline.report.inspect import accuracy_view, mixed_view, precision_view
 from pipeline.report.pictures import graph_picture
 
 
@@ -69,7 +69,7 @@ def _transform_context(transform: dict[str, Any] | None) -> dict[str, Any]:
     """The template's view of the precision transform: its lines, tables and searches."""
     t = transform or {}
     return {
-        "reference_line": precision_view.reference_line(t)[2:] if transform else "",
+        "reference_line": accuracy_view.reference_line(t)[2:] if transform else "",
         # report.md's lines on the verdict, the engine's standing and auto's answer
         "standing_lines": [
             line.strip()[2:].replace("**", "") for line in precision_view.standing_lines(t)
@@ -83,8 +83,8 @@ def _transform_context(transform: dict[str, Any] | None) -> dict[str, Any]:
         "quantization_lines": [
             line[2:] for line in precision_view.quantization_lines(t.get("quantization"))
         ],
-        "accuracy_headers": precision_view.ACCURACY_HEADERS,
-        "accuracy_rows": precision_view.accuracy_rows(t["accuracy"]) if transform else [],
+        "accuracy_headers": accuracy_view.HEADERS,
+        "accuracy_rows": accuracy_view.rows(t["accuracy"]) if transform else [],
     }
 
 
