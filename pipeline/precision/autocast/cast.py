@@ -117,6 +117,7 @@ def _convert(
         raise PipelineError(
             f"fp16/bf16 need nvidia-modelopt with its ONNX dependencies: {e}"
         ) from None
+    from pipeline.precision.autocast.linear_cleanup import linear_cleanup
     from pipeline.precision.common.modelopt_log import quiet_modelopt
 
     # A folder of one .npz: AutoCast feeds each file as it is. A single .npz it would split
@@ -129,7 +130,7 @@ def _convert(
     calib.mkdir()
     np.savez(calib / "batch.npz", **calib_inputs)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
     try:
-        with quiet_modelopt(work):
+        with quiet_modelopt(work), linear_cleanup():
             model = convert_to_mixed_precision(
                 onnx_path=str(src),
                 low_precision_type=precision_cfg.low_precision_type,

@@ -31,6 +31,7 @@ import numpy as np
 
 from pipeline.core import console
 from pipeline.core.errors import PipelineError
+from pipeline.precision.autocast.linear_cleanup import linear_cleanup
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -83,7 +84,7 @@ def convert(
     )
     reference = reference_stats(model, src.parent, calib_inputs)
     copy_data_files(model, src.parent, work)
-    with working_directory(work), reads_apart():
+    with working_directory(work), reads_apart(), linear_cleanup():
         low_nodes, high_nodes = classifier.run(reference)
         return converter.convert(high_nodes, low_nodes)
 
