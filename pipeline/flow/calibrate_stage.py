@@ -99,6 +99,8 @@ def _value(entry: Any) -> Any:
 
 def holdout_line(split: Mapping[str, Any]) -> str:
     """How the reference samples split between the search and the verdict."""
+    if split["verdict_samples"] == split["search_samples"] and split.get("note"):
+        return str(split["note"])  # nothing held out: the note says why
     line = (
         f"verdict on {split['verdict_samples']} samples the search never judged; the search "
         f"judged {split['search_samples']}, {split.get('margin', 0):g} inside each threshold"

@@ -23,7 +23,7 @@ def test_decoder_tutorial(in_tmp_repo_copy, monkeypatch):
     repo = in_tmp_repo_copy
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("decoder.md", repo) == ["export_decoder.py"]
-    export, fp16, int8, smoothed, int4 = blocks("decoder.md")
+    export, fp16, int8, smoothed, int4_held_out, int4 = blocks("decoder.md")
     sh(repo, export)
 
     sh(repo, fp16)
@@ -62,9 +62,17 @@ def test_decoder_tutorial(in_tmp_repo_copy, monkeypatch):
     assert any("/mlp/c_fc/" in g["matmuls"][0] for g in smoothing["groups"])  # Gemms smoothed
     assert calibration["calibration"]["data"]["source"] == "prompts"
 
+    failed = sh(repo, int4_held_out, check=False)
+    assert failed.returncode != 0
+    line = next(x for x in failed.stderr.splitlines() if x.startswith("error: accuracy gate"))
+    assert "failed for int4_awq ONNX" in line and "samples the search never judged" in line
+
     sh(repo, int4)
     accuracy = _accuracy(repo)
+    assert "re-reads the search's" in accuracy["holdout"]["note"]
     assert accuracy["gate_passed"]
     data = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())
-    assert "ModelOpt's AWQ stacks the batches" in data["calibration"]["data"]["one_shape"]
+    used = data["calibration"]["data"]
+    assert "every one read" in used["every_shape"] and "one_shape" not in used
+    assert used["num_batches"] == 288  # every prompt's prefill and decode steps
     assert list((repo / "artifacts/build").glob("*/engine.plan"))

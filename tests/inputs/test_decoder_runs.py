@@ -156,3 +156,38 @@ def test_prompts_outside_the_tracked_folder_are_refused(gpt2, tmp_path, monkeypa
     cfg = config(gpt2, "model.prompts=prompts.npy", "model.reference_source=data/reference")
     with pytest.raises(PipelineError, match="not under model.reference_source"):
         stages.export(cfg, Layout(tmp_path / "run"))
+
+
+@pytest.mark.parametrize("streaming", ["auto", "never"])
+def test_int4_awq_reads_every_batch_whatever_its_shape(gpt2, tmp_path, monkeypatch, streaming):
+    """A decoder's prompts give batches of many shapes (each decode step's past one longer):
+    AWQ reads every one of them through the streamed clip search; with streaming switched
+    off, ModelOpt's stacking keeps the largest group of one shape, and says so."""
+    monkeypatch.chdir(tmp_path)
+    rng = np.random.default_rng(2)
+    for folder, n in (("data/reference", 2), ("data/calibration", 4)):
+        (tmp_path / folder).mkdir(parents=True)
+        np.save(tmp_path / folder / "prompts.npy", rng.integers(1, hf.VOCAB, size=(n, 8)))
+    cfg = config(
+        gpt2,
+        "precision=int4_awq",
+        "calibration=prompts",
+        "calibration.path=data/calibration/prompts.npy",
+        f"calibration.streaming={streaming}",
+        "precision.gate.min_cosine=0",  # random weights: which batches AWQ read is the point
+        "precision.gate.min_top1_agreement=0",
+        "precision.gate.max_perplexity_increase=null",
+        "model.prompts=data/reference/prompts.npy",
+        "model.decode_steps=3",
+        "build.reference_engines=never",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path / "run")
+    stages.export(cfg, layout)
+    data = stages.calibrate(cfg, layout)["calibration"]["data"]
+    if streaming == "auto":
+        assert data["num_batches"] == 4 * (1 + 3)  # each prompt's prefill and 3 steps
+        assert "every one read" in data["every_shape"] and "one_shape" not in data
+    else:
+        assert data["num_batches"] == 4 and "every_shape" not in data  # the 4 prefills
+        assert data["one_shape"].startswith("4 of 16 batches")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.flow import calibrate_stage
 from pipeline.precision.fallback import search as fallback
 from pipeline.precision.gate import accuracy, tasks, verdict
 from tests.conftest import compose
@@ -76,6 +77,10 @@ def test_no_holdout_rereads_the_search_samples_and_says_so():
     assert parts.search == parts.verdict
     assert "re-reads the search's 4 samples" in parts.info["note"]
     assert "precision.holdout is 0" in parts.info["note"]
+    # the calibrate table says what the note says, not "samples the search never judged"
+    assert calibrate_stage.holdout_line(parts.info) == parts.info["note"]
+    held = verdict.split(batches(8), 0.25, AXES).info
+    assert calibrate_stage.holdout_line(held).startswith("verdict on 2 samples the search never")
 
 
 def test_the_search_judges_by_a_gate_inside_the_verdicts():

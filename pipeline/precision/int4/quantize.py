@@ -78,8 +78,9 @@ def quantize_int4(
     method = precision_cfg.int4_method
     data = calibration_data.load(calibration_cfg, model_cfg, src) if method in NEEDS_DATA else None
     source = onnx_model.load(src, check=False, weights=False)
-    stream = streamed.chosen(
-        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg, source), source
+    why = streamed.why_not(precision_cfg, calibration_cfg, source)
+    stream = streamed.chosen(calibration_cfg, why, source) or _every_shape(
+        data, why, calibration_cfg
     )
     if not stream:  # ModelOpt takes the weights in memory, and the batches stacked
         streamed.refuse_huge_tensors(source, "int4")
@@ -115,6 +116,25 @@ def quantize_int4(
         "cache": cache,
     }
     return QuantizeResult(summary, data, graphs)
+
+
+def _every_shape(
+    data: CalibrationSet | None, why: str | None, calibration_cfg: CalibrationConfig
+) -> bool:
+    """Whether AWQ streams so that every calibration batch counts: ModelOpt's stacks the
+    batches into one array per input, so of prompts of many lengths it would read only the
+    largest group of one length (a tutorial's decoder: 18 of 288); the streamed clip search
+    runs each batch as it is. Not where streaming is switched off or cannot run."""
+    if data is None or why is not None or calibration_cfg.streaming == "never":
+        return False
+    shapes = {tuple(sorted((k, v.shape) for k, v in b.items())) for b in data.batches}
+    if len(shapes) < 2:
+        return False
+    data.info["every_shape"] = (
+        f"{len(data.batches)} batches of {len(shapes)} shapes, every one read: AWQ through the "
+        f"streamed clip search (ModelOpt's stacks the batches, so only one shape would count)"
+    )
+    return True
 
 
 def _int4_graph(
