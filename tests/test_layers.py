@@ -152,3 +152,15 @@ def test_nothing_outside_the_store_imports_its_private_modules():
                 if n.startswith("pipeline.store._")
             ]
     assert not private, private
+
+
+def test_every_package_of_several_modules_has_a_face():
+    """A package of more than one module says in its __init__ what it holds and which
+    module to enter by: a reader meets the docstring before the files."""
+    faceless = [
+        str(init.parent.relative_to(PACKAGE))
+        for init in PACKAGE.rglob("__init__.py")
+        if len([p for p in init.parent.glob("*.py") if p.name != "__init__.py"]) > 1
+        and not ast.get_docstring(ast.parse(init.read_text()))
+    ]
+    assert not faceless, faceless
