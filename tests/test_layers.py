@@ -164,3 +164,20 @@ def test_every_package_of_several_modules_has_a_face():
         and not ast.get_docstring(ast.parse(init.read_text()))
     ]
     assert not faceless, faceless
+
+
+def test_no_module_is_imported_under_another_modules_name():
+    """`from x import search as fallback` makes a reader meet two names for one module, the
+    second of them another module's or package's."""
+    names = {p.stem for p in PACKAGE.rglob("*.py")} | {
+        p.name for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__"
+    }
+    renamed = [
+        f"{path.relative_to(PACKAGE)}: {alias.name} as {alias.asname}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname in names and alias.asname != alias.name
+    ]
+    assert not renamed, renamed

@@ -21,14 +21,14 @@ def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import engine_sizes, provenance
-    from pipeline.precision import transform as precision
+    from pipeline.precision import transform
     from pipeline.precision.gate import accuracy
 
     provenance.require(layout.export_dir, cfg, "export")
     peak = memory.StagePeak()
     with output_folder.writing(layout, layout.calibrate_dir, stage="calibrate"):
         try:
-            summary = precision.transform(
+            summary = transform.transform(
                 layout.export_dir,
                 layout.calibrate_dir,
                 cfg.precision,

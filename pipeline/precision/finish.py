@@ -91,7 +91,7 @@ def fp16_activations(
     activations; the graph written is judged again, as built."""
     from omegaconf import OmegaConf
 
-    from pipeline.precision.autocast import cast as autocast
+    from pipeline.precision.autocast.cast import autocast
 
     # merge() gives a DictConfig of the same schema: still a PrecisionConfig to its readers
     cast_cfg = cast(
@@ -99,7 +99,7 @@ def fp16_activations(
     )
     with tempfile.TemporaryDirectory(prefix="fp16.") as tmp:
         cast_graph = Path(tmp) / "model.onnx"
-        record = autocast.autocast(dest, cast_graph, cast_cfg, calibration_cfg, first_batch)
+        record = autocast(dest, cast_graph, cast_cfg, calibration_cfg, first_batch)
         replace_graph(dest, cast_graph)
     return {"activations": {"type": "fp16", "autocast": record}}
 

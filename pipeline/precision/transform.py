@@ -190,9 +190,9 @@ def _make_graph(
         return Made(pairs)
     if p.transform == "autocast":
         # The first reference batch tells AutoCast real activation ranges; the rest are held out.
-        from pipeline.precision.autocast import cast as autocast
+        from pipeline.precision.autocast.cast import autocast
 
-        summary["autocast"] = autocast.autocast(src, dest, p, job.calibration, pairs[0][0])
+        summary["autocast"] = autocast(src, dest, p, job.calibration, pairs[0][0])
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
     if p.transform == "auto":
         return _auto(src, dest, pairs, summary, job)
@@ -205,10 +205,10 @@ def _quantized(
     """int8/fp8 (Q/DQ) or int4 over the whole graph, judged on the reference batches that
     are not calibration samples."""
     from pipeline.precision.calibration import data as calibration_data
-    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.int4 import quantize as int4_quantize
     from pipeline.precision.qdq import quantize
 
-    make = int4.quantize_int4 if job.precision.transform == "int4" else quantize.quantize
+    make = int4_quantize.quantize_int4 if job.precision.transform == "int4" else quantize.quantize
     result = make(src, dest, job.precision, job.calibration, job.model)
     summary["calibration"] = result.summary
     if result.data is None:  # int4 round-to-nearest: no calibration data, all of it held out
@@ -229,9 +229,9 @@ def _auto(
 ) -> Made:
     """precision=auto: dest is the searched graph, judged as written by the search on its
     part of the held-out batches."""
-    from pipeline.precision.mixed import make as mixed
+    from pipeline.precision.mixed import make as mixed_make
 
-    parts, found, judged = mixed.make(
+    parts, found, judged = mixed_make.make(
         src,
         dest,
         pairs,
@@ -257,7 +257,7 @@ def _searched(
     """precision.fallback=auto: the judgement, on `batches` (the search's) and under the
     search's gate, of the graph the search left in dest."""
     from pipeline.precision.fallback import cache as fallback_cache
-    from pipeline.precision.fallback import search as fallback
+    from pipeline.precision.fallback import search as fallback_search
 
     assert made.quantized is not None, "transform() searches quantized graphs only"
     searching = job.holdout.searching(job.criteria)
@@ -272,7 +272,7 @@ def _searched(
             searching,
             lambda: job.judge(dest, batches, searching=True),
         )
-    except fallback.SearchFailed as e:
+    except fallback_search.SearchFailed as e:
         # the plain graph's metrics still go to the metrics file
         summary.update(
             e.plain or {}, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}

@@ -18,7 +18,7 @@ from pipeline.graph import onnx_model
 from pipeline.inputs.array_folder import data_sha256
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.common.fp16_nodes import in_fp16
-from pipeline.precision.fallback import search as fallback
+from pipeline.precision.fallback import search as fallback_search
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
 from pipeline.store import FileData
@@ -36,7 +36,7 @@ def cache_inputs(
     ladder: tuple[str, ...] = ("fp16",),
 ) -> dict[str, Any]:
     return {
-        "search_version": fallback.SEARCH_VERSION,
+        "search_version": fallback_search.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
         "kept_in": f"{', then '.join(ladder)} where the gate holds" if mode == "auto" else "fp32",
         **judged_by(pairs, criteria),
@@ -74,16 +74,18 @@ def _searched(
         f"searching for the fewest nodes to keep out of it (groups first, then nodes)"
     )
     try:
-        record = fallback.search(graphs, pairs, criteria, fallback.judged(plain["gate"]))
+        record = fallback_search.search(
+            graphs, pairs, criteria, fallback_search.judged(plain["gate"])
+        )
         final = written(record["kept"])  # as written: the search judged it as emulated
         if not final["gate_passed"]:
             console.warn(
                 f"precision.fallback: the graph written with the search's choice misses the "
-                f"gate as written ({'; '.join(fallback.judged(final['gate'])['failing'])}); "
+                f"gate as written ({'; '.join(fallback_search.judged(final['gate'])['failing'])}); "
                 f"keeping more nodes, each graph judged as written"
             )
             final = written_checks.resume(graphs, record, written)
-    except fallback.SearchFailed as e:
+    except fallback_search.SearchFailed as e:
         e.plain = plain
         raise
     if precision_cfg.fallback == "auto":

@@ -21,7 +21,7 @@ from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
-from pipeline.precision.autocast import cast as autocast
+from pipeline.precision.autocast.cast import autocast, fp16_of
 from pipeline.precision.calibration import cache as calibration_cache
 from pipeline.precision.calibration import data as calibration_data
 from pipeline.precision.common.engine_cost import EngineCost
@@ -81,8 +81,8 @@ def make(
             return judge(dest, parts.search, searching)
 
         def fp16() -> Judgement:
-            cast_cfg = autocast.fp16_of(precision_cfg)
-            autocast.autocast(src, dest, cast_cfg, calibration_cfg, pairs[0][0])
+            cast_cfg = fp16_of(precision_cfg)
+            autocast(src, dest, cast_cfg, calibration_cfg, pairs[0][0])
             return judge(dest, parts.search, searching)
 
         options = {n: graphs.options(n) for n in graphs.candidates()}
@@ -183,11 +183,11 @@ def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
     weights are read, to be stored untransposed)."""
     from pipeline.graph.external_data import write_gathered
     from pipeline.precision.common import streamed
-    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.int4 import quantize as int4_quantize
     from pipeline.precision.qdq import quantize
 
     model = onnx_model.load(src, check=False, weights=False)
-    untransposed = int4.untranspose_gemm_weights(model, src.parent)
+    untransposed = int4_quantize.untranspose_gemm_weights(model, src.parent)
     converted = quantize.qdq_source(model, "fp8" if fp8 else "int8")
     if not untransposed and converted is model:
         return src, model
@@ -241,7 +241,7 @@ def _transform(
     """One type over the whole graph, as precision=int8 / fp8 / int4_* would make it."""
     from omegaconf import OmegaConf
 
-    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.int4 import quantize as int4_quantize
     from pipeline.precision.qdq import quantize
 
     transform = "int4" if kind == "int4" else "qdq"
@@ -250,7 +250,7 @@ def _transform(
         "PrecisionConfig",
         OmegaConf.merge(precision_cfg, {"transform": transform, "quantize_mode": kind}),
     )
-    make = int4.quantize_int4 if kind == "int4" else quantize.quantize
+    make = int4_quantize.quantize_int4 if kind == "int4" else quantize.quantize
     (work / kind).mkdir()
     return make(src, work / kind / "model.onnx", cfg, calibration_cfg, model_cfg)
 

@@ -4,7 +4,7 @@ held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedS
 
 1. The all-fp32 graph must pass, else no assignment can and the search stops.
 2. Sensitivity: each (GEMM, type) alone, every other GEMM in fp32: how far it moves the gate
-   score (fallback.score: 1.0 is the threshold). What is measured and cached by content are
+   score (fallback_search.score: 1.0 is the threshold). What is measured and cached by content are
    the accuracy figures, which any gate judges: a new gate measures nothing again.
 3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
    the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
@@ -25,7 +25,7 @@ from typing import Any, cast
 from pipeline.core import console
 from pipeline.core.calibration_file import Judgement
 from pipeline.precision.common import search_progress
-from pipeline.precision.fallback import search as fallback
+from pipeline.precision.fallback import search as fallback_search
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
 from pipeline.precision.mixed import record as search_record
@@ -49,7 +49,7 @@ class Judge:
         pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
     ) -> None:
-        self.evaluator: fallback.Evaluator[Assignment] = fallback.Evaluator(
+        self.evaluator: fallback_search.Evaluator[Assignment] = fallback_search.Evaluator(
             outputs, pairs, criteria
         )
         self.seen: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
@@ -74,7 +74,7 @@ def search(
     started = time.perf_counter()
     candidates = graphs.candidates()
     if not candidates:
-        raise fallback.SearchFailed(
+        raise fallback_search.SearchFailed(
             "precision=auto: the graph has no MatMul, Gemm or Conv with a constant weight that "
             "precision.search_types can take",
             {"candidates": 0},
@@ -125,10 +125,10 @@ def search(
 def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
     """The all-fp32 graph's judgement, from its figures: it must pass, or nothing can."""
     whole = figures[""].get("all", figures[""]["fp32"])  # on every batch
-    base = fallback.judged(accuracy.check_gate(whole, judge.evaluator.criteria.gate))
+    base = fallback_search.judged(accuracy.check_gate(whole, judge.evaluator.criteria.gate))
     judge.seen[()] = base
     if not base["passed"]:
-        raise fallback.SearchFailed(
+        raise fallback_search.SearchFailed(
             f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
             f"so the gate itself is out of reach on this reference data",
             {"candidates": candidates, "all_fp32": base},
@@ -157,7 +157,7 @@ def _sensitivity(figures: Figures, criteria: accuracy.Criteria) -> Sensitivity:
     """The gate score each (GEMM, type) adds to the all-fp32 graph's, under this gate."""
 
     def score(f: dict[str, dict[str, Any]]) -> float:
-        return fallback.score(accuracy.check_gate(f, criteria.gate))
+        return fallback_search.score(accuracy.check_gate(f, criteria.gate))
 
     base = score(figures[""]["fp32"])
     return {
@@ -275,7 +275,7 @@ def resume(
 
     got = written_checks.fewest_passing(len(order), judged)
     if got is None:
-        raise fallback.SearchFailed(
+        raise fallback_search.SearchFailed(
             "precision=auto: the chosen graph misses the gate as written, and so does every "
             "graph with more of its GEMMs in fp32 up to all of them",
             record,
