@@ -1,6 +1,6 @@
 """DVC stage `calibrate`: see dvc.yaml for its params, deps and outs."""
 
-from pipeline.core import cli, config
+from pipeline.core import config, exits
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 
@@ -10,4 +10,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    exits.run(main)

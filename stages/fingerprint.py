@@ -3,7 +3,7 @@
 It runs on every `dvc repro`, so it reads only the build settings it needs
 (pipeline/machine/build_settings.py), not the whole validated config."""
 
-from pipeline.core import cli
+from pipeline.core import exits
 from pipeline.core.layout import Layout
 from pipeline.flow import fingerprint_stage
 from pipeline.machine import build_settings
@@ -14,4 +14,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    exits.run(main)

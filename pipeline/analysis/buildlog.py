@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from pipeline.analysis import fusion, plan_dump, report_layers
+from pipeline.analysis import engine_layers, fusion, plan_dump
 from pipeline.analysis.fusion import FusionMeasure
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
@@ -143,7 +143,7 @@ def summarize(records: Iterable[Record]) -> BuildLogSummary:
         "fusion_event_count": len(scan.events),
         "engine_layers": scan.engine_layers,
         "engine_plan": scan.plan,
-        "engine_precisions": report_layers.histogram(known) if known else {},
+        "engine_precisions": engine_layers.histogram(known) if known else {},
         "memory": scan.memory,
         "layer_memory": scan.layer_memory,
         "peak_memory_mib": peak_memory_mib,
@@ -175,11 +175,11 @@ def _read_structure(scan: _LogScan, line: str, phase: str) -> None:
     """The one thing a line can say about the graph: a parsed node, an optimizer pass, a
     region's fused nodes, an engine layer, a layer's memory, or a fusion event."""
     if phase == "parse" and (m := _PARSED_NODE.match(line)):
-        scan.parsed[m.group(1)] = {"op": m.group(2), "dtype": report_layers.dtype(m.group(3))}
+        scan.parsed[m.group(1)] = {"op": m.group(2), "dtype": engine_layers.dtype(m.group(3))}
     elif m := _LAYERS.match(line):
         scan.passes.append({"pass": m.group(1), "layers": int(m.group(2))})
     elif m := _FUSED.match(line):
-        nodes = report_layers.onnx_nodes(m.group(2))
+        nodes = engine_layers.onnx_nodes(m.group(2))
         scan.fused.append({"layer": m.group(1), "onnx_nodes": nodes})
         scan.events.append(
             {"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"}
@@ -241,11 +241,11 @@ def region_precision(nodes: list[str], parsed: dict[str, dict[str, str]]) -> str
     counts = Counter(
         parsed[n]["dtype"]
         for n in nodes
-        if n in parsed and parsed[n]["dtype"] in report_layers.COMPUTE_ORDER
+        if n in parsed and parsed[n]["dtype"] in engine_layers.COMPUTE_ORDER
     )
     if not counts:
         return None
-    return min(counts, key=lambda d: (-counts[d], report_layers.COMPUTE_ORDER.index(d)))
+    return min(counts, key=lambda d: (-counts[d], engine_layers.COMPUTE_ORDER.index(d)))
 
 
 def compile_patterns(patterns: Iterable[str], key: str) -> list[re.Pattern[str]]:
@@ -285,7 +285,7 @@ def format_log(records: Iterable[Record], redactions: Iterable[str] = ()) -> str
     patterns = compile_redactions(redactions)
     out = []
     for r in records:
-        text = report_layers.METADATA_SEPARATORS.sub(" ", redact(r.message, patterns))
+        text = engine_layers.METADATA_SEPARATORS.sub(" ", redact(r.message, patterns))
         first, *rest = text.split("\n") or [""]
         out.append(f"{r.seconds:9.3f} {r.severity.upper():<14} {r.phase:<6} {first}\n")
         out.extend(f"{'':9} {'':<14} {'':<6}   {line}\n" for line in rest)

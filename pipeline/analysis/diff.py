@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.analysis import buildlog, report_layers
+from pipeline.analysis import buildlog, engine_layers
 from pipeline.core import fileio, report_file, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
@@ -96,7 +96,7 @@ def _view(
     engine_prec: dict[str, int],
     network_prec: dict[str, int] | None = None,
 ) -> dict[str, Any]:
-    layers = {l["name"]: l.get("precision") or report_layers.network_precision(l) for l in network}
+    layers = {l["name"]: l.get("precision") or engine_layers.network_precision(l) for l in network}
     memory = log.get("memory") or {}
     # Older summaries (no fusion_basis) divided by the optimizer's region count: not comparable.
     fused = log if "fusion_basis" in log else {}
@@ -117,15 +117,15 @@ def _view(
         "engine_precisions": engine_prec,
         "network_precisions": network_prec
         if network_prec is not None
-        else report_layers.histogram({"precision": p} for p in layers.values()),
+        else engine_layers.histogram({"precision": p} for p in layers.values()),
         "layer_precisions": layers,
     }
 
 
 def _rank(precision: str | None) -> int | None:
     return (
-        report_layers.COMPUTE_ORDER.index(precision)
-        if precision in report_layers.COMPUTE_ORDER
+        engine_layers.COMPUTE_ORDER.index(precision)
+        if precision in engine_layers.COMPUTE_ORDER
         else None
     )
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.analysis import report_layers
+from pipeline.analysis import engine_layers
 from pipeline.core import machine_settings
 from pipeline.core.errors import PipelineError
 from pipeline.core.machine_settings import Fingerprint
@@ -45,4 +45,4 @@ def inspect(engine_path: Path, fingerprint: Fingerprint) -> dict[str, Any]:
         doc = engine_information(engine_path, machine_settings.trt_flavour(fingerprint))
     except PipelineError as e:
         return {"available": False, "reason": str(e)}
-    return {"available": True, **report_layers.from_inspector_json(doc)}
+    return {"available": True, **engine_layers.from_inspector_json(doc)}

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from pipeline.analysis import report_layers
+from pipeline.analysis import engine_layers
 
 MATRIX_OPS = frozenset(
     {
@@ -38,9 +38,9 @@ MATRIX_OPS = frozenset(
 def kernel_of(layers: list[dict[str, Any]]) -> dict[str, Any]:
     """The layer that does a matrix node's arithmetic, from those that name it."""
     kernels = [
-        l for l in layers if report_layers.is_matrix_kernel(l.get("type", ""), l["name"])
+        l for l in layers if engine_layers.is_matrix_kernel(l.get("type", ""), l["name"])
     ] or layers
-    order = report_layers.COMPUTE_ORDER
+    order = engine_layers.COMPUTE_ORDER
     return min(
         kernels,
         key=lambda l: order.index(l["precision"]) if l["precision"] in order else len(order),

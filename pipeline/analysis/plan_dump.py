@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pipeline.analysis import report_layers
+from pipeline.analysis import engine_layers
 
 ENGINE_LAYER = re.compile(r"^Layer\(([^)]*)\): (.+?), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*)$")
 _IO_TENSOR = re.compile(r"\s*(.+?) \((\w+)\[([-\d,]*)\]\)(?:,|$)")
@@ -32,7 +32,7 @@ def _io_side(text: str) -> list[dict[str, Any]]:
     return [
         {
             "name": m.group(1).strip(),
-            "dtype": report_layers.dtype(m.group(2)),
+            "dtype": engine_layers.dtype(m.group(2)),
             "shape": _dims(m.group(3)),
             "format": "",
         }
@@ -43,11 +43,11 @@ def _io_side(text: str) -> list[dict[str, Any]]:
 def engine_layer(m: re.Match[str]) -> dict[str, Any]:
     ins, _, outs = m.group(4).partition(" -> ")
     inputs, outputs = _io_side(ins), _io_side(outs)
-    matrix = report_layers.is_matrix_kernel(m.group(1), m.group(2))
+    matrix = engine_layers.is_matrix_kernel(m.group(1), m.group(2))
     return {
         "name": m.group(2),
         "type": m.group(1),
-        "precision": report_layers.layer_precision(inputs, outputs, matrix),
+        "precision": engine_layers.layer_precision(inputs, outputs, matrix),
         "inputs": inputs,
         "outputs": outputs,
         "onnx_nodes": [],
@@ -91,7 +91,7 @@ def parse_plan_dump(message: str) -> dict[str, Any] | None:
                     "Dimensions": _dims(m.group(4)),
                 }
             )
-    parsed = report_layers.from_inspector_json({"Layers": raw_layers, "I/O Tensors": io})
+    parsed = engine_layers.from_inspector_json({"Layers": raw_layers, "I/O Tensors": io})
     return {
         "source": "build log (ProfilingVerbosity.DETAILED)",
         "layers": parsed["layers"],

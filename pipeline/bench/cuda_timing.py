@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.bench import timing
+from pipeline.bench import measure_loop
 from pipeline.machine.cudart import Cuda
 
 Stage = tuple[str, Callable[[], None]]
@@ -23,7 +23,7 @@ Stage = tuple[str, Callable[[], None]]
 def measure(
     stages: Sequence[Stage],
     stream: int,
-    budget: timing.Budget,
+    budget: measure_loop.Budget,
     progress: Callable[[float], None] | None = None,
     cuda: Cuda | None = None,
 ) -> dict[str, np.ndarray]:
@@ -52,7 +52,7 @@ def measure(
         total.append(cuda.elapsed_ms(events[0], last))
 
     try:
-        host = timing.measure(iteration, budget, progress=progress, after=read_events)
+        host = measure_loop.measure(iteration, budget, progress=progress, after=read_events)
     finally:
         for event in events:
             cuda.release("cudaEventDestroy", event)
@@ -66,9 +66,9 @@ def measure(
 def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict[str, Any]:
     """Host latency stats at the top level (comparable with CPU backends), GPU
     stats per stage under "gpu"."""
-    out = timing.stats(times["host"], batch, min_tail_samples)
+    out = measure_loop.stats(times["host"], batch, min_tail_samples)
     out["gpu"] = {
-        f"{name}_ms": _brief(timing.stats(v, batch, min_tail_samples))
+        f"{name}_ms": _brief(measure_loop.stats(v, batch, min_tail_samples))
         for name, v in times.items()
         if name != "host"
     }

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.bench import cuda_timing, decoder_bench, timing
+from pipeline.bench import cuda_timing, decoder_bench, measure_loop
 from pipeline.bench.bench_shapes import Pair, Point, locate
 from pipeline.bench.runner import Feeds, Runner
 from pipeline.core import console
@@ -44,9 +44,9 @@ def _summarise(
     if len(times) > 1:
         out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
     else:
-        out = timing.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
+        out = measure_loop.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
     n = len(times["host"])
-    if timing.Budget.of(bench_cfg).cut_short(n):
+    if measure_loop.Budget.of(bench_cfg).cut_short(n):
         out["cut_short"] = (
             f"stopped by benchmark.max_duration_s={bench_cfg.max_duration_s} after {n} "
             f"iteration(s), short of benchmark.min_iterations={bench_cfg.min_iterations}"

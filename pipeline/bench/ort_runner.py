@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.bench import timing
+from pipeline.bench import measure_loop
 from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
 from pipeline.graph import onnx_runtime
 
@@ -43,5 +43,7 @@ class OrtRunner(Runner):
         progress: Progress | None = None,
     ) -> tuple[dict[str, np.ndarray], Notes]:
         run, names = self.session.run, self.output_names
-        host = timing.measure(lambda: run(names, feeds), timing.Budget.of(bench_cfg), progress)
+        host = measure_loop.measure(
+            lambda: run(names, feeds), measure_loop.Budget.of(bench_cfg), progress
+        )
         return {"host": host}, {}

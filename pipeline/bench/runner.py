@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.bench.timing import BudgetSettings
+from pipeline.bench.measure_loop import BudgetSettings
 
 Feeds = dict[str, np.ndarray]
 Progress = Callable[[float], None]

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pipeline.bench import cuda_timing, timing
+from pipeline.bench import cuda_timing, measure_loop
 from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
@@ -108,13 +108,13 @@ class TorchRunner(Runner):
             return times, {"device_copies": copies, "cuda_graph": graph}
         net, args, cfg = self.net, self._args(feeds), bench_cfg
         with self.torch.inference_mode():
-            host = timing.measure(lambda: net(*args), timing.Budget.of(cfg), progress)
+            host = measure_loop.measure(lambda: net(*args), measure_loop.Budget.of(cfg), progress)
         return {"host": host}, {}
 
     def _time_cuda(
         self,
         feeds: Feeds,
-        cfg: timing.BudgetSettings,
+        cfg: measure_loop.BudgetSettings,
         progress: Progress | None,
         copies: bool,
         cuda_graph: bool,
@@ -158,7 +158,7 @@ class TorchRunner(Runner):
                 + [("compute", compute)]
                 + ([("d2h", d2h)] if copies else [])
             )
-            times = cuda_timing.measure(stages, handle, timing.Budget.of(cfg), progress, cuda)
+            times = cuda_timing.measure(stages, handle, measure_loop.Budget.of(cfg), progress, cuda)
             if not copies:
                 d2h()
             stream.synchronize()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.bench import cuda_timing, timing
+from pipeline.bench import cuda_timing, measure_loop
 from pipeline.bench.runner import Feeds, LayerRow, Notes, Progress, Runner, TimingSettings
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
@@ -156,7 +156,7 @@ class EngineRunner(Runner):
         times = cuda_timing.measure(
             stages,
             self.stream,
-            timing.Budget.of(bench_cfg),
+            measure_loop.Budget.of(bench_cfg),
             progress,
             self.cuda,
         )

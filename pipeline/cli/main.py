@@ -12,7 +12,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from pipeline.cli import commands as cmd
-from pipeline.core import cli
+from pipeline.core import exits
 
 # The modules of cli/commands/, in the order `--help` lists them.
 COMMANDS = (
@@ -105,8 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The `trt-pipeline` console script."""
-    cli.run(main)
+    exits.run(main)
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    exits.run(main)

@@ -125,6 +125,6 @@ def complete(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    from pipeline.core import cli
+    from pipeline.core import exits
 
-    cli.run(lambda: main_checked(sys.argv))
+    exits.run(lambda: main_checked(sys.argv))

@@ -1,5 +1,5 @@
 """What a quantized graph goes through after its family made it and its search settled:
-embedding tables in the cheapest type the gate holds in (tables.py), int4's activations in
+embedding tables in the cheapest type the gate holds in (embedding_tables.py), int4's activations in
 fp16, and the view of what is quantized that calibration.json and the report show."""
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ def cheapest_tables(
     precision_cfg: PrecisionConfig,
     criteria: accuracy.Criteria,
 ) -> dict[str, Any]:
-    """The quantized graph's embedding tables (tables.py) in the cheapest type the gate
+    """The quantized graph's embedding tables (embedding_tables.py) in the cheapest type the gate
     holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
     searching int4), else fp16; its judgement, and `tables` saying what was done."""
-    from pipeline.precision import tables
+    from pipeline.precision import embedding_tables
     from pipeline.precision.int4 import rtn as streamed_int4
 
     graph = onnx_model.load(dest, check=False, weights=False)
-    names = tables.candidates(graph)
+    names = embedding_tables.candidates(graph)
     if not names:
         return {}
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
@@ -47,9 +47,9 @@ def cheapest_tables(
         with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
             trial = Path(tmp) / "model.onnx"
             made_tables = (
-                tables.in_int4(model, names, dest.parent, int(precision_cfg.block_size))
+                embedding_tables.in_int4(model, names, dest.parent, int(precision_cfg.block_size))
                 if kind == "int4"
-                else tables.in_fp16(model, names, dest.parent)
+                else embedding_tables.in_fp16(model, names, dest.parent)
             )
             calibration_cache.save_beside(made_tables, trial, dest.parent)
             judged = judge(trial, batches, precision_cfg, criteria)

@@ -162,12 +162,12 @@ def _split_for(dest: Path, made: Made, job: Job) -> verdict.Split:
     """The batches a search judges and those the verdict judges: split where the quantized
     graph's kept nodes (the fallback) or its embedding tables' types will be chosen by
     measurement; else every held-out batch is the verdict's."""
-    from pipeline.precision import tables
+    from pipeline.precision import embedding_tables
 
     if made.quantized is None:
         return verdict.unsplit(made.held_out)
     if job.precision.fallback == "none":
-        if not tables.candidates(onnx_model.load(dest, check=False, weights=False)):
+        if not embedding_tables.candidates(onnx_model.load(dest, check=False, weights=False)):
             return verdict.unsplit(made.held_out)
     return job.holdout.split(made.held_out)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import jinja2
 
-from pipeline.analysis.report_layers import PRECISION_COLOURS
+from pipeline.analysis.engine_layers import PRECISION_COLOURS
 from pipeline.core.numbers import MIB, fmt
 
 

@@ -23,8 +23,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from pipeline.core import config, fileio, models
-from pipeline.core.cli import one_line
 from pipeline.core.errors import PipelineError
+from pipeline.core.exits import one_line
 from pipeline.core.layout import Layout
 from pipeline.core.numbers import MIB
 from pipeline.core.stage_names import JOB_STAGES

@@ -8,7 +8,7 @@ DETAILED build (`Datatype` and `Format` apart, `Metadata` joined by \\x1f)."""
 
 import pytest
 
-from pipeline.analysis import engine_inspector, report_layers
+from pipeline.analysis import engine_inspector, engine_layers
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.flow import stages
@@ -183,7 +183,7 @@ TRT11 = {
 
 
 def test_tensorrt10_layout():
-    parsed = report_layers.from_inspector_json(TRT10)
+    parsed = engine_layers.from_inspector_json(TRT10)
     assert parsed["layout"] == "TensorRT 10 (Bindings)"
     reformat, conv, out = parsed["layers"]
     assert reformat["precision"] == "fp32" and reformat["outputs"][0]["dtype"] == "fp16"
@@ -207,7 +207,7 @@ def test_tensorrt10_layout():
 
 
 def test_tensorrt11_layout():
-    parsed = report_layers.from_inspector_json(TRT11)
+    parsed = engine_layers.from_inspector_json(TRT11)
     assert parsed["layout"] == "TensorRT 11 (I/O Tensors)"
     move, conv = parsed["layers"]
     assert (
@@ -229,17 +229,17 @@ def test_tensorrt11_layout():
         {"name": "input_0", "mode": "Input", "dtype": "fp32", "shape": [1, 3, 224, 224]},
         {"name": "output_0", "mode": "Output", "dtype": "fp32", "shape": [1, 1000]},
     ]
-    assert report_layers.histogram(parsed["layers"]) == {"fp16": 1, "fp32": 1}
+    assert engine_layers.histogram(parsed["layers"]) == {"fp16": 1, "fp32": 1}
 
 
 def test_layer_names_only_and_bad_input():
-    parsed = report_layers.from_inspector_json(
+    parsed = engine_layers.from_inspector_json(
         {"Layers": ["conv1 + relu1", "fc"], "Bindings": ["x", "y"]}
     )
     assert [l["name"] for l in parsed["layers"]] == ["conv1 + relu1", "fc"]
     assert "ProfilingVerbosity.DETAILED" in parsed["layout"]
     with pytest.raises(PipelineError, match="no 'Layers' list"):
-        report_layers.from_inspector_json({"Bindings": []})
+        engine_layers.from_inspector_json({"Bindings": []})
 
 
 def test_dtype_words_of_every_layout():
@@ -256,7 +256,7 @@ def test_dtype_words_of_every_layout():
         "half": "fp16",
         "bf16": "bf16",
     }
-    assert {k: report_layers.dtype(k) for k in cases} == cases
+    assert {k: engine_layers.dtype(k) for k in cases} == cases
 
 
 def test_why_the_inspector_cannot_run_here():

@@ -90,7 +90,7 @@ def test_auto_answers_fp16_where_no_type_per_gemm_beats_its_engine(tmp_path, cap
     assert summary["gate_passed"] and mixed["answer"] == "fp16"
     assert "the answer is the fp16 graph" in capsys.readouterr().err
     assert mixed["graphs_judged"] == 1 and "Cast" in summary["ops"]
-    assert built["against"]["fp16"] <= 1.0  # its embedding table in fp16 too (tables.py)
+    assert built["against"]["fp16"] <= 1.0  # its embedding table in fp16 too (embedding_tables.py)
     # the report says it, with the engine beside the references
     stages.inspect(compose(*over, f"calibration.cache_dir={tmp_path / 'cache'}"), layout)
     page = (layout.inspect_dir / "report.md").read_text()

@@ -7,7 +7,7 @@ import time
 
 from onnx import TensorProto, helper
 
-from pipeline.analysis import node_precision, report_layers
+from pipeline.analysis import engine_layers, node_precision
 from pipeline.core import fileio
 from pipeline.flow import stages
 from pipeline.report.inspect import report_graph, report_html, report_markdown
@@ -236,12 +236,12 @@ def test_a_gemm_is_its_kernel_not_its_epilogue():
 
     def layer(name, kind, ins, outs, nodes):
         inputs, outputs = [{"dtype": d} for d in ins], [{"dtype": d} for d in outs]
-        matrix = report_layers.is_matrix_kernel(kind, name)
+        matrix = engine_layers.is_matrix_kernel(kind, name)
         return {
             "name": name,
             "type": kind,
             "onnx_nodes": nodes,
-            "precision": report_layers.layer_precision(inputs, outputs, matrix),
+            "precision": engine_layers.layer_precision(inputs, outputs, matrix),
         }
 
     layers = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.analysis import buildlog, node_precision, report_layers
+from pipeline.analysis import buildlog, engine_layers, node_precision
 from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
@@ -72,11 +72,11 @@ def _onnx_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     out = {}
     for vi in list(model.graph.value_info) + list(model.graph.output) + list(model.graph.input):
         name = onnx.TensorProto.DataType.Name(vi.type.tensor_type.elem_type).lower()
-        out[vi.name] = "fp8" if name.startswith("float8") else report_layers.dtype(name)
+        out[vi.name] = "fp8" if name.startswith("float8") else engine_layers.dtype(name)
     return out
 
 
-def engine_layers(
+def layers_of_engine(
     summary: BuildLogSummary, inspection: dict[str, Any] | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, bool]:
     """(layers, I/O tensors, where they came from, whether they are the engine's real layers)."""
@@ -139,9 +139,9 @@ def make_report(
 ) -> InspectReport:
     manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
-    network = [{**l, "precision": report_layers.network_precision(l)} for l in network]
+    network = [{**l, "precision": engine_layers.network_precision(l)} for l in network]
     dtype_hist = _output_dtypes(network)
-    layers, io_tensors, source, detailed = engine_layers(summary, inspection)
+    layers, io_tensors, source, detailed = layers_of_engine(summary, inspection)
     live = [n.name for n in report_graph.live_nodes(built_model)]
     precision_of = node_precision.resolver(
         {n.name: n.op_type for n in built_model.graph.node},
@@ -206,7 +206,7 @@ def _network_section(
         "layers": network if inspect_cfg.network_layers else [],
         "layer_count": len(network),
         "output_dtypes": dtype_hist,
-        "precisions": report_layers.histogram(network),
+        "precisions": engine_layers.histogram(network),
     }
 
 
@@ -227,6 +227,6 @@ def _engine_section(
         "layers_detailed": detailed,
         "layers": layers,
         "io_tensors": io_tensors,
-        "precisions": report_layers.histogram(layers) if layers else {},
+        "precisions": engine_layers.histogram(layers) if layers else {},
         "inspector": inspector,
     }

@@ -10,7 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pipeline.analysis import fusion, node_precision, report_layers
+from pipeline.analysis import engine_layers, fusion, node_precision
 
 if TYPE_CHECKING:
     import onnx
@@ -99,9 +99,9 @@ def onnx_graph(
 def _group_node(gid: str, label: str, members: list[dict[str, Any]]) -> dict[str, Any]:
     """A folded block takes the colour of its GEMMs and convolutions, where the work is:
     an int8 transformer layer is mostly fp32 Adds and Q/DQ by count, int8 by arithmetic."""
-    mix = report_layers.histogram(members)
+    mix = engine_layers.histogram(members)
     matrix = [m for m in members if m["label"] in node_precision.MATRIX_OPS]
-    top = next(iter(report_layers.histogram(matrix or members)), "unknown")
+    top = next(iter(engine_layers.histogram(matrix or members)), "unknown")
     ops = Counter(
         m["label"] for m in members if m["label"] not in fusion.NON_COMPUTE_OPS
     ).most_common(3)
