@@ -1,7 +1,7 @@
 """docs/tutorials/detector-and-ocr.md's recognizer (sections 4-6), run as written in a fresh
 copy of the repository: judged by what it reads, int8 whose verdict on held-out lines fails
 and then holds with a larger margin, and a type per layer by what the engine costs. Its
-detector is tests/e2e/test_tutorials.py's (a module of its own: the two run side by side)."""
+detector is tests/e2e/test_tutorials_detector.py's (a module of its own: the two run side by side)."""
 
 from __future__ import annotations
 
