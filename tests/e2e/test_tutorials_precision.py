@@ -1,6 +1,7 @@
 """The precision tutorials in docs/tutorials/ (an int8 transformer, precision=auto, a
-Hugging Face transformer; int4 and streamed transforms are test_tutorials_int4.py's), run as written, as
-test_tutorials.py runs the workflow ones (tests/e2e/tutorial_pages.py reads the pages)."""
+Hugging Face transformer; int4 and streamed transforms are test_tutorials_int4.py's), run
+as written, as test_tutorials.py runs the workflow ones (tests/e2e/tutorial_pages.py reads
+the pages)."""
 
 from __future__ import annotations
 
