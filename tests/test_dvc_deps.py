@@ -85,7 +85,7 @@ def pipeline_stages(dvc_yaml: Path, machine: Path) -> dict:
 
 
 REPO_STAGES = (REPO / "dvc.yaml", REPO / "machine/dvc.yaml")
-INIT_FILES = REPO / "pipeline/cli/init_files"
+INIT_FILES = REPO / "pipeline/cli/init/files"
 
 
 @pytest.mark.parametrize("stage", STAGES)
@@ -133,7 +133,7 @@ def test_the_several_models_dvc_yaml_runs_each_stage_per_model_on_its_own_params
     """init's dvc.yaml for several models: each stage but the fingerprint a foreach over the
     models, tracking that model's own groups (model_params) and writing under its key; then
     one index across them."""
-    files = REPO / "pipeline/cli/init_files"
+    files = REPO / "pipeline/cli/init/files"
     stages = yaml.safe_load((files / "dvc_models.yaml.in").read_text())["stages"]
     assert tuple(stages) == (*STAGES[1:], INDEX)
     machine = yaml.safe_load((files / "dvc_machine.yaml.in").read_text())["stages"]

@@ -204,7 +204,7 @@ def _several_models_stages() -> dict[str, Any]:
 
     import yaml
 
-    text = resources.files("pipeline").joinpath("cli/init_files/dvc_models.yaml.in").read_text()
+    text = resources.files("pipeline").joinpath("cli/init/files/dvc_models.yaml.in").read_text()
     return {n: s.get("do", s) for n, s in yaml.safe_load(text)["stages"].items()}
 
 

@@ -69,7 +69,7 @@ def test_a_one_model_project_becomes_one_of_several(one):
     assert params["models"]["first"]["profile"]["shapes"] == {"features": ["1x16", "2x16", "4x16"]}
     assert params["models"]["second"]["precision"]["name"] == "fp32"
     assert (one / "dvc.yaml").read_text() == (
-        REPO / "pipeline/cli/init_files/dvc_models.yaml.in"
+        REPO / "pipeline/cli/init/files/dvc_models.yaml.in"
     ).read_text()
     assert "export" not in yaml.safe_load((one / "dvc.lock").read_text())["stages"]
     (engine,) = (one / "artifacts/build").glob("*/engine.plan")

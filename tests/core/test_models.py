@@ -82,7 +82,7 @@ def test_a_jobs_key_takes_its_models_files_from_the_several_models_dvc_yaml(two,
     raw.models.rec.model.source = "models/rec.onnx"
     raw.sweep.model = "rec"
     (tmp_path / "dvc.yaml").write_text(
-        (REPO / "pipeline/cli/init_files/dvc_models.yaml.in").read_text()
+        (REPO / "pipeline/cli/init/files/dvc_models.yaml.in").read_text()
     )
     static, from_config = job_cache.dvc_deps(tmp_path, config.validate(models.swept(raw)))
     assert "models/rec.onnx" in from_config and "data/calibration" in static

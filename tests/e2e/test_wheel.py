@@ -77,7 +77,7 @@ def test_the_wheel_carries_the_package_and_no_generic_top_level_module(wheel):
         "pipeline/conf/benchmark/plot_by_backend.json",
         "pipeline/zoo/cnn_classifier.py",
         "pipeline/zoo/onnx/tiny_mlp.onnx",
-        "pipeline/cli/init_files/dvc.yaml.in",
+        "pipeline/cli/init/files/dvc.yaml.in",
         "pipeline/report/templates/report.html.j2",
     ):
         assert needed in names, needed

@@ -42,19 +42,19 @@ def add_parser(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pipeline.cli import init, init_ci
+    from pipeline.cli.init import ci, project
     from pipeline.core import config
 
-    if not (args.ci and init.RECORD.is_file() and not args.model):
-        init.main(args.model)
+    if not (args.ci and project.RECORD.is_file() and not args.model):
+        project.main(args.model)
     if args.ci:
-        print(f"wrote {init_ci.write(args.ci, config.load(Path('params.yaml')).pin)}")
+        print(f"wrote {ci.write(args.ci, config.load(Path('params.yaml')).pin)}")
     return 0
 
 
 def add_model(args: argparse.Namespace) -> int:
-    from pipeline.cli import init
+    from pipeline.cli.init import project
 
-    for line in init.add_model(args.path, args.name):
+    for line in project.add_model(args.path, args.name):
         print(line)
     return 0

@@ -1,6 +1,6 @@
 """The config `trt-pipeline init` writes for several models, and `trt-pipeline add-model`:
 conf/config.yaml selects conf/models/<name>.yaml, one file per model (Hydra places each at
-models.<name>), and dvc.yaml runs every stage per model (init_files/dvc_models.yaml.in)."""
+models.<name>), and dvc.yaml runs every stage per model (files/dvc_models.yaml.in)."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from pipeline.cli import init_models
+from pipeline.cli.init import several
 from pipeline.core import dvc_yaml, fileio
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.layout import model_name_problem
@@ -166,20 +166,20 @@ def _params() -> str:
 def _own_files(models: list[str]) -> dict[str, str]:
     """dvc.yaml and conf/: one model as config.yaml's own, or several, a file each."""
     # Shipped as .in: DVC collects every dvc.yaml in a repository, a template's too.
-    machine = {dvc_yaml.MACHINE: _package_text("cli", "init_files", "dvc_machine.yaml.in")}
+    machine = {dvc_yaml.MACHINE: _package_text("cli", "init", "files", "dvc_machine.yaml.in")}
     if len(models) <= 1:
         return {
-            "dvc.yaml": _package_text("cli", "init_files", "dvc.yaml.in"),
+            "dvc.yaml": _package_text("cli", "init", "files", "dvc.yaml.in"),
             **machine,
             "conf/config.yaml": config_yaml(_model_path(models[0]) if models else None),
         }
-    names = init_models.names_of(models)
+    names = several.names_of(models)
     return {
-        "dvc.yaml": _package_text("cli", "init_files", "dvc_models.yaml.in"),
+        "dvc.yaml": _package_text("cli", "init", "files", "dvc_models.yaml.in"),
         **machine,
-        "conf/config.yaml": init_models.config_yaml(names),
+        "conf/config.yaml": several.config_yaml(names),
         **{
-            f"conf/models/{name}.yaml": init_models.model_yaml(name, _model_path(path))
+            f"conf/models/{name}.yaml": several.model_yaml(name, _model_path(path))
             for name, path in zip(names, models)
         },
     }
@@ -190,7 +190,7 @@ def run(models: list[str] | None = None) -> list[str]:
     root = _git_root()
     files = {
         **_own_files(models or []),
-        "data/README.md": _package_text("cli", "init_files", "data_README.md"),
+        "data/README.md": _package_text("cli", "init", "files", "data_README.md"),
         "data/reference/.gitkeep": "",
         "data/calibration/.gitkeep": "",
         ".dvc/plots/trt_by_backend.json": _package_text(
@@ -226,16 +226,16 @@ def add_model(path: str, name: str | None = None) -> list[str]:
     """conf/models/<name>.yaml for the ONNX file at `path`, listed in conf/config.yaml, and
     params.yaml composed again; dvc.yaml's stages run per model, so they take it as it is.
     A project of one model becomes one of several first (_to_several)."""
-    (name,) = init_models.names_of([path], [name] if name else None)
+    (name,) = several.names_of([path], [name] if name else None)
     config, model_file = Path("conf/config.yaml"), Path(f"conf/models/{name}.yaml")
     if not config.is_file():
         raise PipelineError("no conf/config.yaml here: run `trt-pipeline init` first")
     if model_file.exists():
         raise PipelineError(f"{model_file} exists: remove it, or give the model another --name")
     old = config.read_text()
-    first, files = (None, {}) if init_models.LIST_LINE.search(old) else _to_several(old, name)
-    text = init_models.with_model(files.get(str(config), old), name)
-    files |= {str(config): text, str(model_file): init_models.model_yaml(name, _model_path(path))}
+    first, files = (None, {}) if several.LIST_LINE.search(old) else _to_several(old, name)
+    text = several.with_model(files.get(str(config), old), name)
+    files |= {str(config): text, str(model_file): several.model_yaml(name, _model_path(path))}
     before = {n: Path(n).read_text() if Path(n).is_file() else None for n in files}
     try:
         for n, written in files.items():
@@ -256,13 +256,13 @@ def _replace_one_model_stages(first: str) -> tuple[str, list[str]]:
     """init's dvc.yaml for several models in place of its one-model one (its text, and the
     lines to print), and dvc.lock without the old stages; their outputs are left where
     they are, for the user to remove."""
-    from pipeline.cli import init_convert
+    from pipeline.cli.init import convert
 
-    old = init_convert.outputs(dvc_yaml.stages(Path(".")), STAGES[1:])
+    old = convert.outputs(dvc_yaml.stages(Path(".")), STAGES[1:])
     lock = Path("dvc.lock")
     if lock.is_file():
-        fileio.write_text(lock, init_convert.without_stages(lock.read_text(), STAGES[1:]))
-    text = _package_text("cli", "init_files", "dvc_models.yaml.in")
+        fileio.write_text(lock, convert.without_stages(lock.read_text(), STAGES[1:]))
+    text = _package_text("cli", "init", "files", "dvc_models.yaml.in")
     fileio.write_text("dvc.yaml", text)
     left = [p for p in old if "${" not in p and Path(p).exists()]
     return text, [
@@ -277,7 +277,7 @@ def _to_several(config_text: str, name: str) -> tuple[str, dict[str, str]]:
     """The one model's name, and its files once the project is one of several: the model
     moved to conf/models/<its name>.yaml (init_convert). dvc.yaml must be the one init
     wrote: add_model replaces it with init's for several models."""
-    from pipeline.cli import init_convert
+    from pipeline.cli.init import convert
 
     dvc = Path("dvc.yaml")
     if not dvc.is_file() or _sha(dvc.read_text()) != _recorded().get("dvc.yaml"):
@@ -290,10 +290,10 @@ def _to_several(config_text: str, name: str) -> tuple[str, dict[str, str]]:
         raise PipelineError(f"this project's model.name: {problem}; set a plain one first")
     if first == name:
         raise PipelineError(f"this project's model is named {name!r} already: give --name")
-    config, own = init_convert.several(config_text, first)
+    config, own = convert.to_several(config_text, first)
     one = "\n".join(ONE_MODEL_HEADER) + "\n"
     if config.startswith(one):  # init's header, which tells how to change the one model
-        config = "\n".join(init_models.SEVERAL_HEADER) + "\n" + config[len(one) :]
+        config = "\n".join(several.SEVERAL_HEADER) + "\n" + config[len(one) :]
     return first, {"conf/config.yaml": config, f"conf/models/{first}.yaml": own}
 
 

@@ -14,7 +14,7 @@ import io
 import re
 from typing import Any
 
-from pipeline.cli import init_models
+from pipeline.cli.init import several
 from pipeline.core.errors import PipelineError
 from pipeline.core.stage_names import PER_MODEL
 
@@ -54,7 +54,7 @@ def _package_choices() -> dict[str, str]:
     return {k: str(v) for e in entries if isinstance(e, dict) for k, v in e.items()}
 
 
-def several(config_text: str, name: str) -> tuple[str, str]:
+def to_several(config_text: str, name: str) -> tuple[str, str]:
     """(conf/config.yaml listing [name], conf/models/<name>.yaml) from a one-model
     conf/config.yaml."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
@@ -84,7 +84,7 @@ def several(config_text: str, name: str) -> tuple[str, str]:
     for group in PER_MODEL:
         if group in doc:
             own[group] = doc.pop(group)
-    return _dump(doc), "\n".join(init_models.model_header(name)) + "\n" + _dump(own)
+    return _dump(doc), "\n".join(several.model_header(name)) + "\n" + _dump(own)
 
 
 def _overridden_group(entry: object) -> str | None:
