@@ -19,10 +19,9 @@ from pipeline.bench.conditions import conditions
 from pipeline.bench.measuring import Measuring
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
-from pipeline.core import hashing, machine_settings
+from pipeline.core import export_file, hashing, machine_settings
 from pipeline.core.errors import PipelineError
 from pipeline.core.machine_settings import Fingerprint
-from pipeline.export import export
 from pipeline.graph import onnx_model
 from pipeline.inputs import decoder_runs, reference_file, sample_data, samples
 from pipeline.inputs.profiles import Profile
@@ -134,7 +133,7 @@ def run(
     bench_sizes.check(cfg, specs, outputs, points, gpu_free)
     seed = int(cfg.model.seed) + INPUT_SEED_OFFSET
     reference, pairs = (
-        export.reference_info(paths["reference"].parent),
+        export_file.reference_info(paths["reference"].parent),
         reference_file.read(paths["reference"]),
     )
     feeds, from_reference = choose_feeds(

@@ -211,7 +211,7 @@ class ProfileConfig:
 
 @dataclass
 class CalibrationConfig:
-    """Data and settings for int8/fp8 calibration (pipeline/precision/calibration/data.py, qdq/quantize.py)."""
+    """Data and settings for int8/fp8 calibration (pipeline/inputs/calibration_data.py, qdq/quantize.py)."""
 
     name: str = "none"  # the conf/calibration option
     # where the data comes from (random only when named)

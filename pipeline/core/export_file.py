@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Required, TypedDict
 
 from pipeline.core.calibration_file import InputSpec
+from pipeline.core.errors import PipelineError
 from pipeline.core.json_record import JsonRecord
 from pipeline.core.layout import EXPORT_SUMMARY
 
@@ -41,3 +42,25 @@ def write(folder: Path, summary: ExportSummary) -> Path:
 
 def read(folder: Path) -> ExportSummary:
     return RECORD.read(folder / EXPORT_SUMMARY)
+
+
+def reference_info(folder: Path) -> dict[str, Any]:
+    """Where the export's reference inputs came from; unknown where no export.json is."""
+    unknown: dict[str, Any] = {"source": "unknown", "random": None}
+    if not (Path(folder) / EXPORT_SUMMARY).exists():
+        return unknown
+    return read(folder).get("reference", unknown)
+
+
+def sample_axes(folder: Path) -> SampleAxes:
+    """The sample inputs' shapes and the axes they stack on, as the export recorded them:
+    what calibration batches and the verdict splits by."""
+    got: Any = read(folder).get("samples")
+    if not isinstance(got, dict) or not isinstance(got.get("shapes"), dict):
+        raise PipelineError(
+            f"{Path(folder) / EXPORT_SUMMARY} has no sample layout (made by an older "
+            f"version); rerun the export stage"
+        )
+    shapes = {str(k): [int(d) for d in v] for k, v in got["shapes"].items()}
+    axes = {str(k): None if v is None else int(v) for k, v in (got.get("axes") or {}).items()}
+    return SampleAxes(shapes=shapes, axes=axes)

@@ -15,7 +15,7 @@ import numpy as np
 from pipeline.core import export_file, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.export_file import ExportSummary
-from pipeline.core.layout import EXPORT_SUMMARY, REFERENCE
+from pipeline.core.layout import REFERENCE
 from pipeline.graph import constant_inputs, onnx_import, onnx_model
 from pipeline.graph.onnx_runtime import run_batches
 from pipeline.inputs import (
@@ -89,28 +89,6 @@ def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
         raise PipelineError(f"ONNX shape inference fails on {path.name}: {first_line(e)}") from None
     fileio.write_bytes(path, inferred.SerializeToString())
     return inferred
-
-
-def reference_info(export_dir: Path) -> dict[str, Any]:
-    """Where the export's reference inputs came from (its export.json)."""
-    unknown = {"source": "unknown", "random": None}
-    if not (Path(export_dir) / EXPORT_SUMMARY).exists():
-        return unknown
-    return export_file.read(export_dir).get("reference", unknown)
-
-
-def sample_layout(export_dir: Path) -> samples.SampleLayout:
-    """The sample inputs' layout the export used (its export.json): what calibration
-    batches and splits by."""
-    got: Any = export_file.read(export_dir).get("samples")
-    if not isinstance(got, dict) or not isinstance(got.get("shapes"), dict):
-        raise PipelineError(
-            f"{Path(export_dir) / EXPORT_SUMMARY} has no sample layout (made by an older "
-            f"version); rerun the export stage"
-        )
-    shapes = {str(k): [int(d) for d in v] for k, v in got["shapes"].items()}
-    axes = {str(k): None if v is None else int(v) for k, v in (got.get("axes") or {}).items()}
-    return samples.SampleLayout(shapes, axes)
 
 
 def export_model(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -187,3 +188,11 @@ def row(batch: Mapping[str, np.ndarray], axes: Axes, i: int) -> dict[str, np.nda
         name: a if axes.get(name, 0) is None else np.take(a, i, axis=axes.get(name, 0) or 0)
         for name, a in batch.items()
     }
+
+
+def layout_of_export(export_dir: Path) -> SampleLayout:
+    """The sample layout the export used (its export.json)."""
+    from pipeline.core import export_file
+
+    recorded = export_file.sample_axes(export_dir)
+    return SampleLayout(recorded["shapes"], recorded["axes"])

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline.core import calibration_file, fileio, hashing
+from pipeline.core import calibration_file, export_file, fileio, hashing
 from pipeline.core.calibration_file import CalibrationSummary, Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
-from pipeline.export import export
 from pipeline.graph import onnx_import, onnx_model
-from pipeline.inputs import reference_file
+from pipeline.inputs import reference_file, samples
 from pipeline.precision import finish
 from pipeline.precision.common import engine_cost
 from pipeline.precision.common.engine_cost import EngineCost
@@ -78,13 +77,13 @@ def transform(
     if not pairs:
         raise PipelineError(f"no reference batches in {export_dir / 'reference.npz'}; rerun export")
     # What the gate judges by, checked before any work.
-    reference = export.reference_info(export_dir)
+    reference = export_file.reference_info(export_dir)
     criteria = accuracy.Criteria.of(precision_cfg, model_cfg, bool(reference.get("random")))
     criteria.tasks.check_outputs(list(tasks.split_labels(pairs[0][1])[0]))
     holdout = verdict.Holdout(
         float(precision_cfg.holdout),
         float(precision_cfg.search_margin),
-        export.sample_layout(export_dir).axes,
+        samples.layout_of_export(export_dir).axes,
     )
     job = Job(precision_cfg, calibration_cfg, model_cfg, criteria, holdout, engines)
     with fileio.staged_dir(out_dir) as tmp:
@@ -204,7 +203,7 @@ def _quantized(
 ) -> Made:
     """int8/fp8 (Q/DQ) or int4 over the whole graph, judged on the reference batches that
     are not calibration samples."""
-    from pipeline.precision.calibration import data as calibration_data
+    from pipeline.inputs import calibration_data
     from pipeline.precision.int4 import quantize as int4_quantize
     from pipeline.precision.qdq import quantize
 

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
-from pipeline.inputs import reference_file
-from pipeline.precision.calibration import data as calibration_data
+from pipeline.inputs import calibration_data, reference_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig

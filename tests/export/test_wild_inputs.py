@@ -13,8 +13,7 @@ import pytest
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
-from pipeline.inputs import samples
-from pipeline.precision.calibration import data as calibration_data
+from pipeline.inputs import calibration_data, samples
 from tests.conftest import compose
 from tests.wild import fetch, graphs
 

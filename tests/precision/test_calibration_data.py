@@ -7,8 +7,7 @@ import pytest
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.export import export
-from pipeline.inputs import reference_file
-from pipeline.precision.calibration import data as calibration_data
+from pipeline.inputs import calibration_data, reference_file
 from tests.conftest import REPO, compose
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.core import memory
 from pipeline.core.errors import PipelineError
-from pipeline.precision.calibration import data as calibration_data
+from pipeline.inputs import calibration_data
 from tests.conftest import REPO, _pipeline_through, compose
 
 CNN_SAMPLE = 3 * 32 * 32 * 4

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pipeline.precision.calibration.data import CalibrationSet
+    from pipeline.inputs.calibration_data import CalibrationSet
     from pipeline.precision.common.searchable import Searchable
 
 

@@ -11,13 +11,14 @@ import numpy as np
 from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
+from pipeline.inputs.reference_file import Pair
 from pipeline.precision.gate import tasks as tasks_lib
 
 if TYPE_CHECKING:
     from pipeline.core.config import AccuracyGate, ModelConfig, PrecisionConfig
 
-# A reference batch: (inputs, fp32 outputs), arrays by name.
-ReferenceBatch = tuple[dict[str, np.ndarray], dict[str, np.ndarray]]
+# A reference batch: (inputs, fp32 outputs), arrays by name (the reference file's Pair).
+ReferenceBatch = Pair
 
 
 class GateFailed(PipelineError):

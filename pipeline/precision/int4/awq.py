@@ -32,7 +32,7 @@ from pipeline.precision.common.ops import MATMULS
 if TYPE_CHECKING:
     from onnx import ModelProto
 
-    from pipeline.precision.calibration.data import CalibrationSet
+    from pipeline.inputs.calibration_data import CalibrationSet
 
 MAX_TOKENS = 64  # ModelOpt's _clip_search default
 # bytes of the search's (columns x tokens x inputs) products held at once

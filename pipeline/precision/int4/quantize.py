@@ -23,11 +23,11 @@ from pipeline.core import hashing
 from pipeline.core.choices import Int4Method
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
 from pipeline.graph import onnx_model
+from pipeline.inputs import calibration_data
+from pipeline.inputs.calibration_data import CalibrationSet
 from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import data as calibration_data
 from pipeline.precision.calibration import reader
-from pipeline.precision.calibration.data import CalibrationSet
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import streamed
 from pipeline.precision.common.ops import at_opset

@@ -21,9 +21,9 @@ from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
+from pipeline.inputs import calibration_data
 from pipeline.precision.autocast.cast import autocast, fp16_of
 from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import data as calibration_data
 from pipeline.precision.common.engine_cost import EngineCost
 from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.gate import accuracy

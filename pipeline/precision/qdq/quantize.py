@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
 from pipeline.graph import onnx_model
+from pipeline.inputs import calibration_data
+from pipeline.inputs.calibration_data import CalibrationSet
 from pipeline.machine.fingerprint import package_version
 from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import data as calibration_data
 from pipeline.precision.calibration import reader
-from pipeline.precision.calibration.data import CalibrationSet
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.qdq import plan as qdq_plan

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from onnx import ModelProto
 
     from pipeline.core.config import CalibrationConfig
-    from pipeline.precision.calibration.data import CalibrationSet
+    from pipeline.inputs.calibration_data import CalibrationSet
     from pipeline.store import FileData
 
 # Symmetric int8 as ONNX Runtime quantizes it: [-127, 127].

@@ -19,14 +19,13 @@ import numpy as np
 
 from pipeline.core import fileio, memory
 from pipeline.core.errors import PipelineError
-from pipeline.export import export
 from pipeline.graph import onnx_model
 from pipeline.inputs import input_roles, sample_data, samples
 from pipeline.inputs.array_folder import LABEL_PREFIX, check, data_sha256, read_folder
+from pipeline.inputs.reference_file import Pair
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig
-    from pipeline.precision.gate.accuracy import ReferenceBatch
 
 # calibration=none with an int8/fp8 precision: the model factory's own calibration_batches
 # with these settings (conf/calibration/none.yaml says so; calibration.json records it).
@@ -66,9 +65,7 @@ def sample_digests(batch: dict[str, np.ndarray], axes: samples.Axes) -> set[str]
     return set(row_digests(batch, axes))
 
 
-def held_out(
-    pairs: list[ReferenceBatch], data: CalibrationSet
-) -> tuple[list[ReferenceBatch], dict[str, int]]:
+def held_out(pairs: list[Pair], data: CalibrationSet) -> tuple[list[Pair], dict[str, int]]:
     """Reference (inputs, outputs) batches without any sample that is also a calibration
     sample, compared by content; and how much overlapped. A batch whose outputs do not
     share the inputs' sample axis is dropped whole when any of its samples overlaps."""
@@ -97,7 +94,7 @@ def load(
     sample axes the export recorded beside it (export.json)."""
     specs = onnx_model.inputs(onnx_model.load(onnx_path, check=False, weights=False))
     source, n, bs, info = _requested(calibration_cfg, model_cfg)
-    layout = export.sample_layout(onnx_path.parent)
+    layout = samples.layout_of_export(onnx_path.parent)
     if source == "directory":
         batches = _from_directory(calibration_cfg, specs, layout, n, bs)
         info.update(path=str(calibration_cfg.path))
