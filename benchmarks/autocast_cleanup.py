@@ -45,10 +45,13 @@ def _graph(model: str, work: Path) -> tuple[str, str]:
 def _cast(graph: str, data: str) -> tuple[bytes, float]:
     from modelopt.onnx.autocast import convert_to_mixed_precision
 
+    from pipeline.precision.common.modelopt_log import quiet_modelopt
+
     start = time.perf_counter()
-    model = convert_to_mixed_precision(
-        onnx_path=graph, low_precision_type="fp16", calibration_data=data, providers=["cpu"]
-    )
+    with quiet_modelopt():
+        model = convert_to_mixed_precision(
+            onnx_path=graph, low_precision_type="fp16", calibration_data=data, providers=["cpu"]
+        )
     return model.SerializeToString(), time.perf_counter() - start
 
 
