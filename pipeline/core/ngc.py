@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
-    from pipeline.core.config_pin import ImagePin
+    from pipeline.core.config_pin import ImagePin, PinConfig
 
 TABLE = Path(__file__).resolve().parents[1] / "conf" / "ngc_releases.json"
 REPOSITORY = {"build": "nvcr.io/nvidia/tensorrt", "serve": "nvcr.io/nvidia/tritonserver"}
@@ -124,6 +124,16 @@ def resolve(role: str, ref: ImagePin | Mapping[str, Any], extra: str | None = No
         row.get("triton") if row else None,
         str(digest) if digest else None,
     )
+
+
+def pinned(pin: PinConfig, role: str) -> Image | None:
+    """pin.build or pin.serve (`role`), resolved with pin.releases_file's rows."""
+    return resolve(role, getattr(pin, role), pin.releases_file)
+
+
+def machine_problem(pin: PinConfig, fp: Mapping[str, Any]) -> str | None:
+    """Why this machine (its fingerprint `fp`) must not build for pin.build; None where it may."""
+    return build_problem(pinned(pin, "build"), fp.get("trt_flavour"), fp.get("trt_version"))
 
 
 def pair_problem(build: Image | None, serve: Image | None) -> str | None:

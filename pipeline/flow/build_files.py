@@ -154,7 +154,7 @@ def pinned_build(cfg: PipelineConfig) -> str | None:
     """The pinned build image's reference (pin.build), or None where nothing is pinned."""
     from pipeline.core import ngc
 
-    image = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
+    image = ngc.pinned(cfg.pin, "build")
     return str(image) if image else None
 
 

@@ -37,8 +37,7 @@ def refuse_unpinned(cfg: PipelineConfig, fp: Fingerprint) -> None:
     image's (pin.build: core/ngc.py)."""
     from pipeline.core import ngc
 
-    pinned = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
-    if problem := ngc.build_problem(pinned, fp.get("trt_flavour"), fp.get("trt_version")):
+    if problem := ngc.machine_problem(cfg.pin, fp):
         raise PipelineError(problem)
 
 

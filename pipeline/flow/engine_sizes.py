@@ -47,11 +47,10 @@ def for_calibrate(cfg: PipelineConfig, layout: Layout) -> Sizes | None:
     fp = _fingerprint(cfg, layout)
     from pipeline.core import ngc
 
-    pinned = ngc.resolve("build", cfg.pin.build, cfg.pin.releases_file)
-    if ngc.build_problem(pinned, fp.get("trt_flavour"), fp.get("trt_version")):
+    if ngc.machine_problem(cfg.pin, fp):
         console.note(
             f"engine sizes: not measured: this machine's TensorRT is not the pinned build "
-            f"image's ({pinned}), whose engines the build stage keys"
+            f"image's ({ngc.pinned(cfg.pin, 'build')}), whose engines the build stage keys"
         )
         return None
     if not fp.get("trt_flavour") or not fp.get("trt_version"):

@@ -49,7 +49,7 @@ def package(
     engines = repository.engines_in(layout.build_dir, current)
     if store_root is not None:
         engines = repository.with_store(engines, store_root)
-    serve = ngc.resolve("serve", pin.serve, pin.releases_file) if pin is not None else None
+    serve = ngc.pinned(pin, "serve") if pin is not None else None
     done = repository.write(out, name, engines, schema, _reference_sample(layout), serve)
     batch = done["max_batch_size"]
     console.table(

@@ -121,11 +121,16 @@ def load(
     return CalibrationSet(batches, info, layout.axes, digests)
 
 
+def batch_shapes(data: CalibrationSet) -> list[tuple[tuple[str, tuple[int, ...]], ...]]:
+    """Each batch's shape: every input's, by name."""
+    return [tuple(sorted((k, tuple(v.shape)) for k, v in b.items())) for b in data.batches]
+
+
 def of_one_shape(data: CalibrationSet) -> CalibrationSet:
     """The largest group of `data`'s batches that share every input's shape (the first
     such group on a tie), said in its info: ModelOpt's int4 AWQ stacks all batches into one
     array per input, which a decoder's steps (each past one longer) cannot make."""
-    shapes = [tuple(sorted((k, v.shape) for k, v in b.items())) for b in data.batches]
+    shapes = batch_shapes(data)
     if len(set(shapes)) == 1:
         return data
     common = max(dict.fromkeys(shapes), key=shapes.count)

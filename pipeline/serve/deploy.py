@@ -29,7 +29,7 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 def write(out: Path, repository: Path, pin: PinConfig) -> list[Path]:
     """deploy/compose.yaml and deploy/kubernetes/*.yaml beside `repository`; the files
     written. Nothing where no serving image is pinned (said in a line)."""
-    serve = ngc.resolve("serve", pin.serve, pin.releases_file)
+    serve = ngc.pinned(pin, "serve")
     if serve is None:
         console.note("deploy: no serving image pinned (pin.serve): no deployment files written")
         return []

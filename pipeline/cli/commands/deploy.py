@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.cli.commands import Subparsers
+
+if TYPE_CHECKING:
+    from pipeline.core.config_pin import PinConfig
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -24,11 +28,17 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.core import config, console
+    from pipeline.core import config
+
+    return written(Path(args.out), Path(args.repository), config.load(args.params).pin)
+
+
+def written(out: Path, repository: Path, pin: PinConfig) -> int:
+    """The deployment files for `repository`, said in a table; `package` ends with this."""
+    from pipeline.core import console
     from pipeline.serve import deploy
 
-    pin = config.load(args.params).pin
-    written = deploy.write(Path(args.out), Path(args.repository), pin)
-    if written:
-        console.table("deploy", [("files", ", ".join(str(p) for p in written))])
+    files = deploy.write(out, repository, pin)
+    if files:
+        console.table("deploy", [("files", ", ".join(str(p) for p in files))])
     return 0

@@ -86,4 +86,4 @@ def _deployed(args: argparse.Namespace, cfg: PipelineConfig | None) -> int:
 
     if cfg is None:
         return 0
-    return deploy.run(argparse.Namespace(out=args.deploy, repository=args.out, params=args.params))
+    return deploy.written(Path(args.deploy), Path(args.out), cfg.pin)

@@ -33,8 +33,7 @@ HEADER = (
 
 def workflow(ci: str, pin: PinConfig) -> tuple[str, str]:
     """The CI file's path and text for `pin` (its build and serving images and fleet)."""
-    build = ngc.resolve("build", pin.build, pin.releases_file)
-    serve = ngc.resolve("serve", pin.serve, pin.releases_file)
+    build, serve = ngc.pinned(pin, "build"), ngc.pinned(pin, "serve")
     if build is None or not pin.fleet:
         raise PipelineError(
             "init --ci: pin a build image and name the fleet's GPU kinds first (pin.build, "

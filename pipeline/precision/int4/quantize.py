@@ -127,7 +127,7 @@ def _every_shape(
     runs each batch as it is. Not where streaming is switched off or cannot run."""
     if data is None or why is not None or calibration_cfg.streaming == "never":
         return False
-    shapes = {tuple(sorted((k, v.shape) for k, v in b.items())) for b in data.batches}
+    shapes = set(calibration_data.batch_shapes(data))
     if len(shapes) < 2:
         return False
     data.info["every_shape"] = (
