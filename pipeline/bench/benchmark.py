@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 import numpy as np
 
-from pipeline.bench import bench_sizes, decoder_bench
+from pipeline.bench import bench_sizes, decoder_bench, generation
 from pipeline.bench.bench_shapes import choose_feeds, plan
 from pipeline.bench.conditions import conditions
 from pipeline.bench.measuring import Measuring
@@ -147,6 +147,7 @@ def run(
     unfed = decoder_runs.unfeedable(specs) if decoder_bench.applies(specs) else None
     if decoder_bench.applies(specs) and unfed is None:
         side_by_side.decoder = (specs, decoder_bench.plan(bc.decoder, profiles, vocabulary))
+        side_by_side.prompts = generation.reference_prompts(pairs, specs)
     for name in bc.backends:
         side_by_side.backend(name, open_backend(name, cfg, paths, fingerprint, device), reference)
     _add_speedups(side_by_side.results, side_by_side.by_point, bc.baseline)

@@ -101,10 +101,14 @@ def measure(
     ttft, tpot = {}, {}
     for length in what.input_lens:
         feeds = step_feeds(specs, what.batch, length, 0, rng, what.vocabulary)
-        ttft[length] = timer(runner, feeds, _index(feeds, profiles, "prefill"), f"prefill {length}")
+        ttft[length] = timer(
+            runner, feeds, profile_index(feeds, profiles, "prefill"), f"prefill {length}"
+        )
     for past in what.past_lens:
         feeds = step_feeds(specs, what.batch, 1, past, rng, what.vocabulary)
-        tpot[past] = timer(runner, feeds, _index(feeds, profiles, "decode"), f"decode past {past}")
+        tpot[past] = timer(
+            runner, feeds, profile_index(feeds, profiles, "decode"), f"decode past {past}"
+        )
     b = what.batch
     return {
         "ttft_ms": {str(n): ms for n, ms in ttft.items()},
@@ -152,7 +156,7 @@ def _points(profile: Profile, name: str, axis: int) -> list[int]:
     return [max(1, int(shapes[p][axis])) for p in ("min", "opt", "max")]
 
 
-def _index(feeds: Feeds, profiles: list[Profile], phase: str) -> int:
+def profile_index(feeds: Feeds, profiles: list[Profile], phase: str) -> int:
     """The phase's own profile where it holds the feeds, else the first that does."""
     shapes = {k: list(v.shape) for k, v in feeds.items()}
     own = _phase_profile(profiles, phase)

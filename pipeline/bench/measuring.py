@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.bench import cuda_timing, decoder_bench, measure_loop
+from pipeline.bench import cuda_timing, decoder_bench, generation, measure_loop
 from pipeline.bench.bench_shapes import Pair, Point, locate
 from pipeline.bench.runner import Feeds, Runner
 from pipeline.core import console
@@ -156,6 +156,9 @@ class Measuring:
         # a decoder's inputs and what of its phases is timed; each backend's figures
         self.decoder: tuple[list[onnx_model.TensorSpec], decoder_bench.Plan] | None = None
         self.phases: dict[str, dict[str, Any]] = {}
+        # a decoder's reference prompts, generated greedily through each backend
+        self.prompts: list[generation.Prompt] = []
+        self.generations: dict[str, dict[str, Any]] = {}
 
     def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
         if isinstance(runner, str):
@@ -171,6 +174,8 @@ class Measuring:
                 self.phases[name] = decoder_bench.measure(
                     runner, specs, self.profiles, what, _median_ms(name, self.cfg.benchmark)
                 )
+                if self.prompts:
+                    self.generations[name] = _generated(name, runner, specs, self)
         except Exception as e:
             if name not in OPTIONAL:
                 raise _backend_failure(runner, e, reference) from None
@@ -191,7 +196,30 @@ class Measuring:
             "batch": what.batch,
             "kv_cache": decoder_bench.kv_cache(specs, self.profiles),
             "backends": self.phases,
+            **({"generation": self.generations} if self.generations else {}),
         }
+
+
+def _generated(
+    name: str, runner: Runner, specs: list[onnx_model.TensorSpec], measuring: Measuring
+) -> dict[str, Any]:
+    """The reference prompts generated greedily through `runner`, against fp32's tokens."""
+    # a backend with steps of its own (an engine: the cache kept on the device) says so
+    own = getattr(runner, "generation_steps", None)
+    steps = (
+        own(specs, measuring.profiles)
+        if own is not None
+        else generation.HostSteps(runner, specs, measuring.profiles)
+    )
+    bar, update = progress_bar(f"{name} generation")
+    runs = []
+    try:
+        for i, prompt in enumerate(measuring.prompts):
+            runs.append(generation.generate(steps, prompt))
+            update((i + 1) / len(measuring.prompts))
+    finally:
+        bar.close()
+    return generation.summary(runs, measuring.prompts)
 
 
 def _median_ms(backend: str, bench_cfg: BenchmarkConfig) -> decoder_bench.Timer:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +19,11 @@ from pipeline.bench.runner import Feeds, LayerRow, Notes, Progress, Runner, Timi
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.machine.cudart import D2H, H2D, Cuda
+
+if TYPE_CHECKING:
+    from pipeline.bench.generation import Steps
+    from pipeline.graph.onnx_model import TensorSpec
+    from pipeline.inputs.profiles import Profile
 
 
 class EngineRunner(Runner):
@@ -106,6 +111,18 @@ class EngineRunner(Runner):
                 D2H,
                 self.stream,
             )
+
+    def hold(self, release: str, handle: int) -> None:
+        """Release `handle` with cudart's `release` call when the buffers go (close, or
+        the next prepare)."""
+        self._held.append((release, handle))
+
+    def generation_steps(self, specs: list[TensorSpec], profiles: list[Profile]) -> Steps:
+        """A greedy generation's steps with the KV cache kept on the device."""
+        from pipeline.bench.trt_generation import DeviceSteps
+
+        self._release()
+        return DeviceSteps(self, specs, profiles)
 
     def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         self.prepare(feeds, profile_index)

@@ -29,6 +29,7 @@ from typing import Any
 
 from pipeline.core import config as config_lib
 from pipeline.core import dvc_yaml
+from pipeline.core.errors import PipelineError
 
 
 @dataclass(frozen=True)
@@ -258,7 +259,17 @@ def option_settings(conf_dir: Path, group: str, base: dict[str, Any]) -> list[st
 
     lines = []
     for option in group_options(conf_dir, group):
-        tree = OmegaConf.to_container(overrides.check([f"{group}={option}"], conf_dir))
+        try:
+            tree = OmegaConf.to_container(overrides.check([f"{group}={option}"], conf_dir))
+        except PipelineError:  # an option that needs a setting of its own (model.folder)
+            package = Path(__file__).parents[1] / "conf"
+            found = [d / group / f"{option}.yaml" for d in (conf_dir, package)]
+            own = OmegaConf.to_container(OmegaConf.load(next(f for f in found if f.is_file())))
+            tree = {
+                group: {
+                    k: v for k, v in typing.cast(dict[str, Any], own).items() if k != "defaults"
+                }
+            }
         sets = {
             k: v
             for k, v in _flat(typing.cast(dict[str, Any], tree)).items()

@@ -66,6 +66,13 @@ class FallbackRecord(TypedDict, total=False):
     seconds: float
 
 
+class WeightCounts(TypedDict):
+    """graph/weight_counts.py's count: what an engine's bytes per parameter are held against."""
+
+    parameters: int  # elements of the graph's float initializers (a tied weight once)
+    gemm: int  # of those, the elements GEMMs and convolutions read as weights
+
+
 class CalibrationSummary(Judgement, total=False):
     """calibration.json: how the graph was made, how it was judged, what the build needs."""
 
@@ -91,6 +98,9 @@ class CalibrationSummary(Judgement, total=False):
     # The fp16 and fp32 engines of the exported graph on this machine (bytes, key, where
     # the size came from) and how they were measured: what the build stands its engine by.
     engines: dict[str, Any]
+    # export.json's count of the graph's parameters: what the engine's bytes per parameter
+    # are held against (core/engine_sizes.per_parameter)
+    weights: WeightCounts
     peak_rss_mib: float
 
 

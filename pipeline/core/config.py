@@ -16,7 +16,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from pipeline.core import models, shape_forms
+from pipeline.core import model_folder, models, shape_forms
 from pipeline.core.choices import (
     Activations,
     Backend,
@@ -54,6 +54,10 @@ class ModelConfig:
     # INPUT_NAMES and OUTPUT_NAMES; bundled ones in pipeline/zoo), or an ONNX file.
     factory: str | None = "pipeline.zoo.cnn_classifier"
     onnx_path: str | None = None  # an existing ONNX file (model=onnx_file); null for a factory
+    # A decoder's folder as optimum or ONNX Runtime GenAI write one (model=hf_decoder): its
+    # ONNX file, tokenizer.json and lengths fill onnx_path, tokenizer and profile.decoder
+    # where they are not given (pipeline/core/model_folder.py).
+    folder: str | None = None
     # The path dvc.yaml tracks for the model (a templated dependency): the factory's folder for a
     # factory; for a file, the .onnx itself, or the folder holding it and its external data.
     source: str = "pipeline/zoo"
@@ -192,6 +196,11 @@ class DecoderProfile:
     max_batch: int = 0  # sequences per run
     max_input_len: int = 0  # the longest prompt, in tokens (prefill's seq)
     max_seq_len: int = 0  # prompt and generated tokens together (the KV cache's length)
+    # One profile for both phases (`generate`: 1..max_input_len tokens over a past of
+    # 0..max_seq_len-1) instead of two: TensorRT compiles code per layer per profile, about
+    # 1 MB a decoder layer, which on a small decoder is a tenth of its engine
+    # (docs/decoders.md); kernels are then chosen for both phases at once.
+    one_profile: bool = False
 
 
 @dataclass
@@ -396,6 +405,8 @@ def validate(raw: Any) -> PipelineConfig:
         OmegaConf.to_container(cfg, throw_on_missing=True)
     except OmegaConfBaseException as e:
         raise PipelineError(f"invalid config: {_omegaconf_message(e)}") from None
+    if cfg.model.folder is not None:
+        model_folder.fill(cfg.model, cfg.profile)
     check_values(cfg)
     OmegaConf.set_readonly(cfg, True)
     known = models.names(cfg)

@@ -53,7 +53,8 @@ def check_values(cfg: DictConfig) -> None:
 def _check_model(m: DictConfig) -> None:
     if (m.factory is None) == (m.onnx_path is None):
         raise PipelineError(
-            "invalid config: model needs exactly one of model.factory or model.onnx_path"
+            "invalid config: model needs exactly one of model.factory, model.onnx_path or "
+            "model.folder (model=hf_decoder)"
         )
     if not 7 <= m.opset <= 23:
         raise PipelineError(f"invalid config: model.opset={m.opset}; supported opsets are 7 to 23")

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
+from pipeline.core.calibration_file import WeightCounts
+
 # The transforms whose engines are held against fp16's by default (build.reference_engines).
 QUANTIZED = ("qdq", "int4", "auto")
 
@@ -45,4 +47,62 @@ def larger_line(precision: str, engine_bytes: int, references: dict[str, EngineS
         f"{fp16['bytes'] / 1e6:.3g} MB): a plan holds code per layer besides its weights, and "
         f"here that outweighs what the quantized weights save; precision=fp16, or "
         f"precision=auto (objective engine_bytes), gives the smaller engine"
+    )
+
+
+# The least bytes a parameter takes in an engine of each precision, as (GEMM weights, the
+# rest): GEMM weights in the precision's weight type, the rest (tables, norms, biases) in
+# fp16 where the precision quantizes. int4 adds a fp16 scale per block (BLOCK_SCALE).
+# precision=auto has no one ideal: its search picks a type per GEMM.
+IDEAL_BYTES = {
+    "fp32": (4.0, 4.0),
+    "tf32": (4.0, 4.0),
+    "fp16": (2.0, 2.0),
+    "bf16": (2.0, 2.0),
+    "int8": (1.0, 2.0),
+    "fp8": (1.0, 2.0),
+    "int4_awq": (0.5, 2.0),
+    "int4_rtn": (0.5, 2.0),
+}
+BLOCK_SCALE = 2.0  # bytes of an int4 block's scale (fp16)
+
+
+class PerParameter(TypedDict):
+    parameters: int
+    bytes: float  # the engine's bytes per parameter
+    ideal: float | None  # IDEAL_BYTES for its precision, per parameter
+    ratio: float | None  # bytes / ideal
+
+
+def per_parameter(
+    engine_bytes: int, weights: WeightCounts, precision: str, block_size: int
+) -> PerParameter | None:
+    """The engine's bytes per parameter of its graph, against the ideal of its precision;
+    None for a graph without parameters."""
+    if weights["parameters"] <= 0:
+        return None
+    gemm_bytes, rest_bytes = IDEAL_BYTES.get(precision, (0.0, 0.0))
+    if precision.startswith("int4"):
+        gemm_bytes += BLOCK_SCALE / block_size
+    ideal = None
+    if gemm_bytes:
+        rest = weights["parameters"] - weights["gemm"]
+        ideal = (gemm_bytes * weights["gemm"] + rest_bytes * rest) / weights["parameters"]
+    per = engine_bytes / weights["parameters"]
+    return {
+        "parameters": weights["parameters"],
+        "bytes": round(per, 4),
+        "ideal": round(ideal, 4) if ideal else None,
+        "ratio": round(per / ideal, 4) if ideal else None,
+    }
+
+
+def per_parameter_text(per: PerParameter, precision: str) -> str:
+    """`2.45 B (ideal 2.00 for fp16: 1.23x) over 25.1 M parameters`"""
+    count = f"{per['parameters'] / 1e6:.3g} M parameters"
+    if per["ideal"] is None:
+        return f"{per['bytes']:.3g} B over {count}"
+    return (
+        f"{per['bytes']:.3g} B (ideal {per['ideal']:.3g} for {precision}: {per['ratio']:.2f}x) "
+        f"over {count}"
     )

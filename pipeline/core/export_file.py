@@ -7,7 +7,7 @@ inputs came from. Written and read here only (see core/json_record.py)."""
 from pathlib import Path
 from typing import Any, Required, TypedDict
 
-from pipeline.core.calibration_file import InputSpec
+from pipeline.core.calibration_file import InputSpec, WeightCounts
 from pipeline.core.errors import PipelineError
 from pipeline.core.json_record import JsonRecord
 from pipeline.core.layout import EXPORT_SUMMARY
@@ -25,6 +25,7 @@ class ExportSummary(TypedDict, total=False):
     outputs: Required[list[InputSpec]]
     opset: int
     parameters: int
+    weights: WeightCounts
     nodes: int
     reference_batches: int
     samples: SampleAxes
@@ -50,6 +51,13 @@ def reference_info(folder: Path) -> dict[str, Any]:
     if not (Path(folder) / EXPORT_SUMMARY).exists():
         return unknown
     return read(folder).get("reference", unknown)
+
+
+def weights(folder: Path) -> WeightCounts | None:
+    """The graph's parameter count the export recorded; None from an older export.json."""
+    if not (Path(folder) / EXPORT_SUMMARY).exists():
+        return None
+    return read(folder).get("weights")
 
 
 def sample_axes(folder: Path) -> SampleAxes:

@@ -13,6 +13,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.store import plain_name_problem
 
 if TYPE_CHECKING:
+    from pipeline.core.engine_sizes import PerParameter
     from pipeline.core.machine_settings import Fingerprint
     from pipeline.core.report_file import Backend
 
@@ -65,6 +66,8 @@ class BuildRecord(Manifest, total=False):
     # The engine's bytes as a ratio of the fp16 and fp32 engines of the same graph, settings
     # and machine (calibration.json's `engines`): {"fp16": 1.5, "fp32": 1.34}
     against: dict[str, float]
+    # The engine's bytes per parameter of its graph against its precision's ideal
+    per_parameter: PerParameter
 
 
 class Built(Protocol):

@@ -16,7 +16,13 @@ from pipeline.core import export_file, fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.export_file import ExportSummary
 from pipeline.core.layout import REFERENCE
-from pipeline.graph import constant_inputs, onnx_import, onnx_model
+from pipeline.graph import (
+    constant_inputs,
+    onnx_import,
+    onnx_model,
+    tied_weights,
+    weight_counts,
+)
 from pipeline.graph.onnx_runtime import run_batches
 from pipeline.inputs import (
     decoder_runs,
@@ -99,6 +105,7 @@ def export_model(
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
         onnx_path = tmp / "model.onnx"
         source, given, changes = _graph(model_cfg, profile_cfg, onnx_path)
+        changes += _tied_stored_once(onnx_path)
         frozen = _frozen(model_cfg, onnx_path)
         if frozen:
             if given == onnx_path:  # the fp32 truth is the graph before folding
@@ -130,6 +137,7 @@ def export_model(
                 for s in onnx_model.outputs(model)
             ],
             "parameters": onnx_model.parameter_count(model),
+            "weights": weight_counts.counts(model),
             "nodes": len(model.graph.node),
             "reference_batches": len(batches),
             "samples": {"shapes": layout.shapes, "axes": layout.axes},
@@ -158,6 +166,16 @@ def _graph(
     given = Path(model_cfg.onnx_path)
     changes = onnx_import.import_onnx(given, onnx_path)
     return f"onnx:{given.name}", given, changes
+
+
+def _tied_stored_once(onnx_path: Path) -> list[str]:
+    """A weight the exporter wrote twice (a tied LM head beside its token table) stored
+    once (graph/tied_weights.py); a line for each."""
+    model = onnx_model.load(onnx_path, check=False, weights=False)
+    ties = tied_weights.store_once(model, onnx_path.parent)
+    if ties:
+        onnx_model.save(model, onnx_path)
+    return [f"tied weights stored once: {t.line()}" for t in ties]
 
 
 def _reference_batches(

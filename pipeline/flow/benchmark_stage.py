@@ -4,6 +4,7 @@ this stage lists its imports (bench, report) as code deps."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.core import console, fileio, memory, metrics_files, summary_file
@@ -21,7 +22,6 @@ def run(
     from pipeline.bench import benchmark as bench_lib
     from pipeline.flow import engine_standing, upstream
     from pipeline.report.benchmark import benchmark_report, headline
-    from pipeline.report.pictures import plots
 
     engine_dir = layout.engine_dir(fp["id"])
     manifest = upstream.current(cfg, layout, fp)
@@ -34,16 +34,10 @@ def run(
     metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name
     metrics["model"] = cfg.model.name
-    rows = benchmark_report.plot_rows(metrics)
     out = layout.metrics_dir
     fileio.write_json(out / "benchmark.json", metrics)
     fileio.write_text(out / "benchmark.md", benchmark_report.to_markdown(metrics))
-    # DVC draws one plot per file, so latency and throughput each get one (same rows).
-    fileio.write_json(out / "benchmark_latency.json", rows)
-    fileio.write_json(out / "benchmark_throughput.json", rows)
-    subtitle = f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}"
-    for kind in plots.CHARTS:
-        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    _write_charts(out, metrics, f"{cfg.model.name}, {cfg.precision.name}, {fp['id']}")
     # The one DVC metrics file: upstream stages' detail files are this stage's deps.
     summary_file.write(
         out,
@@ -53,6 +47,7 @@ def run(
             manifest,
             metrics,
             engine_standing.standing(cfg, layout, manifest).get("against"),
+            engine_standing.per_parameter(cfg, layout, manifest),
         ),
     )
     metrics[memory.PEAK_KEY] = memory.record(out, "benchmark", peak)
@@ -74,3 +69,18 @@ def run(
         ],
     )
     return metrics
+
+
+def _write_charts(out: Path, metrics: BenchmarkRecord, subtitle: str) -> None:
+    """The plot rows DVC draws and the static SVGs of the same figures."""
+    from pipeline.report.benchmark import benchmark_report
+    from pipeline.report.pictures import plots
+
+    rows = benchmark_report.plot_rows(metrics)
+    # DVC draws one plot per file, so latency and throughput each get one (same rows).
+    fileio.write_json(out / "benchmark_latency.json", rows)
+    fileio.write_json(out / "benchmark_throughput.json", rows)
+    for kind in plots.CHARTS:
+        fileio.write_text(out / f"benchmark_{kind}.svg", plots.svg(rows, kind, subtitle))
+    phases = plots.phases_svg(metrics.get("decoder"), subtitle)
+    fileio.write_text(out / "benchmark_phases.svg", phases)

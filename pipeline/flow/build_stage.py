@@ -108,20 +108,26 @@ def _plan_rows(cfg: PipelineConfig, layout: Layout, manifest: BuildRecord) -> li
     graph, settings and machine that calibrate measured (flow/engine_standing.py), with a
     line when a quantized engine is the larger. Without them, how much of a quantized plan
     is GEMM weights, which is what can be said then."""
+    from pipeline.core import engine_sizes
     from pipeline.flow import engine_standing
 
+    rows = []
+    per = engine_standing.per_parameter(cfg, layout, manifest)
+    if per is not None:
+        manifest["per_parameter"] = per
+        rows.append(("per parameter", engine_sizes.per_parameter_text(per, cfg.precision.name)))
     stand = engine_standing.standing(cfg, layout, manifest)
     if "against" in stand:
         manifest["against"] = stand["against"]
         if stand.get("larger"):
             console.warn(stand["larger"])
-        return [("against", engine_standing.text(stand))]
+        return [*rows, ("against", engine_standing.text(stand))]
     if "other build settings" in stand.get("note", ""):
-        return [("against", stand["note"])]
+        return [*rows, ("against", stand["note"])]
     if not layout.calibration_summary.is_file():
-        return []
+        return rows
     calibration = calibration_file.read(layout.calibration_summary).get("calibration") or {}
-    return _weight_rows(calibration, manifest["engine"]["bytes"])
+    return [*rows, *_weight_rows(calibration, manifest["engine"]["bytes"])]
 
 
 def _weight_rows(calibration: Mapping[str, Any], engine_bytes: int) -> list[tuple[str, str]]:

@@ -108,10 +108,12 @@ class Sizes:
     def fp16_graph(self, src: Path, dest: Path, first_batch: dict[str, np.ndarray]) -> None:
         """What precision=fp16 writes for `src`: AutoCast with this run's AutoCast settings,
         on the same first reference batch (so the same cache entry and engine key)."""
+        from pipeline.precision import finish
         from pipeline.precision.autocast.cast import autocast, fp16_of
 
         fp16 = fp16_of(self.cfg.precision)
         autocast(src, dest, fp16, self.cfg.calibration, first_batch)
+        finish.cast_tables(dest, fp16)
 
     def size_of(self, graph: Path, what: str) -> EngineSize | None:
         key, key_in, resolved = self._key(graph)

@@ -14,7 +14,7 @@ from pipeline.core.layout import Layout
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.core.engine_sizes import EngineSize
+    from pipeline.core.engine_sizes import EngineSize, PerParameter
     from pipeline.engine.manifest import Manifest
 
 
@@ -56,6 +56,21 @@ def standing(cfg: PipelineConfig, layout: Layout, manifest: Manifest) -> Standin
         "measured_with": str(record.get("measured_with", "")),
         "larger": larger if quantized else "",
     }
+
+
+def per_parameter(cfg: PipelineConfig, layout: Layout, manifest: Manifest) -> PerParameter | None:
+    """The engine's bytes per parameter of the graph, against its precision's ideal
+    (core/engine_sizes.py); None where calibration.json has no count (an older one)."""
+    from pipeline.core import engine_sizes
+
+    if not layout.calibration_summary.is_file():
+        return None
+    weights = calibration_file.read(layout.calibration_summary).get("weights")
+    if not weights:
+        return None
+    return engine_sizes.per_parameter(
+        manifest["engine"]["bytes"], weights, str(cfg.precision.name), int(cfg.precision.block_size)
+    )
 
 
 def text(s: Standing) -> str:

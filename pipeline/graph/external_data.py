@@ -18,6 +18,7 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
+    import numpy as np
     from onnx import ModelProto
 
 SMALL = 1024  # bytes: smaller tensors stay in the graph (onnx.save_model's size_threshold)
@@ -122,3 +123,34 @@ def external_bytes(t: Any, base: Path | None) -> bytes:
     if length >= 0 and len(data) != length:
         raise PipelineError(f"external data of weight {t.name!r} in {file} is truncated")
     return data
+
+
+def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarray:
+    """A weight's values without touching the tensor that names them: onnx's
+    numpy_helper.to_array loads external bytes into the tensor it is given, and so into the
+    model holding it, which would bring the whole model into memory one weight at a time. A
+    plain numeric tensor in external data is read from its file slice straight into numpy
+    (no protobuf copy of its bytes on the way); anything else goes through a copy of the
+    tensor. `to_array`: onnx's own, where it is replaced (streamed_autocast.reads_apart)."""
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+    from onnx.external_data_helper import uses_external_data
+
+    read = to_array or numpy_helper.to_array
+    if uses_external_data(tensor) and tensor.data_type in PLAIN_TYPES:
+        dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        data = external_bytes(tensor, base)
+        return np.frombuffer(data, dtype=dtype).reshape(tuple(tensor.dims))
+    if uses_external_data(tensor):
+        apart = onnx.TensorProto()
+        apart.CopyFrom(tensor)  # metadata and the file's name: no weight bytes
+        tensor = apart
+    try:
+        return read(tensor, base_dir=str(base) if base is not None else "")
+    except Exception as e:
+        raise PipelineError(f"cannot read weight {tensor.name!r} of the model: {e}") from None
+
+
+# TensorProto types numpy holds as they are stored (little-endian, one element per item)
+PLAIN_TYPES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)

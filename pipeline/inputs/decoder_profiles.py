@@ -39,7 +39,8 @@ def kv_inputs(inputs: list[TensorSpec]) -> list[TensorSpec]:
 
 
 def profiles(numbers: DecoderProfile, inputs: list[TensorSpec]) -> list[dict[str, Any]]:
-    """[prefill, decode], each {"name", "inputs": {input: {"min", "opt", "max"}}}."""
+    """[prefill, decode] (or [generate] with one_profile), each {"name", "inputs": {input:
+    {"min", "opt", "max"}}}."""
     batch, prompt = int(numbers.max_batch), int(numbers.max_input_len)
     total = int(numbers.max_seq_len)
     if not kv_inputs(inputs):
@@ -59,6 +60,8 @@ def profiles(numbers: DecoderProfile, inputs: list[TensorSpec]) -> list[dict[str
         "prefill": ([1, opt_prompt, prompt], [0, 0, total - prompt]),
         "decode": ([1, 1, 1], [1, opt_past, total - 1]),
     }
+    if numbers.one_profile:  # opt at a decode step: what a generation runs most
+        phases = {"generate": ([1, 1, prompt], [0, opt_past, total - 1])}
     return [
         {"name": name, "inputs": {t.name: _shapes(t, batch, seq, past) for t in inputs}}
         for name, (seq, past) in phases.items()

@@ -50,7 +50,7 @@ def batches(
     _check_roles(specs)
     session = ort_session(graph, basic_optimizations=True)
     outputs = [o.name for o in session.get_outputs()]
-    present = _present_outputs(specs, outputs)
+    present = present_outputs(specs, outputs)
     logits = _logits_output(session.get_outputs())
     feeds: list[Arrays] = []
     for start in range(0, len(prompts), batch):
@@ -88,7 +88,7 @@ def _run(
     logits: str,
 ) -> list[Arrays]:
     kv = {t.name: t for t in kv_inputs(specs)}
-    past = {name: _empty_past(t, len(ids)) for name, t in kv.items()}
+    past = empty_pasts(specs, len(ids))
     done, out = 0, []
     for step in range(steps + 1):
         feeds = {**token_feeds(specs, ids, done), **past}
@@ -142,7 +142,7 @@ def unfeedable(specs: list[TensorSpec]) -> str | None:
     return None
 
 
-def _present_outputs(specs: list[TensorSpec], outputs: list[str]) -> dict[str, str]:
+def present_outputs(specs: list[TensorSpec], outputs: list[str]) -> dict[str, str]:
     """Each KV input's output for the next step: its name with `present` for the past
     (optimum's past_key_values.0.key -> present.0.key), else the rank-4 outputs in order."""
     kv = [t.name for t in kv_inputs(specs)]
@@ -174,6 +174,24 @@ def _logits_output(outputs: list[Any]) -> str:
             f"model has no such output (outputs: {', '.join(names)})"
         )
     return str(rank3[0])
+
+
+def empty_pasts(specs: list[TensorSpec], batch: int) -> Arrays:
+    """A prefill's past for every KV input."""
+    return {t.name: _empty_past(t, batch) for t in kv_inputs(specs)}
+
+
+def logits_of(outputs: Arrays) -> np.ndarray:
+    """A step's logits [batch, seq, vocab]: `logits`, else the one rank-3 output."""
+    if LOGITS in outputs:
+        return np.asarray(outputs[LOGITS])
+    rank3 = [v for v in outputs.values() if np.ndim(v) == 3]
+    if len(rank3) != 1:
+        raise PipelineError(
+            f"a decoder's logits [batch, seq, vocab] are the output `logits` or its one "
+            f"rank-3 output; outputs: {', '.join(outputs)}"
+        )
+    return np.asarray(rank3[0])
 
 
 def _empty_past(t: TensorSpec, batch: int) -> np.ndarray:

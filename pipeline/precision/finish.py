@@ -49,7 +49,12 @@ def cheapest_tables(
             made_tables = (
                 embedding_tables.in_int4(model, names, dest.parent, int(precision_cfg.block_size))
                 if kind == "int4"
-                else embedding_tables.in_fp16(model, names, dest.parent)
+                else embedding_tables.in_fp16(
+                    model,
+                    names,
+                    dest.parent,
+                    embedding_tables.fp16_copies(model, names, dest.parent),
+                )
             )
             calibration_cache.save_beside(made_tables, trial, dest.parent)
             judged = judge(trial, batches, precision_cfg, criteria)
@@ -102,6 +107,36 @@ def fp16_activations(
         record = autocast(dest, cast_graph, cast_cfg, calibration_cfg, first_batch)
         replace_graph(dest, cast_graph)
     return {"activations": {"type": "fp16", "autocast": record}}
+
+
+def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
+    """After AutoCast, which leaves a Gather's table in fp32 and, where the table is also a
+    tied LM head, writes a second copy in the low type for the head: each table of values
+    within precision.init_max in fp16, then each weight stored once again (the head's copy
+    and the fp16 table are one). The verdict judges the graph written, as for every weight
+    AutoCast casts. What was done, for the summary; {} where nothing was."""
+    from pipeline.graph import tied_weights
+    from pipeline.precision import embedding_tables
+    from pipeline.precision.common import streamed
+
+    model = onnx_model.load(dest, check=False, weights=False)
+    inits = {i.name: i for i in model.graph.initializer}
+    limit = float(precision_cfg.init_max)
+    names = [
+        n
+        for n in embedding_tables.candidates(model)
+        if float(np.abs(streamed.weight(inits[n], dest.parent)).max()) <= limit
+    ]
+    if names:
+        copies = embedding_tables.fp16_copies(model, names, dest.parent)
+        model = embedding_tables.in_fp16(model, names, dest.parent, copies)
+    ties = tied_weights.store_once(model, dest.parent)
+    if not names and not ties:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
+        calibration_cache.save_beside(model, Path(tmp) / "model.onnx", dest.parent)
+        replace_graph(dest, Path(tmp) / "model.onnx")
+    return {"tables": {"fp16": names}, "tied": [t.line() for t in ties]}
 
 
 def replace_graph(dest: Path, made: Path) -> None:

@@ -93,6 +93,9 @@ def transform(
             "source_sha256": hashing.sha256_file(src),
             "reference": reference,
         }
+        weights = export_file.weights(export_dir)
+        if weights:
+            summary["weights"] = weights
         record = _written(src, tmp / GRAPH, pairs, summary, job)
         if engines is not None:  # measured once the graph passed (auto measured them first)
             engines.measure_references(export_dir, pairs[0][0])
@@ -192,6 +195,7 @@ def _make_graph(
         from pipeline.precision.autocast.cast import autocast
 
         summary["autocast"] = autocast(src, dest, p, job.calibration, pairs[0][0])
+        summary["autocast"].update(finish.cast_tables(dest, p))
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
     if p.transform == "auto":
         return _auto(src, dest, pairs, summary, job)

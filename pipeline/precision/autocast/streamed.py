@@ -189,17 +189,17 @@ def copy_data_files(model: ModelProto, base: Path, work: Path) -> None:
 @contextlib.contextmanager
 def reads_apart() -> Iterator[None]:
     """ModelOpt's numpy_helper.to_array(init) calls read a copy of each tensor kept in
-    external data (streamed.read_apart): to_array itself loads the bytes into the tensor it
+    external data (external_data.read_apart): to_array itself loads the bytes into the tensor it
     is given, the model's own, so every weight the classifier's range rule reads would stay
     in memory. Set for the classifier and converter only, and put back."""
     from onnx import numpy_helper
 
-    from pipeline.precision.common import streamed
+    from pipeline.graph import external_data
 
     original = numpy_helper.to_array
 
     def to_array(tensor: Any, base_dir: str = "") -> np.ndarray:
-        return streamed.read_apart(tensor, Path(base_dir or Path.cwd()), original)
+        return external_data.read_apart(tensor, Path(base_dir or Path.cwd()), original)
 
     numpy_helper.to_array = to_array
     try:

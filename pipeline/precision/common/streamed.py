@@ -63,12 +63,16 @@ def computed_weights(model: ModelProto) -> list[Any]:
     """The GEMMs whose weight (input 1) is no initializer but the output of nodes that read
     constants only (a ConstantOfShape, a Constant, a Cast or Reshape of one): ONNX's test
     models and some exporters make weights this way. Streaming reads each weight from the
-    file it is stored in, so it has nothing to read for these."""
+    file it is stored in, so it has nothing to read for these. A tied head's Transpose of
+    its table (graph/tied_weights.py) is not one: that weight stays in the table's type."""
+    from pipeline.graph import tied_weights
     from pipeline.precision.common.ops import GEMMS
 
     stored = {i.name for i in model.graph.initializer}
     constant = set(stored)
     for node in model.graph.node:  # in order: a graph's nodes come after their inputs'
+        if tied_weights.is_tie(node):
+            continue
         if all(x in constant for x in node.input if x) and not any(onnx_model.subgraphs(node)):
             constant.update(node.output)
     return [
@@ -126,39 +130,9 @@ def refuse_huge_tensors(source: ModelProto, what: str) -> None:
 
 def weight(tensor: Any, base: Path | None) -> np.ndarray:
     """One initializer's values, read from its external-data file when it has one."""
+    from pipeline.graph.external_data import read_apart
+
     return read_apart(tensor, base)
-
-
-def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarray:
-    """A weight's values without touching the tensor that names them: onnx's
-    numpy_helper.to_array loads external bytes into the tensor it is given, and so into the
-    model holding it, which would bring the whole model into memory one weight at a time. A
-    plain numeric tensor in external data is read from its file slice straight into numpy
-    (no protobuf copy of its bytes on the way); anything else goes through a copy of the
-    tensor. `to_array`: onnx's own, where it is replaced (streamed_autocast.reads_apart)."""
-    import onnx
-    from onnx import helper, numpy_helper
-    from onnx.external_data_helper import uses_external_data
-
-    from pipeline.graph.external_data import external_bytes
-
-    read = to_array or numpy_helper.to_array
-    if uses_external_data(tensor) and tensor.data_type in PLAIN_TYPES:
-        dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
-        data = external_bytes(tensor, base)
-        return np.frombuffer(data, dtype=dtype).reshape(tuple(tensor.dims))
-    if uses_external_data(tensor):
-        apart = onnx.TensorProto()
-        apart.CopyFrom(tensor)  # metadata and the file's name: no weight bytes
-        tensor = apart
-    try:
-        return read(tensor, base_dir=str(base) if base is not None else "")
-    except Exception as e:
-        raise PipelineError(f"cannot read weight {tensor.name!r} of the model: {e}") from None
-
-
-# TensorProto types numpy holds as they are stored (little-endian, one element per item)
-PLAIN_TYPES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)
 
 
 def quantization_only(model: ModelProto) -> Any:

@@ -28,6 +28,7 @@ import numpy as np
 from pipeline.core import console
 from pipeline.precision.common import streamed
 from pipeline.precision.common.ops import MATMULS
+from pipeline.precision.int4 import rtn
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -105,14 +106,15 @@ def clip_alphas(
         for name, act in pairs.items():
             w = streamed.weight(inits[name], base)
             x = rows[act]
-            padded = -(-w.shape[0] // block_size) * block_size
+            block = rtn.fitting_block(w.shape[0], block_size)
+            padded = -(-w.shape[0] // block) * block
             columns = max(1, SEARCH_BYTES // (4 * max(1, x.shape[0]) * padded))
             found = []
             for start in range(0, w.shape[1], columns):
                 # a slice of output columns searched alone: ModelOpt's own column batches
                 # re-quantize the whole weight for each batch
                 part = np.array(w[:, start : start + columns], dtype=np.float32)
-                helper = AWQClipHelper(part, block_size)
+                helper = AWQClipHelper(part, block)
                 _clip_search(x, part, helper, awqclip_bsz_col=columns)
                 found.append(helper.best_alpha.astype(np.float32))
             alphas[name] = np.concatenate(found)  # output-column major, as ModelOpt's

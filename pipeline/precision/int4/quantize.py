@@ -79,8 +79,11 @@ def quantize_int4(
     data = calibration_data.load(calibration_cfg, model_cfg, src) if method in NEEDS_DATA else None
     source = onnx_model.load(src, check=False, weights=False)
     why = streamed.why_not(precision_cfg, calibration_cfg, source)
-    stream = streamed.chosen(calibration_cfg, why, source) or _every_shape(
-        data, why, calibration_cfg
+    block = int(precision_cfg.block_size)
+    stream = (
+        streamed.chosen(calibration_cfg, why, source)
+        or _every_shape(data, why, calibration_cfg)
+        or _partial_blocks(source, block, why, calibration_cfg)
     )
     if not stream:  # ModelOpt takes the weights in memory, and the batches stacked
         streamed.refuse_huge_tensors(source, "int4")
@@ -135,6 +138,27 @@ def _every_shape(
         f"streamed clip search (ModelOpt's stacks the batches, so only one shape would count)"
     )
     return True
+
+
+def _partial_blocks(
+    source: ModelProto, block: int, why: str | None, calibration_cfg: CalibrationConfig
+) -> bool:
+    """Whether to stream because a GEMM weight's reduction axis is no multiple of the block:
+    ModelOpt pads the last block, which TensorRT refuses; the streamed weights take a block
+    that divides it (rtn.fitting_block)."""
+    if why is not None or calibration_cfg.streaming == "never":
+        return False
+    from pipeline.precision.int4.rtn import fitting_block
+
+    inits = {i.name: i for i in source.graph.initializer}
+    for node in source.graph.node:
+        w = inits.get(node.input[1]) if node.op_type in ("MatMul", "Gemm") else None
+        if w is None or len(w.dims) != 2:
+            continue
+        rows = w.dims[1] if any(a.name == "transB" and a.i for a in node.attribute) else w.dims[0]
+        if fitting_block(rows, block) != block:
+            return True
+    return False
 
 
 def _int4_graph(

@@ -78,7 +78,8 @@ def dequantize(
     DequantizeLinear that widens it (not added)."""
     from onnx import TensorProto, helper, numpy_helper
 
-    q, scale = rtn(values.astype(np.float32, copy=False), axis, block_size, alpha)
+    block = fitting_block(values.shape[axis], block_size)
+    q, scale = rtn(values.astype(np.float32, copy=False), axis, block, alpha)
     packed = helper.make_tensor(f"{w.name}_i4", TensorProto.INT4, q.shape, packed_int4(q), raw=True)
     m.graph.initializer.append(packed)
     m.graph.initializer.append(numpy_helper.from_array(scale, f"{w.name}_scale"))
@@ -88,8 +89,29 @@ def dequantize(
         [f"{w.name}_DequantizeLinear_Output"],
         name=f"{w.name}_DequantizeLinear",
         axis=axis,
-        block_size=block_size,
+        block_size=block,
     )
+
+
+# The smallest block a weight is cut to before it is one block per column.
+MIN_BLOCK = 16
+
+
+def fitting_block(rows: int, block_size: int) -> int:
+    """The block a weight of `rows` along its blocked axis is cut to: `block_size` where it
+    divides `rows` or `rows` fits one block, else the largest power of two below it that
+    divides `rows`, down to MIN_BLOCK; else one block of every row. TensorRT refuses a
+    partial last block among several ("the quantization axis must divide into whole
+    blocks"), and shipped widths are not all multiples of 128: SmolLM's hidden is 576, a
+    Llama's MLP may be 688."""
+    if rows <= block_size:
+        return block_size  # one block: as ModelOpt writes it, and as TensorRT reads it
+    block = block_size
+    while block >= MIN_BLOCK:
+        if rows % block == 0:
+            return block
+        block //= 2
+    return rows
 
 
 def packed_int4(q: np.ndarray) -> bytes:

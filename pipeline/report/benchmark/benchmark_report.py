@@ -186,7 +186,34 @@ def _decoder_lines(decoder: dict[str, Any] | None) -> list[str]:
         f"batch {kv['max_batch']} and past {kv['max_past']}, the profiles' largest.",
         "",
     ]
-    return out + _table(["backend", "step", "median ms", "tokens/s"], rows)
+    table = _table(["backend", "step", "median ms", "tokens/s"], rows)
+    picture = ["", "![a decoder's phases by length](benchmark_phases.svg)", ""]
+    return out + table + picture + _generation_lines(decoder.get("generation"))
+
+
+def _generation_lines(generated: dict[str, Any] | None) -> list[str]:
+    """Greedy generation through each backend: its tokens against the fp32 graph's on the
+    reference prompts, and the times of that run (bench/generation.py)."""
+    if not generated:
+        return []
+    rows = []
+    for backend, g in generated.items():
+        parted = "never" if g["first_difference"] is None else f"step {g['first_difference']}"
+        rows.append(
+            [backend, g["tokens"], g["fp32_tokens_agree"], parted]
+            + ["-" if g[k] is None else g[k] for k in ("ttft_ms", "tpot_ms", "tokens_per_s")]
+        )
+    head = [
+        "### Generation",
+        "",
+        f"Greedy generation of the {next(iter(generated.values()))['runs']} reference prompt "
+        "batches through each backend, each as long as the fp32 graph's run: the share of "
+        "its tokens that are the fp32 graph's, the first step where one differs, and the "
+        "run's own times (first token, median step, tokens per second).",
+        "",
+    ]
+    columns = ["backend", "tokens", "fp32's", "first difference", "TTFT ms", "TPOT ms", "tokens/s"]
+    return head + _table(columns, rows) + [""]
 
 
 def decoder_rows(metrics: BenchmarkRecord) -> list[tuple[str, str]]:

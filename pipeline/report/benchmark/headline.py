@@ -8,6 +8,7 @@ Names (model, precision) are params already, so they are not repeated here."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.metrics_files import AccuracyMetrics, GatesMetrics
@@ -15,6 +16,7 @@ from pipeline.core.numbers import MIB
 
 if TYPE_CHECKING:
     from pipeline.bench.benchmark import BenchmarkRecord
+    from pipeline.core.engine_sizes import PerParameter
     from pipeline.engine.manifest import Manifest
 
 # Worst over every output: the direction that is worse for each figure.
@@ -41,12 +43,17 @@ def summarize(
     manifest: Manifest,
     benchmark: BenchmarkRecord,
     against: dict[str, float] | None = None,
+    per_parameter: PerParameter | None = None,
 ) -> dict[str, float | int]:
     """`against`: the engine's bytes as a ratio of the fp16 and fp32 engines of the same
-    graph (the build's record), as engine_vs_fp16 and engine_vs_fp32."""
+    graph (the build's record), as engine_vs_fp16 and engine_vs_fp32; `per_parameter`: its
+    bytes per parameter of the graph and their ratio to the precision's ideal."""
+    per: Mapping[str, Any] = per_parameter or {}
     out: dict[str, float | int | None] = {
         "engine_mib": round(manifest["engine"]["bytes"] / MIB, 3),
         **{f"engine_vs_{k}": v for k, v in (against or {}).items()},
+        "bytes_per_parameter": per.get("bytes"),
+        "engine_vs_ideal": per.get("ratio"),
         "build_s": manifest.get("build_seconds"),
         "accuracy_gate_pass": int(bool(accuracy.get("gate_passed"))),
         "build_gates_pass": int(bool(gates.get("passed"))),

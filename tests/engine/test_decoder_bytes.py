@@ -1,0 +1,67 @@
+"""A decoder's engine at its weights' size (issue 48): a Llama with tied embeddings, as
+`transformers` exports it (the table twice: the Gather's and the LM head's), through
+export, calibrate (fp16) and a TensorRT-RTX build. The copy is stored once and the table
+is fp16: against an untied Llama of the same shapes, whose head is a weight of its own,
+the tied engine is smaller by the head's fp16 bytes; the build table's figure per
+parameter is in the record."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.core import calibration_file, export_file
+from pipeline.core.layout import Layout
+from pipeline.flow import stages
+from pipeline.graph import onnx_model
+from tests.conftest import compose
+from tests.wild import hf
+
+VOCAB, HIDDEN = 4000, 128
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+def built(tmp_path, tied: bool) -> tuple[Layout, dict]:
+    pytest.importorskip("transformers")
+    model = hf.llama(tmp_path / f"llama_{tied}.onnx", hidden=HIDDEN, vocab=VOCAB, tied=tied)
+    ids = np.random.default_rng(0).integers(1, VOCAB, (4, 12))
+    np.save(tmp_path / "prompts.npy", ids)
+    cfg = compose(
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"model.source={model}",
+        f"model.prompts={tmp_path / 'prompts.npy'}",
+        "model.decode_steps=2",
+        "profile.decoder={max_batch: 1, max_input_len: 16, max_seq_len: 32}",
+        "precision=fp16",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+        f"build.store_dir={tmp_path / 'store'}",
+        "build.reference_engines=never",
+    )
+    layout = Layout(tmp_path / f"run_{tied}")
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    assert stages.calibrate(cfg, layout)["gate_passed"]
+    return layout, dict(stages.build(cfg, layout, progress=False))
+
+
+def test_a_tied_decoders_engine_holds_its_table_once_in_fp16(tmp_path):
+    tied, tied_record = built(tmp_path, tied=True)
+    untied, untied_record = built(tmp_path, tied=False)
+    normalized = export_file.read(tied.export_dir)["normalized"]
+    assert any(line.startswith("tied weights stored once: ") for line in normalized)
+    assert not any("tied" in line for line in export_file.read(untied.export_dir)["normalized"])
+
+    graph = onnx_model.load(tied.calibrate_dir / "model.onnx", check=False)
+    tables = [i for i in graph.graph.initializer if sorted(i.dims) == sorted([VOCAB, HIDDEN])]
+    assert [t.data_type for t in tables] == [10]  # one table, fp16
+    summary = calibration_file.read(tied.calibration_summary)
+    assert summary["autocast"]["tables"]["fp16"]
+
+    head_fp16 = VOCAB * HIDDEN * 2
+    saved = untied_record["engine"]["bytes"] - tied_record["engine"]["bytes"]
+    assert saved > 0.9 * head_fp16, (saved, head_fp16)
+    per = tied_record["per_parameter"]
+    assert per["ideal"] == 2.0
+    assert per["parameters"] == summary["weights"]["parameters"]
+    assert per["bytes"] == pytest.approx(tied_record["engine"]["bytes"] / per["parameters"], 1e-3)
