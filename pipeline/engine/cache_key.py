@@ -59,12 +59,25 @@ def key_inputs(
         "onnx_sha256": onnx_sha256,
         "build": engine_build_fields(build_cfg),
         "precision": {k: precision_cfg[k] for k in ENGINE_PRECISION_FIELDS},
-        "profiles": profile_cfg["profiles"],
+        **profile_fields(profile_cfg),
         "calibration_sha256": calibration_sha256,
         # Plugins by content: a rebuilt .so with the same name is a different engine.
         "plugins_sha256": sorted(plugin_sha256.values()),
         "fingerprint": identity(fingerprint),
     }
+
+
+def profile_fields(profile_cfg: dict[str, Any]) -> dict[str, Any]:
+    """What of the profile group shapes an engine: its profiles, and profile.shapes and
+    profile.decoder where set (each resizes the profiles the build resolves; they are
+    in the key only where set, so the keys of configs without them stay as they were)."""
+    out = {"profiles": profile_cfg["profiles"]}
+    if profile_cfg.get("shapes"):
+        out["profile_shapes"] = profile_cfg["shapes"]
+    decoder = profile_cfg.get("decoder") or {}
+    if decoder.get("max_seq_len"):
+        out["profile_decoder"] = decoder
+    return out
 
 
 def settings_sha256(
@@ -76,7 +89,7 @@ def settings_sha256(
         {
             "build": engine_build_fields(build_cfg),
             "plugins": sorted(build_cfg.get("plugins") or []),
-            "profiles": profile_cfg["profiles"],
+            **profile_fields(profile_cfg),
             "fingerprint": identity(fingerprint),
         }
     )
