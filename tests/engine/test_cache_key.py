@@ -68,8 +68,12 @@ ENGINE_CHANGES = {
     # each resizes the profiles the build resolves (they were left out of the key once, so a
     # decoder rebuilt with a longer max_seq_len was served the shorter engine)
     "profile_cfg__shapes": {"x": {"min": [1, 32], "opt": [2, 32], "max": [4, 32]}},
-    "profile_cfg__decoder": {"max_batch": 2, "max_input_len": 32, "max_seq_len": 64,
-                             "one_profile": False},  # fmt: skip
+    "profile_cfg__decoder": {
+        "max_batch": 2,
+        "max_input_len": 32,
+        "max_seq_len": 64,
+        "one_profile": False,
+    },
     "fingerprint__gpu__name": "NVIDIA A10",
     "fingerprint__gpu__compute_capability": "8.6",
     "fingerprint__gpu__memory_mib": 46068,

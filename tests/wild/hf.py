@@ -208,12 +208,14 @@ def llama(
     vocab: int = VOCAB,
     tied: bool = True,
     seed: int = 0,
+    outliers: bool = False,
 ) -> Path:
     """A LlamaForCausalLM (grouped-query attention: `kv_heads` for `heads`, RoPE) taking and
     returning its KV cache with optimum's names, position_ids among its inputs. `tied`: one
     matrix for the token table and the LM head (SmolLM, Llama 3.2), which the exporter
     writes twice. SmolLM-135M's shape: hidden 576, layers 30, heads 9, kv_heads 3,
-    intermediate 1536, vocab 49152."""
+    intermediate 1536, vocab 49152. `outliers`: three residual-stream dimensions with 20x
+    RMSNorm gains in every layer, as trained decoders carry them (random init has none)."""
     import torch
     from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
@@ -234,6 +236,11 @@ def llama(
         def __init__(self) -> None:
             super().__init__()
             self.m = LlamaForCausalLM(config).eval()
+            if outliers:
+                with torch.no_grad():
+                    for layer in self.m.model.layers:
+                        layer.input_layernorm.weight[list(OUTLIER_DIMS)] *= 20.0
+                        layer.post_attention_layernorm.weight[list(OUTLIER_DIMS)] *= 20.0
 
         def forward(self, input_ids, attention_mask, position_ids, *past):
             cache = DynamicCache(config=config)

@@ -1,0 +1,96 @@
+"""int8 with SmoothQuant and the fallback search on a decoder of SmolLM-135M's shape
+(tests/wild/hf.py's Llama: GQA 9/3 heads, RoPE, 30 layers, a 49,152-token vocabulary,
+tied embeddings; random weights with three outlier channels in the residual stream, as
+trained decoders carry them: a stand-in for the search's work, not for its accuracy),
+calibrated on prompts through both phases: the calibrate stage's time and peak RSS against
+the model's bytes, and what the search kept.
+
+    python benchmarks/decoder_int8.py [--layers 30] [--prompts 16]
+
+Goal (issue 48): within 10 minutes on this project's 2-core machine, peak RSS <= 2.5x the
+model's bytes (the encoders' bound); exit status 1 if either is missed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+GOAL_S, GOAL_RSS = 600, 2.5
+
+
+def main() -> int:
+    import numpy as np
+    from calibrate_cache import compose  # a sibling script: benchmarks/ is sys.path[0]
+
+    from pipeline.core import memory
+    from pipeline.core.layout import Layout
+    from pipeline.flow import stages
+    from tests.wild import hf
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=30)
+    ap.add_argument("--prompts", type=int, default=16)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="decoder-int8.") as tmp:
+        root = Path(tmp)
+        (root / "model").mkdir()
+        model = hf.llama(
+            root / "model" / "model.onnx", hidden=576, layers=args.layers, heads=9, kv_heads=3,
+            intermediate=1536, vocab=49152, tied=True, outliers=True,
+        )  # fmt: skip
+        rng = np.random.default_rng(0)
+        np.save(root / "reference.npy", rng.integers(1, 49152, (8, 16)))
+        np.save(root / "calibration.npy", rng.integers(1, 49152, (args.prompts, 16)))
+        cfg = compose(
+            "model=onnx_file",
+            f"model.onnx_path={model}",
+            f"model.source={model.parent}",
+            f"model.prompts={root / 'reference.npy'}",
+            "model.decode_steps=4",
+            "profile.decoder={max_batch: 2, max_input_len: 32, max_seq_len: 64}",
+            "precision=int8",
+            "precision.smoothing=smoothquant",
+            "precision.fallback=auto",
+            "calibration=prompts",
+            f"calibration.path={root / 'calibration.npy'}",
+            f"calibration.cache_dir={root / 'cache'}",
+        )
+        layout = Layout(root / "run")
+        stages.fingerprint(cfg, layout)
+        stages.export(cfg, layout)
+        model_bytes = sum(f.stat().st_size for f in layout.export_dir.glob("model.onnx*"))
+        peak = memory.StagePeak()
+        t0 = time.perf_counter()
+        try:
+            summary: dict = dict(stages.calibrate(cfg, layout))
+        except Exception as e:  # the gate's verdict is a result here, not a crash
+            summary = {"failed": str(e).splitlines()[0][:300]}
+        seconds = time.perf_counter() - t0
+        rss = peak.bytes()
+    fallback = summary.get("fallback") or {}
+    row = {
+        "layers": args.layers,
+        "model_mb": round(model_bytes / 1e6),
+        "calibrate_s": round(seconds, 1),
+        "calibrate_peak_mib": round(rss / 2**20),
+        "peak_x_model": round(rss / model_bytes, 2),
+        "gate_passed": summary.get("gate_passed"),
+        "kept": len(fallback.get("kept") or []),
+        "candidates": fallback.get("candidates"),
+        "failed": summary.get("failed"),
+    }
+    print(json.dumps(row))
+    ok = seconds <= GOAL_S and rss <= GOAL_RSS * model_bytes
+    print(f"goals: {seconds:.0f} s (<= {GOAL_S}), peak {rss / model_bytes:.2f}x (<= {GOAL_RSS}x)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
