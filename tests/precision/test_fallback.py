@@ -348,3 +348,23 @@ def test_fallback_fp32_keeps_every_kept_node_in_fp32_and_auto_takes_fp16_where_i
     graph = onnx.load(layout.calibrate_dir / "model.onnx")
     halves = {i.name for i in graph.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16}
     assert not [h for h in halves for n in fb["kept"] if h.endswith(f"::fp16::{n}")]
+
+
+def test_many_nodes_in_the_kept_groups_are_ranked_a_layer_at_a_time(
+    bert_export, tmp_path, monkeypatch
+):
+    """A decoder's kept roles hold a node per layer each (90 on a 30-layer model): past
+    BLOCKS_PAST the search ranks the layers' blocks first, and past NODE_LIMIT in the kept
+    blocks it keeps those blocks whole. The limits are lowered here so that the bundled
+    model takes that path: the choice passes, and what is kept is whole layers' nodes."""
+    monkeypatch.setattr(fallback, "BLOCKS_PAST", 1)
+    monkeypatch.setattr(fallback, "NODE_LIMIT", 0)
+    cfg = compose(*MODEL, "precision.fallback=auto", f"calibration.cache_dir={tmp_path / 'c'}")
+    summary = stages.calibrate(cfg, fresh(bert_export, tmp_path))
+    fb = summary["fallback"]
+    assert summary["gate_passed"] and fb["needed"] and fb["blocks"]
+    kept_blocks = [b for b in fb["blocks"] if b["kept"]]
+    by_score = sorted(fb["blocks"], key=lambda b: -b["score_quantized_alone"])
+    assert [b["group"] for b in by_score[: len(kept_blocks)]] == [b["group"] for b in kept_blocks]
+    assert set(fb["kept"]) == {n for b in kept_blocks for n in b["nodes"]}
+    assert fb["nodes"] == [] and any(s["stage"] == "blocks kept" for s in fb["steps"])

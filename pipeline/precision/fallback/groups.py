@@ -8,7 +8,8 @@ that index replaced (`/encoder/layer.*/attention/self/query/MatMul`), so the sam
 projection of every layer is one role; nodes of one layer that read one tensor (the
 query, key and value projections after a LayerNorm) are one role together. Graphs
 whose names have no such structure fall back to contiguous runs in graph order, the
-way Polygraphy's `debug precision` bisects."""
+way Polygraphy's `debug precision` bisects. A search whose kept roles hold many nodes
+ranks them a layer at a time first (`layer_blocks`)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,13 @@ def contiguous_runs(candidates: list[str]) -> list[Group]:
         for i in range(0, len(candidates), size)
         if (run := candidates[i : i + size])
     ]
+
+
+def layer_blocks(nodes: list[str]) -> list[Group]:
+    """`nodes` by the layer they sit in (a decoder layer's attention and MLP nodes of the
+    kept roles), in order of each layer's first node; nodes outside the repeated layers (an
+    LM head) are a block of their own."""
+    blocks: dict[str, list[str]] = defaultdict(list)
+    for name in nodes:
+        blocks[layer_and_role(name)[0]].append(name)
+    return [Group(layer, tuple(members)) for layer, members in blocks.items()]

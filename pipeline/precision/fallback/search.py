@@ -14,8 +14,12 @@ On the held-out reference batches with ONNX Runtime:
    (fallback/groups.py: Q/K/V, attention, attention output, FFN in, FFN out, ...); each
    group is measured quantized alone (every other candidate kept), and the fewest most
    sensitive groups to keep are found by bisection;
-3. inside the kept groups only, each node is measured quantized alone, and the fewest
-   most sensitive nodes to keep are found by bisection.
+3. where the kept groups hold more than BLOCKS_PAST nodes (a decoder of 30 layers: 90),
+   their nodes are taken a layer at a time: each layer's block measured quantized alone,
+   the fewest most sensitive blocks kept by bisection;
+4. inside the kept groups (or blocks) only, each node is measured quantized alone, and the
+   fewest most sensitive nodes to keep are found by bisection; after blocks, only while
+   they hold at most NODE_LIMIT nodes, else the kept blocks' nodes are what is kept.
 
 Every step runs in one ONNX Runtime session (common/searchable.Switchboard: a flag per node
 picks its quantized or its fp32 inputs), so a step costs one pass over the held-out
@@ -46,6 +50,12 @@ if TYPE_CHECKING:
 SEARCH_VERSION = 7  # the record's shape and the search's steps; 7: ranked on a subset
 # A graph is judged on about a quarter of the batches first (gate/subset_first.py).
 SUBSET_SHARE = 4
+# Past this many nodes in the kept groups, layer blocks come before nodes; past NODE_LIMIT
+# in the kept blocks, the search stops at blocks. On a decoder of SmolLM-135M's shape, 90
+# nodes measured one at a time were most of a search of 40 minutes; at these sizes every
+# search the tests and tutorials run keeps its node-level steps (and its cached records).
+BLOCKS_PAST = 48
+NODE_LIMIT = 32
 Choice = TypeVar("Choice")
 
 
@@ -212,12 +222,17 @@ def _searched(
     groups = run.alone(roles, "group quantized alone")
     ordered = [g for g, _ in groups]
     n_groups = _bisect(ordered, run.keep_units, run.steps, "groups kept") if len(ordered) > 1 else 1
-    pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
-    nodes = run.alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
-    ranked = [u for u, _ in nodes]
-    n_nodes = _bisect(ranked, run.keep_units, run.steps, "nodes kept") if len(ranked) > 1 else 1
-    kept = [u.name for u in ranked[:n_nodes]]
     base = everything["score"]
+    pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
+    blocks: list[tuple[Group, dict[str, Any]]] = []
+    n_blocks = 0
+    if len(pool) > BLOCKS_PAST:
+        pool, blocks, n_blocks = _kept_blocks(run, [u.name for u in pool])
+    nodes: list[tuple[Group, dict[str, Any]]] = []
+    if blocks and len(pool) > NODE_LIMIT:  # the kept blocks are the answer
+        kept = [u.name for u in pool]
+    else:
+        nodes, kept = _kept_nodes(run, pool, everything)
     record = {
         "mode": "auto",
         "needed": True,
@@ -229,6 +244,7 @@ def _searched(
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
         "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
         "groups": _group_rows(groups, n_groups, base),
+        **({"blocks": _group_rows(blocks, n_blocks, base)} if blocks else {}),
         "nodes": _node_rows(nodes, plan, ordered, kept, base),
         "steps": run.steps,
         "graphs_evaluated": run.keeping.runs,
@@ -238,6 +254,31 @@ def _searched(
         "decided_on_subset": run.keeping.decided_on_subset,
     }
     return record
+
+
+def _kept_blocks(
+    run: _Run, pool: list[str]
+) -> tuple[list[Group], list[tuple[Group, dict[str, Any]]], int]:
+    """The kept groups' nodes a layer at a time: each layer's block quantized alone, the
+    fewest most sensitive kept by bisection. (the nodes of the kept blocks, the blocks
+    ranked, how many kept)"""
+    layers = node_groups.layer_blocks(pool)
+    if len(layers) < 2:
+        return [Group(n, (n,)) for n in pool], [], 0
+    blocks = run.alone(layers, "block quantized alone")
+    ordered = [b for b, _ in blocks]
+    n_blocks = _bisect(ordered, run.keep_units, run.steps, "blocks kept")
+    return [Group(n, (n,)) for b in ordered[:n_blocks] for n in b.nodes], blocks, n_blocks
+
+
+def _kept_nodes(
+    run: _Run, pool: list[Group], everything: dict[str, Any]
+) -> tuple[list[tuple[Group, dict[str, Any]]], list[str]]:
+    """Each node of `pool` quantized alone, the fewest most sensitive kept by bisection."""
+    nodes = run.alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
+    ranked = [u for u, _ in nodes]
+    n_nodes = _bisect(ranked, run.keep_units, run.steps, "nodes kept") if len(ranked) > 1 else 1
+    return nodes, [u.name for u in ranked[:n_nodes]]
 
 
 class _Run:
