@@ -92,7 +92,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="decoder-bytes.") as tmp:
         root = Path(tmp)
         (root / "model").mkdir()
-        model = hf.llama(root / "model" / "model.onnx", tied=True, **dims)
+        model = hf.llama(
+            root / "model" / "model.onnx",
+            hidden=dims["hidden"],
+            layers=dims["layers"],
+            heads=dims["heads"],
+            kv_heads=dims["kv_heads"],
+            intermediate=dims["intermediate"],
+            vocab=dims["vocab"],
+            tied=True,
+        )
         prompts = root / "prompts.npy"
         np.save(prompts, np.random.default_rng(0).integers(1, dims["vocab"], (4, 16)))
         for precision in args.precisions.split(","):

@@ -25,10 +25,22 @@ def test_params_yaml_is_the_composition_of_conf_defaults():
         for p in sorted(conf.glob("*/*.yaml"))
     ],
 )
-def test_every_group_option_validates(group, option):
-    cfg = compose(f"{group}={option}")
+def test_every_group_option_validates(group, option, tmp_path):
+    cfg = compose(f"{group}={option}", *_needs(group, option, tmp_path))
     if "name" in cfg[group]:
         assert cfg[group].name == option
+
+
+def _needs(group: str, option: str, tmp_path) -> list[str]:
+    """What an option needs besides itself: model=hf_decoder a folder to read."""
+    if (group, option) != ("model", "hf_decoder"):
+        return []
+    import json
+    import shutil
+
+    shutil.copy(REPO / "pipeline" / "zoo" / "onnx" / "tiny_mlp.onnx", tmp_path / "model.onnx")
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 64}))
+    return [f"model.folder={tmp_path}"]
 
 
 # What the default composition sets apart from the schema's defaults, and why: anything

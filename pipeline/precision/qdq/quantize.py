@@ -138,15 +138,7 @@ def quantize(
     # What ModelOpt calibrates, and what its plan maps onto.
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
-    # Whether the file keeps its weights apart decides, not the copy SmoothQuant read them
-    # into: a smoothed 135M decoder went through ModelOpt at 15x its bytes.
-    stream = streamed.chosen(
-        calibration_cfg, streamed.why_not(precision_cfg, calibration_cfg, source), on_disk
-    )
-    if stream:  # another computation of the same scales: its own entries (old keys unchanged)
-        inputs["calibrated_by"] = streamed_qdq.streamed_by(method)
-    else:
-        streamed.refuse_huge_tensors(source, f"{mode} calibration")
+    stream = _streams(source, on_disk, inputs, precision_cfg, calibration_cfg)
     modelopt_graph, cache, fallback = _calibrated(
         smoothed, src.parent, inputs, stream, calibration_cfg, data
     )
@@ -177,6 +169,26 @@ def quantize(
     if fallback:
         summary["method_fallback"] = fallback
     return QuantizeResult(summary, data, graphs)
+
+
+def _streams(
+    source: ModelProto,
+    on_disk: ModelProto,
+    inputs: dict[str, Any],
+    precision_cfg: PrecisionConfig,
+    calibration_cfg: CalibrationConfig,
+) -> bool:
+    """Whether the scales are calibrated streamed (calibration.streaming); `inputs` (the
+    cache key's) then say so, and a model ModelOpt will load is checked for tensors it cannot
+    hold. Whether the file keeps its weights apart decides (`on_disk`), not the copy
+    SmoothQuant read them into: a smoothed 135M decoder went through ModelOpt at 15x its bytes."""
+    why = streamed.why_not(precision_cfg, calibration_cfg, source)
+    stream = streamed.chosen(calibration_cfg, why, on_disk)
+    if stream:  # another computation of the same scales: its own entries (old keys unchanged)
+        inputs["calibrated_by"] = streamed_qdq.streamed_by(inputs["method"])
+    else:
+        streamed.refuse_huge_tensors(source, f"{inputs['quantize_mode']} calibration")
+    return stream
 
 
 def _calibrated(
