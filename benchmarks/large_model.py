@@ -108,14 +108,17 @@ def _encoder_inputs(vocab: int) -> list[str]:
 
 
 def _decoder_inputs(work: Path, vocab: int) -> list[str]:
-    """4 prompts of random token ids through a prefill and 2 decode steps each, judged and
-    (calibration=prompts) calibrated on; profiles small, as the memory is the point."""
+    """4 prompts of random token ids through a prefill and 2 decode steps each to judge by,
+    8 others to calibrate on (calibration=prompts); profiles small, as the memory is the
+    point."""
     import numpy as np
 
-    prompts = work / "prompts.npy"
-    np.save(prompts, np.random.default_rng(0).integers(1, vocab, (4, 12)))
+    prompts, calibration = work / "prompts.npy", work / "calibration.npy"
+    rng = np.random.default_rng(0)
+    np.save(prompts, rng.integers(1, vocab, (4, 12)))
+    np.save(calibration, rng.integers(1, vocab, (8, 12)))  # other prompts than the gate's
     for q in CALIBRATION:
-        CALIBRATION[q] = ["calibration=prompts", f"calibration.path={prompts}"]
+        CALIBRATION[q] = ["calibration=prompts", f"calibration.path={calibration}"]
     return [
         f"model.prompts={prompts}",
         "model.decode_steps=2",
