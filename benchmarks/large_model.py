@@ -80,7 +80,14 @@ CALIBRATION = {
 # The memory of a transform is measured, not the accuracy of a random model's int8 on random
 # ids: the gate is off for the quantized types (it would stop the stage before its end).
 NO_GATE = [
-    f"precision.gate.{k}=null" for k in ("max_abs_error", "min_cosine", "min_top1_agreement")
+    f"precision.gate.{k}=null"
+    for k in (
+        "max_abs_error",
+        "max_rel_error",
+        "min_cosine",
+        "min_top1_agreement",
+        "max_perplexity_increase",  # a decoder's
+    )
 ]
 
 
