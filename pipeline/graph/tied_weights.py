@@ -7,9 +7,7 @@ table `[vocab, hidden]` and the head's `MatMul` weight `[hidden, vocab]`, under 
 exporter's choosing (`onnx::MatMul_718`). At a 49k vocabulary that copy is a fifth of a
 135 M-parameter model. Found by value, whatever the names: the copy goes, and the head
 reads the table through a `Transpose`, which TensorRT folds into one stored weight (an
-fp16 engine of a tied Llama measured 4.1 MB smaller with it: the head's copy). AutoCast
-can write a second low-precision copy of a table two kinds of node read; the calibrate
-stage runs this again after it."""
+fp16 engine of a tied Llama measured 4.1 MB smaller with it: the head's copy)."""
 
 from __future__ import annotations
 
@@ -71,37 +69,37 @@ def is_tie(node: Any) -> bool:
 
 
 def find(model: ModelProto, base: Path | None) -> list[Tie]:
-    """Pairs of 2-D float initializers of MIN_BYTES or more, of one type, where one holds
-    the other's values or their transpose. The kept one is a Gather's table where one is
-    (the table is what int4 and fp16 tables rewrite); a copy read inside a subgraph, or
-    named as a graph input or output, is left alone."""
+    """The copies of a Gather's table (2-D, float, MIN_BYTES or more): initializers of its
+    type holding its values or their transpose. Only tables are looked for: a tied head is
+    a table's copy, and comparing every pair of a decoder's same-shaped layer weights would
+    read the whole model. Each candidate is read beside its table and let go, so two tensors
+    are held at a time. A copy read inside a subgraph, or named as a graph input or output,
+    is left alone."""
     pinned = _pinned(model)
     candidates = [i for i in model.graph.initializer if _sized(i) and i.name not in pinned]
-    groups: dict[tuple[int, tuple[int, ...]], list[Any]] = {}
-    for init in candidates:
-        groups.setdefault((init.data_type, tuple(sorted(init.dims))), []).append(init)
     tables = _gather_tables(model)
     ties: list[Tie] = []
-    for group in groups.values():
-        if len(group) > 1:
-            ties += _ties_in(sorted(group, key=lambda i: i.name not in tables), base)
-    return ties
-
-
-def _ties_in(group: list[Any], base: Path | None) -> list[Tie]:
-    """Each member tied to the first earlier one it repeats (values read once each)."""
-    values = [read_apart(i, base) for i in group]
-    ties: list[Tie] = []
-    taken: set[int] = set()
-    for j in range(1, len(group)):
-        for i in range(j):
-            if i in taken:
-                continue
-            how = _repeats(values[i], values[j])
+    dropped: set[str] = set()
+    for table in [c for c in candidates if c.name in tables]:
+        if table.name in dropped:
+            continue
+        shape = sorted(table.dims)
+        others = [
+            c
+            for c in candidates
+            if c.name != table.name
+            and c.name not in dropped
+            and c.data_type == table.data_type
+            and sorted(c.dims) == shape
+        ]
+        if not others:
+            continue
+        values = read_apart(table, base)
+        for other in others:
+            how = _repeats(values, read_apart(other, base))
             if how is not None:
-                ties.append(Tie(group[i].name, group[j].name, how))
-                taken.add(j)
-                break
+                ties.append(Tie(table.name, other.name, how))
+                dropped.add(other.name)
     return ties
 
 

@@ -84,9 +84,11 @@ def in_fp16(
     model: ModelProto, names: list[str], base: Path | None, copies: Mapping[str, str] | None = None
 ) -> Any:
     """`model` with each named table stored in fp16 (read from `base`'s files where it is
-    kept there) and each Gather over it (and a tied head's Transpose of it) followed by a
-    Cast back to fp32 under the reader's own output name, so nothing downstream changes. `copies`: tables the graph already
-    holds in fp16 under another name (AutoCast's copy for a tied head), read from there."""
+    kept there) and each Gather over it followed by a Cast back to fp32 under the Gather's
+    own output name, so nothing downstream changes; a tied head's Transpose of it feeds its
+    MatMuls in fp16 (_gemms_in_fp16), or, where the head's weight is quantized, is widened
+    as a Gather is. `copies`: tables the graph already holds in fp16 under another name
+    (AutoCast's copy for a tied head), read from there."""
     from onnx import TensorProto, helper, numpy_helper
 
     from pipeline.precision.common import ops, streamed

@@ -110,12 +110,12 @@ def fp16_activations(
 
 
 def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
-    """After AutoCast, which leaves a Gather's table in fp32 and, where the table is also a
-    tied LM head, writes a second copy in the low type for the head: each table of values
-    within precision.init_max in fp16, then each weight stored once again (the head's copy
-    and the fp16 table are one). The verdict judges the graph written, as for every weight
-    AutoCast casts. What was done, for the summary; {} where nothing was."""
-    from pipeline.graph import tied_weights
+    """After AutoCast, which leaves a Gather's table in fp32: each table of values within
+    precision.init_max in fp16, widened after its rows are gathered. Where the table is
+    also a tied LM head, AutoCast wrote an fp16 copy of it for the head, and the Gather
+    reads that copy (embedding_tables.fp16_copies): one table in the engine. The verdict
+    judges the graph written, as for every weight AutoCast casts. What was done, for the
+    summary; {} where nothing was."""
     from pipeline.precision import embedding_tables
     from pipeline.precision.common import streamed
 
@@ -127,16 +127,14 @@ def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
         for n in embedding_tables.candidates(model)
         if float(np.abs(streamed.weight(inits[n], dest.parent)).max()) <= limit
     ]
-    if names:
-        copies = embedding_tables.fp16_copies(model, names, dest.parent)
-        model = embedding_tables.in_fp16(model, names, dest.parent, copies)
-    ties = tied_weights.store_once(model, dest.parent)
-    if not names and not ties:
+    if not names:
         return {}
+    copies = embedding_tables.fp16_copies(model, names, dest.parent)
+    model = embedding_tables.in_fp16(model, names, dest.parent, copies)
     with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
         calibration_cache.save_beside(model, Path(tmp) / "model.onnx", dest.parent)
         replace_graph(dest, Path(tmp) / "model.onnx")
-    return {"tables": {"fp16": names}, "tied": [t.line() for t in ties]}
+    return {"tables": {"fp16": names}}
 
 
 def replace_graph(dest: Path, made: Path) -> None:
