@@ -29,6 +29,7 @@ SIZES = {
               "vocab": 8000},
 }  # fmt: skip
 GOAL = 1.1
+PROFILES = {"both": (False, True), "one": (True,), "two": (False,)}
 OPEN_GATE = (
     "precision.gate.min_cosine=0.0",
     "precision.gate.min_top1_agreement=0.0",
@@ -39,7 +40,9 @@ OPEN_GATE = (
 )
 
 
-def engine(root: Path, model: Path, prompts: Path, precision: str, one_profile: bool) -> dict:
+def engine(
+    root: Path, model: Path, prompts: Path, precision: str, one_profile: bool, targets: str
+) -> dict:
     from calibrate_cache import compose  # a sibling script: benchmarks/ is sys.path[0]
 
     from pipeline.core import memory
@@ -60,13 +63,14 @@ def engine(root: Path, model: Path, prompts: Path, precision: str, one_profile: 
         f"calibration.cache_dir={root / 'cache'}",
         f"build.store_dir={root / 'store'}",
         "build.reference_engines=never",
+        f"build.compute_capabilities=[{targets}]",
     )
-    layout = Layout(root / name)
+    layout = Layout(root / f"{name}_{targets or 'default'}")
     stages.fingerprint(cfg, layout)
     stages.export(cfg, layout)
     peak = memory.StagePeak()
     t0 = time.perf_counter()
-    stages.calibrate(cfg, layout)
+    calibrated = stages.calibrate(cfg, layout)
     calibrate_s = time.perf_counter() - t0
     built = stages.build(cfg, layout, progress=False)
     return {
@@ -75,7 +79,14 @@ def engine(root: Path, model: Path, prompts: Path, precision: str, one_profile: 
         **built["per_parameter"],
         "calibrate_s": round(calibrate_s, 1),
         "calibrate_peak_mib": round(peak.bytes() / 2**20),
+        "table": _table_type(calibrated),
     }
+
+
+def _table_type(calibrated: dict) -> str:
+    """The embedding table's type as the calibrate stage left it (int4, fp16 or fp32)."""
+    tables = calibrated.get("tables") or calibrated.get("autocast", {}).get("tables") or {}
+    return next((k for k in ("int4", "fp16", "fp32") if tables.get(k)), "-")
 
 
 def main() -> int:
@@ -86,6 +97,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=list(SIZES), default="smollm")
     ap.add_argument("--precisions", default="fp16,int4_rtn")
+    ap.add_argument("--profiles", choices=["both", "one", "two"], default="both")
+    ap.add_argument(
+        "--targets",
+        default="",
+        help="build.compute_capabilities, e.g. SM89 (TensorRT-RTX's default: every one it supports)",
+    )
     args = ap.parse_args()
     dims = SIZES[args.size]
     rows = []
@@ -105,13 +122,16 @@ def main() -> int:
         prompts = root / "prompts.npy"
         np.save(prompts, np.random.default_rng(0).integers(1, dims["vocab"], (4, 16)))
         for precision in args.precisions.split(","):
-            for one_profile in (False, True):
-                rows.append(engine(root, model, prompts, precision, one_profile))
+            for one_profile in PROFILES[args.profiles]:
+                rows.append(engine(root, model, prompts, precision, one_profile, args.targets))
                 print(json.dumps(rows[-1]), flush=True)
     print(f"\n{args.size}-shaped Llama, tied embeddings, random weights (TensorRT-RTX plans)")
-    print(f"{'engine':<16}{'MiB':>9}{'B/param':>9}{'ideal':>7}{'ratio':>7}")
+    print(f"{'engine':<16}{'MiB':>9}{'B/param':>9}{'ideal':>7}{'ratio':>7}  table")
     for r in rows:
-        print(f"{r['engine']:<16}{r['engine_mib']:>9}{r['bytes']:>9}{r['ideal']:>7}{r['ratio']:>7}")
+        print(
+            f"{r['engine']:<16}{r['engine_mib']:>9}{r['bytes']:>9}{r['ideal']:>7}{r['ratio']:>7}"
+            f"  {r['table']}"
+        )
     fp16 = [r for r in rows if r["engine"] == "fp16_one"]
     return 0 if fp16 and fp16[0]["ratio"] <= GOAL else 1
 

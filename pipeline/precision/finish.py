@@ -17,7 +17,10 @@ from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.judging import judge
 
 if TYPE_CHECKING:
+    from onnx import ModelProto
+
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
+    from pipeline.graph.tied_weights import Tie
 
 
 def cheapest_tables(
@@ -32,10 +35,11 @@ def cheapest_tables(
     from pipeline.precision import embedding_tables
     from pipeline.precision.int4 import rtn as streamed_int4
 
-    graph = onnx_model.load(dest, check=False, weights=False)
+    graph, ties = _copies_stored_once(dest)
     names = embedding_tables.candidates(graph)
+    once = {"stored_once": [t.line() for t in ties]} if ties else {}
     if not names:
-        return {}
+        return {"tables": once} if once else {}
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
     int4 = onnx_model.opset(graph) >= streamed_int4.OPSET and (
         precision_cfg.transform == "int4"
@@ -43,7 +47,8 @@ def cheapest_tables(
     )
     failed = {}
     for kind in ("int4", "fp16") if int4 else ("fp16",):
-        model = onnx_model.load(dest, check=False, weights=False)
+        model = type(graph)()
+        model.CopyFrom(graph)
         with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
             trial = Path(tmp) / "model.onnx"
             made_tables = (
@@ -62,8 +67,27 @@ def cheapest_tables(
                 failed[kind] = [gate_lib.describe(r) for r in gate_lib.failures(judged["gate"])]
                 continue
             replace_graph(dest, trial)
-        return {"tables": {kind: names, "missed_the_gate": failed}}
-    return {"tables": {"fp32": names, "missed_the_gate": failed}}
+        return {"tables": {kind: names, "missed_the_gate": failed, **once}}
+    return {"tables": {"fp32": names, "missed_the_gate": failed, **once}}
+
+
+def _copies_stored_once(dest: Path) -> tuple[ModelProto, list[Tie]]:
+    """dest's graph with a table read by several nodes stored once again, rewritten where
+    one was not. ModelOpt gives each reader of a shared constant its own copy
+    (duplicate_shared_constants: a tied head's `table_1` beside the Gather's `table_2`);
+    left so, the copy only the head reads was no table to narrow, and stayed fp32 in the
+    engine beside the table's int4 (a 5 M-parameter decoder's int4 engine: 8 MB of 15)."""
+    from pipeline.graph import tied_weights
+
+    graph = onnx_model.load(dest, check=False, weights=False)
+    ties = tied_weights.store_once(graph, dest.parent)
+    if ties:
+        with tempfile.TemporaryDirectory(prefix="tied.") as tmp:
+            once = Path(tmp) / "model.onnx"
+            calibration_cache.save_beside(graph, once, dest.parent)
+            replace_graph(dest, once)
+        graph = onnx_model.load(dest, check=False, weights=False)
+    return graph, ties
 
 
 def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
