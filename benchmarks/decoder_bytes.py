@@ -37,6 +37,7 @@ OPEN_GATE = (
     "precision.gate.max_abs_error=null",
     "precision.gate.max_perplexity_increase=null",
     "precision.holdout=0",
+    "precision.search_margin=0",  # the tables' trial judges by the searching gate
 )
 
 
