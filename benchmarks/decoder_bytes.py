@@ -18,6 +18,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.core.calibration_file import CalibrationSummary
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -84,7 +88,7 @@ def engine(
     }
 
 
-def _table_type(calibrated: dict) -> str:
+def _table_type(calibrated: CalibrationSummary) -> str:
     """The embedding table's type as the calibrate stage left it (int4, fp16 or fp32)."""
     tables = calibrated.get("tables") or calibrated.get("autocast", {}).get("tables") or {}
     return next((k for k in ("int4", "fp16", "fp32") if tables.get(k)), "-")

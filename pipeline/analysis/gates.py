@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.analysis import buildlog
 from pipeline.analysis.buildlog import BuildLogSummary
-from pipeline.core import config as config_lib
-from pipeline.core import gate as gate_lib
-from pipeline.core import metrics_files
+from pipeline.core import config, gate, metrics_files
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
 from pipeline.core.metrics_files import GatesMetrics
@@ -51,7 +49,7 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
         else f"none of {len(compiled)} pattern(s) matched"
     )
     shown = [{"pattern": p, "line": line} for p, line in hits[:SHOWN_MATCHES]]
-    return gate_lib.result(
+    return gate.result(
         "forbid_patterns",
         len(hits),
         list(patterns),
@@ -63,7 +61,7 @@ def _forbidden(patterns: list[str], records: Iterable[buildlog.Record] | str) ->
 
 
 def evaluate(
-    gates_cfg: config_lib.GatesConfig | None,
+    gates_cfg: config.GatesConfig | None,
     summary: BuildLogSummary,
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,
@@ -74,8 +72,7 @@ def evaluate(
     the build.log text; without `engine`, the manifest's engine size is used. Pass or fail
     is decided in one place, pipeline/core/gate.py, from each value's direction."""
     g = {
-        k: plain(v)
-        for k, v in (config_lib.to_dict(gates_cfg) if gates_cfg is not None else {}).items()
+        k: plain(v) for k, v in (config.to_dict(gates_cfg) if gates_cfg is not None else {}).items()
     }
     unknown = sorted(set(g) - set(GATES))
     if unknown:
@@ -113,7 +110,7 @@ def _measured(
     if threshold is not None:
         allowed = "required" if direction == "min" else "allowed"
         measured += f", {BOUND[direction]} {threshold}{UNIT.get(name, '')} {allowed}"
-    return gate_lib.result(
+    return gate.result(
         name, value, threshold, direction=direction, subject="build", detail=measured
     )
 
@@ -128,7 +125,7 @@ def _fusion(summary: BuildLogSummary) -> str:
     )
 
 
-failures = gate_lib.failures
+failures = gate.failures
 
 
 def message(result: GateResult) -> str:
@@ -165,7 +162,7 @@ def write_metrics(path: str | Path, results: list[GateResult]) -> Path:
 
 
 def check(
-    gates_cfg: config_lib.GatesConfig | None,
+    gates_cfg: config.GatesConfig | None,
     summary: BuildLogSummary,
     records: Iterable[buildlog.Record] | str,
     engine: bytes | None = None,

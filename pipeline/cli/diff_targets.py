@@ -63,10 +63,10 @@ def diff_source(arg: str, store_dir: str | None, work: Path) -> Path:
     if path.exists():
         return path
     if _HEX.fullmatch(arg):
-        from pipeline.engine import store as store_lib
+        from pipeline.engine import store
         from pipeline.store import ENGINES
 
-        st = store_lib.EngineStore(ENGINES.root(store_dir))
+        st = store.EngineStore(ENGINES.root(store_dir))
         if any(k.startswith(arg) for k in st.keys()):
             entry = st.get(st.resolve(arg))
             if entry is None:

@@ -46,8 +46,7 @@ def verify_engine(path: str, params: str) -> int:
 
 def reproduce_engine(path: str, params: str) -> int:
     """Rebuild from the present inputs (bypassing the store) and compare bytes."""
-    from pipeline.engine import build as build_lib
-    from pipeline.engine import verify
+    from pipeline.engine import build, verify
 
     folder = verify.engine_folder(path)
     cfg, layout, fp = _current_context(params)
@@ -57,12 +56,10 @@ def reproduce_engine(path: str, params: str) -> int:
             f"{folder} is not current ({reasons[0]}); reproduce compares like with like only"
         )
     onnx_path = layout.calibrated_graph
-    resolved = build_lib.resolve_profiles(cfg.profile, onnx_path)
+    resolved = build.resolve_profiles(cfg.profile, onnx_path)
     # The timing cache only read: a reproduction leaves the machine's cache as it found it.
     timing = "read" if cfg.build.timing_cache != "off" else "off"
-    result, _ = build_lib.build_as_configured(
-        cfg, fp, onnx_path, resolved, sys.stderr.isatty(), timing
-    )
+    result, _ = build.build_as_configured(cfg, fp, onnx_path, resolved, sys.stderr.isatty(), timing)
     report = verify.compare_bytes((folder / "engine.plan").read_bytes(), result.engine)
     if report["identical"]:
         print(f"identical: the rebuild gives the same {report['bytes']:,} bytes")

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
-from pipeline.cli import commands as cmd
+from pipeline.cli import commands
 from pipeline.core import exits
 
 # The modules of cli/commands/, in the order `--help` lists them.
@@ -70,7 +70,7 @@ def parser(prog: str = "trt-pipeline", only: str | None = None) -> argparse.Argu
         "-q", "--quiet", action="store_true", help="no progress bars or stage tables (CI)"
     )
     p.add_argument("-v", "--verbose", action="store_true", help="also show third-party log records")
-    sub: cmd.Subparsers = p.add_subparsers(dest="command", required=True)
+    sub: commands.Subparsers = p.add_subparsers(dest="command", required=True)
     for name in (only,) if only else COMMANDS:
         _module(name).add_parser(sub)
     return p
@@ -81,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in ("-sc", "--shell-completion"):
-        from pipeline.cli import run as hydra_app
+        from pipeline.cli import run
 
-        return hydra_app.complete(argv)
+        return run.complete(argv)
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     # A known command parses with its own parser alone; anything else (no command, a
     # typo, top-level --help) with all of them, so the message lists them all.

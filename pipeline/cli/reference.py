@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import config as config_lib
-from pipeline.core import dvc_yaml
+from pipeline.core import config, dvc_yaml
 from pipeline.core.errors import PipelineError
 
 
@@ -115,7 +114,7 @@ def _field_default(f: dataclasses.Field[Any]) -> tuple[Any, bool]:
     return None, False
 
 
-def keys(cls: type = config_lib.PipelineConfig, prefix: str = "") -> list[Key]:
+def keys(cls: type = config.PipelineConfig, prefix: str = "") -> list[Key]:
     """Every key of the schema, depth first, in the order the schema declares them
     (defaults are the schema's; `document()` puts conf/'s composition in their place)."""
     out = []

@@ -21,7 +21,7 @@ from pipeline.engine.trt_hooks import (
     make_logger,
     make_progress_monitor,
 )
-from pipeline.inputs import profiles as profile_lib
+from pipeline.inputs import profiles
 
 if TYPE_CHECKING:
     from pipeline.core.config import BuildConfig, PipelineConfig, PrecisionConfig, ProfileConfig
@@ -327,4 +327,4 @@ def resolve_profiles(profile_cfg: ProfileConfig, onnx_path: Path) -> list[dict[s
 
     # The inputs only: weights in external data stay on disk (TensorRT's parser reads them).
     model = onnx_model.load(onnx_path, check=False, weights=False)
-    return profile_lib.resolve(profile_cfg, onnx_model.inputs(model))
+    return profiles.resolve(profile_cfg, onnx_model.inputs(model))

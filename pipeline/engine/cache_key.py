@@ -123,7 +123,7 @@ def engine_key_inputs(
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;
     `rehash` reads it again (verify trusts no record)."""
-    from pipeline.core import config as config_lib
+    from pipeline.core import config
     from pipeline.graph import onnx_model
 
     graph = layout.calibrated_graph
@@ -136,9 +136,9 @@ def engine_key_inputs(
         )
     return key_inputs(
         onnx_sha256=graph_sha256,
-        build_cfg=config_lib.to_dict(cfg.build),
-        precision_cfg=config_lib.to_dict(cfg.precision),
-        profile_cfg=config_lib.to_dict(cfg.profile),
+        build_cfg=config.to_dict(cfg.build),
+        precision_cfg=config.to_dict(cfg.precision),
+        profile_cfg=config.to_dict(cfg.profile),
         calibration_sha256=calibration_result_sha256(layout),
         plugin_sha256=plugin_sha256(cfg.build.plugins),
         fingerprint=fp,

@@ -10,7 +10,7 @@ from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.machine_settings import Fingerprint
-from pipeline.engine import cache_key as key_lib
+from pipeline.engine import cache_key
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
 from pipeline.store import SHA256, VerifiedStore, regular_file_problem, vouches
@@ -56,10 +56,10 @@ def adoption_refusal(
     recorded = manifest.get("key_inputs")
     if not recorded:
         return "its manifest records no key inputs"
-    if manifest.get("cache_key") != key_lib.cache_key(recorded):
+    if manifest.get("cache_key") != cache_key.cache_key(recorded):
         return "its manifest's cache_key is not the key of its own recorded inputs (edited?)"
-    if key_lib.cache_key(recorded) != key:
-        fields = key_lib.differences(recorded, key_in)
+    if cache_key.cache_key(recorded) != key:
+        fields = cache_key.differences(recorded, key_in)
         return (
             f"it was built from other inputs or settings ({', '.join(fields[:4]) or 'key inputs'})"
         )
@@ -67,10 +67,10 @@ def adoption_refusal(
     own = {
         "onnx_sha256": manifest.get("inputs", {}).get("onnx_sha256"),
         "fingerprint": identity(manifest["fingerprint"]),
-        "build": key_lib.engine_build_fields(config["build"]),
-        "precision": {k: config["precision"].get(k) for k in key_lib.ENGINE_PRECISION_FIELDS},
+        "build": cache_key.engine_build_fields(config["build"]),
+        "precision": {k: config["precision"].get(k) for k in cache_key.ENGINE_PRECISION_FIELDS},
     }
-    if fields := key_lib.differences({k: recorded.get(k) for k in own}, own):
+    if fields := cache_key.differences({k: recorded.get(k) for k in own}, own):
         return f"its recorded key inputs disagree with its own manifest ({', '.join(fields[:4])})"
     if not engine_intact(folder, manifest):
         return f"{manifest['engine']['file']} does not match the sha256 in its manifest"
@@ -86,7 +86,7 @@ def assert_loadable(
     manifest = manifest_lib.load(folder, " (run the build stage)")
     built_for = manifest["fingerprint"]
     if identity(built_for) != identity(fingerprint):
-        fields = key_lib.differences(identity(built_for), identity(fingerprint))
+        fields = cache_key.differences(identity(built_for), identity(fingerprint))
         raise PipelineError(
             f"{folder / 'engine.plan'} was built for {built_for.get('id')}, not this machine "
             f"({fingerprint['id']}; differs in {', '.join(fields)}); rebuild it here"
@@ -147,10 +147,10 @@ def input_differences(
         return ["manifest predates cache keys; rebuild"]
     if not (layout.calibrated_graph).exists():
         return [f"{layout.calibrate_dir / 'model.onnx'} is missing; cannot compare inputs"]
-    now = key_lib.engine_key_inputs(cfg, layout, fingerprint, rehash=True)
+    now = cache_key.engine_key_inputs(cfg, layout, fingerprint, rehash=True)
     return [
         f"{path}: built with {_at(built, path)!r}, now {_at(now, path)!r}"
-        for path in key_lib.differences(built, now)
+        for path in cache_key.differences(built, now)
     ]
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 def run(
     cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
 ) -> BenchmarkRecord:
-    from pipeline.bench import benchmark as bench_lib
+    from pipeline.bench import benchmark
     from pipeline.flow import engine_standing, upstream
     from pipeline.report.benchmark import benchmark_report, headline
 
@@ -31,7 +31,7 @@ def run(
         "engine": engine_dir / "engine.plan",
         "reference": layout.reference,
     }
-    metrics = bench_lib.run(cfg, manifest["config"]["profiles"], paths, fp)
+    metrics = benchmark.run(cfg, manifest["config"]["profiles"], paths, fp)
     metrics["precision"] = cfg.precision.name
     metrics["model"] = cfg.model.name
     out = layout.metrics_dir

@@ -8,8 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, fileio, hashing
-from pipeline.core import config as config_lib
+from pipeline.core import calibration_file, config, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.machine_settings import Fingerprint
@@ -131,8 +130,8 @@ def _describe(
     manifest = manifest_lib.make(
         fingerprint=fp,
         inputs=inputs,
-        build_cfg=config_lib.to_dict(cfg.build),
-        precision_cfg=config_lib.to_dict(cfg.precision),
+        build_cfg=config.to_dict(cfg.build),
+        precision_cfg=config.to_dict(cfg.precision),
         profiles=resolved,
         result=result,
         summary=summary,

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import config as config_lib
-from pipeline.core import console, fileio, hashing, machine_settings
+from pipeline.core import config, console, fileio, hashing, machine_settings
 from pipeline.core.engine_sizes import QUANTIZED, EngineSize
 from pipeline.core.machine_settings import Fingerprint
 
@@ -83,7 +82,7 @@ class Sizes:
         from pipeline.engine import cache_key
 
         self.settings_sha256 = cache_key.settings_sha256(
-            config_lib.to_dict(cfg.build), config_lib.to_dict(cfg.profile), fp
+            config.to_dict(cfg.build), config.to_dict(cfg.profile), fp
         )
 
     def measure_references(self, export_dir: Path, first_batch: dict[str, np.ndarray]) -> None:
@@ -121,7 +120,7 @@ class Sizes:
         if stored is not None:
             return {"bytes": stored, "key": key, "source": "store"}
         from pipeline.engine import build as build_lib
-        from pipeline.precision.calibration import cache as calibration_cache
+        from pipeline.precision.calibration import cache
 
         built: list[int] = []
 
@@ -140,7 +139,7 @@ class Sizes:
             return {"engine.json": data}, {"kind": "engine size", "what": what}, "miss"
 
         try:
-            got, _ = calibration_cache.cached(
+            got, _ = cache.cached(
                 self.cfg.calibration,
                 hashing.sha256_json({"kind": "engine size", **key_in}),
                 make,
@@ -165,9 +164,9 @@ class Sizes:
         resolved = build_lib.resolve_profiles(self.cfg.profile, graph)
         key_in = cache_key.key_inputs(
             onnx_sha256=onnx_model.sha256(graph),
-            build_cfg=config_lib.to_dict(self.cfg.build),
-            precision_cfg=config_lib.to_dict(self.cfg.precision),
-            profile_cfg=config_lib.to_dict(self.cfg.profile),
+            build_cfg=config.to_dict(self.cfg.build),
+            precision_cfg=config.to_dict(self.cfg.precision),
+            profile_cfg=config.to_dict(self.cfg.profile),
             calibration_sha256=None,
             plugin_sha256=cache_key.plugin_sha256(self.cfg.build.plugins),
             fingerprint=self.fp,

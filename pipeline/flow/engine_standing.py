@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pipeline.core import calibration_file
-from pipeline.core import config as config_lib
+from pipeline.core import calibration_file, config
 from pipeline.core.layout import Layout
 
 if TYPE_CHECKING:
@@ -40,7 +39,7 @@ def standing(cfg: PipelineConfig, layout: Layout, manifest: Manifest) -> Standin
     if not measured:
         return {"note": "the fp16 and fp32 engines were not measured (build.reference_engines)"}
     here = cache_key.settings_sha256(
-        config_lib.to_dict(cfg.build), config_lib.to_dict(cfg.profile), manifest["fingerprint"]
+        config.to_dict(cfg.build), config.to_dict(cfg.profile), manifest["fingerprint"]
     )
     if record.get("settings_sha256") != here:
         return {

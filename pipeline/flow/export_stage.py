@@ -16,13 +16,13 @@ if TYPE_CHECKING:
 
 def run(cfg: PipelineConfig, layout: Layout) -> ExportSummary:
     """The ONNX graph and its reference data, and the stage's table."""
-    from pipeline.export import export as export_lib
+    from pipeline.export import export
     from pipeline.flow import provenance
 
     peak = memory.StagePeak()
     with output_folder.writing(layout, layout.export_dir, stage="export"):
-        model_sha256 = export_lib.source_sha256(cfg.model)
-        summary = export_lib.export_model(cfg.model, cfg.profile, layout.export_dir)
+        model_sha256 = export.source_sha256(cfg.model)
+        summary = export.export_model(cfg.model, cfg.profile, layout.export_dir)
         provenance.write(layout.export_dir, cfg, "export", model_sha256=model_sha256)
         rss = summary[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "export", peak)
     console.table(

@@ -12,13 +12,13 @@ from pipeline.core.machine_settings import Fingerprint, FingerprintParams
 
 def run(cfg: FingerprintParams, layout: Layout) -> Fingerprint:
     """This machine's fingerprint, written where it changed."""
-    from pipeline.machine import fingerprint as fp_lib
+    from pipeline.machine import fingerprint
 
     if TYPE_CHECKING:
         from pipeline.core.config import BuildConfig
         from pipeline.machine.build_settings import BuildSettings
     # `build` is one of the two, as FingerprintParams says: collect names them.
-    fp = fp_lib.collect(cast("BuildConfig | BuildSettings", cfg.build))
+    fp = fingerprint.collect(cast("BuildConfig | BuildSettings", cfg.build))
     # Unchanged (the usual no-op `dvc repro`): the file is left as it is, see fileio.
     fileio.write_bytes_if_changed(layout.fingerprint, fileio.to_json(fp).encode())
     return fp

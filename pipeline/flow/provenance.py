@@ -8,8 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
-from pipeline.core import config as config_lib
-from pipeline.core import fileio, hashing, stage_names
+from pipeline.core import config, fileio, hashing, stage_names
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:
@@ -40,9 +39,9 @@ def _value(cfg: PipelineConfig, key: str) -> Any:
     from omegaconf import OmegaConf
 
     if "." not in key:
-        return config_lib.to_dict(getattr(cfg, key))
+        return config.to_dict(getattr(cfg, key))
     value = OmegaConf.select(cast(Any, cfg), key)  # the DictConfig validate() made
-    return config_lib.to_dict(value) if OmegaConf.is_config(value) else value
+    return config.to_dict(value) if OmegaConf.is_config(value) else value
 
 
 def write(folder: Path, cfg: PipelineConfig, stage: str, **extra: str) -> MadeFrom:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
     """Why the outputs before the engine are not current for `cfg`, link by link:
     model bytes -> export -> precision transform. [] when every link holds."""
-    from pipeline.export import export as export_lib
+    from pipeline.export import export
 
     reasons: list[str] = []
     for stage, folder in (("export", layout.export_dir), ("calibrate", layout.calibrate_dir)):
@@ -30,7 +30,7 @@ def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
             return [*reasons, str(e)]
         if stage == "export":
             try:
-                now = export_lib.source_sha256(cfg.model)
+                now = export.source_sha256(cfg.model)
             except PipelineError as e:
                 return [*reasons, f"model: {e}"]
             if rec.get("model_sha256") != now:

@@ -60,14 +60,14 @@ def in_int4(model: ModelProto, names: list[str], base: Path | None, block_size: 
     each Gather (and a tied head's Transpose) reading it through a blocked
     DequantizeLinear (opset 21)."""
     from pipeline.precision.common import ops, streamed
-    from pipeline.precision.int4 import rtn as streamed_int4
+    from pipeline.precision.int4 import rtn
 
     wanted = set(names)
     inits = {i.name: i for i in model.graph.initializer}
     widened = {}
     for name in names:
         values = streamed.weight(inits[name], base)
-        dq = streamed_int4.dequantize(model, inits[name], values, 1, block_size, None)
+        dq = rtn.dequantize(model, inits[name], values, 1, block_size, None)
         model.graph.node.append(dq)
         widened[name] = dq.output[0]
     kept = [i for i in model.graph.initializer if i.name not in wanted]

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from pipeline.core import gate as gate_lib
+from pipeline.core import gate
 from pipeline.graph import onnx_import, onnx_model
-from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import cache
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.judging import judge
 
@@ -33,7 +33,7 @@ def cheapest_tables(
     holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
     searching int4), else fp16; its judgement, and `tables` saying what was done."""
     from pipeline.precision import embedding_tables
-    from pipeline.precision.int4 import rtn as streamed_int4
+    from pipeline.precision.int4 import rtn
 
     graph, ties = _copies_stored_once(dest)
     names = embedding_tables.candidates(graph)
@@ -41,7 +41,7 @@ def cheapest_tables(
     if not names:
         return {"tables": once} if once else {}
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
-    int4 = onnx_model.opset(graph) >= streamed_int4.OPSET and (
+    int4 = onnx_model.opset(graph) >= rtn.OPSET and (
         precision_cfg.transform == "int4"
         or (precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types)
     )
@@ -61,10 +61,10 @@ def cheapest_tables(
                     embedding_tables.fp16_copies(model, names, dest.parent),
                 )
             )
-            calibration_cache.save_beside(made_tables, trial, dest.parent)
+            cache.save_beside(made_tables, trial, dest.parent)
             judged = judge(trial, batches, precision_cfg, criteria)
             if not judged["gate_passed"]:
-                failed[kind] = [gate_lib.describe(r) for r in gate_lib.failures(judged["gate"])]
+                failed[kind] = [gate.describe(r) for r in gate.failures(judged["gate"])]
                 continue
             replace_graph(dest, trial)
         return {"tables": {kind: names, "missed_the_gate": failed, **once}}
@@ -84,7 +84,7 @@ def _copies_stored_once(dest: Path) -> tuple[ModelProto, list[Tie]]:
     if ties:
         with tempfile.TemporaryDirectory(prefix="tied.") as tmp:
             once = Path(tmp) / "model.onnx"
-            calibration_cache.save_beside(graph, once, dest.parent)
+            cache.save_beside(graph, once, dest.parent)
             replace_graph(dest, once)
         graph = onnx_model.load(dest, check=False, weights=False)
     return graph, ties
@@ -95,17 +95,17 @@ def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
     for int4 which GEMMs hold int4 weights and their share of the weights."""
     from pipeline.precision import gemm_flops
-    from pipeline.precision.int4 import graphs as int4_graphs
-    from pipeline.precision.qdq import plan as qdq_plan
+    from pipeline.precision.int4 import graphs
+    from pipeline.precision.qdq import plan
 
     model = onnx_model.load(dest, check=False, weights=False)
     view = {
-        "quantized_tensors": qdq_plan.quantized_tensors(model),
+        "quantized_tensors": plan.quantized_tensors(model),
         "gemm_flops": gemm_flops.summary(model, feeds),
         "gemm_weights": gemm_flops.weight_bytes(model),
     }
-    if any(i.data_type in int4_graphs.INT4_TYPES for i in model.graph.initializer):
-        view["int4"] = int4_graphs.weight_view(model)
+    if any(i.data_type in graphs.INT4_TYPES for i in model.graph.initializer):
+        view["int4"] = graphs.weight_view(model)
     return view
 
 
@@ -156,7 +156,7 @@ def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
     copies = embedding_tables.fp16_copies(model, names, dest.parent)
     model = embedding_tables.in_fp16(model, names, dest.parent, copies)
     with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
-        calibration_cache.save_beside(model, Path(tmp) / "model.onnx", dest.parent)
+        cache.save_beside(model, Path(tmp) / "model.onnx", dest.parent)
         replace_graph(dest, Path(tmp) / "model.onnx")
     return {"tables": {"fp16": names}}
 

@@ -232,9 +232,9 @@ def _auto(
 ) -> Made:
     """precision=auto: dest is the searched graph, judged as written by the search on its
     part of the held-out batches."""
-    from pipeline.precision.mixed import make as mixed_make
+    from pipeline.precision.mixed import make
 
-    parts, found, judged = mixed_make.make(
+    parts, found, judged = make.make(
         src,
         dest,
         pairs,
@@ -259,13 +259,12 @@ def _searched(
 ) -> Judgement:
     """precision.fallback=auto: the judgement, on `batches` (the search's) and under the
     search's gate, of the graph the search left in dest."""
-    from pipeline.precision.fallback import cache as fallback_cache
-    from pipeline.precision.fallback import search as fallback_search
+    from pipeline.precision.fallback import cache, search
 
     assert made.quantized is not None, "transform() searches quantized graphs only"
     searching = job.holdout.searching(job.criteria)
     try:
-        summary["fallback"], judged = fallback_cache.run(
+        summary["fallback"], judged = cache.run(
             dest,
             made.quantized.graphs,
             summary["calibration"]["result_sha256"],
@@ -275,7 +274,7 @@ def _searched(
             searching,
             lambda: job.judge(dest, batches, searching=True),
         )
-    except fallback_search.SearchFailed as e:
+    except search.SearchFailed as e:
         # the plain graph's metrics still go to the metrics file
         summary.update(
             e.plain or {}, fallback={"mode": "auto", "needed": True, "error": str(e), **e.record}

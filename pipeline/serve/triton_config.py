@@ -58,9 +58,9 @@ class Engine:
 
 def engine_of(folder: Path) -> Engine:
     """The engine of one build folder (artifacts/build/<fingerprint>/), checked."""
-    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine import manifest
 
-    m = manifest_lib.load(folder)
+    m = manifest.load(folder)
     fp, gpu = m["fingerprint"], m["fingerprint"].get("gpu") or {}
     return Engine(
         folder=folder,

@@ -30,8 +30,7 @@ from typing import Any
 
 from pipeline.core import console, fileio, locking
 from pipeline.core.errors import PipelineError
-from pipeline.store import _files as store_files
-from pipeline.store import _stat as verified_stat
+from pipeline.store import _files, _stat
 from pipeline.store._entry import (
     ENTRY_FILE,
     LAST_USED,
@@ -104,7 +103,7 @@ class VerifiedStore:
         meta, out = self._read_meta(key)
         if meta is None:
             return out
-        seen = verified_stat.Seen(path)
+        seen = _stat.Seen(path)
         out = [
             bad
             for name, want in meta["files"].items()
@@ -232,17 +231,17 @@ class VerifiedStore:
                 "files": {},
             }
             # In order: a PendingFiles makes its later files while the first are written.
-            digests = {name: store_files.write(data, tmp / name) for name, data in files.items()}
+            digests = {name: _files.write(data, tmp / name) for name, data in files.items()}
             known = self.known_sha256(files)  # only after the writes, for the same reason
-            seen = verified_stat.Seen(tmp)
+            seen = _stat.Seen(tmp)
             for name, data in files.items():
                 meta["files"][name] = {
                     "bytes": (tmp / name).stat().st_size,
-                    "sha256": digests[name] or known.get(name) or store_files.sha256(data),
+                    "sha256": digests[name] or known.get(name) or _files.sha256(data),
                 }
                 # Written from the bytes just hashed: known whole without a read (see there).
-                verified_stat.backdate(tmp / name)
-                seen.note(name, verified_stat.stamp(tmp / name), time.time_ns())
+                _stat.backdate(tmp / name)
+                seen.note(name, _stat.stamp(tmp / name), time.time_ns())
             seen.save()
             fileio.write_json(tmp / ENTRY_FILE, meta)
             self.entries.mkdir(parents=True, exist_ok=True)

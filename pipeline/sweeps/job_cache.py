@@ -31,7 +31,7 @@ from pipeline.core import console, dvc_yaml, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.core.machine_settings import Fingerprint
-from pipeline.engine import store as engine_store
+from pipeline.engine import store
 from pipeline.flow import build_files
 from pipeline.store import ENGINES, VerifiedStore
 
@@ -166,13 +166,15 @@ def restorable(repo: Path, cfg: PipelineConfig) -> bool:
     """Whether a job with this config would be restored here, not run: a saved job has its
     key and the engine it names is in the engine store. A scheduling hint for the sweeper
     (neither is verified here); reuse_or_run verifies both when it restores."""
-    from pipeline.machine import fingerprint as fp_lib
+    from pipeline.machine import fingerprint
 
     if not cfg.sweep.reuse:
         return False
-    entry, _ = job_store(cfg).entry_unverified(job_key(repo, cfg, fp_lib.collect(cfg.build)["id"]))
+    entry, _ = job_store(cfg).entry_unverified(
+        job_key(repo, cfg, fingerprint.collect(cfg.build)["id"])
+    )
     found = _saved_result(entry) if entry else None
-    engines = engine_store.EngineStore(ENGINES.root(cfg.build.store_dir))
+    engines = store.EngineStore(ENGINES.root(cfg.build.store_dir))
     return found is not None and engines.entry_unverified(found[1])[0] is not None
 
 
@@ -219,7 +221,7 @@ def _files(layout: Layout, result: JobResult) -> dict[str, bytes]:
 
 
 def _saved_job(
-    entry: StoredEntry, engines: engine_store.EngineStore
+    entry: StoredEntry, engines: store.EngineStore
 ) -> tuple[JobResult, StoredEntry] | None:
     """A saved job's result and the verified engine store entry it names; None when
     that engine is gone (or the result names none)."""
@@ -279,7 +281,7 @@ def reuse_or_run(
     if not cfg.sweep.reuse:
         return run_job()
     key = job_key(repo, cfg, fp["id"])
-    engines = engine_store.EngineStore(ENGINES.root(cfg.build.store_dir))
+    engines = store.EngineStore(ENGINES.root(cfg.build.store_dir))
     ran: _Ran = {}
 
     def make() -> tuple[dict[str, bytes], dict[str, Any], str]:

@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from pipeline.cli import main, reference
-from pipeline.core import config as config_lib
-from pipeline.core import dvc_yaml
+from pipeline.core import config, dvc_yaml
 from tests.conftest import REPO
 
 
@@ -40,8 +39,8 @@ def test_a_field_without_a_comment_is_found():
 
 def test_keys_cover_the_schema_at_every_depth():
     paths = {k.path for k in reference.keys()}
-    for cls_field in dataclasses.fields(config_lib.PipelineConfig):
-        section = getattr(config_lib.PipelineConfig(), cls_field.name)
+    for cls_field in dataclasses.fields(config.PipelineConfig):
+        section = getattr(config.PipelineConfig(), cls_field.name)
         if not dataclasses.is_dataclass(section):  # models: a mapping of the groups above
             assert cls_field.name in paths
             continue

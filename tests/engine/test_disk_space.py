@@ -10,7 +10,7 @@ from collections import namedtuple
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.engine import store as store_lib
+from pipeline.engine import store
 from pipeline.flow import stages
 from tests.conftest import FAST_BENCH, _pipeline_through, compose
 
@@ -32,7 +32,7 @@ def test_a_full_disk_is_one_line_before_the_engine_is_written(tmp_path, monkeypa
     assert str(tmp_path / "store") in text
     fp = stages.read_fingerprint(layout)["id"]
     assert not layout.engine_dir(fp).exists()
-    assert store_lib.EngineStore(tmp_path / "store").keys() == []
+    assert store.EngineStore(tmp_path / "store").keys() == []
 
     monkeypatch.undo()  # room again: the same build now goes through
     manifest = stages.build(cfg, layout, progress=False)
@@ -45,4 +45,4 @@ def test_a_full_disk_is_one_line_before_the_engine_is_written(tmp_path, monkeypa
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(100 * MIB, 99 * MIB, 1 * MIB))
     with pytest.raises(PipelineError, match="not enough disk for the pulled engine"):
         stages.build(other, layout, progress=False)
-    assert store_lib.EngineStore(tmp_path / "other").keys() == []
+    assert store.EngineStore(tmp_path / "other").keys() == []

@@ -244,7 +244,7 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
     """`cache rm` or `prune` in one terminal while a build hits in another."""
     import shutil
 
-    from pipeline.store import _entry as store_entry
+    from pipeline.store import _entry
 
     cfg, layout = built_cnn
     repo = prepared_copy(layout, tmp_path / "r")
@@ -252,14 +252,14 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
     stages.build(cfg, Layout(repo), progress=False)
     store = store_lib.EngineStore(tmp_path / "store")
     [key] = store.keys()
-    copy_to, removed = store_entry.Outcome.copy_to, []
+    copy_to, removed = _entry.Outcome.copy_to, []
 
     def removed_meanwhile(self, name, dest):
         if not removed:
             removed.append(shutil.rmtree(store.entries / key))
         return copy_to(self, name, dest)
 
-    monkeypatch.setattr(store_entry.Outcome, "copy_to", removed_meanwhile)
+    monkeypatch.setattr(_entry.Outcome, "copy_to", removed_meanwhile)
     capsys.readouterr()
     manifest = stages.build(cfg, Layout(repo), progress=False)
     assert removed and manifest["cache_key"] == key and store.keys() == [key]

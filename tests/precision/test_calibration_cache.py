@@ -11,7 +11,7 @@ import onnxruntime as ort
 
 from models import large_table
 from pipeline.graph import onnx_model
-from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import cache
 from pipeline.store import FileOnDisk, VerifiedStore
 
 
@@ -22,7 +22,7 @@ def test_entry_holds_graph_and_external_data(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_model, "INLINE_LIMIT", 1 << 20)
     work = tmp_path / "work"
     work.mkdir()
-    files = calibration_cache.graph_files(onnx_model.load(src, check=False), work)
+    files = cache.graph_files(onnx_model.load(src, check=False), work)
     assert isinstance(files["model.onnx.data"], FileOnDisk)
     store = VerifiedStore(tmp_path / "cache", required=("model.onnx",))
     key = "a" * 64
@@ -33,7 +33,7 @@ def test_entry_holds_graph_and_external_data(tmp_path, monkeypatch):
     for got, name in ((made, "miss"), (store.get_or_make(key, lambda: ({}, {}, "x")), "hit")):
         dest = tmp_path / name / "model.onnx"
         dest.parent.mkdir()
-        calibration_cache.write_graph(got, dest)
+        cache.write_graph(got, dest)
         assert sorted(p.name for p in dest.parent.iterdir()) == ["model.onnx", "model.onnx.data"]
         assert (dest.parent / "model.onnx.data").stat().st_nlink == 1  # a copy, not a link
         out = ort.InferenceSession(str(dest)).run(None, feeds)[0]

@@ -13,11 +13,11 @@ from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.flow import stages
 from pipeline.precision.common import ops, search_progress
-from pipeline.precision.fallback import search as fallback
+from pipeline.precision.fallback import search
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.tasks import OutputTasks
-from pipeline.precision.qdq import plan as qdq_plan
+from pipeline.precision.qdq import plan
 from pipeline.report.inspect import precision_view
 from tests.conftest import compose
 from tests.helpers import fresh, quantized, reference_pairs
@@ -166,10 +166,8 @@ def test_a_gate_the_fp32_graph_cannot_meet_is_one_clear_error(bert_export, tmp_p
     cfg, result = quantized(bert_export, tmp_path, *MODEL)
     gate = OmegaConf.create({**OmegaConf.to_container(cfg.precision.gate), "min_cosine": 1.5})
     pairs = reference_pairs(bert_export)
-    with pytest.raises(
-        fallback.SearchFailed, match=r"even with all 17 quantized nodes kept in fp32"
-    ):
-        fallback.search(
+    with pytest.raises(search.SearchFailed, match=r"even with all 17 quantized nodes kept in fp32"):
+        search.search(
             result.graphs,
             pairs,
             accuracy.Criteria(gate, OutputTasks("embedding")),
@@ -214,7 +212,7 @@ def test_the_search_graph_for_each_kept_set_changes_only_those_nodes(bert_export
     assert plain.SerializeToString() == result.graphs.graph().SerializeToString()
     readers = {n.name for n in one.graph.node for x in n.input if x.endswith("_dq")}
     assert candidates[0] not in readers and set(candidates[1:]) <= readers
-    assert len(qdq_plan.quantized_tensors(one)) <= len(qdq_plan.quantized_tensors(plain))
+    assert len(plan.quantized_tensors(one)) <= len(plan.quantized_tensors(plain))
 
 
 def test_embedding_compares_cosine_per_row():
@@ -310,7 +308,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
         OmegaConf.create({**base, "min_cosine": 0.99995}), OutputTasks("embedding")
     )
     plain = {"score": 2, "metrics": {}, "failing": []}
-    record = fallback.search(result.graphs, pairs, loose, plain)
+    record = search.search(result.graphs, pairs, loose, plain)
     searched = list(record["kept"])
 
     def written(keep):
@@ -357,8 +355,8 @@ def test_many_nodes_in_the_kept_groups_are_ranked_a_layer_at_a_time(
     BLOCKS_PAST the search ranks the layers' blocks first, and past NODE_LIMIT in the kept
     blocks it keeps those blocks whole. The limits are lowered here so that the bundled
     model takes that path: the choice passes, and what is kept is whole layers' nodes."""
-    monkeypatch.setattr(fallback, "BLOCKS_PAST", 1)
-    monkeypatch.setattr(fallback, "NODE_LIMIT", 0)
+    monkeypatch.setattr(search, "BLOCKS_PAST", 1)
+    monkeypatch.setattr(search, "NODE_LIMIT", 0)
     cfg = compose(*MODEL, "precision.fallback=auto", f"calibration.cache_dir={tmp_path / 'c'}")
     summary = stages.calibrate(cfg, fresh(bert_export, tmp_path))
     fb = summary["fallback"]

@@ -12,7 +12,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
-from pipeline.precision.int4 import quantize as int4
+from pipeline.precision.int4 import quantize
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs
 
@@ -73,7 +73,9 @@ def test_int4_with_fallback_passes_with_most_gemm_weights_in_int4_and_builds(
 def test_keeping_every_gemm_is_the_fp32_graph_bit_for_bit(transformer_export, tmp_path):
     cfg = compose(*MODEL, "precision=int4_rtn", f"calibration.cache_dir={tmp_path / 'cache'}")
     src = transformer_export.export_dir / "model.onnx"
-    result = int4.quantize_int4(src, tmp_path / "q.onnx", cfg.precision, cfg.calibration, cfg.model)
+    result = quantize.quantize_int4(
+        src, tmp_path / "q.onnx", cfg.precision, cfg.calibration, cfg.model
+    )
     graphs = result.graphs
     feeds = [p[0] for p in reference_pairs(transformer_export)]
     everything = graphs.graph(graphs.plan.candidates())

@@ -15,8 +15,7 @@ from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
 from pipeline.precision.mixed import graphs as mixed_graphs
-from pipeline.precision.mixed import make as mixed
-from pipeline.precision.mixed import variants
+from pipeline.precision.mixed import make, variants
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs
 
@@ -109,15 +108,15 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
     assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
 
 
-def int4_int8_fp16(cfg, exported: Layout, tmp_path) -> mixed.MixedGraphs:
+def int4_int8_fp16(cfg, exported: Layout, tmp_path) -> make.MixedGraphs:
     """The switchboard's graphs of the export, made as precision=auto makes them."""
     src = exported.export_dir / "model.onnx"
-    source_path, source = mixed._common_source(src, tmp_path, fp8=False)
+    source_path, source = make._common_source(src, tmp_path, fp8=False)
     results = {
-        t: mixed._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
+        t: make._transform(t, source_path, tmp_path, cfg.precision, cfg.calibration, cfg.model)
         for t in ("int4", "int8")
     }
-    return mixed.MixedGraphs(
+    return make.MixedGraphs(
         source, results["int4"].graphs, {"int8": results["int8"].graphs.plan}, True
     )
 
@@ -189,7 +188,7 @@ def test_the_polish_finds_moves_that_fit_together_where_each_alone_costs_nothing
     """A coarse metric (characters misread on a few lines) scores every GEMM 0 alone, so
     every lambda takes all of them and that fails; rounds of moves, the one that broke a
     round left out, keep as many as fit. Here any four GEMMs in int8 fail."""
-    from pipeline.precision.mixed import search as mixed_search
+    from pipeline.precision.mixed import search
     from pipeline.precision.mixed.tradeoff import Tradeoff
 
     nodes = [f"n{i}" for i in range(6)]
@@ -203,7 +202,7 @@ def test_the_polish_finds_moves_that_fit_together_where_each_alone_costs_nothing
 
     assert not judge(trade.at(0.0))["passed"]
     points: dict = {}
-    best = mixed_search._polish(judge, trade, {}, points)
+    best = search._polish(judge, trade, {}, points)
     assert sorted(best.values()) == ["fp16"] * 3 + ["int8"] * 3
     assert points["polished"] == best
 
@@ -221,7 +220,7 @@ def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
 
     from pipeline.precision.gate import accuracy
     from pipeline.precision.gate.tasks import OutputTasks
-    from pipeline.precision.mixed import search as mixed_search
+    from pipeline.precision.mixed import search
 
     cfg, _, summary = searched
     record = copy.deepcopy(summary["mixed"])
@@ -241,7 +240,7 @@ def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
 
     cosine = judged(chosen, 0.0)["gate"][0]["value"]
     strict = cosine + (1 - cosine) / 2
-    best, final = mixed_search.resume(record, lambda a: judged(a, strict))
+    best, final = search.resume(record, lambda a: judged(a, strict))
     assert final["gate_passed"] and set(best) < set(chosen)
     assert all(best[n] == chosen[n] for n in best)
     back = len(chosen) - len(best)

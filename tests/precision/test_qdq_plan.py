@@ -11,7 +11,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_runtime
 from pipeline.precision.common import ops
 from pipeline.precision.gate import accuracy
-from pipeline.precision.qdq import plan as qdq_plan
+from pipeline.precision.qdq import plan
 from tests.conftest import compose
 from tests.helpers import quantized, reference_pairs
 
@@ -76,7 +76,7 @@ def test_modelopt_placement_is_modelopts_graph_and_gemm_inputs_spares_the_residu
     graphs.plan.placement = "gemm_inputs"
     plain = graphs.graph()
     assert {op for ops in dq_readers(plain).values() for op in ops} <= set(ops.GEMMS)
-    tensors = qdq_plan.quantized_tensors(plain)
+    tensors = plan.quantized_tensors(plain)
     # LayerNorm outputs quantized for Q/K/V (one pair, three readers) or for the FFN are
     # read unquantized by the residual Add
     shared = [t for t in tensors if "LayerNormalization" in t["tensor"]]

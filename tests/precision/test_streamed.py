@@ -16,7 +16,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_model
-from pipeline.precision.autocast import cast as autocast
+from pipeline.precision.autocast import cast
 from pipeline.precision.int4 import quantize as int4
 from pipeline.precision.qdq import quantize
 from tests.conftest import compose
@@ -79,9 +79,9 @@ def test_streamed_int4_weights_are_modelopts_bit_for_bit(
     """int4_awq: ModelOpt's clip search on the tokens it samples, one weight at a time, a
     few output columns at a time (the bound lowered so that every weight is sliced): the
     same clip ratio for every block."""
-    from pipeline.precision.int4 import awq as streamed_awq
+    from pipeline.precision.int4 import awq
 
-    monkeypatch.setattr(streamed_awq, "SEARCH_BYTES", 1 << 16)
+    monkeypatch.setattr(awq, "SEARCH_BYTES", 1 << 16)
     theirs = _quantize(bert_export, tmp_path, "outlier_bert", precision, "never")
     ours = _quantize(bert_export, tmp_path, "outlier_bert", precision, "always")
     if precision == "int4_awq":
@@ -109,7 +109,7 @@ def _cast(layout, tmp_path, model, low, streaming):
     dest = tmp_path / streaming / "model.onnx"
     dest.parent.mkdir()
     src = layout.export_dir / "model.onnx"
-    record = autocast.autocast(src, dest, cfg.precision, cfg.calibration, feeds)
+    record = cast.autocast(src, dest, cfg.precision, cfg.calibration, feeds)
     return record, onnx_model.load(dest, check=False)
 
 

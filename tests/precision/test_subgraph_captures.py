@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from pipeline.graph import onnx_runtime
-from pipeline.precision.autocast import captures as subgraph_captures
+from pipeline.precision.autocast import captures
 
 
 def _branch(name: str, op: str, out: str, reads: str, nested: onnx.NodeProto | None = None):
@@ -51,7 +51,7 @@ def model_of(else_reads: str) -> onnx.ModelProto:
 
 def _subgraphs(graph: onnx.GraphProto):
     for node in graph.node:
-        for body in subgraph_captures._bodies(node):
+        for body in captures._bodies(node):
             yield body
             yield from _subgraphs(body)
 
@@ -60,7 +60,7 @@ def test_each_subgraph_reads_a_shared_capture_through_its_own_identity():
     model = model_of(else_reads="a")
     feeds = [{"x": np.array([-1.0, 2.0], np.float32), "c": np.array(c)} for c in (True, False)]
     want = onnx_runtime.run_model(model, feeds, None)
-    assert subgraph_captures.one_per_subgraph(model) == 4  # 2 branches, 2 nested branches
+    assert captures.one_per_subgraph(model) == 4  # 2 branches, 2 nested branches
     onnx.checker.check_model(model, full_check=True)
     got = onnx_runtime.run_model(model, feeds, None)
     assert all(np.array_equal(g["y"], w["y"]) for g, w in zip(got, want))
@@ -85,7 +85,7 @@ def test_a_capture_no_two_subgraphs_share_is_left_alone():
         attr.g.node[0].input[:] = ["t_in", "t_in"]
     then.node.insert(0, helper.make_node("Neg", ["a"], ["t_in"]))
     # `x` and `a` are each read by one top branch; `t_in` by both nested branches
-    assert subgraph_captures.one_per_subgraph(model) == 2
+    assert captures.one_per_subgraph(model) == 2
     then = _then(model.graph.node[1])
     assert [n.op_type for n in then.node] == ["Neg", "If", "Add"]  # its own reads untouched
     assert [n.input[0] for n in then.node] == ["a", "c", "a"]

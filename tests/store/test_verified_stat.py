@@ -7,13 +7,12 @@ import os
 import pytest
 
 from pipeline.core import hashing
-from pipeline.store import FileOnDisk, VerifiedStore
-from pipeline.store import _stat as verified_stat
+from pipeline.store import FileOnDisk, VerifiedStore, _stat
 
 KEY = "ab" * 32
 BIG = os.urandom(3 << 20)
 
-pytestmark = pytest.mark.skipif(verified_stat.boot_id() is None, reason="no Linux boot id")
+pytestmark = pytest.mark.skipif(_stat.boot_id() is None, reason="no Linux boot id")
 
 
 @pytest.fixture
@@ -41,8 +40,8 @@ def test_a_hit_on_a_fresh_entry_reads_no_file(tmp_path, hashed):
     assert store.get(KEY) is not None and store.get(KEY) is not None
     assert hashed == []
     assert store.problems(KEY) == [] and sorted(hashed) == ["engine.plan", "small.json"]
-    record = json.loads((entry.path / verified_stat.RECORD).read_text())
-    assert set(record[verified_stat.boot_id()]) == {"engine.plan", "small.json"}
+    record = json.loads((entry.path / _stat.RECORD).read_text())
+    assert set(record[_stat.boot_id()]) == {"engine.plan", "small.json"}
 
 
 def test_a_changed_stat_is_hashed_again_then_trusted_again(tmp_path, hashed):
@@ -86,12 +85,12 @@ def test_truncation_is_caught_without_a_read(tmp_path, hashed):
 def test_a_record_of_another_boot_or_a_forged_one_is_not_trusted(tmp_path, hashed):
     store = VerifiedStore(tmp_path, required=("engine.plan",))
     entry = put(store)
-    path = entry.path / verified_stat.RECORD
+    path = entry.path / _stat.RECORD
     record = json.loads(path.read_text())
-    path.write_text(json.dumps({"another-boot": record[verified_stat.boot_id()]}))
+    path.write_text(json.dumps({"another-boot": record[_stat.boot_id()]}))
     assert store.get(KEY) is not None and "engine.plan" in hashed
     hashed.clear()
-    path.write_text(json.dumps({verified_stat.boot_id(): {"engine.plan": "yes"}}))
+    path.write_text(json.dumps({_stat.boot_id(): {"engine.plan": "yes"}}))
     assert store.get(KEY) is not None and "engine.plan" in hashed
     hashed.clear()
     path.write_text("[not json")
@@ -131,9 +130,9 @@ def test_a_hard_link_to_a_recorded_file_is_vouched_for_a_copy_is_not(tmp_path):
     linked, copied = tmp_path / "linked.plan", tmp_path / "copied.plan"
     entry.link_to("engine.plan", linked)
     copied.write_bytes(BIG)
-    assert verified_stat.vouches(entry.path, "engine.plan", linked, sha)
-    assert not verified_stat.vouches(entry.path, "engine.plan", copied, sha)
-    assert not verified_stat.vouches(entry.path, "engine.plan", linked, "0" * 64)
-    assert not verified_stat.vouches(entry.path, "small.json", linked, sha)
+    assert _stat.vouches(entry.path, "engine.plan", linked, sha)
+    assert not _stat.vouches(entry.path, "engine.plan", copied, sha)
+    assert not _stat.vouches(entry.path, "engine.plan", linked, "0" * 64)
+    assert not _stat.vouches(entry.path, "small.json", linked, sha)
     os.utime(linked)  # the same inode changed: the record no longer holds
-    assert not verified_stat.vouches(entry.path, "engine.plan", linked, sha)
+    assert not _stat.vouches(entry.path, "engine.plan", linked, sha)

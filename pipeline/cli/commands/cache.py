@@ -70,7 +70,7 @@ def _add_removals(actions: Subparsers, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pipeline.cli import cache as cache_cmd
+    from pipeline.cli import cache
     from pipeline.core import config
     from pipeline.engine import store
     from pipeline.store import ENGINES
@@ -85,11 +85,11 @@ def run(args: argparse.Namespace) -> int:
         source = f"build.store_dir in {args.params}"
     st = store.EngineStore(where)
     if args.action == "ls":
-        return cache_cmd.cache_ls(st, args.json)
+        return cache.cache_ls(st, args.json)
     if args.action == "info":
-        return cache_cmd.cache_info_here(st, source, cfg, args.params, args.json)
+        return cache.cache_info_here(st, source, cfg, args.params, args.json)
     if args.action == "verify":
-        return cache_cmd.cache_verify(st, args.repair)
+        return cache.cache_verify(st, args.repair)
     if args.action == "prune":
-        return cache_cmd.cache_prune(st, args.max_size, args.dry_run)
-    return cache_cmd.cache_rm(st, args.key, args.dry_run)
+        return cache.cache_prune(st, args.max_size, args.dry_run)
+    return cache.cache_rm(st, args.key, args.dry_run)

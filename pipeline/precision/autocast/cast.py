@@ -18,7 +18,7 @@ from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
-from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import cache
 from pipeline.precision.common import streamed
 from pipeline.store import FileData
 
@@ -80,18 +80,18 @@ def autocast(
         inputs["calibrated_by"] = STREAMED
     key = hashing.sha256_json(inputs)
     with tempfile.TemporaryDirectory(prefix="autocast.") as tmp:
-        got, cache = calibration_cache.cached(
+        got, cache_record = cache.cached(
             calibration_cfg,
             key,
             lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs, stream), inputs, "miss"),
             "AutoCast result",
         )
-        calibration_cache.write_graph(got, dest)
+        cache.write_graph(got, dest)
     return {
         "calibrated_by": STREAMED if stream else "modelopt",
         "low_precision_type": precision_cfg.low_precision_type,
         "modelopt_version": inputs["nvidia-modelopt"],
-        "cache": cache,
+        "cache": cache_record,
     }
 
 
@@ -147,19 +147,19 @@ def _convert(
     except Exception as e:
         raise _failed(precision_cfg, e) from None
     onnx_model.drop_intermediate_shapes(model)
-    return calibration_cache.graph_files(model, work)
+    return cache.graph_files(model, work)
 
 
 def _captures_renamed(src: Path, work: Path) -> Path:
     """src, or a copy in `work` where subgraphs that share a capture each get their own
     name for it (autocast/captures.py: AutoCast names its casts after the tensor)."""
-    from pipeline.precision.autocast import captures as subgraph_captures
+    from pipeline.precision.autocast import captures
 
     model = onnx_model.load(src, check=False, weights=False)
     if not any(True for n in model.graph.node for _ in onnx_model.subgraphs(n)):
         return src
     model = onnx_model.load(src, check=False)
-    if not subgraph_captures.one_per_subgraph(model):
+    if not captures.one_per_subgraph(model):
         return src
     onnx_model.save(model, work / "captures.onnx")
     return work / "captures.onnx"
@@ -182,7 +182,7 @@ def _streamed(
     except Exception as e:
         raise _failed(precision_cfg, e) from None
     onnx_model.drop_intermediate_shapes(model)
-    return calibration_cache.entry_files(write_gathered(model, folder, work / "model.onnx")[0])
+    return cache.entry_files(write_gathered(model, folder, work / "model.onnx")[0])
 
 
 def _failed(precision_cfg: PrecisionConfig, e: Exception) -> PipelineError:

@@ -16,9 +16,9 @@ from pipeline.core.calibration_file import FallbackRecord, Judgement
 from pipeline.core.config import to_dict
 from pipeline.graph import onnx_model
 from pipeline.inputs.array_folder import data_sha256
-from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import cache
 from pipeline.precision.common.fp16_nodes import in_fp16
-from pipeline.precision.fallback import search as fallback_search
+from pipeline.precision.fallback import search
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
 from pipeline.store import FileData
@@ -36,7 +36,7 @@ def cache_inputs(
     ladder: tuple[str, ...] = ("fp16",),
 ) -> dict[str, Any]:
     return {
-        "search_version": fallback_search.SEARCH_VERSION,
+        "search_version": search.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
         "kept_in": f"{', then '.join(ladder)} where the gate holds" if mode == "auto" else "fp32",
         **judged_by(pairs, criteria),
@@ -74,18 +74,16 @@ def _searched(
         f"searching for the fewest nodes to keep out of it (groups first, then nodes)"
     )
     try:
-        record = fallback_search.search(
-            graphs, pairs, criteria, fallback_search.judged(plain["gate"])
-        )
+        record = search.search(graphs, pairs, criteria, search.judged(plain["gate"]))
         final = written(record["kept"])  # as written: the search judged it as emulated
         if not final["gate_passed"]:
             console.warn(
                 f"precision.fallback: the graph written with the search's choice misses the "
-                f"gate as written ({'; '.join(fallback_search.judged(final['gate'])['failing'])}); "
+                f"gate as written ({'; '.join(search.judged(final['gate'])['failing'])}); "
                 f"keeping more nodes, each graph judged as written"
             )
             final = written_checks.resume(graphs, record, written)
-    except fallback_search.SearchFailed as e:
+    except search.SearchFailed as e:
         e.plain = plain
         raise
     if precision_cfg.fallback == "auto":
@@ -121,7 +119,7 @@ def run(
         model = graphs.graph(keep, int8)
         if fp16:
             in_fp16(model, list(fp16), graphs.base_dir or dest.parent)
-        calibration_cache.save_beside(model, dest, graphs.base_dir or dest.parent)
+        cache.save_beside(model, dest, graphs.base_dir or dest.parent)
         return judge()
 
     def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
@@ -130,19 +128,19 @@ def run(
         if record["needed"]:
             record, final = _searched(graphs, pairs, criteria, precision_cfg, final, written)
         files = {
-            **calibration_cache.entry_files(dest),
+            **cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),
         }
         meta = {"kind": "fallback search", **{k: v for k, v in inputs.items() if k != "gate"}}
         return files, meta, "miss"
 
-    got, cache = calibration_cache.cached(
+    got, cache_record = cache.cached(
         calibration_cfg, key, make, "fallback search", required=("model.onnx", "search.json")
     )
     if got.hit:
-        calibration_cache.write_graph(got, dest)
+        cache.write_graph(got, dest)
     stored = json.loads(got.read("search.json"))
     record, final = stored["record"], stored["final"]
     final["onnx_sha256"] = onnx_model.sha256(dest)  # the graph and its external data
-    record["cache"] = {**cache, "seconds": round(time.perf_counter() - started, 3)}
+    record["cache"] = {**cache_record, "seconds": round(time.perf_counter() - started, 3)}
     return record, final

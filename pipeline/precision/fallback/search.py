@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
-from pipeline.core import gate as gate_lib
+from pipeline.core import gate
 from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
 from pipeline.precision.common import ops, search_progress
-from pipeline.precision.fallback import groups as node_groups
+from pipeline.precision.fallback import groups
 from pipeline.precision.fallback.groups import Group
 from pipeline.precision.gate import accuracy, subset_first
 
@@ -100,7 +100,7 @@ def judged(results: list[GateResult]) -> dict[str, Any]:
         "score": round(score(results), 6),
         "passed": accuracy.passed(results),
         "metrics": gated,
-        "failing": [gate_lib.describe(r) for r in gate_lib.failures(results)],
+        "failing": [gate.describe(r) for r in gate.failures(results)],
     }
 
 
@@ -192,7 +192,7 @@ def search(
     run = _Run(
         candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
     )
-    roles = node_groups.role_groups(graphs.source, candidates)
+    roles = groups.role_groups(graphs.source, candidates)
     progress: search_progress.Progress[list[str]] = search_progress.Progress(
         "fallback search",
         search_progress.most_graphs(len(roles), len(candidates)),
@@ -262,7 +262,7 @@ def _kept_blocks(
     """The kept groups' nodes a layer at a time: each layer's block quantized alone, the
     fewest most sensitive kept by bisection. (the nodes of the kept blocks, the blocks
     ranked, how many kept)"""
-    layers = node_groups.layer_blocks(pool)
+    layers = groups.layer_blocks(pool)
     if len(layers) < 2:
         return [Group(n, (n,)) for n in pool], [], 0
     blocks = run.alone(layers, "block quantized alone")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import gate as gate_lib
+from pipeline.core import gate
 from pipeline.core.calibration_file import Judgement
 from pipeline.precision.fallback.search import SearchFailed, counts
 
@@ -85,8 +85,8 @@ def _by_sensitivity(record: dict[str, Any]) -> list[str]:
 
 
 def _brief(judgement: Judgement) -> dict[str, Any]:
-    failing = gate_lib.failures(judgement["gate"])
-    return {"passed": judgement["gate_passed"], "failing": [gate_lib.describe(r) for r in failing]}
+    failing = gate.failures(judgement["gate"])
+    return {"passed": judgement["gate_passed"], "failing": [gate.describe(r) for r in failing]}
 
 
 def kept_lower(

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.core import gate as gate_lib
+from pipeline.core import gate
 from pipeline.core.gate import GateResult
 from pipeline.precision.gate import accuracy, tasks
 
@@ -30,7 +30,7 @@ Outputs = list[dict[str, np.ndarray]]
 
 def decisive(results: list[GateResult]) -> bool:
     """Whether a failing judgement on some batches fails on every superset of them."""
-    failing = gate_lib.failures(results)
+    failing = gate.failures(results)
     return bool(failing) and all(
         r.get("metric") in WORST_OF
         or (r.get("metric") == "cosine" and r.get("task") in tasks.ROW_COSINE)

@@ -26,12 +26,11 @@ from pipeline.graph import onnx_model
 from pipeline.inputs import calibration_data
 from pipeline.inputs.calibration_data import CalibrationSet
 from pipeline.machine.fingerprint import transform_library_versions
-from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import reader
+from pipeline.precision.calibration import cache, reader
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import streamed
 from pipeline.precision.common.ops import at_opset
-from pipeline.precision.int4 import awq as streamed_awq
+from pipeline.precision.int4 import awq
 from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.store import FileData
 
@@ -95,12 +94,12 @@ def quantize_int4(
     if stream:  # another computation of the same weights: its own entries (old keys unchanged)
         inputs["calibrated_by"] = STREAMED[method]
         source = at_opset(source, OPSET, "int4")
-    int4, cache = _int4_graph(
+    int4, cache_record = _int4_graph(
         source, src.parent, inputs, stream, precision_cfg, calibration_cfg, data
     )
     graphs = Int4Graphs.of(source, int4, int(precision_cfg.block_size), src.parent)
     plain = graphs.graph()
-    calibration_cache.save_beside(plain, dest, src.parent)
+    cache.save_beside(plain, dest, src.parent)
     ops = onnx_model.op_histogram(plain)
     summary = {
         "quantize_mode": "int4",
@@ -111,12 +110,12 @@ def quantize_int4(
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
         "gemm_weights_untransposed": untransposed,
         "calibrated_by": STREAMED[method] if stream else "modelopt",
-        **streamed_awq.sampling(plain),
+        **awq.sampling(plain),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
         "modelopt_version": inputs["nvidia-modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
         "result_sha256": onnx_model.sha256(dest),
-        "cache": cache,
+        "cache": cache_record,
     }
     return QuantizeResult(summary, data, graphs)
 
@@ -184,13 +183,13 @@ def _int4_graph(
                 files = run_modelopt(source, Path(tmp), precision_cfg, calibration_cfg, data)
             return files, {"kind": "int4", **inputs}, "miss"
 
-        got, cache = calibration_cache.cached(
+        got, cache_record = cache.cached(
             calibration_cfg, hashing.sha256_json(inputs), make, "int4 result", required=(name,)
         )
         # in memory: the int4 tensors (streamed: the other weights stay in the source's
         # files), or ModelOpt's whole graph (as its source is)
-        int4 = calibration_cache.read_whole_graph(got, name)
-    return (streamed.with_source_weights(int4, source) if stream else int4), cache
+        int4 = cache.read_whole_graph(got, name)
+    return (streamed.with_source_weights(int4, source) if stream else int4), cache_record
 
 
 # What calibration.json says made the weights when they were streamed (int4/rtn.py,
@@ -211,19 +210,19 @@ def _streamed_files(
 ) -> dict[str, FileData]:
     """The streamed int4 graph as a cache entry: its nodes, int4 weights and scales,
     without the source's weights (plan.onnx)."""
-    from pipeline.precision.int4 import rtn as streamed_int4
+    from pipeline.precision.int4 import rtn
 
     block = int(precision_cfg.block_size)
     exclude = list(calibration_cfg.exclude_nodes)
     alphas, sampled = (
-        streamed_awq.search(source, base, data, block, exclude) if data is not None else (None, {})
+        awq.search(source, base, data, block, exclude) if data is not None else (None, {})
     )
     embeddings = bool(precision_cfg.int4_embeddings)
-    made = streamed_int4.graph(source, base, block, exclude, embeddings, alphas)
-    streamed_awq.record_sampling(made, sampled)
+    made = rtn.graph(source, base, block, exclude, embeddings, alphas)
+    awq.record_sampling(made, sampled)
     if not any(i.data_type in (21, 22) for i in made.graph.initializer):
         raise NothingToQuantize(NOTHING_QUANTIZED)
-    return calibration_cache.graph_files(streamed.quantization_only(made), work, "plan.onnx")
+    return cache.graph_files(streamed.quantization_only(made), work, "plan.onnx")
 
 
 NOTHING_QUANTIZED = (
@@ -321,4 +320,4 @@ def run_modelopt(
     model_out = onnx_model.load(out, check=False, weights=False)
     if not any(i.data_type in (21, 22) for i in model_out.graph.initializer):
         raise NothingToQuantize(f"ModelOpt: {NOTHING_QUANTIZED}")
-    return calibration_cache.entry_files(out)
+    return cache.entry_files(out)

@@ -23,7 +23,7 @@ from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
 from pipeline.inputs import calibration_data
 from pipeline.precision.autocast.cast import autocast, fp16_of
-from pipeline.precision.calibration import cache as calibration_cache
+from pipeline.precision.calibration import cache
 from pipeline.precision.common.engine_cost import EngineCost
 from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.gate import accuracy
@@ -77,7 +77,7 @@ def make(
         parts, searching = holdout.split(held_out), holdout.searching(criteria)
 
         def written(chosen: dict[str, str]) -> Judgement:
-            calibration_cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
+            cache.save_beside(graphs.graph(chosen), dest, source_path.parent)
             return judge(dest, parts.search, searching)
 
         def fp16() -> Judgement:
@@ -337,7 +337,7 @@ def _cached_json(
         data = fileio.to_json(make_value()).encode()
         return {name: data}, {k: v for k, v in inputs.items() if k != "gate"}, "miss"
 
-    got, _ = calibration_cache.cached(
+    got, _ = cache.cached(
         calibration_cfg, hashing.sha256_json(inputs), make, str(inputs["kind"]), required=(name,)
     )
     return json.loads(got.read(name)), got.hit

@@ -97,12 +97,10 @@ def fit(
             nodes = [n for n, o in options.items() if kind in o]
             path = Path(tmp) / kind / "model.onnx"
             path.parent.mkdir()
-            from pipeline.precision.calibration import cache as calibration_cache
+            from pipeline.precision.calibration import cache
 
             single = dict.fromkeys(nodes, kind)
-            calibration_cache.save_beside(
-                graphs.graph(single), path, graphs.base_dir or path.parent
-            )
+            cache.save_beside(graphs.graph(single), path, graphs.base_dir or path.parent)
             got = engines.size_of(path, f"the graph with every GEMM in {kind}")
             if got is None:
                 console.note(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.graph import onnx_model, onnx_runtime
-from pipeline.precision.int4 import graphs as int4_graphs
+from pipeline.precision.int4 import graphs
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -113,7 +113,7 @@ def folded(
             if gathered is not None and gathered.takes(tensor):
                 gathered.add(tensor)
             m.graph.initializer.append(tensor)
-    return int4_graphs.pruned(m)
+    return graphs.pruned(m)
 
 
 # bytes of weights one folding session reads: one session over every constant node would

@@ -13,8 +13,7 @@ import numpy as np
 
 from pipeline.graph import onnx_runtime
 from pipeline.precision.common.searchable import Switchboard
-from pipeline.precision.qdq import plan as qdq_plan
-from pipeline.precision.qdq import smoothing
+from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.plan import QdqPlan
 from pipeline.precision.qdq.smoothing import SmoothGroup
 
@@ -37,7 +36,7 @@ class QdqGraphs:
         kept = set(keep)
         active = [g for g in self.smooth if not set(g.matmuls) <= kept]
         base = smoothing.apply(self.source, active, kept) if active else self.source
-        return qdq_plan.materialize(base, self.plan, kept)
+        return plan.materialize(base, self.plan, kept)
 
     def fits(self, name: str, kind: str) -> bool:
         """Any kept node may compute in fp16 (the one type of its ladder)."""
@@ -61,7 +60,7 @@ class QdqGraphs:
         base = smoothing.apply(self.source, mul_form) if mul_form else self.source
         kept_inputs = {n.name: list(n.input) for n in base.graph.node}
         kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
-        model, flags = qdq_plan.switchable(base, self.plan, kept_inputs)
+        model, flags = plan.switchable(base, self.plan, kept_inputs)
         with onnx_runtime.model_file(model, self.base_dir) as f:
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return Switchboard(session, flags, batches)

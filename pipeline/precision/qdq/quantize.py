@@ -19,8 +19,7 @@ from pipeline.graph import onnx_model
 from pipeline.inputs import calibration_data
 from pipeline.inputs.calibration_data import CalibrationSet
 from pipeline.machine.fingerprint import package_version
-from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import reader
+from pipeline.precision.calibration import cache, reader
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.qdq import plan as qdq_plan
@@ -139,14 +138,14 @@ def quantize(
     smoothed = smoothing.apply(source, groups) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     stream = _streams(source, on_disk, inputs, precision_cfg, calibration_cfg)
-    modelopt_graph, cache, fallback = _calibrated(
+    modelopt_graph, cache_record, fallback = _calibrated(
         smoothed, src.parent, inputs, stream, calibration_cfg, data
     )
     method = inputs["method"]
     plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
     graphs = QdqGraphs(source, plan, groups, src.parent)
     plain = graphs.graph()
-    calibration_cache.save_beside(plain, dest, src.parent)
+    cache.save_beside(plain, dest, src.parent)
     ops = onnx_model.op_histogram(plain)
     summary = {
         "quantize_mode": mode,
@@ -164,7 +163,7 @@ def quantize(
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
         "result_sha256": onnx_model.sha256(dest),
-        "cache": cache,
+        "cache": cache_record,
     }
     if fallback:
         summary["method_fallback"] = fallback
@@ -236,10 +235,10 @@ def _cached_scales(
             # ops.json spares a hit parsing the graph again (large models: a second or more)
             return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
 
-        got, cache = calibration_cache.cached(
+        got, cache_record = cache.cached(
             calibration_cfg, cache_key(inputs), make, "calibration result", required=(name,)
         )
-        return calibration_cache.read_graph(got, name), cache
+        return cache.read_graph(got, name), cache_record
 
 
 def qdq_source(model: ModelProto, mode: str) -> Any:
@@ -309,7 +308,7 @@ def run_modelopt(
     work = work.resolve()  # ModelOpt runs in `work` (quiet_modelopt): every path absolute
     (work / "in").mkdir()
     src = work / "in" / "model.onnx"
-    external = calibration_cache.copy_external(model, base, src.parent)
+    external = cache.copy_external(model, base, src.parent)
     # ModelOpt compares input dims as numbers or names: an axis with neither (a batch an
     # exporter wrote as -1) fails its checks, so its copy names them.
     with onnx_model.unnamed_dims_named(model):
@@ -336,8 +335,8 @@ def run_modelopt(
     if not out.is_file():
         raise PipelineError(f"ModelOpt {mode} quantization wrote no model")
     shutil.rmtree(src.parent)  # the input's copy of the weights: not needed past here
-    files = calibration_cache.entry_files(out)
-    ops = onnx_model.op_histogram(calibration_cache.read_graph_at(out))
+    files = cache.entry_files(out)
+    ops = onnx_model.op_histogram(cache.read_graph_at(out))
     if not ops.get("QuantizeLinear"):
         raise NothingToQuantize(
             f"ModelOpt quantized no node to {mode} (excluded: nodes {list(calibration_cfg.exclude_nodes)}"

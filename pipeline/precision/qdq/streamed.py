@@ -25,8 +25,7 @@ import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
-from pipeline.precision.calibration import cache as calibration_cache
-from pipeline.precision.calibration import ranges as activation_ranges
+from pipeline.precision.calibration import cache, ranges
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq.plan import QdqPlan, QSpec
@@ -100,7 +99,7 @@ def _gemm_edges(
 
 
 # Activation ranges, streamed, by ModelOpt's calibration method (quantize.METHODS)
-RANGES = {"max": activation_ranges.max_abs, "entropy": activation_ranges.entropy}
+RANGES = {"max": ranges.max_abs, "entropy": ranges.entropy}
 
 
 def streamed_by(method: str) -> str:
@@ -130,7 +129,7 @@ def plan_files(
     made.placement = "modelopt"  # every edge it holds
     graph = streamed.quantization_only(qdq_plan.materialize(model, made))
     ops = onnx_model.op_histogram(graph)
-    return calibration_cache.graph_files(graph, work, "plan.onnx"), ops
+    return cache.graph_files(graph, work, "plan.onnx"), ops
 
 
 MIN_GEMM_DIM = 16  # ModelOpt's _MIN_MATMUL_DIM and _MIN_CHANNELS_FP8
