@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pipeline.core.calibration_file import CalibrationSummary
+    from pipeline.records.calibration_file import CalibrationRecord
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -88,7 +88,7 @@ def engine(
     }
 
 
-def _table_type(calibrated: CalibrationSummary) -> str:
+def _table_type(calibrated: CalibrationRecord) -> str:
     """The embedding table's type as the calibrate stage left it (int4, fp16 or fp32)."""
     tables = calibrated.get("tables") or calibrated.get("autocast", {}).get("tables") or {}
     return next((k for k in ("int4", "fp16", "fp32") if tables.get(k)), "-")

@@ -31,14 +31,14 @@ from calibrate_cache import compose  # a sibling script: benchmarks/ is sys.path
 from fallback_search import resize
 
 if TYPE_CHECKING:
-    from pipeline.core.calibration_file import CalibrationSummary
+    from pipeline.records.calibration_file import CalibrationRecord
 
 MODELS = {"small": "outlier_transformer", "minilm": "outlier_bert"}
 
 
 def calibrate(
     root: Path, layout_dir: str, size: str, min_cosine: float
-) -> tuple[CalibrationSummary, float]:
+) -> tuple[CalibrationRecord, float]:
     from pipeline.core.layout import Layout
     from pipeline.flow import stages
 

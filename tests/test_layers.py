@@ -15,6 +15,7 @@ LAYERS = (
     "conf",
     "zoo",
     "core",
+    "records",
     "store",
     "machine",
     "graph",

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.analysis import buildlog, engine_layers
-from pipeline.core import fileio, report_file, tables
+from pipeline.core import fileio, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
-from pipeline.core.report_file import InspectReport
 from pipeline.engine import manifest as manifest_lib
+from pipeline.records import inspect_file
+from pipeline.records.inspect_file import InspectRecord
 
 
 def _build_folder(path: Path) -> Path | None:
@@ -35,8 +36,8 @@ def load(path: str | Path) -> dict[str, Any]:
         raise PipelineError(
             f"diff: {path} is not a folder (give a build folder or an inspect folder)"
         )
-    if (path / report_file.NAME).exists():
-        return _from_report(path, report_file.read(path))
+    if (path / inspect_file.NAME).exists():
+        return _from_report(path, inspect_file.read(path))
     folder = _build_folder(path)
     if folder is None:
         raise PipelineError(
@@ -68,7 +69,7 @@ def _from_build(folder: Path) -> dict[str, Any]:
     )
 
 
-def _from_report(folder: Path, r: InspectReport) -> dict[str, Any]:
+def _from_report(folder: Path, r: InspectRecord) -> dict[str, Any]:
     eng = r["engine"]
     return _view(
         str(folder),

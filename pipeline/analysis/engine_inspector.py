@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.analysis import engine_layers
-from pipeline.core import machine_settings
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import backend
+from pipeline.records import fingerprint_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
@@ -36,13 +36,13 @@ def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     return doc
 
 
-def inspect(engine_path: Path, fingerprint: Fingerprint) -> dict[str, Any]:
+def inspect(engine_path: Path, fingerprint: FingerprintRecord) -> dict[str, Any]:
     """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
     why = backend.why_engine_cannot_run(fingerprint)
     if why:
         return {"available": False, "reason": why}
     try:
-        doc = engine_information(engine_path, machine_settings.trt_flavour(fingerprint))
+        doc = engine_information(engine_path, fingerprint_file.trt_flavour(fingerprint))
     except PipelineError as e:
         return {"available": False, "reason": str(e)}
     return {"available": True, **engine_layers.from_inspector_json(doc)}

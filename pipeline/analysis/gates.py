@@ -18,7 +18,7 @@ from pipeline.core.metrics_files import GatesMetrics
 from pipeline.core.numbers import MIB, plain
 
 if TYPE_CHECKING:
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.build_file import Manifest
 
 GATES = (
     "max_warnings",

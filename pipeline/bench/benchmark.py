@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,13 +19,15 @@ from pipeline.bench.conditions import conditions
 from pipeline.bench.measuring import Measuring
 from pipeline.bench.ort_runner import OrtRunner
 from pipeline.bench.runner import Runner
-from pipeline.core import export_file, hashing, machine_settings
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.graph import onnx_model
 from pipeline.inputs import decoder_runs, reference_file, sample_data, samples
 from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
+from pipeline.records import export_file, fingerprint_file
+from pipeline.records.benchmark_file import BenchmarkRecord
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig, ModelConfig, PipelineConfig
@@ -55,7 +57,11 @@ def bench_inputs(
 
 
 def open_backend(
-    name: str, cfg: PipelineConfig, paths: dict[str, Path], fingerprint: Fingerprint, device: str
+    name: str,
+    cfg: PipelineConfig,
+    paths: dict[str, Path],
+    fingerprint: FingerprintRecord,
+    device: str,
 ) -> Runner | str:
     """The backend's runner, or why it does not run here (a string)."""
     bc = cfg.benchmark
@@ -89,34 +95,15 @@ def open_backend(
     # A weight-stripped engine gets its weights back from the graph it was built from.
     refit = verify.refit_source(manifest.load(paths["engine"].parent), paths["calibrated"])
     return trt_runner.EngineRunner(
-        paths["engine"], machine_settings.trt_flavour(fingerprint), refit_onnx=refit
+        paths["engine"], fingerprint_file.trt_flavour(fingerprint), refit_onnx=refit
     )
-
-
-class BenchmarkRecord(TypedDict, total=False):
-    """metrics/benchmark.json: every backend timed side by side at the headline shapes,
-    and each backend at every swept shape."""
-
-    profile: Required[str]
-    shapes: Required[dict[str, list[int]]]  # input -> the headline shape
-    headline: Required[str]  # the headline point's key
-    inputs: Required[dict[str, Any]]  # where the inputs came from
-    baseline: Required[str]
-    results: Required[dict[str, dict[str, Any]]]  # backend -> status, latency, throughput
-    by_shape: Required[dict[str, dict[str, Any]]]  # point key -> backend -> figures
-    method: Required[dict[str, Any]]  # how it was timed
-    conditions: Required[dict[str, Any]]  # the GPU's clocks and load before and after
-    decoder: dict[str, Any]  # a decoder's TTFT and TPOT by length, its KV cache's bytes
-    model: str  # the stage adds these two
-    precision: str
-    peak_rss_mib: float  # the stage's return only
 
 
 def run(
     cfg: PipelineConfig,
     profiles: list[Profile],
     paths: dict[str, Path],
-    fingerprint: Fingerprint,
+    fingerprint: FingerprintRecord,
 ) -> BenchmarkRecord:
     """paths: export, calibrated (ONNX files), engine, reference (npz)."""
     bc = cfg.benchmark
@@ -203,7 +190,7 @@ def _ratio(a: float, b: float) -> float:
     return float(f"{a / b:.4g}")
 
 
-def _device(requested: str, fingerprint: Fingerprint) -> str:
+def _device(requested: str, fingerprint: FingerprintRecord) -> str:
     """Where ONNX Runtime runs (and the GPU readings come from): the fingerprint
     already knows whether this machine has a GPU, without importing torch."""
     has_gpu = fingerprint.get("gpu") is not None

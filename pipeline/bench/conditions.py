@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import threads
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.machine.fingerprint import package_version
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig
@@ -34,7 +34,7 @@ def _cpu_model() -> str:
 
 def conditions(
     bench_cfg: BenchmarkConfig,
-    fingerprint: Fingerprint,
+    fingerprint: FingerprintRecord,
     gpu_before: dict[str, Any],
     gpu_after: dict[str, Any],
 ) -> dict[str, Any]:

@@ -12,10 +12,10 @@ from pipeline.core.errors import PipelineError
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
     from pipeline.core.layout import Layout
-    from pipeline.core.machine_settings import Fingerprint
+    from pipeline.records.fingerprint_file import FingerprintRecord
 
 
-def _current_context(params: str) -> tuple[PipelineConfig, Layout, Fingerprint]:
+def _current_context(params: str) -> tuple[PipelineConfig, Layout, FingerprintRecord]:
     from pipeline.core import config
     from pipeline.core.layout import Layout
     from pipeline.machine import fingerprint

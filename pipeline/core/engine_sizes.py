@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from pipeline.core.calibration_file import WeightCounts
-
 # The transforms whose engines are held against fp16's by default (build.reference_engines).
 QUANTIZED = ("qdq", "int4", "auto")
 
@@ -54,6 +52,15 @@ def larger_line(precision: str, engine_bytes: int, references: dict[str, EngineS
 # rest): GEMM weights in the precision's weight type, the rest (tables, norms, biases) in
 # fp16 where the precision quantizes. int4 adds a fp16 scale per block (BLOCK_SCALE).
 # precision=auto has no one ideal: its search picks a type per GEMM.
+
+
+class WeightCounts(TypedDict):
+    """graph/weight_counts.py's count: what an engine's bytes per parameter are held against."""
+
+    parameters: int  # elements of the graph's float initializers (a tied weight once)
+    gemm: int  # of those, the elements GEMMs and convolutions read as weights
+
+
 IDEAL_BYTES = {
     "fp32": (4.0, 4.0),
     "tf32": (4.0, 4.0),

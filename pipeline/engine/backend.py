@@ -10,7 +10,7 @@ from types import ModuleType
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 
 def import_flavour(flavour: str) -> ModuleType:
@@ -58,7 +58,7 @@ def dtype_name(dtype: Any) -> str:
 RTX_COMPUTE_CAPABILITIES = ("7.5", "8.0", "8.6", "8.9")
 
 
-def why_engine_cannot_run(fingerprint: Fingerprint) -> str | None:
+def why_engine_cannot_run(fingerprint: FingerprintRecord) -> str | None:
     """None where an engine built for this fingerprint can be loaded and run here,
     else the reason (for the benchmark's skip and the report's absent inspector)."""
     gpu = fingerprint.get("gpu")

@@ -10,9 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import machine_settings
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import backend, build_hints, interrupt, network_inputs, parse_errors
 from pipeline.engine.cache_key import plugin_sha256
 from pipeline.engine.trt_hooks import (
@@ -22,6 +20,8 @@ from pipeline.engine.trt_hooks import (
     make_progress_monitor,
 )
 from pipeline.inputs import profiles
+from pipeline.records import fingerprint_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BuildConfig, PipelineConfig, PrecisionConfig, ProfileConfig
@@ -202,7 +202,7 @@ def load_plugins(trt: ModuleType, builder: Any, paths: list[str]) -> None:
 
 def build_as_configured(
     cfg: PipelineConfig,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     onnx_path: Path,
     resolved_profiles: list[dict[str, Any]],
     progress: bool,
@@ -218,7 +218,7 @@ def build_as_configured(
         cfg.precision,
         cfg.build,
         resolved_profiles,
-        machine_settings.trt_flavour(fp),
+        fingerprint_file.trt_flavour(fp),
         progress,
         timing_cache=tcache,
     )

@@ -11,10 +11,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, hashing
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.machine.fingerprint import identity
+from pipeline.records import calibration_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
@@ -52,7 +53,7 @@ def key_inputs(
     profile_cfg: dict[str, Any],
     calibration_sha256: str | None,
     plugin_sha256: dict[str, str],
-    fingerprint: Fingerprint,
+    fingerprint: FingerprintRecord,
 ) -> dict[str, Any]:
     return {
         "key_version": KEY_VERSION,
@@ -81,7 +82,7 @@ def profile_fields(profile_cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def settings_sha256(
-    build_cfg: dict[str, Any], profile_cfg: dict[str, Any], fingerprint: Fingerprint
+    build_cfg: dict[str, Any], profile_cfg: dict[str, Any], fingerprint: FingerprintRecord
 ) -> str:
     """Everything an engine key holds besides the graph: engines measured under one digest
     compare with an engine built under the same one (flow/engine_sizes.py, the build stage)."""
@@ -118,7 +119,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
 
 
 def engine_key_inputs(
-    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, rehash: bool = False
+    cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord, rehash: bool = False
 ) -> dict[str, Any]:
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import cache_key
 from pipeline.engine import manifest as manifest_lib
 from pipeline.machine.fingerprint import identity
+from pipeline.records.fingerprint_file import FingerprintRecord
 from pipeline.store import SHA256, VerifiedStore, regular_file_problem, vouches
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.build_file import Manifest
 
 
 def engine_folder(path: str | Path) -> Path:
@@ -78,7 +78,7 @@ def adoption_refusal(
 
 
 def assert_loadable(
-    folder: Path, fingerprint: Fingerprint, store: VerifiedStore | None = None
+    folder: Path, fingerprint: FingerprintRecord, store: VerifiedStore | None = None
 ) -> Manifest:
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine. A
@@ -124,7 +124,7 @@ def refit_source(manifest: Manifest, onnx_path: Path) -> Path | None:
 
 
 def reasons_not_current(
-    folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: Fingerprint
+    folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: FingerprintRecord
 ) -> list[str]:
     manifest = manifest_lib.load(folder)
     engine = folder / manifest["engine"]["file"]
@@ -139,7 +139,7 @@ def reasons_not_current(
 
 
 def input_differences(
-    manifest: Manifest, cfg: PipelineConfig, layout: Layout, fingerprint: Fingerprint
+    manifest: Manifest, cfg: PipelineConfig, layout: Layout, fingerprint: FingerprintRecord
 ) -> list[str]:
     """Where the inputs the engine was built from differ from the present ones."""
     built = manifest.get("key_inputs")

@@ -9,13 +9,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pipeline.core import calibration_file, fileio, hashing
+from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.engine import backend
 from pipeline.inputs import reference_file
 from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
+from pipeline.records import calibration_file
 from pipeline.store import CALIBRATION, SHA256
 
 

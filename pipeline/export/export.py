@@ -12,9 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import export_file, fileio, hashing
+from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.core.export_file import ExportSummary
 from pipeline.core.layout import REFERENCE
 from pipeline.graph import (
     constant_inputs,
@@ -34,6 +33,8 @@ from pipeline.inputs import (
     sizes,
 )
 from pipeline.inputs.array_folder import LABEL_PREFIX
+from pipeline.records import export_file
+from pipeline.records.export_file import ExportRecord
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -97,9 +98,7 @@ def infer_shapes(path: Path) -> Any:  # the onnx ModelProto
     return inferred
 
 
-def export_model(
-    model_cfg: ModelConfig, profile_cfg: ProfileConfig, out_dir: Path
-) -> ExportSummary:
+def export_model(model_cfg: ModelConfig, profile_cfg: ProfileConfig, out_dir: Path) -> ExportRecord:
     """Write out_dir/model.onnx, reference.npz and export.json; return the summary.
     Sample inputs take the first optimization profile's opt shapes (pipeline/inputs/samples.py)."""
     with fileio.staged_dir(out_dir) as tmp, tempfile.TemporaryDirectory() as work:
@@ -128,7 +127,7 @@ def export_model(
         if outputs.note:
             reference["truth"] = outputs.note
         _write_reference(tmp / REFERENCE, batches, outputs.batches, labels)
-        summary: ExportSummary = {
+        summary: ExportRecord = {
             "source": source,
             "opset": onnx_model.opset(model),
             "inputs": [{"name": s.name, "dtype": s.dtype, "dims": list(s.dims)} for s in specs],

@@ -7,17 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.core import console, fileio, memory, metrics_files, summary_file
+from pipeline.core import console, fileio, memory, metrics_files
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
+from pipeline.records import summary_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
-    from pipeline.bench.benchmark import BenchmarkRecord
     from pipeline.core.config import PipelineConfig
+    from pipeline.records.benchmark_file import BenchmarkRecord
 
 
 def run(
-    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
+    cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord, peak: memory.StagePeak
 ) -> BenchmarkRecord:
     from pipeline.bench import benchmark
     from pipeline.flow import engine_standing, upstream

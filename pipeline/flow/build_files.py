@@ -8,10 +8,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, config, fileio, hashing
+from pipeline.core import config, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
+from pipeline.records import calibration_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 from pipeline.store import PendingFiles
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ def resolved_profiles(
 def built(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     key: str,
     key_in: dict[str, Any],
     progress: bool,
@@ -60,7 +61,7 @@ def built(
 def make(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     key: str,
     key_in: dict[str, Any],
     progress: bool,
@@ -101,7 +102,7 @@ DESCRIBING = ("manifest.json", "build.log", "network.json", "build_summary.json"
 def _describe(
     cfg: PipelineConfig,
     onnx_path: Path,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     key: str,
     key_in: dict[str, Any],
     resolved: list[dict[str, Any]],

@@ -8,19 +8,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, console, memory
+from pipeline.core import console, memory
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.core.numbers import MIB
 from pipeline.flow import output_folder
+from pipeline.records import calibration_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.engine.manifest import BuildRecord, Manifest
+    from pipeline.records.build_file import BuildRecord, Manifest
 
 
-def run(cfg: PipelineConfig, layout: Layout, fp: Fingerprint, progress: bool = True) -> BuildRecord:
+def run(
+    cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord, progress: bool = True
+) -> BuildRecord:
     """Engine for this machine: from the store when the key exists (no TensorRT
     import at all), else built under the key's lock and put into the store."""
     from pipeline.flow import provenance
@@ -32,7 +35,7 @@ def run(cfg: PipelineConfig, layout: Layout, fp: Fingerprint, progress: bool = T
         return _build(cfg, layout, fp, progress, peak)
 
 
-def refuse_unpinned(cfg: PipelineConfig, fp: Fingerprint) -> None:
+def refuse_unpinned(cfg: PipelineConfig, fp: FingerprintRecord) -> None:
     """One line, not an engine, where this machine's TensorRT is not the pinned build
     image's (pin.build: core/ngc.py)."""
     from pipeline.core import ngc
@@ -44,7 +47,7 @@ def refuse_unpinned(cfg: PipelineConfig, fp: Fingerprint) -> None:
 def _build(
     cfg: PipelineConfig,
     layout: Layout,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     progress: bool,
     peak: memory.StagePeak,
 ) -> BuildRecord:

@@ -7,17 +7,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pipeline.core import calibration_file, console, kv_cache, memory, metrics_files
-from pipeline.core.calibration_file import CalibrationSummary
+from pipeline.core import console, kv_cache, memory, metrics_files
 from pipeline.core.layout import Layout
 from pipeline.core.metrics_files import AccuracyMetrics
 from pipeline.flow import output_folder
+from pipeline.records import calibration_file
+from pipeline.records.calibration_file import CalibrationRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
+def run(cfg: PipelineConfig, layout: Layout) -> CalibrationRecord:
     """The precision-transformed graph, and its accuracy as a DVC metrics file, written
     pass or fail: every output, every metric, each gate result."""
     from pipeline.flow import engine_sizes, provenance

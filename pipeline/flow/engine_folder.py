@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pipeline.core import console, fileio, memory
 from pipeline.core.errors import Interrupted
-from pipeline.core.machine_settings import Fingerprint
+from pipeline.records.fingerprint_file import FingerprintRecord
 from pipeline.store import FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def adopt_pulled(folder: Path, key: str, key_in: dict[str, Any]) -> dict[str, Fi
     }
 
 
-def store_labels(cfg: PipelineConfig, fp: Fingerprint) -> dict[str, str]:
+def store_labels(cfg: PipelineConfig, fp: FingerprintRecord) -> dict[str, str]:
     """What `cache ls` shows to tell entries apart (the key decides; these explain)."""
     gpu = fp["gpu"]["name"] if fp["gpu"] else "no GPU"
     prec, calib = cfg.precision, cfg.calibration

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import config, console, fileio, hashing, machine_settings
+from pipeline.core import config, console, fileio, hashing
 from pipeline.core.engine_sizes import QUANTIZED, EngineSize
-from pipeline.core.machine_settings import Fingerprint
+from pipeline.records import fingerprint_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
@@ -61,11 +62,11 @@ def for_calibrate(cfg: PipelineConfig, layout: Layout) -> Sizes | None:
     return Sizes(cfg, fp)
 
 
-def _fingerprint(cfg: PipelineConfig, layout: Layout) -> Fingerprint:
+def _fingerprint(cfg: PipelineConfig, layout: Layout) -> FingerprintRecord:
     """The fingerprint stage's record (DVC runs it first); this machine's, where a caller
     runs calibrate alone."""
     if layout.fingerprint.is_file():
-        return machine_settings.read(layout.fingerprint)
+        return fingerprint_file.read(layout.fingerprint)
     from pipeline.machine import fingerprint as fp_lib
 
     return fp_lib.collect(cfg.build, require_trt=False)
@@ -74,7 +75,7 @@ def _fingerprint(cfg: PipelineConfig, layout: Layout) -> Fingerprint:
 class Sizes:
     """EngineCost for the calibrate stage (precision/common/engine_cost.py)."""
 
-    def __init__(self, cfg: PipelineConfig, fp: Fingerprint) -> None:
+    def __init__(self, cfg: PipelineConfig, fp: FingerprintRecord) -> None:
         self.cfg, self.fp = cfg, fp
         self.measured_with = f"{fp['trt_flavour']} {fp['trt_version']}, {fp['target']}"
         self.references: dict[str, EngineSize] = {}
@@ -131,7 +132,7 @@ class Sizes:
                 self.cfg.precision,
                 self.cfg.build,
                 resolved,
-                machine_settings.trt_flavour(self.fp),
+                fingerprint_file.trt_flavour(self.fp),
                 progress=True,
             )
             built.append(len(result.engine))

@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pipeline.core import calibration_file, config
+from pipeline.core import config
 from pipeline.core.layout import Layout
+from pipeline.records import calibration_file
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
     from pipeline.core.engine_sizes import EngineSize, PerParameter
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.build_file import Manifest
 
 
 class Standing(TypedDict, total=False):

@@ -11,10 +11,10 @@ from pipeline.flow import output_folder
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.core.export_file import ExportSummary
+    from pipeline.records.export_file import ExportRecord
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> ExportSummary:
+def run(cfg: PipelineConfig, layout: Layout) -> ExportRecord:
     """The ONNX graph and its reference data, and the stage's table."""
     from pipeline.export import export
     from pipeline.flow import provenance

@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, cast
 
 from pipeline.core import fileio
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint, FingerprintParams
+from pipeline.core.machine_settings import FingerprintParams
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 
-def run(cfg: FingerprintParams, layout: Layout) -> Fingerprint:
+def run(cfg: FingerprintParams, layout: Layout) -> FingerprintRecord:
     """This machine's fingerprint, written where it changed."""
     from pipeline.machine import fingerprint
 

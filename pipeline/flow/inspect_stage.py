@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.core import calibration_file, console, fileio, memory, report_file
+from pipeline.core import console, fileio, memory
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
-from pipeline.core.report_file import InspectReport
+from pipeline.records import calibration_file, inspect_file
+from pipeline.records.fingerprint_file import FingerprintRecord
+from pipeline.records.inspect_file import InspectRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
 
 
 def run(
-    cfg: PipelineConfig, layout: Layout, fp: Fingerprint, peak: memory.StagePeak
-) -> InspectReport:
+    cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord, peak: memory.StagePeak
+) -> InspectRecord:
     from pipeline.analysis import engine_inspector
     from pipeline.flow import engine_standing, upstream
     from pipeline.report.inspect import mixed_view, precision_view, report_html, report_markdown
@@ -50,7 +51,7 @@ def run(
             fileio.write_text(tmp / mixed_view.PICTURE, mixed_view.pareto_svg(mixed))
         if cfg.inspect.html:
             fileio.write_text(tmp / "report.html", report_html.to_html(report, rows))
-        report_file.write(tmp, report)
+        inspect_file.write(tmp, report)
         # last, so the pages' rendering counts in the peak
         report[memory.PEAK_KEY] = memory.record(layout.metrics_dir, "inspect", peak)
     page = "report.html" if cfg.inspect.html else "report.md"

@@ -9,19 +9,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.core import console, machine_settings
+from pipeline.core import console
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout, model_name_problem
+from pipeline.records import fingerprint_file
 
 if TYPE_CHECKING:
     import numpy as np
 
     from pipeline.core.config import PipelineConfig
     from pipeline.core.config_pin import PinConfig
-    from pipeline.serve.repository import Packaged
+    from pipeline.records.package_file import PackageRecord
 
 
-def run(cfg: PipelineConfig, layout: Layout) -> Packaged:
+def run(cfg: PipelineConfig, layout: Layout) -> PackageRecord:
     # one model of several is served under its key, as dvc.yaml's repository/<model> out
     return package(layout, layout.model or cfg.model.name, layout.repository, pin=cfg.pin)
 
@@ -33,7 +34,7 @@ def package(
     store_root: Path | None = None,
     schema: Path | None = None,
     pin: PinConfig | None = None,
-) -> Packaged:
+) -> PackageRecord:
     """repository `out`/`name` of the engines in layout's artifacts/build (and, with
     `store_root`, every machine's engine of the same graph in that store); its table. With
     `pin`, a plan the pinned serving image cannot load is refused, and the image named."""
@@ -44,7 +45,7 @@ def package(
         raise PipelineError(f"package: {problem}")
     # this machine's engine names the graph; a checkout that never built here takes one
     current = (
-        machine_settings.read(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None
+        fingerprint_file.read(layout.fingerprint)["id"] if layout.fingerprint.is_file() else None
     )
     engines = repository.engines_in(layout.build_dir, current)
     if store_root is not None:

@@ -12,63 +12,65 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypedDict, Union, cast
 
-from pipeline.core import machine_settings, memory
+from pipeline.core import memory
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint, FingerprintParams
+from pipeline.core.machine_settings import FingerprintParams
 from pipeline.core.stage_names import STAGES
 from pipeline.flow import output_folder
+from pipeline.records import fingerprint_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     # The schema types only: at run time a config is the DictConfig validate() made.
-    from pipeline.bench.benchmark import BenchmarkRecord
-    from pipeline.core.calibration_file import CalibrationSummary
     from pipeline.core.config import PipelineConfig
-    from pipeline.core.export_file import ExportSummary
-    from pipeline.core.report_file import InspectReport
-    from pipeline.engine.manifest import BuildRecord
-    from pipeline.serve.repository import Packaged
+    from pipeline.records.benchmark_file import BenchmarkRecord
+    from pipeline.records.build_file import BuildRecord
+    from pipeline.records.calibration_file import CalibrationRecord
+    from pipeline.records.export_file import ExportRecord
+    from pipeline.records.inspect_file import InspectRecord
+    from pipeline.records.package_file import PackageRecord
 
 # What one stage returns: its record, as its file keeps it (and the stage's peak memory).
 StageRecord = Union[
-    "Fingerprint",
-    "ExportSummary",
-    "CalibrationSummary",
+    "FingerprintRecord",
+    "ExportRecord",
+    "CalibrationRecord",
     "BuildRecord",
-    "InspectReport",
+    "InspectRecord",
     "BenchmarkRecord",
-    "Packaged",
+    "PackageRecord",
 ]
 
 
 class StageRecords(TypedDict, total=False):
     """run_all's results, by stage name."""
 
-    fingerprint: Fingerprint
-    export: ExportSummary
-    calibrate: CalibrationSummary
+    fingerprint: FingerprintRecord
+    export: ExportRecord
+    calibrate: CalibrationRecord
     build: BuildRecord
-    inspect: InspectReport
+    inspect: InspectRecord
     benchmark: BenchmarkRecord
-    package: Packaged
+    package: PackageRecord
 
 
-def fingerprint(cfg: FingerprintParams, layout: Layout) -> Fingerprint:
+def fingerprint(cfg: FingerprintParams, layout: Layout) -> FingerprintRecord:
     from pipeline.flow import fingerprint_stage
 
     return fingerprint_stage.run(cfg, layout)
 
 
-def read_fingerprint(layout: Layout) -> Fingerprint:
-    return machine_settings.read(layout.fingerprint)
+def read_fingerprint(layout: Layout) -> FingerprintRecord:
+    return fingerprint_file.read(layout.fingerprint)
 
 
-def export(cfg: PipelineConfig, layout: Layout) -> ExportSummary:
+def export(cfg: PipelineConfig, layout: Layout) -> ExportRecord:
     from pipeline.flow import export_stage
 
     return export_stage.run(cfg, layout)
 
 
-def calibrate(cfg: PipelineConfig, layout: Layout) -> CalibrationSummary:
+def calibrate(cfg: PipelineConfig, layout: Layout) -> CalibrationRecord:
     from pipeline.flow import calibrate_stage
 
     return calibrate_stage.run(cfg, layout)
@@ -80,7 +82,7 @@ def build(cfg: PipelineConfig, layout: Layout, progress: bool = True) -> BuildRe
     return build_stage.run(cfg, layout, read_fingerprint(layout), progress)
 
 
-def inspect(cfg: PipelineConfig, layout: Layout) -> InspectReport:
+def inspect(cfg: PipelineConfig, layout: Layout) -> InspectRecord:
     peak = memory.StagePeak()
     with output_folder.writing(
         layout, layout.inspect_dir, remove_on_failure=False, stage="inspect"
@@ -103,7 +105,7 @@ def benchmark(cfg: PipelineConfig, layout: Layout) -> BenchmarkRecord:
         return benchmark_stage.run(cfg, layout, read_fingerprint(layout), peak)
 
 
-def package(cfg: PipelineConfig, layout: Layout) -> Packaged:
+def package(cfg: PipelineConfig, layout: Layout) -> PackageRecord:
     from pipeline.flow import package_stage
 
     return package_stage.run(cfg, layout)

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.core import export_file
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.flow import provenance
+from pipeline.records import export_file
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.build_file import Manifest
 
 
 def chain_reasons(cfg: PipelineConfig, layout: Layout) -> list[str]:
@@ -49,7 +49,7 @@ def _source(cfg: PipelineConfig) -> str | None:
     return cfg.model.onnx_path or cfg.model.factory
 
 
-def current(cfg: PipelineConfig, layout: Layout, fp: Fingerprint) -> Manifest:
+def current(cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord) -> Manifest:
     """For inspect and benchmark: export, calibrate and the engine all belong to the
     present params and this machine; the manifest of that engine."""
     from pipeline.engine import store as store_lib

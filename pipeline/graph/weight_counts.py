@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.core.calibration_file import WeightCounts
+from pipeline.core.engine_sizes import WeightCounts
 from pipeline.graph.tied_weights import FLOAT_TYPES, is_tie
 
 if TYPE_CHECKING:

@@ -192,7 +192,7 @@ def row(batch: Mapping[str, np.ndarray], axes: Axes, i: int) -> dict[str, np.nda
 
 def layout_of_export(export_dir: Path) -> SampleLayout:
     """The sample layout the export used (its export.json)."""
-    from pipeline.core import export_file
+    from pipeline.records import export_file
 
     recorded = export_file.sample_axes(export_dir)
     return SampleLayout(recorded["shapes"], recorded["axes"])

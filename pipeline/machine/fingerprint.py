@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core import hashing, ngc
 from pipeline.core.errors import PipelineError
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.core.numbers import MIB
+from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:  # not imported here: the schema needs OmegaConf, which this stage skips
     from pipeline.core.config import BuildConfig
@@ -252,7 +252,7 @@ def choose_flavour(requested: str, gpu: dict[str, Any] | None) -> tuple[str, str
     )
 
 
-def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) -> Fingerprint:
+def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) -> FingerprintRecord:
     """The fingerprint; require_trt=False lets `python -m pipeline fingerprint`
     describe a GPU host where no TensorRT is installed yet. `build_cfg`: the validated
     config's build group, or the fingerprint stage's light reading of it (build_settings)."""
@@ -292,7 +292,7 @@ def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) ->
         fp["cuda_driver_version"] = gpu.pop("_cuda_driver")
         fp["gpu"] = gpu
         fp["target"] = f"{gpu['name']} (sm {gpu['compute_capability']})"
-    return cast(Fingerprint, {**fp, "id": fingerprint_id(fp)})
+    return cast(FingerprintRecord, {**fp, "id": fingerprint_id(fp)})
 
 
 def identity(fp: Mapping[str, Any]) -> dict[str, Any]:
@@ -320,7 +320,7 @@ def fingerprint_id(fp: Mapping[str, Any]) -> str:
     return f"{slug}-{digest}"
 
 
-def describe(fp: Fingerprint) -> str:
+def describe(fp: FingerprintRecord) -> str:
     lines = [f"fingerprint  {fp['id']}", f"target       {fp['target']}"]
     gpu = fp.get("gpu")
     if gpu:

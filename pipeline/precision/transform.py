@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pipeline.core import calibration_file, export_file, fileio, hashing
-from pipeline.core.calibration_file import CalibrationSummary, Judgement
+from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import CALIBRATION_SUMMARY, GRAPH, REFERENCE
 from pipeline.graph import onnx_import, onnx_model
@@ -25,6 +24,8 @@ from pipeline.precision.common import engine_cost
 from pipeline.precision.common.engine_cost import EngineCost
 from pipeline.precision.gate import accuracy, tasks, verdict
 from pipeline.precision.gate.judging import judge
+from pipeline.records import calibration_file, export_file
+from pipeline.records.calibration_file import CalibrationRecord, Judgement
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
@@ -66,7 +67,7 @@ def transform(
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
     engines: EngineCost | None = None,
-) -> CalibrationSummary:
+) -> CalibrationRecord:
     """Write out_dir/model.onnx (the graph TensorRT will build) and calibration.json.
     `engines` (the calibrate stage's, where it measures engines) sizes the fp16 and fp32
     engines of the exported graph, recorded for the build to stand its engine against, and
@@ -110,7 +111,7 @@ def _written(
     pairs: list[accuracy.ReferenceBatch],
     summary: dict[str, Any],
     job: Job,
-) -> CalibrationSummary:
+) -> CalibrationRecord:
     """dest made, chosen and judged: the summary, once the verdict passes."""
     made = _make_graph(src, dest, pairs, summary, job)
     parts = made.split or _split_for(dest, made, job)
@@ -129,7 +130,7 @@ def _written(
     label = f"{job.precision.name} ONNX"
     accuracy.raise_on_failure(summary["gate"], label, summary, verdict.failure_hint(summary))
     # a record now: the writer refuses one lacking a required field
-    return cast(CalibrationSummary, summary)
+    return cast(CalibrationRecord, summary)
 
 
 def _choose(

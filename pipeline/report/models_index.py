@@ -10,9 +10,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import fileio, summary_file, tables
+from pipeline.core import fileio, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
+from pipeline.records import summary_file
 from pipeline.report import templating
 
 HEADERS = ["model", "precision", "engine MiB", "accuracy gate", "build gates", "median ms"]

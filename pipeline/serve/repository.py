@@ -12,12 +12,13 @@ import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from pipeline.core import console, fileio, hashing, ngc
 from pipeline.core.errors import PipelineError
+from pipeline.records.package_file import PackageRecord
 from pipeline.serve import serving, triton_checks
 from pipeline.serve.triton_config import Engine, config, text
 
@@ -95,16 +96,6 @@ def plan_names(engines: list[Engine]) -> dict[str, list[tuple[str, Engine]]]:
     return dict(sorted(by_cc.items()))
 
 
-class Packaged(TypedDict):
-    """What `write` made of one model, for the stage's table and the caller."""
-
-    model: str
-    plans: dict[str, str]  # compute capability -> plan file name
-    max_batch_size: int
-    configs: list[str]  # config.pbtxt and configs/<gpu kind>.pbtxt
-    checked: list[str]  # what was checked, a line each
-
-
 def write(
     repo: Path,
     name: str,
@@ -112,7 +103,7 @@ def write(
     schema: Path | None = None,
     sample: dict[str, np.ndarray] | None = None,
     serve: ngc.Image | None = None,
-) -> Packaged:
+) -> PackageRecord:
     """The model's folder in `repo`, checked; what was written and checked. `sample`: one
     batch of reference inputs, which model_warmup feeds each instance before it serves.
     `serve`: the pinned serving image; a plan it cannot load is refused (serving.py)."""

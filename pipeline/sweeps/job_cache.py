@@ -30,9 +30,9 @@ from pipeline.core import config as config_lib
 from pipeline.core import console, dvc_yaml, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
-from pipeline.core.machine_settings import Fingerprint
 from pipeline.engine import store
 from pipeline.flow import build_files
+from pipeline.records.fingerprint_file import FingerprintRecord
 from pipeline.store import ENGINES, VerifiedStore
 
 if TYPE_CHECKING:
@@ -230,7 +230,9 @@ def _saved_job(
     return (found[0], engine) if found and engine is not None else None
 
 
-def _restore(entry: StoredEntry, engine: StoredEntry, layout: Layout, fp: Fingerprint) -> bool:
+def _restore(
+    entry: StoredEntry, engine: StoredEntry, layout: Layout, fp: FingerprintRecord
+) -> bool:
     """Every file of the saved job back in the job folder, the engine beside them;
     False (nothing left behind) when a file went missing meanwhile (`cache rm`)."""
     try:
@@ -272,7 +274,7 @@ def reuse_or_run(
     repo: Path,
     cfg: PipelineConfig,
     layout: Layout,
-    fp: Fingerprint,
+    fp: FingerprintRecord,
     run_job: Callable[[], JobResult],
 ) -> JobResult:
     """The job's result: reused when a finished job had the same inputs and its engine

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
-    from pipeline.core.report_file import Backend
+    from pipeline.records.inspect_file import Backend
 
 RESULT_FILE = "result.json"
 ERROR_FILE = "error.txt"

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hydra.experimental.callback import Callback
 
-from pipeline.core import fileio, imports, summary_file, tables
+from pipeline.core import fileio, imports, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB, fmt
+from pipeline.records import summary_file
 from pipeline.sweeps.job_files import ERROR_FILE, RESULT_FILE, JobResult
 from pipeline.sweeps.pareto import pareto, plot
 

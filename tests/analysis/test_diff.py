@@ -7,9 +7,9 @@ import sys
 import pytest
 
 from pipeline.analysis import diff
-from pipeline.core import report_file
 from pipeline.core.errors import PipelineError
 from pipeline.flow import stages
+from pipeline.records import inspect_file
 from pipeline.report.inspect import report
 from tests.conftest import REPO
 
@@ -80,7 +80,7 @@ def test_inspect_folders_and_build_parents_compare_too(built_cnn, built_cnn_fp16
         {"available": False, "reason": "test"},
     )
     (tmp_path / "inspect").mkdir()
-    report_file.write(tmp_path / "inspect", r)
+    inspect_file.write(tmp_path / "inspect", r)
     d = diff.compare(diff.load(built_cnn[1].build_dir), diff.load(tmp_path / "inspect"))
     assert d["a"]["kind"] == "build" and d["b"]["kind"] == "inspect" and d["layers_compared"] > 5
     assert any(c["change"] == "narrower" for c in d["precision_changes"]) and not d["regressions"]

@@ -90,8 +90,8 @@ def test_the_engine_keeps_the_cache_on_the_device_and_repeats_the_host_run(
     exported, requires_trt, tmp_path, monkeypatch
 ):
     from pipeline.bench.trt_runner import EngineRunner
-    from pipeline.core import machine_settings
     from pipeline.engine.build import resolve_profiles
+    from pipeline.records import fingerprint_file
 
     cfg, layout = exported
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
@@ -106,7 +106,7 @@ def test_the_engine_keeps_the_cache_on_the_device_and_repeats_the_host_run(
     )
     fingerprint = built["fingerprint"]
     plan = layout.engine_dir(fingerprint["id"]) / "engine.plan"
-    engine = EngineRunner(plan, machine_settings.trt_flavour(fingerprint))
+    engine = EngineRunner(plan, fingerprint_file.trt_flavour(fingerprint))
     try:
         device = [generation.generate(engine.generation_steps(specs, profiles), p) for p in prompts]
         host = [

@@ -9,9 +9,9 @@ from typing import Any, NotRequired, Required, TypedDict
 
 import pytest
 
-from pipeline.core import summary_file
 from pipeline.core.errors import PipelineError
 from pipeline.core.json_record import JsonRecord, required_fields
+from pipeline.records import summary_file
 
 
 class Inner(TypedDict):

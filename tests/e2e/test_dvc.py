@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from pipeline.core import calibration_file, report_file, summary_file
+from pipeline.records import calibration_file, inspect_file, summary_file
 from tests.helpers import DVC_FAST as FAST
 from tests.helpers import dvc, ran_stages
 
@@ -36,7 +36,7 @@ def test_dvc_repro_builds_everything_then_is_a_no_op(in_tmp_repo_copy):
     assert manifest["backend"]["flavour"] == fp["trt_flavour"]
     assert (repo / "artifacts/export/model.onnx").exists()
     # Each record passes its one checked reader: the required fields are real ones.
-    report = report_file.read(repo / "artifacts/inspect")
+    report = inspect_file.read(repo / "artifacts/inspect")
     assert calibration_file.read(repo / "artifacts/calibrate/calibration.json")["gate_passed"]
     assert summary_file.read(repo / "metrics")["engine_mib"] > 0
     assert report["model"]["exported"]["ops"]["Conv"] == 4

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.core import calibration_file, export_file
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_model
+from pipeline.records import calibration_file, export_file
 from tests.conftest import compose
 from tests.wild import hf
 

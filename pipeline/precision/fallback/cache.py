@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import console, fileio, hashing
-from pipeline.core.calibration_file import FallbackRecord, Judgement
 from pipeline.core.config import to_dict
 from pipeline.graph import onnx_model
 from pipeline.inputs.array_folder import data_sha256
@@ -21,6 +20,7 @@ from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.fallback import search
 from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.gate import accuracy
+from pipeline.records.calibration_file import FallbackRecord, Judgement
 from pipeline.store import FileData
 
 if TYPE_CHECKING:

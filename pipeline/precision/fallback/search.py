@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 
 from pipeline.core import gate
-from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
 from pipeline.precision.common import ops, search_progress
 from pipeline.precision.fallback import groups
 from pipeline.precision.fallback.groups import Group
 from pipeline.precision.gate import accuracy, subset_first
+from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable, SearchPlan

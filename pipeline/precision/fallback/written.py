@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import gate
-from pipeline.core.calibration_file import Judgement
 from pipeline.precision.fallback.search import SearchFailed, counts
+from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable

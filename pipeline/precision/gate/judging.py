@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.gate import accuracy
+from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
     from onnx import ModelProto

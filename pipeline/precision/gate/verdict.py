@@ -25,9 +25,9 @@ from pipeline.inputs import samples
 from pipeline.precision.gate import tasks
 
 if TYPE_CHECKING:
-    from pipeline.core.calibration_file import Judgement
     from pipeline.core.config import AccuracyGate
     from pipeline.precision.gate.accuracy import Criteria, ReferenceBatch
+    from pipeline.records.calibration_file import Judgement
 
 # Fewer held-out samples than this and the verdict says how little it can show: the worst of
 # n samples misses a one-in-n failure about as often as it catches it.

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pipeline.core import console, fileio, hashing
-from pipeline.core.calibration_file import Judgement
 from pipeline.core.errors import NothingToQuantize, PipelineError
 from pipeline.core.layout import EXPORT_SUMMARY
 from pipeline.graph import onnx_model
@@ -32,6 +31,7 @@ from pipeline.precision.mixed import objective
 from pipeline.precision.mixed import search as mixed_search
 from pipeline.precision.mixed.graphs import MixedGraphs
 from pipeline.precision.mixed.search import Figures
+from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig

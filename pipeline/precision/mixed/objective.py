@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core import console
-from pipeline.core.calibration_file import Judgement
 from pipeline.precision.common.engine_cost import EngineCost
+from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
     from pipeline.core.config import PrecisionConfig

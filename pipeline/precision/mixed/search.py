@@ -23,7 +23,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from pipeline.core import console
-from pipeline.core.calibration_file import Judgement
 from pipeline.precision.common import search_progress
 from pipeline.precision.fallback import search as fallback_search
 from pipeline.precision.fallback import written as written_checks
@@ -31,6 +30,7 @@ from pipeline.precision.gate import accuracy
 from pipeline.precision.mixed import record as search_record
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
 from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
+from pipeline.records.calibration_file import Judgement
 
 SEARCH_VERSION = 3  # 2: the polish in rounds; 3: sensitivities on the ranking batches
 LOG_LAMBDA = (-8.0, 4.0)  # the bisection's range of log10(lambda)

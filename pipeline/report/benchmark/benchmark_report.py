@@ -9,7 +9,7 @@ from pipeline.core import tables
 from pipeline.core.numbers import fmt
 
 if TYPE_CHECKING:
-    from pipeline.bench.benchmark import BenchmarkRecord
+    from pipeline.records.benchmark_file import BenchmarkRecord
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -15,9 +15,9 @@ from pipeline.core.metrics_files import AccuracyMetrics, GatesMetrics
 from pipeline.core.numbers import MIB
 
 if TYPE_CHECKING:
-    from pipeline.bench.benchmark import BenchmarkRecord
     from pipeline.core.engine_sizes import PerParameter
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.benchmark_file import BenchmarkRecord
+    from pipeline.records.build_file import Manifest
 
 # Worst over every output: the direction that is worse for each figure.
 ACCURACY_WORST = {

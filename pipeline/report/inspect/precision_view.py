@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.core import calibration_file, tables
-from pipeline.core.calibration_file import CalibrationSummary, FallbackRecord
-from pipeline.core.report_file import InspectReport
+from pipeline.core import tables
+from pipeline.records import calibration_file
+from pipeline.records.calibration_file import CalibrationRecord, FallbackRecord
+from pipeline.records.inspect_file import InspectRecord
 from pipeline.report.inspect import accuracy_view, mixed_view
 
 
-def precision_transform(calibration: CalibrationSummary) -> dict[str, Any]:
+def precision_transform(calibration: CalibrationRecord) -> dict[str, Any]:
     """What the calibrate stage did to the graph, and on which data: a report that
     hides random calibration data or a fallback would not be honest."""
     calib = calibration.get("calibration") or {}
@@ -211,7 +212,7 @@ STEP_HEADERS = ["step", "group, or how many kept", "gate score (<= 1 passes)", "
 TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized by"]
 
 
-def mark_kept_nodes(report: InspectReport) -> None:
+def mark_kept_nodes(report: InspectRecord) -> None:
     """Outline the nodes precision.fallback kept out of the low type in the graph picture."""
     fb = (report.get("precision_transform") or {}).get("fallback") or {}
     kept = set(fb.get("kept") or fb.get("kept_fp32") or [])

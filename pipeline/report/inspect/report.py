@@ -15,15 +15,15 @@ from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
-from pipeline.core.report_file import EngineSection, InspectReport, NetworkSection
 from pipeline.engine import manifest as manifest_lib
 from pipeline.graph import onnx_model
+from pipeline.records.inspect_file import EngineSection, InspectRecord, NetworkSection
 from pipeline.report.inspect import report_graph
 
 if TYPE_CHECKING:
     import onnx
 
-    from pipeline.engine.manifest import Manifest
+    from pipeline.records.build_file import Manifest
 
 LOG_KEYS = (
     "counts",
@@ -136,7 +136,7 @@ def make_report(
     engine_dir: Path,
     inspect_cfg: InspectConfig,
     inspection: dict[str, Any] | None = None,
-) -> InspectReport:
+) -> InspectRecord:
     manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": engine_layers.network_precision(l)} for l in network]

@@ -9,13 +9,13 @@ from typing import Any
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.core.report_file import InspectReport
+from pipeline.records.inspect_file import InspectRecord
 from pipeline.report import templating
 from pipeline.report.inspect import accuracy_view, mixed_view, precision_view
 from pipeline.report.pictures import graph_picture
 
 
-def _cards(r: InspectReport) -> list[tuple[object, str]]:
+def _cards(r: InspectRecord) -> list[tuple[object, str]]:
     eng, log = r["engine"], r["build_log"]
     return [
         (r["precision"], "precision"),
@@ -88,7 +88,7 @@ def _transform_context(transform: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def to_html(report: InspectReport, max_rows: int = 400, use_dot: bool = True) -> str:
+def to_html(report: InspectRecord, max_rows: int = 400, use_dot: bool = True) -> str:
     eng, log, g = report["engine"], report["build_log"], report["graph"]
     passes = log["layer_passes"] or []
     top = max([p["layers"] for p in passes] + [1])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
-from pipeline.core.report_file import EngineSection, InspectReport
+from pipeline.records.inspect_file import EngineSection, InspectRecord
 from pipeline.report.inspect import precision_view
 from pipeline.report.templating import first
 
@@ -23,7 +23,7 @@ def _optimizer_line(opt: dict[str, Any]) -> list[str]:
     ]
 
 
-def to_markdown(report: InspectReport, max_rows: int) -> str:
+def to_markdown(report: InspectRecord, max_rows: int) -> str:
     """The report's sections in order, each from its own function."""
     md = [
         *_summary(report),
@@ -42,7 +42,7 @@ def to_markdown(report: InspectReport, max_rows: int) -> str:
     return "\n".join(md) + "\n"
 
 
-def _summary(report: InspectReport) -> list[str]:
+def _summary(report: InspectRecord) -> list[str]:
     eng, log, insp = report["engine"], report["build_log"], report["engine"]["inspector"]
     inspector = (
         f"available ({insp.get('layout')})"
@@ -95,7 +95,7 @@ def _onnx_model(exp: dict[str, Any], built: dict[str, Any]) -> list[str]:
     ]
 
 
-def _precision(report: InspectReport) -> list[str]:
+def _precision(report: InspectRecord) -> list[str]:
     engine, network = report["engine"]["precisions"], report["network"]["precisions"]
     return [
         "## Precision",

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Required, TypedDict
 
+from pipeline.core.engine_sizes import WeightCounts
 from pipeline.core.gate import GateResult
 from pipeline.core.json_record import JsonRecord
 
@@ -66,14 +67,7 @@ class FallbackRecord(TypedDict, total=False):
     seconds: float
 
 
-class WeightCounts(TypedDict):
-    """graph/weight_counts.py's count: what an engine's bytes per parameter are held against."""
-
-    parameters: int  # elements of the graph's float initializers (a tied weight once)
-    gemm: int  # of those, the elements GEMMs and convolutions read as weights
-
-
-class CalibrationSummary(Judgement, total=False):
+class CalibrationRecord(Judgement, total=False):
     """calibration.json: how the graph was made, how it was judged, what the build needs."""
 
     precision: Required[str]
@@ -104,14 +98,14 @@ class CalibrationSummary(Judgement, total=False):
     peak_rss_mib: float
 
 
-RECORD = JsonRecord("calibration summary", "the calibrate stage", CalibrationSummary)
+RECORD = JsonRecord("calibration summary", "the calibrate stage", CalibrationRecord)
 
 
-def write(path: Path, summary: CalibrationSummary) -> Path:
+def write(path: Path, summary: CalibrationRecord) -> Path:
     return RECORD.write(path, summary)
 
 
-def read(path: Path) -> CalibrationSummary:
+def read(path: Path) -> CalibrationRecord:
     return RECORD.read(path)
 
 

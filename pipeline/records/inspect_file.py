@@ -46,7 +46,7 @@ class NetworkSection(TypedDict, total=False):
     precisions: dict[str, int]
 
 
-class InspectReport(TypedDict, total=False):
+class InspectRecord(TypedDict, total=False):
     precision: Required[str]
     engine: Required[EngineSection]
     build_log: Required[dict[str, Any]]  # the log summary's LOG_KEYS
@@ -61,12 +61,12 @@ class InspectReport(TypedDict, total=False):
 
 
 NAME = "report.json"
-RECORD = JsonRecord("inspect report", "the inspect stage", InspectReport)
+RECORD = JsonRecord("inspect report", "the inspect stage", InspectRecord)
 
 
-def write(folder: Path, report: InspectReport) -> Path:
+def write(folder: Path, report: InspectRecord) -> Path:
     return RECORD.write(folder / NAME, report)
 
 
-def read(folder: Path) -> InspectReport:
+def read(folder: Path) -> InspectRecord:
     return RECORD.read(folder / NAME)

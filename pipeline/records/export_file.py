@@ -7,10 +7,11 @@ inputs came from. Written and read here only (see core/json_record.py)."""
 from pathlib import Path
 from typing import Any, Required, TypedDict
 
-from pipeline.core.calibration_file import InputSpec, WeightCounts
+from pipeline.core.engine_sizes import WeightCounts
 from pipeline.core.errors import PipelineError
 from pipeline.core.json_record import JsonRecord
 from pipeline.core.layout import EXPORT_SUMMARY
+from pipeline.records.calibration_file import InputSpec
 
 
 class SampleAxes(TypedDict):
@@ -18,7 +19,7 @@ class SampleAxes(TypedDict):
     axes: dict[str, int | None]  # input -> the axis samples stack on; None: not batched
 
 
-class ExportSummary(TypedDict, total=False):
+class ExportRecord(TypedDict, total=False):
     source: Required[str]  # "factory:<name>" or "onnx:<file name>"
     onnx_sha256: Required[str]
     inputs: Required[list[InputSpec]]
@@ -34,14 +35,14 @@ class ExportSummary(TypedDict, total=False):
     peak_rss_mib: float  # the stage's return only
 
 
-RECORD = JsonRecord("export summary", "the export stage", ExportSummary)
+RECORD = JsonRecord("export summary", "the export stage", ExportRecord)
 
 
-def write(folder: Path, summary: ExportSummary) -> Path:
+def write(folder: Path, summary: ExportRecord) -> Path:
     return RECORD.write(folder / EXPORT_SUMMARY, summary)
 
 
-def read(folder: Path) -> ExportSummary:
+def read(folder: Path) -> ExportRecord:
     return RECORD.read(folder / EXPORT_SUMMARY)
 
 
