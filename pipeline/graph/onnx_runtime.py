@@ -129,12 +129,17 @@ def run_session(
 
 
 @contextlib.contextmanager
-def model_file(model: ModelProto, base: Path | None = None) -> Iterator[Graph]:
+def model_file(
+    model: ModelProto, base: Path | None = None, consume: bool = False
+) -> Iterator[Graph]:
     """Something ort_session opens for an in-memory graph: its bytes, with the folder of
     the external-data files it names (`base`); past the inline limit of weights held in
     memory (a rewritten graph; a protobuf message cannot exceed 2 GB) a temporary folder
     holding the graph with one data file of its own: those weights and the ones it names in `base`,
-    copied one tensor at a time (ONNX Runtime refuses data reached through a link)."""
+    copied one tensor at a time (ONNX Runtime refuses data reached through a link).
+    `consume`: the caller is done with `model`, whose weights then move to the file rather
+    than a copy's (the caller must drop its reference before the session reads the file,
+    or the weights are held twice beside ONNX Runtime's own)."""
     import onnx
 
     from pipeline.graph import onnx_model
@@ -148,10 +153,13 @@ def model_file(model: ModelProto, base: Path | None = None) -> Iterator[Graph]:
         return
     with tempfile.TemporaryDirectory(prefix="graph.") as tmp:
         path = Path(tmp) / "model.onnx"
-        copy = onnx.ModelProto()
-        copy.CopyFrom(model)  # the caller's graph keeps its weights in memory
-        write_gathered(copy, base, path)
-        del copy
+        if consume:
+            write_gathered(model, base, path)  # the model's tensors name the file now
+        else:
+            copy = onnx.ModelProto()
+            copy.CopyFrom(model)  # the caller's graph keeps its weights in memory
+            write_gathered(copy, base, path)
+            del copy
         yield path
 
 

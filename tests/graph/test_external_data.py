@@ -90,6 +90,21 @@ def test_an_in_memory_graph_runs_with_its_source_files(tmp_path, monkeypatch, in
     assert any(t.raw_data for t in model.graph.initializer)  # the caller's weights are kept
 
 
+def test_a_consumed_graph_gives_its_weights_to_the_file(tmp_path, monkeypatch):
+    """A switchboard is made for ONNX Runtime and nothing else: past the inline limit its
+    weights move to the file the session reads instead of being copied first (a decoder's
+    search held them once more for the copy), and the graph runs the same."""
+    model, base, x, expected = _matmuls(tmp_path)
+    b = next(t for t in model.graph.initializer if t.name == "b")
+    assert b.raw_data  # held in memory
+    monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1")
+    with onnx_runtime.model_file(model, base, consume=True) as f:
+        assert not any(t.raw_data for t in model.graph.initializer)  # all in the file
+        session = onnx_runtime.ort_session(f)
+        got = onnx_runtime.run_session(session, [{"x": x}], "the graph")[0]["y"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
 @pytest.mark.parametrize("typed", [False, True])
 def test_saving_beside_its_own_data_file_keeps_it(tmp_path, monkeypatch, typed):
     """A graph past the inline limit rewritten where its external data already is, in a

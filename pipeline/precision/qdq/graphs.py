@@ -60,7 +60,12 @@ class QdqGraphs:
         base = smoothing.apply(self.source, mul_form) if mul_form else self.source
         kept_inputs = {n.name: list(n.input) for n in base.graph.node}
         kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
-        model, flags = plan.switchable(base, self.plan, kept_inputs)
-        with onnx_runtime.model_file(model, self.base_dir) as f:
+        # The smoothed copy is the switchboard's own: made into it in place, and its weights
+        # moved to the file ONNX Runtime reads, not copied again on the way.
+        fresh = base is not self.source
+        model, flags = plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
+        del base
+        with onnx_runtime.model_file(model, self.base_dir, consume=True) as f:
+            del model
             session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return Switchboard(session, flags, batches)

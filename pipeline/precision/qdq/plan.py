@@ -156,15 +156,16 @@ def materialize(
 
 
 def switchable(
-    source: ModelProto, plan: QdqPlan, kept_inputs: dict[str, list[str]]
+    source: ModelProto, plan: QdqPlan, kept_inputs: dict[str, list[str]], in_place: bool = False
 ) -> tuple[Any, dict[str, str]]:
     """One graph for a whole search: each candidate reads its quantized inputs while its
     flag (a scalar bool graph input) is true, else `kept_inputs[node]` (what it reads when
     kept in fp32). Where only selects, so every flag setting computes what the graph
-    materialize writes for it, and one ONNX Runtime session serves every step."""
+    materialize writes for it, and one ONNX Runtime session serves every step. `in_place`:
+    `source` is the caller's to give up and becomes the graph (its weights not copied)."""
     import onnx
 
-    m = _copy_for(source, plan)
+    m = _opset_checked(source, plan) if in_place else _copy_for(source, plan)
     nodes = {n.name: n for n in m.graph.node}
     edges = {e: s for e, s in plan.admitted().items() if e[0] in nodes}
     dq = insert_pairs(m, nodes, edges)
@@ -191,6 +192,10 @@ def _copy_for(source: ModelProto, plan: QdqPlan) -> Any:
 
     m = onnx.ModelProto()
     m.CopyFrom(source)
+    return _opset_checked(m, plan)
+
+
+def _opset_checked(m: ModelProto, plan: QdqPlan) -> Any:
     target = opset(m)
     if target < plan.opset and not _qdq_fits(plan, target):
         raise PipelineError(
