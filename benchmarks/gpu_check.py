@@ -23,6 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.bench import cuda_timing
+from pipeline.bench.runner import TimingJob
 from pipeline.machine import gpu_conditions
 from pipeline.machine.cudart import D2D, D2H, H2D, Cuda
 from pipeline.precision.gate import accuracy
@@ -128,7 +129,7 @@ def check_model(key: str, seconds: float, check: Checks) -> dict:
         ("compute_only", False, False),
     ):
         times, notes = runner.time(
-            feeds, 0, SimpleNamespace(**bench, device_copies=copies, cuda_graph=graph)
+            TimingJob(feeds, 0, SimpleNamespace(**bench, device_copies=copies, cuda_graph=graph))
         )
         check(
             notes == {"device_copies": copies, "cuda_graph": graph},

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pipeline.bench import benchmark, measuring
 from pipeline.bench.ort_runner import OrtRunner
+from pipeline.bench.runner import TimingJob
 from pipeline.core import config
 from pipeline.core.config import PipelineConfig
 from pipeline.export import export
@@ -112,7 +113,7 @@ def main() -> int:
                 if who == "harness":
                     bar, update = measuring.progress_bar("overhead")
                     try:
-                        times, _ = harness.time(feeds, 0, bench_cfg, update)
+                        times, _ = harness.time(TimingJob(feeds, 0, bench_cfg, update))
                     finally:
                         bar.close()
                     got[who] = times["host"]

@@ -12,7 +12,7 @@ import numpy as np
 
 from pipeline.bench import cuda_timing, decoder_bench, generation, measure_loop
 from pipeline.bench.bench_shapes import Pair, Point, locate
-from pipeline.bench.runner import Feeds, Runner
+from pipeline.bench.runner import Feeds, Runner, TimingJob
 from pipeline.core import console
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph import onnx_model
@@ -93,7 +93,9 @@ def measure_backend(
     for point in points:
         bar, update = progress_bar(f"{name} {point.key}")
         try:
-            times, notes = runner.time(feeds[point.key], point.profile_index, bench_cfg, update)
+            times, notes = runner.time(
+                TimingJob(feeds[point.key], point.profile_index, bench_cfg, update)
+            )
         finally:
             bar.close()
         out[point.key] = {**_summarise(times, point.batch, bench_cfg), **notes}
@@ -228,7 +230,7 @@ def _median_ms(backend: str, bench_cfg: BenchmarkConfig) -> decoder_bench.Timer:
     def timer(runner: Runner, feeds: Feeds, profile: int, label: str) -> float:
         bar, update = progress_bar(f"{backend} {label}")
         try:
-            times, _ = runner.time(feeds, profile, bench_cfg, update)
+            times, _ = runner.time(TimingJob(feeds, profile, bench_cfg, update))
         finally:
             bar.close()
         return float(_summarise(times, 1, bench_cfg)["median_ms"])

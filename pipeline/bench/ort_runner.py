@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.bench import measure_loop
-from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
+from pipeline.bench.runner import Feeds, Notes, Runner, TimingJob
 from pipeline.graph import onnx_runtime
 
 if TYPE_CHECKING:
@@ -35,15 +35,9 @@ class OrtRunner(Runner):
     def infer(self, feeds: Feeds, profile_index: int = 0) -> dict[str, np.ndarray]:
         return dict(zip(self.output_names, self.session.run(self.output_names, feeds)))
 
-    def time(
-        self,
-        feeds: Feeds,
-        profile_index: int,
-        bench_cfg: TimingSettings,
-        progress: Progress | None = None,
-    ) -> tuple[dict[str, np.ndarray], Notes]:
-        run, names = self.session.run, self.output_names
+    def time(self, job: TimingJob) -> tuple[dict[str, np.ndarray], Notes]:
+        run, names, feeds = self.session.run, self.output_names, job.feeds
         host = measure_loop.measure(
-            lambda: run(names, feeds), measure_loop.Budget.of(bench_cfg), progress
+            lambda: run(names, feeds), measure_loop.Budget.of(job.settings), job.progress
         )
         return {"host": host}, {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -30,6 +31,17 @@ class TimingSettings(BudgetSettings, Protocol):
     def cuda_graph(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class TimingJob:
+    """One timed shape: its inputs, the optimization profile they fit, the loop's budget and
+    GPU settings, and the bar the loop advances (a share of the shape's budget)."""
+
+    feeds: Feeds
+    profile_index: int
+    settings: TimingSettings
+    progress: Progress | None = None
+
+
 class Runner(ABC):
     label: str  # what ran, with its version, for the results table
     device: str  # "cpu" or "cuda"
@@ -40,13 +52,7 @@ class Runner(ABC):
         optimization profile where the backend has profiles."""
 
     @abstractmethod
-    def time(
-        self,
-        feeds: Feeds,
-        profile_index: int,
-        bench_cfg: TimingSettings,
-        progress: Progress | None = None,
-    ) -> tuple[dict[str, np.ndarray], Notes]:
+    def time(self, job: TimingJob) -> tuple[dict[str, np.ndarray], Notes]:
         """(times, notes): {"host": ms per iteration} plus, on a GPU, each stage's
         CUDA-event ms (pipeline.bench.cuda_timing); notes say how it was run
         (copies, CUDA graph) and land beside the stats in benchmark.json."""

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from pipeline.bench import cuda_timing, measure_loop
-from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingSettings
+from pipeline.bench.runner import Feeds, Notes, Progress, Runner, TimingJob
 from pipeline.core.errors import PipelineError
 from pipeline.core.threads import intra_op
 from pipeline.inputs import sample_data
@@ -93,22 +93,17 @@ class TorchRunner(Runner):
         with self.torch.inference_mode():
             return self._named(_as_tuple(self.net(*self._args(feeds))))
 
-    def time(
-        self,
-        feeds: Feeds,
-        profile_index: int,
-        bench_cfg: TimingSettings,
-        progress: Progress | None = None,
-    ) -> tuple[dict[str, np.ndarray], Notes]:
-        """{"host": ms} on the CPU; on CUDA also the GPU time of each stage, with
-        copies and CUDA graph replay as bench_cfg.device_copies / cuda_graph say."""
+    def time(self, job: TimingJob) -> tuple[dict[str, np.ndarray], Notes]:
+        """{"host": ms} on the CPU; on CUDA also the GPU time of each stage, with copies
+        and CUDA graph replay as the settings' device_copies / cuda_graph say."""
+        cfg = job.settings
         if self.device == "cuda":
-            copies, graph = bool(bench_cfg.device_copies), bool(bench_cfg.cuda_graph)
-            times = self._time_cuda(feeds, bench_cfg, progress, copies, graph)
+            copies, graph = bool(cfg.device_copies), bool(cfg.cuda_graph)
+            times = self._time_cuda(job.feeds, cfg, job.progress, copies, graph)
             return times, {"device_copies": copies, "cuda_graph": graph}
-        net, args, cfg = self.net, self._args(feeds), bench_cfg
+        net, args, budget = self.net, self._args(job.feeds), measure_loop.Budget.of(cfg)
         with self.torch.inference_mode():
-            host = measure_loop.measure(lambda: net(*args), measure_loop.Budget.of(cfg), progress)
+            host = measure_loop.measure(lambda: net(*args), budget, job.progress)
         return {"host": host}, {}
 
     def _time_cuda(

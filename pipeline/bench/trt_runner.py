@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.bench import cuda_timing, measure_loop
-from pipeline.bench.runner import Feeds, LayerRow, Notes, Progress, Runner, TimingSettings
+from pipeline.bench.runner import (
+    Feeds,
+    LayerRow,
+    Notes,
+    Runner,
+    TimingJob,
+)
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.machine.cudart import D2H, H2D, Cuda
@@ -147,15 +153,10 @@ class EngineRunner(Runner):
         self._held += [("cudaGraphDestroy", graph), ("cudaGraphExecDestroy", graph_exec)]
         return (lambda: self.cuda.launch(graph_exec, self.stream)), None
 
-    def time(
-        self,
-        feeds: Feeds,
-        profile_index: int,
-        bench_cfg: TimingSettings,
-        progress: Progress | None = None,
-    ) -> tuple[dict[str, np.ndarray], Notes]:
+    def time(self, job: TimingJob) -> tuple[dict[str, np.ndarray], Notes]:
         """(times, notes): per-iteration host and per-stage GPU milliseconds."""
-        self.prepare(feeds, profile_index)
+        bench_cfg = job.settings
+        self.prepare(job.feeds, job.profile_index)
         self.h2d()
         notes: Notes = {
             "device_copies": bool(bench_cfg.device_copies),
@@ -174,7 +175,7 @@ class EngineRunner(Runner):
             stages,
             self.stream,
             measure_loop.Budget.of(bench_cfg),
-            progress,
+            job.progress,
             self.cuda,
         )
         return times, notes

@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.bench import bench_shapes, torch_runner, trt_runner
 from pipeline.bench.ort_runner import OrtRunner
-from pipeline.bench.runner import Runner
+from pipeline.bench.runner import Runner, TimingJob
 from pipeline.core import config, fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
@@ -400,7 +400,7 @@ def test_onnxruntime_runner_through_the_contract():
         )
         out = runner.infer(feeds, 0)
         assert list(out) == ["scores"] and out["scores"].shape[0] == 2
-        times, notes = runner.time(feeds, 0, bench, None)
+        times, notes = runner.time(TimingJob(feeds, 0, bench))
         assert set(times) == {"host"} and times["host"].size >= 5 and notes == {}
         assert runner.layer_times(feeds, 0, 1, 1) is None
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline.bench import cuda_timing
+from pipeline.bench.runner import TimingJob
 from pipeline.machine import gpu_conditions
 
 pytestmark = pytest.mark.gpu
@@ -54,7 +55,7 @@ def test_torch_on_cuda_through_the_shared_event_path(copies, graph):
         SimpleNamespace(factory="pipeline.zoo.cnn_classifier", seed=0), "cuda"
     )
     times, notes = runner.time(
-        feeds, 0, SimpleNamespace(**FAST, device_copies=copies, cuda_graph=graph)
+        TimingJob(feeds, 0, SimpleNamespace(**FAST, device_copies=copies, cuda_graph=graph))
     )
     assert notes == {"device_copies": copies, "cuda_graph": graph}
     _check_times(times, ["h2d", "compute", "d2h"] if copies else ["compute"])
