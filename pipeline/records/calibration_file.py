@@ -49,10 +49,11 @@ class FallbackRecord(TypedDict, total=False):
     kept_fp16: list[str]
     kept_int8: list[str]
     quantized_nodes: int
-    quantized_matmuls: dict[str, int]
-    matmuls_still_quantized: dict[str, int]
-    quantized_gemms: dict[str, int]
-    gemms_still_quantized: dict[str, int]
+    quantized_matmuls: int  # these four and gemms_by_op: fallback/record_rows.counts
+    matmuls_still_quantized: int
+    quantized_gemms: int
+    gemms_still_quantized: int
+    gemms_by_op: dict[str, dict[str, int]]
     plain: dict[str, Any]
     all_high_precision: dict[str, Any]
     groups: list[dict[str, Any]]

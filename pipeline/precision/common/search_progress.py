@@ -4,7 +4,7 @@ so far, of about how many, and the cheapest that passed."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from pipeline.core import console
@@ -28,7 +28,7 @@ class Progress(Generic[Choice]):
         self.cost, self.describe = cost, describe
         self.best: float | None = None
 
-    def judged(self, choice: Choice, result: dict[str, Any]) -> None:
+    def judged(self, choice: Choice, result: Mapping[str, Any]) -> None:
         self.bar.update(1)
         if result["passed"] and (self.best is None or self.cost(choice) < self.best):
             self.best = self.cost(choice)

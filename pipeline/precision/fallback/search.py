@@ -38,14 +38,15 @@ import numpy as np
 from pipeline.core import gate
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import GateResult
-from pipeline.precision.common import ops, search_progress
-from pipeline.precision.fallback import groups
+from pipeline.precision.common import search_progress
+from pipeline.precision.fallback import groups, record_rows
 from pipeline.precision.fallback.groups import Group
+from pipeline.precision.fallback.record_rows import SearchJudgement
 from pipeline.precision.gate import accuracy, subset_first
 from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:
-    from pipeline.precision.common.searchable import Searchable, SearchPlan
+    from pipeline.precision.common.searchable import Searchable
 
 SEARCH_VERSION = 7  # the record's shape and the search's steps; 7: ranked on a subset
 # A graph is judged on about a quarter of the batches first (gate/subset_first.py).
@@ -91,7 +92,7 @@ def score(results: list[GateResult]) -> float:
     return worst
 
 
-def judged(results: list[GateResult]) -> dict[str, Any]:
+def judged(results: list[GateResult]) -> SearchJudgement:
     """A graph's gate results in the search's terms: score, gated metrics, failures."""
     gated: dict[str, dict[str, Any]] = {}
     for r in results:
@@ -120,7 +121,7 @@ class Evaluator(Generic[Choice]):
         self.runs = self.decided_on_subset = 0
         self.progress: search_progress.Progress[Choice] | None = None
 
-    def __call__(self, choice: Choice, ranked: bool = False) -> dict[str, Any]:
+    def __call__(self, choice: Choice, ranked: bool = False) -> SearchJudgement:
         """The choice's judgement; `ranked`: its score on the ranking batches (the same
         for every graph ranked: a search orders units by it, then confirms on all)."""
         outs: list[dict[str, np.ndarray]] | None = []
@@ -155,7 +156,7 @@ class Evaluator(Generic[Choice]):
 
 def _bisect(
     items: list[Group],
-    passes: Callable[[list[Group]], dict[str, Any]],
+    passes: Callable[[list[Group]], SearchJudgement],
     steps: list[dict[str, Any]],
     stage: str,
 ) -> int:
@@ -177,7 +178,7 @@ def search(
     graphs: Searchable,
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
-    plain: dict[str, Any],
+    plain: SearchJudgement,
 ) -> dict[str, Any]:
     """The record of the search for the fewest most-sensitive candidates to keep out of the
     low type that pass (its `kept`); the caller writes that graph and judges it as written.
@@ -207,7 +208,7 @@ def search(
 
 
 def _searched(
-    graphs: Searchable, run: _Run, roles: list[Group], plain: dict[str, Any]
+    graphs: Searchable, run: _Run, roles: list[Group], plain: SearchJudgement
 ) -> dict[str, Any]:
     plan, candidates = graphs.plan, run.candidates
     everything = run.keeping(candidates)
@@ -224,11 +225,11 @@ def _searched(
     n_groups = _bisect(ordered, run.keep_units, run.steps, "groups kept") if len(ordered) > 1 else 1
     base = everything["score"]
     pool = [Group(n, (n,)) for g in ordered[:n_groups] for n in g.nodes]
-    blocks: list[tuple[Group, dict[str, Any]]] = []
+    blocks: list[tuple[Group, SearchJudgement]] = []
     n_blocks = 0
     if len(pool) > BLOCKS_PAST:
         pool, blocks, n_blocks = _kept_blocks(run, [u.name for u in pool])
-    nodes: list[tuple[Group, dict[str, Any]]] = []
+    nodes: list[tuple[Group, SearchJudgement]] = []
     if blocks and len(pool) > NODE_LIMIT:  # the kept blocks are the answer
         kept = [u.name for u in pool]
     else:
@@ -240,12 +241,12 @@ def _searched(
         "kept": kept,  # every node kept out of the low type, most sensitive first
         "kept_fp32": kept,  # of them, those in fp32 (written_checks.kept_lower moves some)
         "kept_fp16": [],
-        **counts(plan, candidates, kept),
+        **record_rows.counts(plan, candidates, kept),
         "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
         "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
-        "groups": _group_rows(groups, n_groups, base),
-        **({"blocks": _group_rows(blocks, n_blocks, base)} if blocks else {}),
-        "nodes": _node_rows(nodes, plan, ordered, kept, base),
+        "groups": record_rows.group_rows(groups, n_groups, base),
+        **({"blocks": record_rows.group_rows(blocks, n_blocks, base)} if blocks else {}),
+        "nodes": record_rows.node_rows(nodes, plan, ordered, kept, base),
         "steps": run.steps,
         "graphs_evaluated": run.keeping.runs,
         # units are ranked on these batches, every bisection step judged on all of them
@@ -258,7 +259,7 @@ def _searched(
 
 def _kept_blocks(
     run: _Run, pool: list[str]
-) -> tuple[list[Group], list[tuple[Group, dict[str, Any]]], int]:
+) -> tuple[list[Group], list[tuple[Group, SearchJudgement]], int]:
     """The kept groups' nodes a layer at a time: each layer's block quantized alone, the
     fewest most sensitive kept by bisection. (the nodes of the kept blocks, the blocks
     ranked, how many kept)"""
@@ -272,8 +273,8 @@ def _kept_blocks(
 
 
 def _kept_nodes(
-    run: _Run, pool: list[Group], everything: dict[str, Any]
-) -> tuple[list[tuple[Group, dict[str, Any]]], list[str]]:
+    run: _Run, pool: list[Group], everything: SearchJudgement
+) -> tuple[list[tuple[Group, SearchJudgement]], list[str]]:
     """Each node of `pool` quantized alone, the fewest most sensitive kept by bisection."""
     nodes = run.alone(pool, "node quantized alone") if len(pool) > 1 else [(pool[0], everything)]
     ranked = [u for u, _ in nodes]
@@ -288,70 +289,14 @@ class _Run:
         self.candidates, self.keeping = candidates, keeping
         self.steps: list[dict[str, Any]] = []
 
-    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, dict[str, Any]]]:
+    def alone(self, units: list[Group], stage: str) -> list[tuple[Group, SearchJudgement]]:
         """Each unit quantized alone (every other candidate kept), most sensitive first."""
-        out: list[tuple[Group, dict[str, Any]]] = []
+        out: list[tuple[Group, SearchJudgement]] = []
         for unit in units:
             result = self.keeping([c for c in self.candidates if c not in unit.nodes], ranked=True)
             self.steps.append({"stage": stage, "group": unit.name, **result})
             out.append((unit, result))
         return sorted(out, key=lambda ur: -ur[1]["score"])
 
-    def keep_units(self, units: list[Group]) -> dict[str, Any]:
+    def keep_units(self, units: list[Group]) -> SearchJudgement:
         return self.keeping([n for u in units for n in u.nodes])
-
-
-def counts(plan: SearchPlan, candidates: list[str], kept: list[str]) -> dict[str, Any]:
-    """How many matrix multiplies, and convolutions with them (what a CNN's int8 is about),
-    were quantized and stay so, by op type."""
-    matmuls = [c for c in candidates if plan.op_types[c] in ops.MATMULS]
-    gemms = [c for c in candidates if plan.op_types[c] in ops.GEMMS]
-    by_op: dict[str, list[int]] = {}
-    for c in gemms:
-        counts = by_op.setdefault(plan.op_types[c], [0, 0])
-        counts[0] += c not in kept
-        counts[1] += 1
-    return {
-        "quantized_nodes": len(candidates),
-        "quantized_matmuls": len(matmuls),
-        "matmuls_still_quantized": sum(1 for n in matmuls if n not in kept),
-        "quantized_gemms": len(gemms),
-        "gemms_still_quantized": sum(1 for n in gemms if n not in kept),
-        "gemms_by_op": {op: {"still_quantized": a, "quantized": b} for op, (a, b) in by_op.items()},
-    }
-
-
-def _group_rows(
-    groups: list[tuple[Group, dict[str, Any]]], n_groups: int, base: float
-) -> list[dict[str, Any]]:
-    return [
-        {
-            "group": g.name,
-            "nodes": list(g.nodes),
-            "score_quantized_alone": r["score"],
-            "sensitivity": round(r["score"] - base, 6),
-            "kept": i < n_groups,
-        }
-        for i, (g, r) in enumerate(groups)
-    ]
-
-
-def _node_rows(
-    nodes: list[tuple[Group, dict[str, Any]]],
-    plan: SearchPlan,
-    groups: list[Group],
-    kept: list[str],
-    base: float,
-) -> list[dict[str, Any]]:
-    group_of = {n: g.name for g in groups for n in g.nodes}
-    return [
-        {
-            "node": u.name,
-            "op_type": plan.op_types[u.name],
-            "group": group_of[u.name],
-            "score_quantized_alone": r["score"],
-            "sensitivity": round(r["score"] - base, 6),
-            "kept": u.name in kept,
-        }
-        for u, r in nodes
-    ]

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import gate
-from pipeline.precision.fallback.search import SearchFailed, counts
+from pipeline.precision.fallback.record_rows import counts
+from pipeline.precision.fallback.search import SearchFailed
 from pipeline.records.calibration_file import Judgement
 
 if TYPE_CHECKING:

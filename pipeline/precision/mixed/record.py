@@ -4,10 +4,13 @@ judged with the Pareto front of weight bytes against gate score."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pipeline.precision.mixed.graphs import Assignment, MixedGraphs
 from pipeline.precision.mixed.tradeoff import Tradeoff
+
+if TYPE_CHECKING:
+    from pipeline.precision.fallback.record_rows import SearchJudgement
 
 
 def rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:
@@ -56,9 +59,18 @@ def why(trade: Tradeoff, node: str, kind: str, kinds: list[str]) -> str:
     return "; ".join(reasons)
 
 
+class GraphPoint(TypedDict):
+    """One graph the search judged, a point of the mixed view's picture."""
+
+    graph: str  # "chosen", "all int8", ...
+    weight_bytes: int
+    score: float
+    passed: bool
+
+
 def point(
-    label: str, assignment: Assignment, trade: Tradeoff, judged: dict[str, Any]
-) -> dict[str, Any]:
+    label: str, assignment: Assignment, trade: Tradeoff, judged: SearchJudgement
+) -> GraphPoint:
     return {
         "graph": label,
         "weight_bytes": trade.bytes(assignment),

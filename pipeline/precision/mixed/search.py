@@ -26,6 +26,7 @@ from pipeline.core import console
 from pipeline.precision.common import search_progress
 from pipeline.precision.fallback import search as fallback_search
 from pipeline.precision.fallback import written as written_checks
+from pipeline.precision.fallback.record_rows import SearchJudgement
 from pipeline.precision.gate import accuracy
 from pipeline.precision.mixed import record as search_record
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
@@ -52,9 +53,9 @@ class Judge:
         self.evaluator: fallback_search.Evaluator[Assignment] = fallback_search.Evaluator(
             outputs, pairs, criteria
         )
-        self.seen: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+        self.seen: dict[tuple[tuple[str, str], ...], SearchJudgement] = {}
 
-    def __call__(self, assignment: Assignment) -> dict[str, Any]:
+    def __call__(self, assignment: Assignment) -> SearchJudgement:
         key = tuple(sorted((n, t) for n, t in assignment.items() if t != "fp32"))
         if key not in self.seen:
             self.seen[key] = self.evaluator(dict(key))
