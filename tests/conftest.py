@@ -11,6 +11,15 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# xdist's workers share the machine's cores as a sweep's jobs do (pipeline/core/threads.py):
+# each gets its share through OMP_NUM_THREADS, which this tool's ONNX Runtime sessions and
+# torch follow, and so does every stage a test starts. Left unset, each worker's sessions
+# spin a thread per core: tests/e2e/test_dvc.py alone took 150 CPU-seconds so, 102 with one
+# thread, and two workers on two cores wait on each other's spinning.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
+
 
 def compose(*overrides: str):
     """The validated config exactly as DVC/Hydra would compose it from conf/."""
