@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -70,7 +70,17 @@ def plan(settings: DecoderBench, profiles: list[Profile], vocab: int | None = No
     return Plan(int(settings.batch), sorted(set(inputs)), sorted(set(past)), vocab or TOKEN_BOUND)
 
 
-def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> dict[str, Any]:
+class KvCacheSize(TypedDict):
+    """benchmark.json's `decoder.kv_cache`."""
+
+    tensors: int
+    bytes_per_token: int  # of one sequence
+    max_batch: int  # the largest batch and past the profiles allow
+    max_past: int
+    bytes_at_max: int  # what a serving engine must hold per context at those
+
+
+def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> KvCacheSize:
     """The KV cache's size: bytes per token of one sequence, and at the largest batch and
     past the profiles allow (what a serving engine must hold per context)."""
     kv = kv_inputs(specs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypedDict
 
 import numpy as np
 
@@ -57,7 +57,27 @@ def reference_prompts(pairs: list[Pair], specs: list[TensorSpec]) -> list[Prompt
     return [Prompt(ids, np.stack(tokens, axis=1)) for ids, tokens in runs]
 
 
-def generate(steps: Steps, prompt: Prompt) -> dict[str, Any]:
+class Run(TypedDict):
+    """One greedy run: its tokens [batch, steps], the prefill's seconds and each step's."""
+
+    tokens: np.ndarray
+    first_s: float
+    step_s: list[float]
+
+
+class GenerationSummary(TypedDict):
+    """benchmark.json's `generation` of one backend."""
+
+    runs: int
+    tokens: int
+    fp32_tokens_agree: float | None  # the share of its tokens that are the fp32 graph's
+    first_difference: int | None  # the first step where a run parted from fp32's
+    ttft_ms: float | None  # medians over every run
+    tpot_ms: float | None
+    tokens_per_s: float | None
+
+
+def generate(steps: Steps, prompt: Prompt) -> Run:
     """One greedy run over `prompt` as long as the fp32 graph's: its tokens, the seconds of
     its prefill and of each decode step."""
     count = prompt.fp32.shape[1]
@@ -73,7 +93,7 @@ def generate(steps: Steps, prompt: Prompt) -> dict[str, Any]:
     return {"tokens": np.stack(tokens, axis=1), "first_s": first, "step_s": per_step}
 
 
-def summary(runs: list[dict[str, Any]], prompts: list[Prompt]) -> dict[str, Any]:
+def summary(runs: list[Run], prompts: list[Prompt]) -> GenerationSummary:
     """benchmark.json's `generation` of one backend: how many of its tokens are the fp32
     graph's, where the first run parted from it, and TTFT, TPOT (medians) and tokens per
     second over every run."""

@@ -6,7 +6,7 @@ error with its cause, unless it is optional (then a skipped row saying why)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -137,6 +137,16 @@ def _run_backend(
     return result, measured
 
 
+class DecoderRecord(TypedDict, total=False):
+    """benchmark.json's `decoder`, or only `skipped` where the phases cannot be fed."""
+
+    batch: int
+    kv_cache: decoder_bench.KvCacheSize
+    backends: dict[str, dict[str, Any]]  # backend -> TTFT and TPOT by length
+    generation: dict[str, generation.GenerationSummary]  # backend -> its greedy runs
+    skipped: str
+
+
 class Measuring:
     """Every backend at the same points and inputs; each one's result, and each point's
     figures by backend."""
@@ -160,7 +170,7 @@ class Measuring:
         self.phases: dict[str, dict[str, Any]] = {}
         # a decoder's reference prompts, generated greedily through each backend
         self.prompts: list[generation.Prompt] = []
-        self.generations: dict[str, dict[str, Any]] = {}
+        self.generations: dict[str, generation.GenerationSummary] = {}
 
     def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
         if isinstance(runner, str):
@@ -190,21 +200,23 @@ class Measuring:
         for key, summary in measured.items():
             self.by_point.setdefault(key, {})[name] = brief(summary)
 
-    def decoder_record(self) -> dict[str, Any]:
+    def decoder_record(self) -> DecoderRecord:
         """benchmark.json's `decoder`: the KV cache's size and each backend's phases."""
         assert self.decoder is not None, "only for a decoder"
         specs, what = self.decoder
-        return {
+        record: DecoderRecord = {
             "batch": what.batch,
             "kv_cache": decoder_bench.kv_cache(specs, self.profiles),
             "backends": self.phases,
-            **({"generation": self.generations} if self.generations else {}),
         }
+        if self.generations:
+            record["generation"] = self.generations
+        return record
 
 
 def _generated(
     name: str, runner: Runner, specs: list[onnx_model.TensorSpec], measuring: Measuring
-) -> dict[str, Any]:
+) -> generation.GenerationSummary:
     """The reference prompts generated greedily through `runner`, against fp32's tokens."""
     # a backend with steps of its own (an engine: the cache kept on the device) says so
     own = getattr(runner, "generation_steps", None)

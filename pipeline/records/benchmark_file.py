@@ -1,5 +1,6 @@
 """metrics/benchmark.json, the benchmark stage's record (written by bench/benchmark.py)."""
 
+from collections.abc import Mapping
 from typing import Any, Required, TypedDict
 
 
@@ -16,7 +17,8 @@ class BenchmarkRecord(TypedDict, total=False):
     by_shape: Required[dict[str, dict[str, Any]]]  # point key -> backend -> figures
     method: Required[dict[str, Any]]  # how it was timed
     conditions: Required[dict[str, Any]]  # the GPU's clocks and load before and after
-    decoder: dict[str, Any]  # a decoder's TTFT and TPOT by length, its KV cache's bytes
+    # a decoder's TTFT and TPOT by length, its KV cache's bytes (bench/measuring.DecoderRecord)
+    decoder: Mapping[str, Any]
     model: str  # the stage adds these two
     precision: str
     peak_rss_mib: float  # the stage's return only

@@ -3,6 +3,7 @@ batch, latency, throughput). Both are pure functions of metrics/benchmark.json."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core import tables
@@ -164,7 +165,7 @@ def _by_shape_lines(metrics: BenchmarkRecord) -> list[str]:
     return out
 
 
-def _decoder_lines(decoder: dict[str, Any] | None) -> list[str]:
+def _decoder_lines(decoder: Mapping[str, Any] | None) -> list[str]:
     """A decoder's phases: time to first token by prompt length, time per output token by
     past length, each with its tokens per second; the KV cache's size."""
     if not decoder:

@@ -74,7 +74,7 @@ def summarize(
     return {k: n for k, v in out.items() if (n := _number(v)) is not None}
 
 
-def _decoder(decoder: dict[str, Any] | None) -> dict[str, float | int | None]:
+def _decoder(decoder: Mapping[str, Any] | None) -> dict[str, float | int | None]:
     """A decoder's few numbers: per backend, time to first token and time per output token
     at the middle length measured, and the decode tokens/s there; the KV cache at most."""
     if not decoder or "skipped" in decoder:

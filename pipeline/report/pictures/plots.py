@@ -11,7 +11,7 @@ text (svg.fonttype none), so the bytes do not depend on the fonts this machine h
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 CHARTS = {
@@ -70,7 +70,7 @@ PHASES = (
 )
 
 
-def phases_svg(decoder: dict[str, Any] | None, subtitle: str = "") -> str:
+def phases_svg(decoder: Mapping[str, Any] | None, subtitle: str = "") -> str:
     """A decoder's TTFT against prompt length and TPOT against past length, a line per
     backend; for a model without a KV cache, panels that say so (the file is a DVC output
     of every benchmark)."""
