@@ -4,7 +4,7 @@
 KV cache (random weights: a stand-in for size, not accuracy), through export, calibrate
 and a TensorRT-RTX build, with the decoder's two profiles and with one.
 
-    python benchmarks/decoder_bytes.py [--size smollm|small] [--precisions fp16,int4_rtn]
+    python benchmarks/decoder_bytes.py [--size smollm|small|large] [--precisions fp16,int4_rtn]
 
 Prints a JSON line per engine and a table. Goal (issue 48): fp16 within 1.1x of 2 bytes
 per parameter; exit status 1 if the one-profile fp16 engine misses it. The gate is opened
@@ -31,6 +31,9 @@ SIZES = {
                "vocab": 49152},
     "small": {"hidden": 256, "layers": 4, "heads": 8, "kv_heads": 2, "intermediate": 768,
               "vocab": 8000},
+    # benchmarks/large_model.py --decoder's: 607 M parameters, 2.4 GB in fp32
+    "large": {"hidden": 2048, "layers": 12, "heads": 16, "kv_heads": 4, "intermediate": 5632,
+              "vocab": 32000},
 }  # fmt: skip
 GOAL = 1.1
 PROFILES = {"both": (False, True), "one": (True,), "two": (False,)}

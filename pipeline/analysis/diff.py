@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.analysis import buildlog, engine_layers
 from pipeline.core import fileio, tables
@@ -30,7 +30,34 @@ def _build_folder(path: Path) -> Path | None:
     return found[0] if found else None
 
 
-def load(path: str | Path) -> dict[str, Any]:
+class BuildView(TypedDict):
+    """One build as `trt-pipeline diff` compares it, from its build or inspect folder."""
+
+    path: str
+    kind: str  # "build" or "inspect"
+    precision: str
+    tensorrt: str  # "<flavour> <version>"
+    engine_bytes: int
+    build_seconds: float | None
+    layers_original: int | None  # None: an older log without fusion_basis
+    layers_final: int | None
+    fusion_ratio: float | None
+    peak_memory_mib: float | None
+    weights_bytes: int | None
+    activation_bytes: int | None
+    warnings: list[str]
+    engine_precisions: dict[str, int]  # precision -> layers of the engine
+    network_precisions: dict[str, int]  # precision -> layers of the network
+    layer_precisions: dict[str, str]  # layer -> its precision
+
+
+class Delta(TypedDict):
+    a: Any  # a figure of each side; change where both are numbers
+    b: Any
+    change: float | int | None
+
+
+def load(path: str | Path) -> BuildView:
     path = Path(path)
     if not path.is_dir():
         raise PipelineError(
@@ -47,7 +74,7 @@ def load(path: str | Path) -> dict[str, Any]:
     return _from_build(folder)
 
 
-def _from_build(folder: Path) -> dict[str, Any]:
+def _from_build(folder: Path) -> BuildView:
     manifest = manifest_lib.load(folder)
     has_log = (folder / "build.log").exists() or (folder / "build_summary.json").exists()
     summary = buildlog.load_summary(folder) if has_log else manifest.get("log", {})
@@ -69,7 +96,7 @@ def _from_build(folder: Path) -> dict[str, Any]:
     )
 
 
-def _from_report(folder: Path, r: InspectRecord) -> dict[str, Any]:
+def _from_report(folder: Path, r: InspectRecord) -> BuildView:
     eng = r["engine"]
     return _view(
         str(folder),
@@ -96,7 +123,7 @@ def _view(
     network: list[dict[str, Any]],
     engine_prec: dict[str, int],
     network_prec: dict[str, int] | None = None,
-) -> dict[str, Any]:
+) -> BuildView:
     layers = {l["name"]: l.get("precision") or engine_layers.network_precision(l) for l in network}
     memory = log.get("memory") or {}
     # Older summaries (no fusion_basis) divided by the optimizer's region count: not comparable.
@@ -137,7 +164,7 @@ def _mean_rank(hist: dict[str, int]) -> float | None:
     return sum(r * n for r, n in ranked) / total if total else None
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def compare(a: BuildView, b: BuildView) -> dict[str, Any]:
     changed = []
     for name, pa in a["layer_precisions"].items():
         pb = b["layer_precisions"].get(name)
@@ -152,7 +179,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
             )
             changed.append({"layer": name, "a": pa, "b": pb, "change": way})
 
-    def delta(key: str) -> dict[str, Any]:
+    def delta(key: str) -> Delta:
         va, vb = a.get(key), b.get(key)
         return {
             "a": va,
