@@ -28,11 +28,12 @@ GOAL_S, GOAL_RSS = 600, 2.5
 
 CALIBRATE = r"""
 import json, sys
+from pathlib import Path
 from pipeline.core import config
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 try:
-    summary = dict(stages.calibrate(config.load(sys.argv[1]), Layout(sys.argv[2])))
+    summary = dict(stages.calibrate(config.load(sys.argv[1]), Layout(Path(sys.argv[2]))))
 except Exception as e:  # the gate's verdict is a result here, not a crash
     summary = {"failed": str(e).splitlines()[0][:300]}
 print("SUMMARY " + json.dumps({k: summary.get(k) for k in ("gate_passed", "fallback", "failed")}))
@@ -42,24 +43,31 @@ print("SUMMARY " + json.dumps({k: summary.get(k) for k in ("gate_passed", "fallb
 def calibrate_apart(cfg: object, run: Path) -> tuple[float, int, dict]:
     """The calibrate stage in a process of its own, as DVC runs it (one that ran the export
     first holds torch and the exported model's pages): its seconds, peak RSS and summary."""
-    import resource
+    import os
     import subprocess
 
     from omegaconf import OmegaConf
 
     params = run / "params.yaml"
-    params.write_text(OmegaConf.to_yaml(cfg))
+    params.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     t0 = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", CALIBRATE, str(params), str(run)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    line = next(x for x in done.stdout.splitlines() if x.startswith("SUMMARY "))
+    with tempfile.TemporaryFile("w+") as out:
+        child = subprocess.Popen(
+            [sys.executable, "-c", CALIBRATE, str(params), str(run)],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not its siblings'
+        child.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - t0
+        out.seek(0)
+        stdout = out.read()
+    if child.returncode:
+        raise SystemExit(f"the calibrate process exited {child.returncode}")
+    peak = usage.ru_maxrss * 1024
+    line = next(x for x in stdout.splitlines() if x.startswith("SUMMARY "))
     return seconds, peak, json.loads(line.removeprefix("SUMMARY "))
 
 
@@ -74,9 +82,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=16)
+    ap.add_argument(
+        "--keep", type=Path, help="work in this folder and leave it (else a temporary one)"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="decoder-int8.") as tmp:
-        root = Path(tmp)
+        root = args.keep or Path(tmp)
         (root / "model").mkdir()
         model = hf.llama(
             root / "model" / "model.onnx", hidden=576, layers=args.layers, heads=9, kv_heads=3,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
     from pipeline.graph.tied_weights import Tie
+    from pipeline.records.calibration_file import TablesRecord
 
 
 def cheapest_tables(
@@ -28,24 +29,24 @@ def cheapest_tables(
     batches: list[accuracy.ReferenceBatch],
     precision_cfg: PrecisionConfig,
     criteria: accuracy.Criteria,
-) -> dict[str, Any]:
+) -> TablesRecord | None:
     """The quantized graph's embedding tables (embedding_tables.py) in the cheapest type the gate
     holds in, judged as written: int4 where the graph may hold int4 (precision int4, or auto
-    searching int4), else fp16; its judgement, and `tables` saying what was done."""
+    searching int4), else fp16; what was done, None where nothing was."""
     from pipeline.precision import embedding_tables
     from pipeline.precision.int4 import rtn
 
     graph, ties = _copies_stored_once(dest)
     names = embedding_tables.candidates(graph)
-    once = {"stored_once": [t.line() for t in ties]} if ties else {}
+    once: TablesRecord = {"stored_once": [t.line() for t in ties]} if ties else {}
     if not names:
-        return {"tables": once} if once else {}
+        return once or None
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
     int4 = onnx_model.opset(graph) >= rtn.OPSET and (
         precision_cfg.transform == "int4"
         or (precision_cfg.transform == "auto" and "int4" in precision_cfg.search_types)
     )
-    failed = {}
+    failed: dict[str, list[str]] = {}
     for kind in ("int4", "fp16") if int4 else ("fp16",):
         model = type(graph)()
         model.CopyFrom(graph)
@@ -67,8 +68,16 @@ def cheapest_tables(
                 failed[kind] = [gate.describe(r) for r in gate.failures(judged["gate"])]
                 continue
             replace_graph(dest, trial)
-        return {"tables": {kind: names, "missed_the_gate": failed, **once}}
-    return {"tables": {"fp32": names, "missed_the_gate": failed, **once}}
+        return _tables(kind, names, failed, once)
+    return _tables("fp32", names, failed, once)
+
+
+def _tables(
+    kind: str, names: list[str], failed: dict[str, list[str]], once: TablesRecord
+) -> TablesRecord:
+    made: TablesRecord = {**once, "missed_the_gate": failed}
+    made[kind] = names  # type: ignore[literal-required]  # kind: one of int4, fp16, fp32
+    return made
 
 
 def _copies_stored_once(dest: Path) -> tuple[ModelProto, list[Tie]]:
@@ -133,13 +142,13 @@ def fp16_activations(
     return {"activations": {"type": "fp16", "autocast": record}}
 
 
-def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
+def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> TablesRecord | None:
     """After AutoCast, which leaves a Gather's table in fp32: each table of values within
     precision.init_max in fp16, widened after its rows are gathered. Where the table is
     also a tied LM head, AutoCast wrote an fp16 copy of it for the head, and the Gather
     reads that copy (embedding_tables.fp16_copies): one table in the engine. The verdict
     judges the graph written, as for every weight AutoCast casts. What was done, for the
-    summary; {} where nothing was."""
+    summary; None where nothing was."""
     from pipeline.precision import embedding_tables
     from pipeline.precision.common import streamed
 
@@ -152,13 +161,13 @@ def cast_tables(dest: Path, precision_cfg: PrecisionConfig) -> dict[str, Any]:
         if float(np.abs(streamed.weight(inits[n], dest.parent)).max()) <= limit
     ]
     if not names:
-        return {}
+        return None
     copies = embedding_tables.fp16_copies(model, names, dest.parent)
     model = embedding_tables.in_fp16(model, names, dest.parent, copies)
     with tempfile.TemporaryDirectory(prefix="tables.") as tmp:
         cache.save_beside(model, Path(tmp) / "model.onnx", dest.parent)
         replace_graph(dest, Path(tmp) / "model.onnx")
-    return {"tables": {"fp16": names}}
+    return {"fp16": names}
 
 
 def replace_graph(dest: Path, made: Path) -> None:

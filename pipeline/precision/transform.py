@@ -156,8 +156,9 @@ def _choose(
     if parts.info and passed:
         searching = job.holdout.searching(job.criteria)
         tables = finish.cheapest_tables(dest, parts.search, p, searching)
-        summary.update(tables)
-        chosen = chosen or bool(tables)
+        if tables is not None:
+            summary["tables"] = tables
+            chosen = True
     return chosen
 
 
@@ -196,7 +197,8 @@ def _make_graph(
         from pipeline.precision.autocast.cast import autocast
 
         summary["autocast"] = autocast(src, dest, p, job.calibration, pairs[0][0])
-        summary["autocast"].update(finish.cast_tables(dest, p))
+        if (tables := finish.cast_tables(dest, p)) is not None:
+            summary["autocast"]["tables"] = tables
         return Made(pairs[1:] if len(pairs) > 1 else pairs)
     if p.transform == "auto":
         return _auto(src, dest, pairs, summary, job)

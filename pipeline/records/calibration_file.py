@@ -38,6 +38,17 @@ class Judgement(TypedDict, total=False):
     ops: dict[str, int]  # op type -> count in the written graph
 
 
+class TablesRecord(TypedDict, total=False):
+    """The embedding tables' type (precision/finish.py): the names under the type they
+    went to, what missed the gate on the way, and copies stored once again."""
+
+    int4: list[str]
+    fp16: list[str]
+    fp32: list[str]
+    missed_the_gate: dict[str, list[str]]  # type -> the gate's failures, a line each
+    stored_once: list[str]  # "<copy> is a copy of <table>", a line each
+
+
 class FallbackRecord(TypedDict, total=False):
     """precision.fallback=auto's search (precision/fallback/search.py), as written."""
 
@@ -83,7 +94,7 @@ class CalibrationRecord(Judgement, total=False):
     calibration: dict[str, Any]  # the quantizing family's record
     fallback: FallbackRecord
     mixed: dict[str, Any]  # precision=auto's search
-    tables: dict[str, Any]
+    tables: TablesRecord
     activations: dict[str, Any]
     # Where a search chose the graph: the held-out split (gate/verdict.py) and the search's
     # own figure of its choice on its samples, under its tightened gate; the top-level
