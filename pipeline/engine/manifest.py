@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.core.errors import PipelineError
-from pipeline.records.build_file import EngineFile, Manifest
+from pipeline.records.build_file import EngineFile, LogDigest, Manifest
 from pipeline.store import plain_name_problem
 
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def engine_file(
     return made
 
 
-def log_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+def log_summary(summary: Mapping[str, Any]) -> LogDigest:
     """The part of the build-log summary a reader of the manifest needs at a glance."""
     return {
         "counts": summary["counts"],

@@ -25,6 +25,23 @@ class BuildConfigUsed(TypedDict):
     profiles: list[dict[str, Any]]  # each profile's min/opt/max per input
 
 
+class LogDigest(TypedDict):
+    """manifest.json's `log`: the part of the build-log summary (analysis/buildlog.py) a
+    reader of the manifest needs at a glance."""
+
+    counts: dict[str, int]  # log lines by severity
+    warnings: list[str]
+    errors: list[str]
+    layers_original: int | None
+    layers_final: int | None
+    fusion_ratio: float | None
+    fusion_basis: str | None  # None: an older log, not comparable
+    engine_precisions: dict[str, int]
+    memory: dict[str, Any]  # the builder's reported bytes by kind
+    peak_memory_mib: float | None
+    timing_cache: list[str]
+
+
 class Manifest(TypedDict):
     """manifest.json: what an engine is and whether it is still current. `problems()`
     checks the fields its readers rely on (a file a person or another version wrote);
@@ -40,7 +57,7 @@ class Manifest(TypedDict):
     build_seconds: float
     precision: str | None
     tensorrt: str  # "<flavour> <version>"
-    log: dict[str, Any]  # log_summary()
+    log: LogDigest
     network_io: dict[str, Any]  # the network's inputs and outputs as TensorRT parsed them
     key_inputs: NotRequired[dict[str, Any]]  # the engine key's inputs (the build writes them)
     timing_cache: NotRequired[dict[str, Any]]
