@@ -7,9 +7,9 @@ onnx or numpy."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
@@ -45,6 +45,28 @@ def engine_build_fields(build_cfg: dict[str, Any]) -> dict[str, Any]:
     return fields | {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS_WHEN_SET if build_cfg.get(k)}
 
 
+class ProfileFields(TypedDict, total=False):
+    """What of the profile group is in the key (profile_fields)."""
+
+    profiles: Required[list[dict[str, Any]]]  # the profile group's as configured
+    profile_shapes: dict[str, Any]  # profile.shapes, where set
+    profile_decoder: dict[str, Any]  # profile.decoder, where set
+
+
+class KeyInputs(ProfileFields, total=False):
+    """Everything the engine key hashes (manifest.json keeps it as `key_inputs`). Its
+    groups are open on purpose: each holds the config fields its list names
+    (ENGINE_BUILD_FIELDS, ENGINE_PRECISION_FIELDS, the fingerprint's identity)."""
+
+    key_version: Required[int]
+    onnx_sha256: Required[str]
+    build: Required[dict[str, Any]]
+    precision: Required[dict[str, Any]]
+    calibration_sha256: Required[str | None]
+    plugins_sha256: Required[list[str]]
+    fingerprint: Required[dict[str, Any]]
+
+
 def key_inputs(
     *,
     onnx_sha256: str,
@@ -54,7 +76,7 @@ def key_inputs(
     calibration_sha256: str | None,
     plugin_sha256: dict[str, str],
     fingerprint: FingerprintRecord,
-) -> dict[str, Any]:
+) -> KeyInputs:
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_sha256,
@@ -68,11 +90,11 @@ def key_inputs(
     }
 
 
-def profile_fields(profile_cfg: dict[str, Any]) -> dict[str, Any]:
+def profile_fields(profile_cfg: dict[str, Any]) -> ProfileFields:
     """What of the profile group shapes an engine: its profiles, and profile.shapes and
     profile.decoder where set (each resizes the profiles the build resolves; they are
     in the key only where set, so the keys of configs without them stay as they were)."""
-    out = {"profiles": profile_cfg["profiles"]}
+    out: ProfileFields = {"profiles": profile_cfg["profiles"]}
     if profile_cfg.get("shapes"):
         out["profile_shapes"] = profile_cfg["shapes"]
     decoder = profile_cfg.get("decoder") or {}
@@ -120,7 +142,7 @@ def calibration_result_sha256(layout: Layout) -> str | None:
 
 def engine_key_inputs(
     cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord, rehash: bool = False
-) -> dict[str, Any]:
+) -> KeyInputs:
     """The key inputs of the engine `cfg` builds from layout's calibrated graph on `fp`.
     The graph's hash is the one calibrate recorded while the file is unchanged since;
     `rehash` reads it again (verify trusts no record)."""
@@ -146,7 +168,7 @@ def engine_key_inputs(
     )
 
 
-def cache_key(inputs: dict[str, Any] | None) -> str:
+def cache_key(inputs: Mapping[str, Any] | None) -> str:
     # None (a manifest that records no key inputs) hashes too, and matches no real key.
     return hashing.sha256_json(inputs)
 

@@ -3,6 +3,7 @@ And does rebuilding the same inputs give the same bytes?"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +47,7 @@ def engine_intact(folder: Path, manifest: Manifest, store: VerifiedStore | None 
 
 
 def adoption_refusal(
-    folder: Path, manifest: Manifest, key: str, key_in: dict[str, Any]
+    folder: Path, manifest: Manifest, key: str, key_in: Mapping[str, Any]
 ) -> str | None:
     """Why the engine in `folder` (DVC restored it) must not be adopted as `key`, the
     key of `key_in` (the inputs on this machine); None when it may be. The key is

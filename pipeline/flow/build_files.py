@@ -4,6 +4,7 @@ step (pipeline/flow/stages.py) stores them under the engine's cache key."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,7 +46,7 @@ def built(
     layout: Layout,
     fp: FingerprintRecord,
     key: str,
-    key_in: dict[str, Any],
+    key_in: Mapping[str, Any],
     progress: bool,
 ) -> PendingFiles:
     """A fresh engine's files; a build TensorRT gives up on keeps its log and names it."""
@@ -63,7 +64,7 @@ def make(
     layout: Layout,
     fp: FingerprintRecord,
     key: str,
-    key_in: dict[str, Any],
+    key_in: Mapping[str, Any],
     progress: bool,
 ) -> PendingFiles:
     """The entry's files: the engine at once, the files describing it made in a thread
@@ -104,7 +105,7 @@ def _describe(
     onnx_path: Path,
     fp: FingerprintRecord,
     key: str,
-    key_in: dict[str, Any],
+    key_in: Mapping[str, Any],
     resolved: list[dict[str, Any]],
     result: BuildResult,
     tcache: TimingCache | None,

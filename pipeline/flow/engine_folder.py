@@ -59,7 +59,7 @@ def copy_entry(got: Outcome, folder: Path) -> None:
             got.copy_to(name, out / name)
 
 
-def adopt_pulled(folder: Path, key: str, key_in: dict[str, Any]) -> dict[str, FileData] | None:
+def adopt_pulled(folder: Path, key: str, key_in: Mapping[str, Any]) -> dict[str, FileData] | None:
     """The files of an engine DVC pulled or kept for this fingerprint, when the key
     recomputed from its own recorded inputs is the key being built and its bytes
     are intact; None (with a warning when something was there) otherwise."""

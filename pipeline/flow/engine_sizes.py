@@ -26,6 +26,7 @@ from pipeline.records.fingerprint_file import FingerprintRecord
 if TYPE_CHECKING:
     from pipeline.core.config import PipelineConfig
     from pipeline.core.layout import Layout
+    from pipeline.engine.cache_key import KeyInputs
 
 
 def wanted(cfg: PipelineConfig) -> bool:
@@ -155,7 +156,7 @@ class Sizes:
         size = int(json.loads(got.read("engine.json"))["bytes"])
         return {"bytes": size, "key": key, "source": "built" if built else "measured"}
 
-    def _key(self, graph: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]]]:
+    def _key(self, graph: Path) -> tuple[str, KeyInputs, list[dict[str, Any]]]:
         """The engine key the build stage would give `graph`'s engine, its inputs, and the
         profiles resolved for it."""
         from pipeline.engine import build as build_lib

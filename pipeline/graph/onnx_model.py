@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pipeline.core.errors import PipelineError, first_line
 
 if TYPE_CHECKING:
-    from onnx import ModelProto
+    from onnx import ModelProto, NodeProto
 
 Dim = int | str | None  # fixed size, symbolic name, or unknown
 # Dim names exporters write for "some size" (tf2onnx, jax2tf, hand-edited files): two axes
@@ -246,14 +246,14 @@ def subgraphs(node: Any) -> Iterator[tuple[str, Any]]:
             yield from ((f"{attr.name}.{i}", g) for i, g in enumerate(attr.graphs))
 
 
-def producers(model: ModelProto) -> dict[str, Any]:
+def producers(model: ModelProto) -> dict[str, NodeProto]:
     """Tensor name -> the node that writes it."""
     return {o: n for n in model.graph.node for o in n.output}
 
 
-def readers(model: ModelProto) -> dict[str, list[Any]]:
+def readers(model: ModelProto) -> dict[str, list[NodeProto]]:
     """Tensor name -> the nodes that read it, in graph order (once per input slot)."""
-    out: dict[str, list[Any]] = collections.defaultdict(list)
+    out: dict[str, list[NodeProto]] = collections.defaultdict(list)
     for n in model.graph.node:
         for x in n.input:
             out[x].append(n)

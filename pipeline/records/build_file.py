@@ -3,6 +3,8 @@ current (written and read by engine/manifest.py), and what the stage returns bes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ class Manifest(TypedDict):
     tensorrt: str  # "<flavour> <version>"
     log: LogDigest
     network_io: dict[str, Any]  # the network's inputs and outputs as TensorRT parsed them
-    key_inputs: NotRequired[dict[str, Any]]  # the engine key's inputs (the build writes them)
+    key_inputs: NotRequired[Mapping[str, Any]]  # the engine key's inputs (the build writes them)
     timing_cache: NotRequired[dict[str, Any]]
     # the image it was built in: the pinned one (pin.build, by reference) and the one this
     # machine ran, as its environment declares it (the fingerprint's container)

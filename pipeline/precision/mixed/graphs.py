@@ -36,7 +36,7 @@ from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq.plan import QdqPlan
 
 if TYPE_CHECKING:
-    from onnx import ModelProto
+    from onnx import ModelProto, NodeProto, TensorProto
 
 # Cheapest weight storage first; fp32 is every node's last option.
 TYPES = ("int4", "int8", "fp8", "fp16", "fp32")
@@ -132,20 +132,20 @@ class MixedGraphs:
 
     # The source's nodes and initializers by name, looked up for every (node, type).
     @functools.cached_property
-    def _nodes(self) -> dict[str, Any]:
+    def _nodes(self) -> dict[str, NodeProto]:
         return {n.name: n for n in self.source.graph.node}
 
     @functools.cached_property
-    def _source_inits(self) -> dict[str, Any]:
+    def _source_inits(self) -> dict[str, TensorProto]:
         return {i.name: i for i in self.source.graph.initializer}
 
     @functools.cached_property
-    def _int4_producers(self) -> dict[str, Any]:
+    def _int4_producers(self) -> dict[str, NodeProto]:
         assert self.int4 is not None
         return onnx_model.producers(self.int4.int4)
 
     @functools.cached_property
-    def _int4_inits(self) -> dict[str, Any]:
+    def _int4_inits(self) -> dict[str, TensorProto]:
         assert self.int4 is not None
         return {i.name: i for i in self.int4.int4.graph.initializer}
 
