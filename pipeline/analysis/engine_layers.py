@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypedDict
 
 from pipeline.core.errors import PipelineError
 
@@ -88,21 +88,21 @@ def is_matrix_kernel(layer_type: str, name: str) -> bool:
 
 
 def layer_precision(
-    inputs: list[dict[str, Any]], outputs: list[dict[str, Any]], matrix: bool = True
+    inputs: Sequence[Mapping[str, Any]], outputs: Sequence[Mapping[str, Any]], matrix: bool = True
 ) -> str:
     """What the layer computes in. A matrix kernel (GEMM, convolution): its narrowest
     floating/quantized input, else output. Any other kernel that touches quantized data
     converts at its edge and computes in the widest float type it sees (an int8 → fp32
     dequantize-and-add is fp32 arithmetic). Shape and index layers (int64, bool only)
     keep their integer type."""
-    seen: list[str] = [t["dtype"] for t in inputs + outputs]
+    seen: list[str] = [t["dtype"] for t in [*inputs, *outputs]]
     wide = [d for d in seen if d in COMPUTE_ORDER and d not in QUANTIZED]
     if not matrix and wide and any(d in QUANTIZED for d in seen):
         return max(wide, key=COMPUTE_ORDER.index)
     found = narrowest(t["dtype"] for t in inputs) or narrowest(t["dtype"] for t in outputs)
     if found:
         return found
-    others = [t["dtype"] for t in inputs + outputs if t["dtype"] != "unknown"]
+    others = [t["dtype"] for t in [*inputs, *outputs] if t["dtype"] != "unknown"]
     return others[0] if others else "unknown"
 
 
@@ -110,7 +110,43 @@ def onnx_nodes(metadata: Any) -> list[str]:
     return _ONNX_LAYER.findall(str(metadata or ""))
 
 
-def _tensor(raw: dict[str, Any]) -> dict[str, Any]:
+class LayerTensor(TypedDict):
+    """An engine layer's input or output, as either TensorRT's inspector writes it."""
+
+    name: str
+    dtype: str  # one of DTYPES' names, or "unknown"
+    shape: list[int]
+    format: str
+
+
+class EngineLayer(TypedDict):
+    """One engine layer, whichever TensorRT's inspector layout it came in (report.json)."""
+
+    name: str
+    type: str  # "" where the engine kept layer names only
+    precision: str
+    inputs: list[LayerTensor]
+    outputs: list[LayerTensor]
+    onnx_nodes: list[str]
+    tactic: str | None
+
+
+class IoTensor(TypedDict):
+    name: str
+    mode: str | None  # "Input", "Output"; None where only names were kept
+    dtype: str
+    shape: list[int]
+
+
+class EngineLayers(TypedDict):
+    """EngineInspector's JSON, parsed (from_inspector_json)."""
+
+    layout: str  # which TensorRT's layout it came in, and whether only names
+    layers: list[EngineLayer]
+    io_tensors: list[IoTensor]
+
+
+def _tensor(raw: dict[str, Any]) -> LayerTensor:
     # TensorRT 10 joins format and type in one string; TensorRT 11 splits them.
     fmt = raw.get("Format/Datatype")
     dt = raw.get("Datatype", raw.get("DataType"))
@@ -122,7 +158,7 @@ def _tensor(raw: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def normalize_layer(raw: Any) -> dict[str, Any]:
+def normalize_layer(raw: Any) -> EngineLayer:
     if isinstance(raw, str):  # ProfilingVerbosity.LAYER_NAMES_ONLY gives bare names
         return {
             "name": raw,
@@ -151,7 +187,7 @@ def normalize_layer(raw: Any) -> dict[str, Any]:
     }
 
 
-def _io_tensor(raw: Any) -> dict[str, Any]:
+def _io_tensor(raw: Any) -> IoTensor:
     if isinstance(raw, str):  # TensorRT 10 `Bindings`: names only
         return {"name": raw, "mode": None, "dtype": "unknown", "shape": []}
     return {
@@ -162,7 +198,7 @@ def _io_tensor(raw: Any) -> dict[str, Any]:
     }
 
 
-def from_inspector_json(doc: Any) -> dict[str, Any]:
+def from_inspector_json(doc: Any) -> EngineLayers:
     """EngineInspector.get_engine_information(JSON), parsed, in either layout."""
     if not isinstance(doc, dict) or not isinstance(doc.get("Layers"), list):
         raise PipelineError(
