@@ -4,7 +4,6 @@ current (written and read by engine/manifest.py), and what the stage returns bes
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
