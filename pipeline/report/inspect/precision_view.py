@@ -4,7 +4,7 @@ and as rows and lines for report.md and report.html."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.core import tables
 from pipeline.records import calibration_file
@@ -100,7 +100,37 @@ def fmt_value(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
+class Int4View(TypedDict):
+    method: str | None
+    block_size: int | None
+    gemms: int  # GEMMs holding int4 weights
+    tables: int  # embedding tables in int4 too
+    share: float | None  # of the GEMM weights
+    bytes: dict[str, int]  # GEMM weight bytes by type
+
+
+class SmoothingView(TypedDict):
+    mode: str | None
+    alpha: float | None
+    groups: int
+    folded: int  # groups folded into their LayerNorm
+    note: str | None
+
+
+class QuantizationView(TypedDict):
+    """The report's view of a quantized graph (int8/fp8, or int4 weight-only)."""
+
+    mode: str
+    placement: str | None
+    weights: int  # quantized weight tensors
+    activations: list[list[str]]  # tensor, quantized readers, unquantized readers
+    quantized_fraction: float | None  # of the GEMM FLOPs
+    gemm_flops: int | None
+    int4: Int4View | None
+    smoothing: SmoothingView | None
+
+
+def quantization(calib: dict[str, Any]) -> QuantizationView | None:
     """int8/fp8: where the Q/DQ pairs are (tensors, who reads the quantized value), the
     smoothing, and the share of GEMM FLOPs that runs quantized."""
     if not calib.get("quantize_mode"):
@@ -136,7 +166,7 @@ def quantization(calib: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _int4(calib: dict[str, Any]) -> dict[str, Any] | None:
+def _int4(calib: dict[str, Any]) -> Int4View | None:
     """int4 weight-only: the method, the block size, and which GEMMs hold int4 weights."""
     view = calib.get("int4")
     if calib.get("quantize_mode") != "int4" or not view:
