@@ -68,19 +68,7 @@ def gpu_available() -> bool:
     return probe_gpu()[0] is not None
 
 
-def pytest_xdist_auto_num_workers(config):
-    """One worker more than cores: a worker often waits on the processes it started (DVC,
-    the stages, Ray), and with one thread each (OMP_NUM_THREADS above) two workers kept two
-    cores 82% busy (the suite's user+sys time against its wall time)."""
-    return (os.cpu_count() or 1) + 1
-
-
 def pytest_collection_modifyitems(config, items):
-    # The modules of slow tests first: xdist hands out a module at a time, and the longest
-    # (a tutorial: minutes) left for last kept one worker busy while the others idled.
-    slow = {item.module.__name__ for item in items if "slow" in item.keywords}
-    items.sort(key=lambda item: item.module.__name__ not in slow)
-
     from pipeline.machine.fingerprint import probe_gpu
 
     gpu, why = probe_gpu()
