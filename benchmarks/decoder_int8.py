@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,39 +36,21 @@ try:
     summary = dict(stages.calibrate(config.load(sys.argv[1]), Layout(Path(sys.argv[2]))))
 except Exception as e:  # the gate's verdict is a result here, not a crash
     summary = {"failed": str(e).splitlines()[0][:300]}
-print("SUMMARY " + json.dumps({k: summary.get(k) for k in ("gate_passed", "fallback", "failed")}))
+Path(sys.argv[3]).write_text(json.dumps({k: summary.get(k) for k in ("gate_passed", "fallback", "failed")}))
 """
 
 
 def calibrate_apart(cfg: object, run: Path) -> tuple[float, int, dict]:
     """The calibrate stage in a process of its own, as DVC runs it (one that ran the export
     first holds torch and the exported model's pages): its seconds, peak RSS and summary."""
-    import os
-    import subprocess
-
+    from large_model import timed  # a sibling script: benchmarks/ is sys.path[0]
     from omegaconf import OmegaConf
 
-    params = run / "params.yaml"
+    params, summary = run / "params.yaml", run / "calibrate_summary.json"
     params.write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+") as out:
-        child = subprocess.Popen(
-            [sys.executable, "-c", CALIBRATE, str(params), str(run)],
-            cwd=REPO,
-            stdout=out,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak, not its siblings'
-        child.returncode = os.waitstatus_to_exitcode(status)
-        seconds = time.perf_counter() - t0
-        out.seek(0)
-        stdout = out.read()
-    if child.returncode:
-        raise SystemExit(f"the calibrate process exited {child.returncode}")
-    peak = usage.ru_maxrss * 1024
-    line = next(x for x in stdout.splitlines() if x.startswith("SUMMARY "))
-    return seconds, peak, json.loads(line.removeprefix("SUMMARY "))
+    cmd = [sys.executable, "-c", CALIBRATE, str(params), str(run), str(summary)]
+    seconds, peak = timed(cmd, REPO, dict(os.environ))
+    return seconds, peak, json.loads(summary.read_text())
 
 
 def main() -> int:

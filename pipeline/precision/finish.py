@@ -17,10 +17,7 @@ from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.judging import judge
 
 if TYPE_CHECKING:
-    from onnx import ModelProto
-
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
-    from pipeline.graph.tied_weights import Tie
     from pipeline.records.calibration_file import TablesRecord
 
 
@@ -36,11 +33,10 @@ def cheapest_tables(
     from pipeline.precision import embedding_tables
     from pipeline.precision.int4 import rtn
 
-    graph, ties = _copies_stored_once(dest)
+    graph = onnx_model.load(dest, check=False, weights=False)
     names = embedding_tables.candidates(graph)
-    once: TablesRecord = {"stored_once": [t.line() for t in ties]} if ties else {}
     if not names:
-        return once or None
+        return None
     # blocked int4 needs opset 21: a graph that holds int4 weights is there already
     int4 = onnx_model.opset(graph) >= rtn.OPSET and (
         precision_cfg.transform == "int4"
@@ -68,35 +64,14 @@ def cheapest_tables(
                 failed[kind] = [gate.describe(r) for r in gate.failures(judged["gate"])]
                 continue
             replace_graph(dest, trial)
-        return _tables(kind, names, failed, once)
-    return _tables("fp32", names, failed, once)
+        return _tables(kind, names, failed)
+    return _tables("fp32", names, failed)
 
 
-def _tables(
-    kind: str, names: list[str], failed: dict[str, list[str]], once: TablesRecord
-) -> TablesRecord:
-    made: TablesRecord = {**once, "missed_the_gate": failed}
+def _tables(kind: str, names: list[str], failed: dict[str, list[str]]) -> TablesRecord:
+    made: TablesRecord = {"missed_the_gate": failed}
     made[kind] = names  # type: ignore[literal-required]  # kind: one of int4, fp16, fp32
     return made
-
-
-def _copies_stored_once(dest: Path) -> tuple[ModelProto, list[Tie]]:
-    """dest's graph with a table read by several nodes stored once again, rewritten where
-    one was not. ModelOpt gives each reader of a shared constant its own copy
-    (duplicate_shared_constants: a tied head's `table_1` beside the Gather's `table_2`);
-    left so, the copy only the head reads was no table to narrow, and stayed fp32 in the
-    engine beside the table's int4 (a 5 M-parameter decoder's int4 engine: 8 MB of 15)."""
-    from pipeline.graph import tied_weights
-
-    graph = onnx_model.load(dest, check=False, weights=False)
-    ties = tied_weights.store_once(graph, dest.parent)
-    if ties:
-        with tempfile.TemporaryDirectory(prefix="tied.") as tmp:
-            once = Path(tmp) / "model.onnx"
-            cache.save_beside(graph, once, dest.parent)
-            replace_graph(dest, once)
-        graph = onnx_model.load(dest, check=False, weights=False)
-    return graph, ties
 
 
 def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:

@@ -40,13 +40,12 @@ class Judgement(TypedDict, total=False):
 
 class TablesRecord(TypedDict, total=False):
     """The embedding tables' type (precision/finish.py): the names under the type they
-    went to, what missed the gate on the way, and copies stored once again."""
+    went to, and what missed the gate on the way."""
 
     int4: list[str]
     fp16: list[str]
     fp32: list[str]
     missed_the_gate: dict[str, list[str]]  # type -> the gate's failures, a line each
-    stored_once: list[str]  # "<copy> is a copy of <table>", a line each
 
 
 class FallbackRecord(TypedDict, total=False):

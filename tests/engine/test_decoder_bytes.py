@@ -99,5 +99,5 @@ def test_a_tied_decoders_int4_engine_holds_its_table_once_in_int4(tmp_path):
     assert [t.data_type for t in tables] == [22]  # one table, int4
     summary = calibration_file.read(layout.calibration_summary)
     assert summary["tables"]["int4"]
-    assert summary["tables"]["stored_once"]
+    assert summary["calibration"]["stored_once"]
     assert record["engine"]["bytes"] < 0.75 * fp16_record["engine"]["bytes"]
