@@ -65,6 +65,10 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=30)
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument(
+        "--streaming", default="auto", choices=("auto", "always", "never"),
+        help="calibration.streaming (auto: by the model's bytes and where its weights live)",
+    )  # fmt: skip
+    ap.add_argument(
         "--keep", type=Path, help="work in this folder and leave it (else a temporary one)"
     )
     args = ap.parse_args()
@@ -91,6 +95,7 @@ def main() -> int:
             "calibration=prompts",
             f"calibration.path={root / 'calibration.npy'}",
             f"calibration.cache_dir={root / 'cache'}",
+            f"calibration.streaming={args.streaming}",
             "build.reference_engines=never",  # builds, not the transform: bound by a bare build
         )
         layout = Layout(root / "run")
