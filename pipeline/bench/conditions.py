@@ -15,6 +15,7 @@ import numpy as np
 
 from pipeline.core import threads
 from pipeline.machine.fingerprint import package_version
+from pipeline.records.benchmark_file import BenchConditions
 from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def conditions(
     fingerprint: FingerprintRecord,
     gpu_before: dict[str, Any],
     gpu_after: dict[str, Any],
-) -> dict[str, Any]:
+) -> BenchConditions:
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     torch = sys.modules.get("torch")
     intra_op, threads_from = threads.intra_op(int(bench_cfg.intra_op_threads))

@@ -40,11 +40,12 @@ def progress_bar(label: str) -> tuple[console.Bar, Callable[[float], None]]:
 
 def _summarise(
     times: dict[str, np.ndarray], batch: int, bench_cfg: BenchmarkConfig
-) -> dict[str, Any]:
+) -> cuda_timing.TimingSummary:
+    out: cuda_timing.TimingSummary
     if len(times) > 1:
         out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
     else:
-        out = measure_loop.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
+        out = {**measure_loop.stats(times["host"], batch, int(bench_cfg.min_tail_samples))}
     n = len(times["host"])
     if measure_loop.Budget.of(bench_cfg).cut_short(n):
         out["cut_short"] = (
@@ -54,6 +55,7 @@ def _summarise(
     return out
 
 
+# Open shape: benchmark._add_speedups adds speedup_vs_<benchmark.baseline>, named by the config.
 def brief(result: dict[str, Any]) -> dict[str, Any]:
     keep = (
         "median_ms",
@@ -71,6 +73,7 @@ def brief(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Open shape: one entry per model output, by its name (accuracy.compare), or a skip and why.
 def _accuracy(
     runner: Runner, references: list[Pair], profiles: list[Profile], tasks: OutputTasks
 ) -> dict[str, Any]:
@@ -142,7 +145,7 @@ class DecoderRecord(TypedDict, total=False):
 
     batch: int
     kv_cache: decoder_bench.KvCacheSize
-    backends: dict[str, dict[str, Any]]  # backend -> TTFT and TPOT by length
+    backends: dict[str, decoder_bench.DecoderPhases]  # backend -> TTFT and TPOT by length
     generation: dict[str, generation.GenerationSummary]  # backend -> its greedy runs
     skipped: str
 
@@ -167,7 +170,7 @@ class Measuring:
         self.by_point: dict[str, dict[str, dict[str, Any]]] = {}
         # a decoder's inputs and what of its phases is timed; each backend's figures
         self.decoder: tuple[list[onnx_model.TensorSpec], decoder_bench.Plan] | None = None
-        self.phases: dict[str, dict[str, Any]] = {}
+        self.phases: dict[str, decoder_bench.DecoderPhases] = {}
         # a decoder's reference prompts, generated greedily through each backend
         self.prompts: list[generation.Prompt] = []
         self.generations: dict[str, generation.GenerationSummary] = {}
