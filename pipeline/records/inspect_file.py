@@ -2,15 +2,16 @@
 pipeline/flow/inspect_stage.py from pipeline/report/inspect/report.py's data). `trt-pipeline diff`
 reads it back, from a folder or from a DVC experiment, through the one checked reader
 here; the fields below are those its readers rely on. The sections' own types (engine
-layers, graph pictures) are here too, since the record names them."""
+layers, graph pictures, the precision view) are here too, since the record names them."""
 
 # No `from __future__ import annotations`: the TypedDicts' Required[] are evaluated at class
 # creation, as the reader's field check needs (see core/json_record.py).
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
 from pipeline.core.json_record import JsonRecord
-from pipeline.records.calibration_file import InputSpec
+from pipeline.records.calibration_file import FallbackRecord, InputSpec
 
 
 class Backend(TypedDict, total=False):
@@ -169,6 +170,115 @@ class Graph(NodesAndEdges):
     truncated: int  # boxes left out past inspect.graph_max_nodes
 
 
+class Int4View(TypedDict):
+    """int4 weight-only quantization as the report shows it."""
+
+    method: str | None
+    block_size: int | None
+    gemms: int  # GEMMs holding int4 weights
+    tables: int  # embedding tables in int4 too
+    share: float | None  # of the GEMM weights
+    bytes: dict[str, int]  # GEMM weight bytes by type
+
+
+class SmoothingView(TypedDict):
+    """The activation smoothing before int8/fp8 quantization, as the report shows it."""
+
+    mode: str | None
+    alpha: float | None
+    groups: int
+    folded: int  # groups folded into their LayerNorm
+    note: str | None
+
+
+class QuantizationView(TypedDict):
+    """The report's view of a quantized graph (int8/fp8, or int4 weight-only)."""
+
+    mode: str
+    placement: str | None
+    weights: int  # quantized weight tensors
+    activations: list[list[str]]  # tensor, quantized readers, unquantized readers
+    quantized_fraction: float | None  # of the GEMM FLOPs
+    gemm_flops: int | None
+    int4: Int4View | None
+    smoothing: SmoothingView | None
+
+
+class FallbackView(TypedDict):
+    """precision.fallback=auto's search where it was needed, as the report's tables show
+    it (report/inspect/precision_view.py)."""
+
+    needed: bool
+    placement: str | None
+    kept: list[str]  # every node kept out of the low type, most sensitive first
+    kept_fp32: list[str]
+    kept_fp16: list[str]
+    kept_int8: list[str]
+    quantized_matmuls: int
+    matmuls_still_quantized: int
+    quantized_gemms: int  # a record of an older search: its matrix multiplies' counts
+    gemms_still_quantized: int
+    gemms_by_op: dict[str, dict[str, int]]
+    graphs_evaluated: int
+    plain: dict[str, Any]  # the plain graph's judgement: why a search was needed
+    cache_hit: bool | None
+    groups: list[list[Any]]  # group, nodes, sensitivity, result: a table's rows
+    nodes: list[list[Any]]  # node, op, sensitivity, result
+    steps: list[list[Any]]  # step, group or how many kept, score, gate
+
+
+class MixedView(TypedDict):
+    """precision=auto's search as the report shows it (report/inspect/mixed_view.py)."""
+
+    types: list[str]  # the types the search chose among
+    counts: dict[str, int]  # type -> GEMMs, the types chosen only
+    candidates: int  # GEMMs searched
+    weight_bytes: int
+    fp32_weight_bytes: int
+    graphs_judged: int
+    search_cache_hit: bool  # the choice itself from the cache: no graph judged
+    figures_cache_hit: bool
+    seconds: float
+    plan: list[list[Any]]  # per GEMM: node, op, type, weight bytes, of fp32, why
+    graphs: list[list[Any]]  # per graph judged: name, weight bytes, score, gate, front
+    pareto: list[dict[str, Any]]  # the front's points (precision/mixed/record.GraphPoint)
+
+
+class AnswerView(TypedDict):
+    """precision=auto's answer where it is not the mix it searched (fp16), and why."""
+
+    answer: str
+    why: str
+
+
+class PrecisionTransformView(TypedDict):
+    """report.json's `precision_transform`: what calibration.json says the calibrate stage
+    did to the graph, and on which data (report/inspect/precision_view.py); a report that
+    hid random calibration data or a fallback would not be honest."""
+
+    precision: str | None
+    transform: str | None
+    accuracy: dict[str, dict[str, Any]]  # output -> metric -> figure, against fp32
+    gate_passed: bool
+    held_out_batches: int | None
+    evaluated_with: str | None
+    calibration_data: dict[str, Any] | None  # the data's source, samples, randomness, ...
+    calibration_cache_hit: bool | None
+    reference: dict[str, Any] | None
+    reference_overlap: dict[str, Any] | None
+    # the search's view where it was needed; the record as written where it was not
+    fallback: FallbackView | FallbackRecord | None
+    mixed: MixedView | None
+    answer: AnswerView | None
+    quantization: QuantizationView | None
+    holdout: dict[str, Any] | None
+    search_accuracy: list[list[Any]] | None  # subject, metric, value, threshold, verdict
+    engines: dict[str, Any] | None
+    # The engine against the fp16 and fp32 engines (flow/engine_standing.Standing): the
+    # inspect stage adds it, and records may not import flow's type.
+    standing: NotRequired[Mapping[str, Any]]
+
+
 class InspectRecord(TypedDict, total=False):
     precision: Required[str]
     engine: Required[EngineSection]
@@ -179,7 +289,7 @@ class InspectRecord(TypedDict, total=False):
     build_seconds: float
     graph: Graph  # the ONNX graph picture's nodes and edges
     engine_graph: Graph | None
-    precision_transform: dict[str, Any]  # what calibration.json says, for a person
+    precision_transform: PrecisionTransformView  # what calibration.json says, for a person
     peak_rss_mib: float  # the stage's return only
 
 
