@@ -19,6 +19,7 @@ from typing import Any
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
+from pipeline.records.build_file import NetworkIO, TensorIO
 
 # TensorRT's tensor types (backend.dtype_name) as Triton names them.
 TRITON_TYPES = {
@@ -42,7 +43,7 @@ class Engine:
     compute_capability: str | None  # "8.9"; None where the build saw no GPU
     gpu: str | None  # the GPU's name, the kind a server runs
     flavour: str  # tensorrt or tensorrt_rtx
-    io: dict[str, list[dict[str, Any]]]  # network_io: inputs and outputs, name/dtype/shape
+    io: NetworkIO  # the manifest's network_io
     profiles: list[dict[str, Any]]  # per profile, per input: min/opt/max
     sha256: str
     # what made the engine but the machine (the engine key's inputs less the fingerprint):
@@ -102,7 +103,7 @@ def max_batch_size(engine: Engine) -> int:
     return max(per_profile, default=0)
 
 
-def _type(tensor: dict[str, Any]) -> str:
+def _type(tensor: TensorIO) -> str:
     kind = TRITON_TYPES.get(tensor["dtype"])
     if kind is None:
         raise PipelineError(
@@ -112,7 +113,7 @@ def _type(tensor: dict[str, Any]) -> str:
     return kind
 
 
-def _tensors(tensors: list[dict[str, Any]], batch: int) -> list[dict[str, Any]]:
+def _tensors(tensors: list[TensorIO], batch: int) -> list[dict[str, Any]]:
     return [
         {
             "name": t["name"],
