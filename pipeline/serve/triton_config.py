@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
@@ -32,6 +32,37 @@ TRITON_TYPES = {
     "int64": "TYPE_INT64",
     "bool": "TYPE_BOOL",
 }
+
+
+class TritonTensor(TypedDict):
+    """An input or output of a config: its dims leave the batch dim out where it batches."""
+
+    name: str
+    data_type: str  # Triton's: "TYPE_FP32", ...
+    dims: list[int]
+
+
+class InstanceGroup(TypedDict):
+    """Where the model's instances run: one on each GPU, free to use every profile."""
+
+    kind: str  # "KIND_GPU"
+    count: int
+    profile: list[str]  # the optimization profiles it may use, by index
+
+
+class TritonConfig(TypedDict):
+    """A model configuration (config()), shaped as protobuf's JSON form of Triton's
+    ModelConfig: what text() writes and the schema check compares Triton's reading with."""
+
+    name: str
+    platform: str  # "tensorrt_plan"
+    max_batch_size: int  # 0: the config does not batch
+    input: list[TritonTensor]
+    output: list[TritonTensor]
+    instance_group: list[InstanceGroup]
+    cc_model_filenames: dict[str, str]  # compute capability -> plan file
+    dynamic_batching: NotRequired[dict[str, Any]]  # {}, Triton's defaults, where it batches
+    model_warmup: NotRequired[list[dict[str, Any]]]  # warmup()'s, where a sample was given
 
 
 @dataclass(frozen=True)
@@ -113,7 +144,7 @@ def _type(tensor: TensorIO) -> str:
     return kind
 
 
-def _tensors(tensors: list[TensorIO], batch: int) -> list[dict[str, Any]]:
+def _tensors(tensors: list[TensorIO], batch: int) -> list[TritonTensor]:
     return [
         {
             "name": t["name"],
@@ -136,7 +167,7 @@ NUMPY_TYPES = {
 }
 
 
-def warmup(cfg: dict[str, Any], sample: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def warmup(cfg: TritonConfig, sample: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """model_warmup from one reference sample (input name -> array, its batch axis first
     where the config batches), and the files it reads (warmup/<file> -> raw bytes)."""
     import numpy as np
@@ -157,12 +188,12 @@ def warmup(cfg: dict[str, Any], sample: dict[str, Any]) -> tuple[dict[str, Any],
     return {"name": "reference sample", "batch_size": 1, "inputs": inputs}, files
 
 
-def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
+def config(name: str, engine: Engine, plans: dict[str, str]) -> TritonConfig:
     """The model configuration for `engine`'s I/O and profiles, reading `plans` (compute
     capability -> plan file in the version folder), shaped as protobuf's JSON form of
     Triton's ModelConfig (what the schema check compares it with)."""
     batch = max_batch_size(engine)
-    out: dict[str, Any] = {
+    out: TritonConfig = {
         "name": name,
         "platform": "tensorrt_plan",
         "max_batch_size": batch,
@@ -182,7 +213,7 @@ def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def text(cfg: dict[str, Any], note: str = "") -> str:
+def text(cfg: TritonConfig, note: str = "") -> str:
     """config.pbtxt: protobuf's text format of `cfg`, written here (the schema check parses
     it back where tritonclient is installed)."""
     lines = [f"# {line}" for line in note.splitlines()]
