@@ -20,6 +20,7 @@ from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig
+    from pipeline.machine.gpu_conditions import GpuSnapshot
 
 
 def _cpu_model() -> str:
@@ -36,8 +37,8 @@ def _cpu_model() -> str:
 def conditions(
     bench_cfg: BenchmarkConfig,
     fingerprint: FingerprintRecord,
-    gpu_before: dict[str, Any],
-    gpu_after: dict[str, Any],
+    gpu_before: GpuSnapshot,
+    gpu_after: GpuSnapshot,
 ) -> BenchConditions:
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     torch = sys.modules.get("torch")

@@ -22,6 +22,7 @@ from pipeline.precision.gate.tasks import OutputTasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig, PipelineConfig
+    from pipeline.records.export_file import ReferenceSource
 
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
 # ONNX Runtime lacks CPU kernels for some bf16/fp8 graphs.
@@ -175,7 +176,7 @@ class Measuring:
         self.prompts: list[generation.Prompt] = []
         self.generations: dict[str, generation.GenerationSummary] = {}
 
-    def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
+    def backend(self, name: str, runner: Runner | str, reference: ReferenceSource) -> None:
         if isinstance(runner, str):
             self.results[name] = {"status": "skipped", "reason": runner}
             return
@@ -253,7 +254,7 @@ def _median_ms(backend: str, bench_cfg: BenchmarkConfig) -> decoder_bench.Timer:
     return timer
 
 
-def _backend_failure(runner: Runner, e: Exception, reference: dict[str, Any]) -> Exception:
+def _backend_failure(runner: Runner, e: Exception, reference: ReferenceSource) -> Exception:
     """A required backend's failure: this tool's own errors as they are; the runtime failing
     on this model and these inputs (ONNX Runtime's Fail on a Mod by zero of random
     integers) is the user's to fix, in one line."""

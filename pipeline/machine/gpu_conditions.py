@@ -5,7 +5,7 @@ A machine without a GPU gets an explicit record saying so, never a silent gap.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypedDict, TypeVar, cast
 
 from pipeline.core.numbers import MIB
 
@@ -25,6 +25,40 @@ CLOCK_EVENT_REASONS = {
 }
 
 
+class NoGpu(TypedDict):
+    """snapshot() where no GPU can be read, and why."""
+
+    gpu: None
+    reason: str
+
+
+class Clocks(TypedDict):
+    """Clock speeds in MHz by domain; None where NVML does not say."""
+
+    sm: int | None
+    memory: int | None
+    graphics: int | None
+
+
+class GpuReading(TypedDict):
+    """One reading of a GPU; None for each field it does not report."""
+
+    gpu: str | None  # its name
+    pci_bus_id: str | None
+    clocks_mhz: Clocks
+    max_clocks_mhz: Clocks
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    performance_state: str | None  # "P0" (fastest) to "P15"
+    clock_event_reasons: list[str] | None  # CLOCK_EVENT_REASONS' names of the bits set
+    utilization_pct: int | None
+    memory_used_mib: int | None
+
+
+GpuSnapshot: TypeAlias = NoGpu | GpuReading
+
+
 def _read(fn: Callable[[], T]) -> T | None:
     try:
         return fn()
@@ -32,11 +66,12 @@ def _read(fn: Callable[[], T]) -> T | None:
         return None
 
 
-def _text(value: object) -> object:
-    return value.decode() if isinstance(value, bytes) else value
+def _text(value: object) -> str | None:
+    """NVML's strings: bytes from older nvidia-ml-py, str from newer; None where unread."""
+    return value.decode() if isinstance(value, bytes) else cast("str | None", value)
 
 
-def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict[str, Any]:
+def snapshot(pci_bus_id: str | None = None, index: int = 0) -> GpuSnapshot:
     """One reading of the GPU the benchmark runs on (by PCI bus id where known,
     since CUDA and NVML may number GPUs differently), or {"gpu": None, ...}."""
     try:
@@ -59,10 +94,10 @@ def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict[str, Any]:
         _read(pynvml.nvmlShutdown)
 
 
-def _reading(nv: Any, h: Any) -> dict[str, Any]:
+def _reading(nv: Any, h: Any) -> GpuReading:
     """nv: the pynvml module, h: a device handle (nvidia-ml-py ships no type information)."""
 
-    def clocks(get: Callable[[Any, int], int]) -> dict[str, int | None]:
+    def clocks(get: Callable[[Any, int], int]) -> Clocks:
         return {
             "sm": _read(lambda: get(h, nv.NVML_CLOCK_SM)),
             "memory": _read(lambda: get(h, nv.NVML_CLOCK_MEM)),
