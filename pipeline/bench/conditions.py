@@ -9,7 +9,7 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,7 +20,7 @@ from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig
-    from pipeline.machine.gpu_conditions import GpuSnapshot
+    from pipeline.records.benchmark_file import GpuSnapshot
 
 
 def _cpu_model() -> str:

@@ -4,10 +4,11 @@ A machine without a GPU gets an explicit record saying so, never a silent gap.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeAlias, TypedDict, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from pipeline.core.numbers import MIB
+from pipeline.records.benchmark_file import Clocks, GpuReading, GpuSnapshot
 
 T = TypeVar("T")
 
@@ -23,40 +24,6 @@ CLOCK_EVENT_REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-
-
-class NoGpu(TypedDict):
-    """snapshot() where no GPU can be read, and why."""
-
-    gpu: None
-    reason: str
-
-
-class Clocks(TypedDict):
-    """Clock speeds in MHz by domain; None where NVML does not say."""
-
-    sm: int | None
-    memory: int | None
-    graphics: int | None
-
-
-class GpuReading(TypedDict):
-    """One reading of a GPU; None for each field it does not report."""
-
-    gpu: str | None  # its name
-    pci_bus_id: str | None
-    clocks_mhz: Clocks
-    max_clocks_mhz: Clocks
-    temperature_c: int | None
-    power_w: float | None
-    power_limit_w: float | None
-    performance_state: str | None  # "P0" (fastest) to "P15"
-    clock_event_reasons: list[str] | None  # CLOCK_EVENT_REASONS' names of the bits set
-    utilization_pct: int | None
-    memory_used_mib: int | None
-
-
-GpuSnapshot: TypeAlias = NoGpu | GpuReading
 
 
 def _read(fn: Callable[[], T]) -> T | None:
@@ -131,12 +98,12 @@ def _reading(nv: Any, h: Any) -> GpuReading:
     }
 
 
-def summary(before: dict[str, Any], after: dict[str, Any]) -> str:
+def summary(before: GpuSnapshot, after: GpuSnapshot) -> str:
     """One line for people: did clocks or temperature move while measuring?"""
     if before.get("gpu") is None:
         return str(before.get("reason", "no GPU"))
 
-    def one(s: dict[str, Any]) -> str:
+    def one(s: Mapping[str, Any]) -> str:
         return (
             f"SM {s['clocks_mhz']['sm']} MHz, {s['temperature_c']} C, {s['power_w']} W, "
             f"{s['performance_state']}"

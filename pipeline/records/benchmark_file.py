@@ -1,7 +1,43 @@
 """metrics/benchmark.json, the benchmark stage's record (written by bench/benchmark.py)."""
 
 from collections.abc import Mapping
-from typing import Any, Required, TypedDict
+from typing import Any, Required, TypeAlias, TypedDict
+
+# A GPU's readings before and after a benchmark (machine/gpu_conditions.snapshot).
+
+
+class NoGpu(TypedDict):
+    """snapshot() where no GPU can be read, and why."""
+
+    gpu: None
+    reason: str
+
+
+class Clocks(TypedDict):
+    """Clock speeds in MHz by domain; None where NVML does not say."""
+
+    sm: int | None
+    memory: int | None
+    graphics: int | None
+
+
+class GpuReading(TypedDict):
+    """One reading of a GPU; None for each field it does not report."""
+
+    gpu: str | None  # its name
+    pci_bus_id: str | None
+    clocks_mhz: Clocks
+    max_clocks_mhz: Clocks
+    temperature_c: int | None
+    power_w: float | None
+    power_limit_w: float | None
+    performance_state: str | None  # "P0" (fastest) to "P15"
+    clock_event_reasons: list[str] | None  # CLOCK_EVENT_REASONS' names of the bits set
+    utilization_pct: int | None
+    memory_used_mib: int | None
+
+
+GpuSnapshot: TypeAlias = NoGpu | GpuReading
 
 
 class TimingMethod(TypedDict):
@@ -46,8 +82,8 @@ class BenchConditions(TypedDict):
     torch_threads: int | None  # None: torch not imported
     omp_num_threads: str | None
     versions: LibraryVersions
-    gpu_before: dict[str, Any]  # machine/gpu_conditions.snapshot's readings
-    gpu_after: dict[str, Any]
+    gpu_before: GpuSnapshot  # machine/gpu_conditions.snapshot's readings
+    gpu_after: GpuSnapshot
 
 
 class BenchmarkRecord(TypedDict, total=False):
