@@ -67,9 +67,13 @@ class FallbackRecord(TypedDict, total=False):
     plain: dict[str, Any]
     all_high_precision: dict[str, Any]
     groups: list[dict[str, Any]]
+    blocks: list[dict[str, Any]]  # where the kept groups' nodes were taken a layer at a time
     nodes: list[dict[str, Any]]
     steps: list[dict[str, Any]]
     graphs_evaluated: int
+    ranked_on_batches: int  # units are ranked on these, each bisection step judged on all
+    batches: int
+    decided_on_subset: int  # graphs whose verdict the first batches settled
     written_checks: list[dict[str, Any]]
     fp16_checks: list[dict[str, Any]]
     int8_checks: list[dict[str, Any]]
