@@ -10,9 +10,9 @@ build stage reads it on an engine-store hit, which imports no numpy or onnx."""
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
-from pipeline.core.engine_sizes import WeightCounts
+from pipeline.core.engine_sizes import EngineSize, WeightCounts
 from pipeline.core.gate import GateResult
 from pipeline.core.json_record import JsonRecord
 
@@ -82,6 +82,16 @@ class FallbackRecord(TypedDict, total=False):
     seconds: float
 
 
+class EnginesRecord(TypedDict):
+    """The fp16 and fp32 engines of the exported graph on this machine, each where TensorRT
+    could build it (precision/common/engine_cost.record)."""
+
+    measured_with: str  # "TensorRT-RTX 1.7.1.116, no GPU (portable ahead-of-time target)"
+    settings_sha256: str  # the build settings, profiles and machine they were measured under
+    fp32: NotRequired[EngineSize]
+    fp16: NotRequired[EngineSize]
+
+
 class CalibrationRecord(Judgement, total=False):
     """calibration.json: how the graph was made, how it was judged, what the build needs."""
 
@@ -106,7 +116,7 @@ class CalibrationRecord(Judgement, total=False):
     search_judgement: dict[str, Any]
     # The fp16 and fp32 engines of the exported graph on this machine (bytes, key, where
     # the size came from) and how they were measured: what the build stands its engine by.
-    engines: dict[str, Any]
+    engines: EnginesRecord
     # export.json's count of the graph's parameters: what the engine's bytes per parameter
     # are held against (core/engine_sizes.per_parameter)
     weights: WeightCounts
