@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pipeline.core import console, fileio
 from pipeline.graph import onnx_model
+from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ LibraryVersions = TypedDict(
 
 def library_versions() -> LibraryVersions:
     """machine.fingerprint.transform_library_versions(), whose keys are TRANSFORM_LIBRARIES."""
-    from pipeline.machine.fingerprint import transform_library_versions
-
     return cast("LibraryVersions", transform_library_versions())
 
 

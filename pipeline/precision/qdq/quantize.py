@@ -70,10 +70,10 @@ class QdqKey(TypedDict):
     quantize_mode: str  # "int8", "fp8"
     method: str  # ModelOpt's: "entropy", "max" (max where entropy could not histogram)
     exclude_nodes: list[str]
-    exclude_op_types: list[str]  # sorted
+    exclude_op_types: list[str]  # sorted: their order does not change the scales
     high_precision_dtype: str
     modelopt: str  # its version, or "not installed"
-    onnxruntime: str
+    onnxruntime: str  # its version, or "not installed"
     smoothing: SmoothingKey | None  # None: precision.smoothing=none
     calibrated_by: NotRequired[str]  # where the scales are calibrated streamed
 
