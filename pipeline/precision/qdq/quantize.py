@@ -70,7 +70,7 @@ class QdqKey(TypedDict):
     quantize_mode: str  # "int8", "fp8"
     method: str  # ModelOpt's: "entropy", "max" (max where entropy could not histogram)
     exclude_nodes: list[str]
-    exclude_op_types: list[str]  # sorted: their order does not change the scales
+    exclude_op_types: list[str]  # sorted: their order does not change the key
     high_precision_dtype: str
     modelopt: str  # its version, or "not installed"
     onnxruntime: str  # its version, or "not installed"
