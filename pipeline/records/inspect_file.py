@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NotRequired, Required, TypedDict
 
 from pipeline.core.json_record import JsonRecord
-from pipeline.records.calibration_file import FallbackRecord, InputSpec
+from pipeline.records.calibration_file import EnginesRecord, FallbackRecord, InputSpec
 
 
 class Backend(TypedDict, total=False):
@@ -273,7 +273,7 @@ class PrecisionTransformView(TypedDict):
     quantization: QuantizationView | None
     holdout: dict[str, Any] | None
     search_accuracy: list[list[Any]] | None  # subject, metric, value, threshold, verdict
-    engines: dict[str, Any] | None
+    engines: EnginesRecord | None
     # The engine against the fp16 and fp32 engines (flow/engine_standing.Standing): the
     # inspect stage adds it, and records may not import flow's type.
     standing: NotRequired[Mapping[str, Any]]
