@@ -22,9 +22,11 @@ from typing import Any, cast
 
 from pipeline.analysis import engine_layers, fusion, plan_dump
 from pipeline.analysis.fusion import FusionMeasure
+from pipeline.analysis.plan_dump import PlanDump
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
 from pipeline.engine.trt_hooks import Record as Record  # re-exported: buildlog.Record
+from pipeline.records.inspect_file import EngineLayer
 
 SEVERITIES = ("internal_error", "error", "warning", "info", "verbose")
 MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has them all
@@ -95,8 +97,8 @@ class _LogScan:
     layer_memory: list[dict[str, Any]] = field(default_factory=list)
     fused: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)
-    engine_layers: list[dict[str, Any]] = field(default_factory=list)
-    plan: dict[str, Any] | None = None
+    engine_layers: list[EngineLayer] = field(default_factory=list)
+    plan: PlanDump | None = None
     timing_cache: list[str] = field(default_factory=list)
     parsed: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -113,8 +115,8 @@ class BuildLogSummary(FusionMeasure):
     fused_layers: list[dict[str, Any]]
     fusion_events: list[dict[str, Any]]
     fusion_event_count: int
-    engine_layers: list[dict[str, Any]]
-    engine_plan: dict[str, Any] | None  # the DETAILED engine-layer dump
+    engine_layers: list[EngineLayer]
+    engine_plan: PlanDump | None  # the DETAILED engine-layer dump
     engine_precisions: dict[str, int]
     memory: dict[str, Any]
     layer_memory: list[dict[str, Any]]
@@ -211,7 +213,7 @@ def _read_memory(memory: dict[str, int], line: str) -> None:
 
 
 def _attach_regions(
-    engine_layers: list[dict[str, Any]],
+    engine_layers: list[EngineLayer],
     fused: list[dict[str, Any]],
     parsed: dict[str, dict[str, str]],
 ) -> dict[str, list[str]]:

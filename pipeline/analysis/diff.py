@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from pipeline.analysis import buildlog, engine_layers
+from pipeline.analysis.diff_record import (
+    BuildHeader,
+    BuildView,
+    Delta,
+    DiffFigures,
+    DiffResult,
+    PrecisionChange,
+)
 from pipeline.core import fileio, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
@@ -28,33 +36,6 @@ def _build_folder(path: Path) -> Path | None:
             f"name one of them"
         )
     return found[0] if found else None
-
-
-class BuildView(TypedDict):
-    """One build as `trt-pipeline diff` compares it, from its build or inspect folder."""
-
-    path: str
-    kind: str  # "build" or "inspect"
-    precision: str
-    tensorrt: str  # "<flavour> <version>"
-    engine_bytes: int
-    build_seconds: float | None
-    layers_original: int | None  # None: an older log without fusion_basis
-    layers_final: int | None
-    fusion_ratio: float | None
-    peak_memory_mib: float | None
-    weights_bytes: int | None
-    activation_bytes: int | None
-    warnings: list[str]
-    engine_precisions: dict[str, int]  # precision -> layers of the engine
-    network_precisions: dict[str, int]  # precision -> layers of the network
-    layer_precisions: dict[str, str]  # layer -> its precision
-
-
-class Delta(TypedDict):
-    a: Any  # a figure of each side; change where both are numbers
-    b: Any
-    change: float | int | None
 
 
 def load(path: str | Path) -> BuildView:
@@ -164,8 +145,17 @@ def _mean_rank(hist: dict[str, int]) -> float | None:
     return sum(r * n for r, n in ranked) / total if total else None
 
 
-def compare(a: BuildView, b: BuildView) -> dict[str, Any]:
-    changed = []
+def _header(v: BuildView) -> BuildHeader:
+    return {
+        "path": v["path"],
+        "kind": v["kind"],
+        "precision": v["precision"],
+        "tensorrt": v["tensorrt"],
+    }
+
+
+def compare(a: BuildView, b: BuildView) -> DiffResult:
+    changed: list[PrecisionChange] = []
     for name, pa in a["layer_precisions"].items():
         pb = b["layer_precisions"].get(name)
         if pb is not None and pb != pa:
@@ -207,9 +197,9 @@ def compare(a: BuildView, b: BuildView) -> dict[str, Any]:
         "b": len(b["warnings"]),
         "change": len(b["warnings"]) - len(a["warnings"]),
     }
-    out = {
-        "a": {k: a[k] for k in ("path", "kind", "precision", "tensorrt")},
-        "b": {k: b[k] for k in ("path", "kind", "precision", "tensorrt")},
+    out: DiffFigures = {
+        "a": _header(a),
+        "b": _header(b),
         "metrics": metrics,
         "engine_precisions": {"a": a["engine_precisions"], "b": b["engine_precisions"]},
         "network_precisions": {"a": a["network_precisions"], "b": b["network_precisions"]},
@@ -218,11 +208,10 @@ def compare(a: BuildView, b: BuildView) -> dict[str, Any]:
         "warnings_added": [w for w in b["warnings"] if w not in a["warnings"]],
         "warnings_removed": [w for w in a["warnings"] if w not in b["warnings"]],
     }
-    out["regressions"] = regressions(out)
-    return out
+    return {**out, "regressions": regressions(out)}
 
 
-def regressions(d: dict[str, Any]) -> list[str]:
+def regressions(d: DiffFigures) -> list[str]:
     found = []
     fr = d["metrics"]["fusion_ratio"]
     if (
@@ -245,7 +234,7 @@ def regressions(d: dict[str, Any]) -> list[str]:
     return found
 
 
-def format_table(d: dict[str, Any]) -> str:
+def format_table(d: DiffResult) -> str:
     rows = [
         ("", "A", "B", "change"),
         ("precision", d["a"]["precision"], d["b"]["precision"], ""),
@@ -260,12 +249,12 @@ def format_table(d: dict[str, Any]) -> str:
         tables.text(rows, max_width=60),
     ]
     lines += _precision_change_lines(d)
-    for title, key in (
-        ("warnings added", "warnings_added"),
-        ("warnings removed", "warnings_removed"),
+    for title, warnings in (
+        ("warnings added", d["warnings_added"]),
+        ("warnings removed", d["warnings_removed"]),
     ):
-        if d[key]:
-            lines += ["", f"{title}:"] + [f"  {w}" for w in d[key]]
+        if warnings:
+            lines += ["", f"{title}:"] + [f"  {w}" for w in warnings]
     lines += ["", "regressions: " + ("; ".join(d["regressions"]) if d["regressions"] else "none")]
     return "\n".join(lines)
 
@@ -293,7 +282,7 @@ def _metric_rows(metrics: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _precision_mix_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def _precision_mix_rows(d: DiffResult) -> list[tuple[str, str, str, str]]:
     """Layers per precision, engine then network, each precision either side has."""
     rows = []
     for what in ("engine_precisions", "network_precisions"):
@@ -311,7 +300,7 @@ def _precision_mix_rows(d: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _precision_change_lines(d: dict[str, Any]) -> list[str]:
+def _precision_change_lines(d: DiffResult) -> list[str]:
     """The layers whose precision changed, counted by direction, the first 12 listed."""
     changes = d["precision_changes"]
     if not changes:
@@ -328,7 +317,7 @@ def _precision_change_lines(d: dict[str, Any]) -> list[str]:
     return lines
 
 
-def gate(d: dict[str, Any]) -> None:
+def gate(d: DiffResult) -> None:
     """--fail-on-regression: one line, exit 1 (through the CLI's PipelineError handling)."""
     if d["regressions"]:
         raise PipelineError(f"B regresses against baseline A: {'; '.join(d['regressions'])}")

@@ -14,9 +14,18 @@ from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
 from pipeline.records import fingerprint_file
 from pipeline.records.fingerprint_file import FingerprintRecord
+from pipeline.records.inspect_file import EngineLayer, InspectorSummary, IoTensor
+
+
+class EngineInspection(InspectorSummary, total=False):
+    """What the EngineInspector made of the engine, or why it did not run."""
+
+    layers: list[EngineLayer]
+    io_tensors: list[IoTensor]
 
 
 # TensorRT-RTX runs engines on these compute capabilities only (Hopper, 9.0, is refused).
+# Open shape: TensorRT's own JSON, in its version's layout (from_inspector_json reads it).
 def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     """Deserialize the engine and return EngineInspector JSON, parsed. GPU only."""
     from pipeline.engine.interrupt import tensorrt_scope
@@ -36,7 +45,7 @@ def engine_information(engine_path: Path, flavour: str) -> dict[str, Any]:
     return doc
 
 
-def inspect(engine_path: Path, fingerprint: FingerprintRecord) -> dict[str, Any]:
+def inspect(engine_path: Path, fingerprint: FingerprintRecord) -> EngineInspection:
     """{available: True, layout, layers, io_tensors} or {available: False, reason}."""
     why = backend.why_engine_cannot_run(fingerprint)
     if why:

@@ -4,7 +4,8 @@ and `Format` apart), or the same ProfilingVerbosity.DETAILED dump that TensorRT-
 writes into the verbose build log. Pure functions: no TensorRT, no GPU.
 
 A layer becomes {name, type, precision, inputs, outputs, onnx_nodes, tactic}; a
-tensor {name, dtype, shape, format}; dtypes are short names (fp32, fp16, int64...)."""
+tensor {name, dtype, shape, format}; dtypes are short names (fp32, fp16, int64...). Their
+types are report.json's (pipeline/records/inspect_file.py), where the engine's layers end up."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
 from pipeline.core.errors import PipelineError
+from pipeline.records.inspect_file import EngineLayer, IoTensor, LayerTensor
 
 # Words TensorRT uses for a data type, in network dumps (DataType enum names),
 # inspector JSON ("Float", "Half") and format descriptions ("Channel major FP16 format").
@@ -110,34 +112,6 @@ def onnx_nodes(metadata: Any) -> list[str]:
     return _ONNX_LAYER.findall(str(metadata or ""))
 
 
-class LayerTensor(TypedDict):
-    """An engine layer's input or output, as either TensorRT's inspector writes it."""
-
-    name: str
-    dtype: str  # one of DTYPES' names, or "unknown"
-    shape: list[int]
-    format: str
-
-
-class EngineLayer(TypedDict):
-    """One engine layer, whichever TensorRT's inspector layout it came in (report.json)."""
-
-    name: str
-    type: str  # "" where the engine kept layer names only
-    precision: str
-    inputs: list[LayerTensor]
-    outputs: list[LayerTensor]
-    onnx_nodes: list[str]
-    tactic: str | None
-
-
-class IoTensor(TypedDict):
-    name: str
-    mode: str | None  # "Input", "Output"; None where only names were kept
-    dtype: str
-    shape: list[int]
-
-
 class EngineLayers(TypedDict):
     """EngineInspector's JSON, parsed (from_inspector_json)."""
 
@@ -214,7 +188,7 @@ def from_inspector_json(doc: Any) -> EngineLayers:
     return {"layout": layout, "layers": layers, "io_tensors": [_io_tensor(t) for t in io]}
 
 
-def histogram(layers: Iterable[dict[str, Any]], key: str = "precision") -> dict[str, int]:
+def histogram(layers: Iterable[Mapping[str, Any]], key: str = "precision") -> dict[str, int]:
     counts = Counter(l[key] for l in layers)
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 

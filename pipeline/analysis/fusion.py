@@ -9,7 +9,11 @@ with the model, not with fusion. Those counts are kept, as what they are (`optim
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from pipeline.analysis.plan_dump import PlanDump
+    from pipeline.records.inspect_file import EngineLayer
 
 # Nodes that compute nothing an engine layer could fuse: constants, pass-throughs, and
 # the Q/DQ pairs that only say which precision the next kernel reads (counting them would
@@ -29,8 +33,8 @@ class FusionMeasure(TypedDict):
 
 def measure(
     parsed: dict[str, dict[str, str]],
-    plan: dict[str, Any] | None,
-    engine_layers: list[dict[str, Any]],
+    plan: PlanDump | None,
+    engine_layers: list[EngineLayer],
     regions: set[str],
     passes: list[dict[str, Any]],
 ) -> FusionMeasure:

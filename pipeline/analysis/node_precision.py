@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
 
 from pipeline.analysis import engine_layers
+from pipeline.records.inspect_file import EngineLayer
 
 MATRIX_OPS = frozenset(
     {
@@ -35,7 +35,7 @@ MATRIX_OPS = frozenset(
 )
 
 
-def kernel_of(layers: list[dict[str, Any]]) -> dict[str, Any]:
+def kernel_of(layers: list[EngineLayer]) -> EngineLayer:
     """The layer that does a matrix node's arithmetic, from those that name it."""
     kernels = [
         l for l in layers if engine_layers.is_matrix_kernel(l.get("type", ""), l["name"])
@@ -49,7 +49,7 @@ def kernel_of(layers: list[dict[str, Any]]) -> dict[str, Any]:
 
 def resolver(
     ops: dict[str, str],
-    layers: list[dict[str, Any]],
+    layers: list[EngineLayer],
     detailed: bool,
     network: dict[str, str],
     parsed: dict[str, dict[str, str]],
@@ -57,7 +57,7 @@ def resolver(
 ) -> Callable[[str, str], tuple[str, str]]:
     """precision_of(node name, first output) -> (precision, where it came from).
     ops: node name -> op type; network: network layer name -> precision."""
-    naming: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    naming: dict[str, list[EngineLayer]] = defaultdict(list)
     for layer in layers if detailed else []:
         for node in layer["onnx_nodes"]:
             naming[node].append(layer)

@@ -6,9 +6,10 @@ and the engine's I/O tensors. The build-log summary (buildlog.py) reads them fro
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypedDict
 
 from pipeline.analysis import engine_layers
+from pipeline.records.inspect_file import EngineLayer, IoTensor, LayerTensor
 
 ENGINE_LAYER = re.compile(r"^Layer\(([^)]*)\): (.+?), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*)$")
 _IO_TENSOR = re.compile(r"\s*(.+?) \((\w+)\[([-\d,]*)\]\)(?:,|$)")
@@ -28,7 +29,7 @@ def _dims(text: str) -> list[int]:
     return [int(d) for d in text.split(",") if d.strip()]
 
 
-def _io_side(text: str) -> list[dict[str, Any]]:
+def _io_side(text: str) -> list[LayerTensor]:
     return [
         {
             "name": m.group(1).strip(),
@@ -40,7 +41,7 @@ def _io_side(text: str) -> list[dict[str, Any]]:
     ]
 
 
-def engine_layer(m: re.Match[str]) -> dict[str, Any]:
+def engine_layer(m: re.Match[str]) -> EngineLayer:
     ins, _, outs = m.group(4).partition(" -> ")
     inputs, outputs = _io_side(ins), _io_side(outs)
     matrix = engine_layers.is_matrix_kernel(m.group(1), m.group(2))
@@ -62,7 +63,16 @@ def _plan_tensors(text: str) -> list[dict[str, Any]]:
     ]
 
 
-def parse_plan_dump(message: str) -> dict[str, Any] | None:
+class PlanDump(TypedDict):
+    """The engine's layers and I/O tensors as the DETAILED dump in the build log lists them
+    (build_summary.json's `engine_plan`)."""
+
+    source: str  # where they came from, as the report says it
+    layers: list[EngineLayer]
+    io_tensors: list[IoTensor]
+
+
+def parse_plan_dump(message: str) -> PlanDump | None:
     """The `Layers:` / `I/O Tensors:` dump in inspector-JSON shape, then normalised."""
     lines = message.split("\n")
     if not lines or lines[0].strip() != "Layers:":

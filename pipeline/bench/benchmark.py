@@ -26,7 +26,7 @@ from pipeline.inputs import decoder_runs, reference_file, sample_data, samples
 from pipeline.inputs.profiles import Profile
 from pipeline.machine import gpu_conditions, gpu_memory
 from pipeline.records import export_file, fingerprint_file
-from pipeline.records.benchmark_file import BenchmarkRecord
+from pipeline.records.benchmark_file import BenchmarkRecord, TimingMethod
 from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def run(
     return record
 
 
-def _method(bc: BenchmarkConfig) -> dict[str, Any]:
+def _method(bc: BenchmarkConfig) -> TimingMethod:
     """How every figure was timed: the loop's budget and what the clock measures."""
     return {
         "warmup_s": bc.warmup_s,

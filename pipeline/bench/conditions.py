@@ -9,16 +9,18 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pipeline.core import threads
 from pipeline.machine.fingerprint import package_version
+from pipeline.records.benchmark_file import BenchConditions
 from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig
+    from pipeline.records.benchmark_file import GpuSnapshot
 
 
 def _cpu_model() -> str:
@@ -35,9 +37,9 @@ def _cpu_model() -> str:
 def conditions(
     bench_cfg: BenchmarkConfig,
     fingerprint: FingerprintRecord,
-    gpu_before: dict[str, Any],
-    gpu_after: dict[str, Any],
-) -> dict[str, Any]:
+    gpu_before: GpuSnapshot,
+    gpu_after: GpuSnapshot,
+) -> BenchConditions:
     governor = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
     torch = sys.modules.get("torch")
     intra_op, threads_from = threads.intra_op(int(bench_cfg.intra_op_threads))

@@ -10,7 +10,7 @@ loop is pipeline.bench.timing.measure, the same one ONNX Runtime is timed with."
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -63,28 +63,49 @@ def measure(
     }
 
 
-def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> dict[str, Any]:
+class StageStats(TypedDict):
+    """One GPU stage's CUDA-event times (or all stages': gpu_total_ms)."""
+
+    mean_ms: float
+    median_ms: float
+    p90_ms: float
+    p95_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    low_sample_percentiles: list[str]
+
+
+class TimingSummary(measure_loop.LatencyStats, total=False):
+    """A backend's times at one point: the host's stats, comparable across backends."""
+
+    gpu: dict[str, StageStats]  # "<stage>_ms" -> its times; a GPU's runs only
+    cut_short: str  # why the budget stopped it short of benchmark.min_iterations
+
+
+def summarise(times: dict[str, np.ndarray], batch: int, min_tail_samples: int) -> TimingSummary:
     """Host latency stats at the top level (comparable with CPU backends), GPU
     stats per stage under "gpu"."""
-    out = measure_loop.stats(times["host"], batch, min_tail_samples)
-    out["gpu"] = {
-        f"{name}_ms": _brief(measure_loop.stats(v, batch, min_tail_samples))
-        for name, v in times.items()
-        if name != "host"
+    return {
+        **measure_loop.stats(times["host"], batch, min_tail_samples),
+        "gpu": {
+            f"{name}_ms": _brief(measure_loop.stats(v, batch, min_tail_samples))
+            for name, v in times.items()
+            if name != "host"
+        },
     }
-    return out
 
 
-def _brief(s: dict[str, Any]) -> dict[str, Any]:
-    keep = (
-        "mean_ms",
-        "median_ms",
-        "p90_ms",
-        "p95_ms",
-        "p99_ms",
-        "min_ms",
-        "max_ms",
-        "std_ms",
-        "low_sample_percentiles",
-    )
-    return {k: s[k] for k in keep}
+def _brief(s: measure_loop.LatencyStats) -> StageStats:
+    return {
+        "mean_ms": s["mean_ms"],
+        "median_ms": s["median_ms"],
+        "p90_ms": s["p90_ms"],
+        "p95_ms": s["p95_ms"],
+        "p99_ms": s["p99_ms"],
+        "min_ms": s["min_ms"],
+        "max_ms": s["max_ms"],
+        "std_ms": s["std_ms"],
+        "low_sample_percentiles": s["low_sample_percentiles"],
+    }

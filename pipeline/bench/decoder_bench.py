@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -99,13 +99,22 @@ def kv_cache(specs: list[TensorSpec], profiles: list[Profile]) -> KvCacheSize:
     }
 
 
+class DecoderPhases(TypedDict):
+    """One backend's two phases, by length (a str: JSON's keys): median ms, tokens/s."""
+
+    ttft_ms: dict[str, float]  # prompt length -> time to first token
+    prefill_tokens_per_s: dict[str, float]  # prompt tokens, over the whole batch
+    tpot_ms: dict[str, float]  # past length -> time per output token
+    decode_tokens_per_s: dict[str, float]
+
+
 def measure(
     runner: Runner,
     specs: list[TensorSpec],
     profiles: list[Profile],
     what: Plan,
     timer: Timer,
-) -> dict[str, Any]:
+) -> DecoderPhases:
     """TTFT and TPOT (median ms) by length, with tokens per second, for one backend."""
     rng = np.random.default_rng(0)
     ttft, tpot = {}, {}

@@ -10,7 +10,7 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol, TypedDict
 
 import numpy as np
 
@@ -116,9 +116,35 @@ def fraction_done(elapsed_ns: int, duration_ns: int, iterations: int, min_iterat
     return max(0.0, min(1.0, by_time, by_count))
 
 
+class LatencyStats(TypedDict):
+    """A run's latencies summed up (stats): milliseconds, and samples per second at its batch."""
+
+    iterations: int
+    seconds: float  # all iterations together
+    mean_ms: float
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    throughput_per_s: float
+    batch: int
+    p90_ms: float
+    p90_tail_samples: int  # samples beyond p90: with few, it is one or two outliers
+    p95_ms: float
+    p95_tail_samples: int
+    p99_ms: float
+    p99_tail_samples: int
+    low_sample_percentiles: list[str]  # those with fewer than min_tail_samples beyond them
+
+
+def _ns(ms: float) -> float:
+    """A figure in ms to the nanosecond (6 places), as benchmark.json keeps it."""
+    return round(ms, 6)
+
+
 def stats(
     latencies_ms: np.ndarray, batch: int, min_tail_samples: int = MIN_TAIL_SAMPLES
-) -> dict[str, Any]:
+) -> LatencyStats:
     """mean, median, p90/p95/p99, min, max, std and throughput (samples/s at this
     batch), with the number of samples beyond each percentile and the percentiles
     that rest on too few of them."""
@@ -127,26 +153,26 @@ def stats(
     if n == 0:
         raise ValueError("no latencies to summarise")
     total_s = float(lat.sum()) / 1e3
-    out: dict[str, Any] = {
+    at = {name: float(np.percentile(lat, q)) for name, q in PERCENTILES}
+    tail = {name: int(np.floor(n * (100 - q) / 100 + 1e-9)) for name, q in PERCENTILES}
+    return {
         "iterations": n,
-        "seconds": total_s,
-        "mean_ms": float(lat.mean()),
-        "median_ms": float(np.median(lat)),
-        "min_ms": float(lat.min()),
-        "max_ms": float(lat.max()),
-        "std_ms": float(lat.std(ddof=1)) if n > 1 else 0.0,
-        "throughput_per_s": float(n * batch / total_s) if total_s > 0 else 0.0,
+        "seconds": _ns(total_s),
+        "mean_ms": _ns(float(lat.mean())),
+        "median_ms": _ns(float(np.median(lat))),
+        "min_ms": _ns(float(lat.min())),
+        "max_ms": _ns(float(lat.max())),
+        "std_ms": _ns(float(lat.std(ddof=1)) if n > 1 else 0.0),
+        "throughput_per_s": _ns(float(n * batch / total_s) if total_s > 0 else 0.0),
         "batch": batch,
+        "p90_ms": _ns(at["p90"]),
+        "p90_tail_samples": tail["p90"],
+        "p95_ms": _ns(at["p95"]),
+        "p95_tail_samples": tail["p95"],
+        "p99_ms": _ns(at["p99"]),
+        "p99_tail_samples": tail["p99"],
+        "low_sample_percentiles": [p for p, _ in PERCENTILES if tail[p] < min_tail_samples],
     }
-    low = []
-    for name, q in PERCENTILES:
-        out[f"{name}_ms"] = float(np.percentile(lat, q))
-        tail = int(np.floor(n * (100 - q) / 100 + 1e-9))
-        out[f"{name}_tail_samples"] = tail
-        if tail < min_tail_samples:
-            low.append(name)
-    out["low_sample_percentiles"] = low
-    return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}
 
 
 def min_iterations_for(percentile: float, min_tail_samples: int = MIN_TAIL_SAMPLES) -> int:

@@ -22,6 +22,7 @@ from pipeline.precision.gate.tasks import OutputTasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import BenchmarkConfig, PipelineConfig
+    from pipeline.records.export_file import ReferenceSource
 
 # Backends whose failure to run is a finding (skipped with the reason), not an error:
 # ONNX Runtime lacks CPU kernels for some bf16/fp8 graphs.
@@ -40,11 +41,12 @@ def progress_bar(label: str) -> tuple[console.Bar, Callable[[float], None]]:
 
 def _summarise(
     times: dict[str, np.ndarray], batch: int, bench_cfg: BenchmarkConfig
-) -> dict[str, Any]:
+) -> cuda_timing.TimingSummary:
+    out: cuda_timing.TimingSummary
     if len(times) > 1:
         out = cuda_timing.summarise(times, batch, int(bench_cfg.min_tail_samples))
     else:
-        out = measure_loop.stats(times["host"], batch, int(bench_cfg.min_tail_samples))
+        out = {**measure_loop.stats(times["host"], batch, int(bench_cfg.min_tail_samples))}
     n = len(times["host"])
     if measure_loop.Budget.of(bench_cfg).cut_short(n):
         out["cut_short"] = (
@@ -54,6 +56,7 @@ def _summarise(
     return out
 
 
+# Open shape: benchmark._add_speedups adds speedup_vs_<benchmark.baseline>, named by the config.
 def brief(result: dict[str, Any]) -> dict[str, Any]:
     keep = (
         "median_ms",
@@ -71,6 +74,7 @@ def brief(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Open shape: one entry per model output, by its name (accuracy.compare), or a skip and why.
 def _accuracy(
     runner: Runner, references: list[Pair], profiles: list[Profile], tasks: OutputTasks
 ) -> dict[str, Any]:
@@ -142,7 +146,7 @@ class DecoderRecord(TypedDict, total=False):
 
     batch: int
     kv_cache: decoder_bench.KvCacheSize
-    backends: dict[str, dict[str, Any]]  # backend -> TTFT and TPOT by length
+    backends: dict[str, decoder_bench.DecoderPhases]  # backend -> TTFT and TPOT by length
     generation: dict[str, generation.GenerationSummary]  # backend -> its greedy runs
     skipped: str
 
@@ -167,12 +171,12 @@ class Measuring:
         self.by_point: dict[str, dict[str, dict[str, Any]]] = {}
         # a decoder's inputs and what of its phases is timed; each backend's figures
         self.decoder: tuple[list[onnx_model.TensorSpec], decoder_bench.Plan] | None = None
-        self.phases: dict[str, dict[str, Any]] = {}
+        self.phases: dict[str, decoder_bench.DecoderPhases] = {}
         # a decoder's reference prompts, generated greedily through each backend
         self.prompts: list[generation.Prompt] = []
         self.generations: dict[str, generation.GenerationSummary] = {}
 
-    def backend(self, name: str, runner: Runner | str, reference: dict[str, Any]) -> None:
+    def backend(self, name: str, runner: Runner | str, reference: ReferenceSource) -> None:
         if isinstance(runner, str):
             self.results[name] = {"status": "skipped", "reason": runner}
             return
@@ -250,7 +254,7 @@ def _median_ms(backend: str, bench_cfg: BenchmarkConfig) -> decoder_bench.Timer:
     return timer
 
 
-def _backend_failure(runner: Runner, e: Exception, reference: dict[str, Any]) -> Exception:
+def _backend_failure(runner: Runner, e: Exception, reference: ReferenceSource) -> Exception:
     """A required backend's failure: this tool's own errors as they are; the runtime failing
     on this model and these inputs (ONNX Runtime's Fail on a Mod by zero of random
     integers) is the user's to fix, in one line."""

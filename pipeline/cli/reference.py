@@ -197,6 +197,7 @@ def _readers(key: str, stages: dict[str, Any]) -> list[str]:
     ]
 
 
+# Open shape: DVC's YAML, stage name -> its dvc.yaml body (DVC's schema, not ours).
 def _several_models_stages() -> dict[str, Any]:
     """The stages of the dvc.yaml `init` writes for several models, each `foreach` body
     as its stage."""
@@ -239,6 +240,7 @@ def group_options(conf_dir: Path, group: str) -> list[str]:
         return overrides._options(loader, group)
 
 
+# Open shape: a config tree flattened, dotted key -> value: the keys are the config's own.
 def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out = {}
     for k, v in tree.items():

@@ -50,14 +50,14 @@ def stale_stages(
     return sorted(out, key=lambda s: STAGES.index(s[0]) if s[0] in STAGES else len(STAGES))
 
 
-def _dvc_status(repo: Path) -> dict[str, Any]:
+def _dvc_status(repo: Path) -> dict[str, list[str | dict[str, Any]]]:
     from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     try:
         with Repo(str(repo)) as r:
             # DVC's API is untyped: stage name -> its changes (names, or {kind: items})
-            status: dict[str, Any] = r.status()
+            status: dict[str, list[str | dict[str, Any]]] = r.status()
             return status
     except DvcException as e:
         raise PipelineError(f"dvc status failed in {repo}: {e}") from None

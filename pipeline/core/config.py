@@ -479,6 +479,7 @@ def load(path: str | Path = "params.yaml", model: str | None = None) -> Pipeline
         raise PipelineError(f"models.{model}: {e}") from None
 
 
+# Open shape: whichever config section the caller passes, as plain data (the user's values).
 def to_dict(cfg: Any) -> dict[str, Any]:
     if OmegaConf.is_config(cfg):
         # A config section (a DictConfig) becomes a dict of plain data (a choice as its

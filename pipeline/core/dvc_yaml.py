@@ -14,6 +14,7 @@ from typing import Any
 MACHINE = "machine/dvc.yaml"
 
 
+# Open shape: DVC's YAML, stage name -> its dvc.yaml body (DVC's schema, not ours).
 def stages(repo: Path) -> dict[str, Any]:
     """The stages of `repo`'s pipeline in order: machine/dvc.yaml's (the fingerprint), then
     dvc.yaml's (the values are shared between callers: read them, never change them)."""
@@ -28,6 +29,7 @@ def stages(repo: Path) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=8)
+# Open shape: DVC's YAML, stage name -> its dvc.yaml body (DVC's schema, not ours).
 def _parse(path: str, mtime_ns: int, size: int, inode: int) -> dict[str, Any]:
     import yaml
 

@@ -18,9 +18,12 @@ import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
+
+if TYPE_CHECKING:  # imported where arrays are read or written: most writes need no numpy
+    import numpy as np
 
 _ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 
@@ -161,7 +164,7 @@ def write_npz(path: str | os.PathLike[str], arrays: Mapping[str, Any]) -> Path:
     return write_bytes(path, npz_bytes(arrays))
 
 
-def read_npz(path: str | os.PathLike[str], what: str = "array file") -> dict[str, Any]:
+def read_npz(path: str | os.PathLike[str], what: str = "array file") -> dict[str, np.ndarray]:
     """Never unpickles: object arrays in the file are an error, not code to run."""
     import numpy as np
 

@@ -108,6 +108,7 @@ def _graph(folder: Path, named: Any) -> Path:
     )
 
 
+# Open shape: genai_config.json or a Hugging Face config.json, third-party files read by key.
 def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}

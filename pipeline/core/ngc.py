@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from pipeline.core.errors import PipelineError
 
@@ -44,6 +44,16 @@ ENV = {
 }
 
 
+class ReleaseTable(TypedDict):
+    """conf/ngc_releases.json, or a team's own table of its shape: the rows, and for a
+    person where they came from. Only the rows are checked (each has its release)."""
+
+    releases: list[dict[str, Any]]  # one per release: its TensorRT, CUDA, driver, Triton
+    about: NotRequired[str]
+    checked: NotRequired[str]  # when the sources were read, "2026-11-27"
+    sources: NotRequired[dict[str, str]]  # a row's source names, described
+
+
 @cache
 def releases(extra: str | None = None) -> dict[str, dict[str, Any]]:
     """The shipped table by release, with the rows of `extra` (a JSON file of the same
@@ -57,14 +67,14 @@ def releases(extra: str | None = None) -> dict[str, dict[str, Any]]:
     return dict(sorted(rows.items()))
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> ReleaseTable:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise PipelineError(f"NGC release table {path} cannot be read: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("releases"), list):
         raise PipelineError(f"NGC release table {path} has no 'releases' list")
-    return data
+    return cast(ReleaseTable, data)
 
 
 @dataclass(frozen=True)

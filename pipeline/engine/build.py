@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from pipeline.engine.trt_hooks import (
 )
 from pipeline.inputs import profiles
 from pipeline.records import fingerprint_file
+from pipeline.records.build_file import BuildSettings, NetworkIO, TensorIO, WeakTypingSettings
 from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:
@@ -35,11 +36,11 @@ class BuildResult:
     engine: bytes | memoryview  # TensorRT's own buffer, see build_engine
     records: list[Record]
     network: list[dict[str, Any]]
-    network_io: dict[str, Any]
+    network_io: NetworkIO
     seconds: float
     trt_version: str
     flavour: str
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: BuildSettings
 
 
 # TensorRT ships no type information: its builder, network, config and parser are Any here.
@@ -74,8 +75,8 @@ def network_layers(trt: ModuleType, network: Any) -> list[dict[str, Any]]:
     return layers
 
 
-def network_io(network: Any) -> dict[str, Any]:
-    def spec(t: Any) -> dict[str, Any]:
+def network_io(network: Any) -> NetworkIO:
+    def spec(t: Any) -> TensorIO:
         return {"name": t.name, "dtype": backend.dtype_name(t.dtype), "shape": list(t.shape)}
 
     return {
@@ -277,7 +278,7 @@ def _parse_and_build(
     network, _parser = parse_onnx(trt, builder, logger, onnx_path, strongly_typed)
     layers, io = network_layers(trt, network), network_io(network)
     config = configure(trt, builder, network, build_cfg, precision_cfg, resolved_profiles)
-    weak: dict[str, Any] = {}
+    weak: WeakTypingSettings | None = None
     if not strongly_typed:
         from pipeline.engine import weak_typing
 
@@ -300,6 +301,9 @@ def _parse_and_build(
         )
     if timing_cache is not None and not stop.requested:  # a stopped run leaves nothing behind
         timing_cache.save(trt, config)
+    settings: BuildSettings = {"strongly_typed": strongly_typed}
+    if weak:
+        settings["weak_typing"] = weak
     # A view of TensorRT's buffer, not bytes(): no second copy of an engine that can be
     # gigabytes (hashing and writing take any buffer; the view keeps TensorRT's alive).
     return BuildResult(
@@ -310,7 +314,7 @@ def _parse_and_build(
         seconds=seconds,
         trt_version=trt.__version__,
         flavour=flavour,
-        settings={"strongly_typed": strongly_typed, **({"weak_typing": weak} if weak else {})},
+        settings=settings,
     )
 
 

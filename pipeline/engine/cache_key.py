@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, Required, TypedDict, cast
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
-from pipeline.machine.fingerprint import identity
+from pipeline.machine.fingerprint import FingerprintIdentity, identity
 from pipeline.records import calibration_file
 from pipeline.records.fingerprint_file import FingerprintRecord
 
@@ -39,10 +39,28 @@ ENGINE_PRECISION_FIELDS = ("mode", "tf32")
 ENGINE_BUILD_FIELDS_WHEN_SET = ("strip_weights",)
 
 
-def engine_build_fields(build_cfg: dict[str, Any]) -> dict[str, Any]:
+class EngineBuildFields(TypedDict):
+    """The build settings in the key: ENGINE_BUILD_FIELDS, and those of
+    ENGINE_BUILD_FIELDS_WHEN_SET where on. None where the recorded config of an older
+    manifest has no such field."""
+
+    workspace_mib: int | None
+    optimization_level: int | None
+    hardware_compatibility: str | None  # the choice's name: "none", "ampere_plus", ...
+    version_compatible: bool | None
+    compute_capabilities: list[str] | None
+    extra_flags: list[str] | None
+    strip_weights: NotRequired[bool]
+
+
+def engine_build_fields(build_cfg: dict[str, Any]) -> EngineBuildFields:
     """The build settings in the key (of a config, or of a manifest's recorded one)."""
     fields = {k: build_cfg.get(k) for k in ENGINE_BUILD_FIELDS}
-    return fields | {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS_WHEN_SET if build_cfg.get(k)}
+    # the field lists above decide what the key holds; the type only names it
+    return cast(
+        EngineBuildFields,
+        fields | {k: build_cfg[k] for k in ENGINE_BUILD_FIELDS_WHEN_SET if build_cfg.get(k)},
+    )
 
 
 class ProfileFields(TypedDict, total=False):
@@ -54,17 +72,16 @@ class ProfileFields(TypedDict, total=False):
 
 
 class KeyInputs(ProfileFields, total=False):
-    """Everything the engine key hashes (manifest.json keeps it as `key_inputs`). Its
-    groups are open on purpose: each holds the config fields its list names
-    (ENGINE_BUILD_FIELDS, ENGINE_PRECISION_FIELDS, the fingerprint's identity)."""
+    """Everything the engine key hashes (manifest.json keeps it as `key_inputs`). The
+    precision group is open on purpose: it holds the fields ENGINE_PRECISION_FIELDS names."""
 
     key_version: Required[int]
     onnx_sha256: Required[str]
-    build: Required[dict[str, Any]]
+    build: Required[EngineBuildFields]
     precision: Required[dict[str, Any]]
     calibration_sha256: Required[str | None]
     plugins_sha256: Required[list[str]]
-    fingerprint: Required[dict[str, Any]]
+    fingerprint: Required[FingerprintIdentity]
 
 
 def key_inputs(

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.core.errors import PipelineError
-from pipeline.records.build_file import EngineFile, LogDigest, Manifest
+from pipeline.records.build_file import BuildSettings, EngineFile, LogDigest, Manifest, NetworkIO
 from pipeline.store import plain_name_problem
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ class Built(Protocol):
     @property
     def flavour(self) -> str: ...
     @property
-    def settings(self) -> dict[str, Any]: ...
+    def settings(self) -> BuildSettings: ...
     @property
-    def network_io(self) -> dict[str, Any]: ...
+    def network_io(self) -> NetworkIO: ...
 
 
 def make(
@@ -124,6 +124,7 @@ def problems(manifest: object) -> list[str]:
     return out
 
 
+# Open shape: a section of a file not yet known to be a manifest (problems() is checking it).
 def _section(manifest: dict[str, Any], name: str, out: list[str]) -> dict[str, Any] | None:
     """manifest[name] when it is an object; else None, and `out` says so."""
     value = manifest.get(name)

@@ -13,6 +13,7 @@ from typing import Any
 from pipeline.core import console, fileio, locking
 from pipeline.core.errors import PipelineError
 from pipeline.engine import backend
+from pipeline.records.build_file import TimingCacheReport
 from pipeline.store import ENGINES
 
 
@@ -79,7 +80,7 @@ class TimingCache:
             return
         self.status = "saved"
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> TimingCacheReport:
         new = (
             self.entries_after - self.entries_before
             if self.entries_after is not None and self.entries_before is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
@@ -161,9 +161,36 @@ def _at(d: object, dotted: str) -> object:
     return d
 
 
+class SameBytes(TypedDict):
+    """compare_bytes() of two engines with the same bytes."""
+
+    identical: Literal[True]
+    bytes: int
+
+
+class DifferingRun(TypedDict):
+    """Differing bytes less than 8 apart, as one run, and the text around it in each engine."""
+
+    offset: int
+    length: int
+    a: str  # printable, "." for any other byte
+    b: str
+
+
+class DifferentBytes(TypedDict):
+    """compare_bytes() of two engines that differ."""
+
+    identical: Literal[False]
+    sizes: list[int]  # a's, b's
+    differing_bytes: int  # a size difference counts too
+    first_difference: int  # an offset
+    runs: list[DifferingRun]  # the first five
+    more_runs: int
+
+
 def compare_bytes(
     a: bytes | memoryview, b: bytes | memoryview, context: int = 24
-) -> dict[str, Any]:
+) -> SameBytes | DifferentBytes:
     """Where two engines differ: counts, the first offset, and printable text
     around each differing run (names and strings are what usually moves)."""
     if a == b:

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -259,7 +259,14 @@ def _describe_set(
     )
 
 
-def _described(a: np.ndarray, axis: int | None) -> dict[str, Any]:
+class DescribedInput(TypedDict):
+    """An input of the calibration data as its info's `inputs` describes it."""
+
+    dtype: str
+    shape: list[int | str]  # "N" at the axis counting samples
+
+
+def _described(a: np.ndarray, axis: int | None) -> DescribedInput:
     """dtype and shape with the sample axis as N (a shared input: its own shape)."""
     shape: list[int | str] = list(a.shape)
     if axis is not None:

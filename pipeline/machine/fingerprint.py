@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from importlib.machinery import ModuleSpec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pipeline.core import hashing, ngc
 from pipeline.core.errors import PipelineError
@@ -295,12 +295,41 @@ def collect(build_cfg: BuildConfig | BuildSettings, require_trt: bool = True) ->
     return cast(FingerprintRecord, {**fp, "id": fingerprint_id(fp)})
 
 
-def identity(fp: Mapping[str, Any]) -> dict[str, Any]:
+class GpuIdentity(TypedDict):
+    """The GPU of an identity: its model, not which one of how many."""
+
+    name: str
+    compute_capability: str  # "8.9"
+    memory_mib: int
+
+
+class FingerprintIdentity(TypedDict):
+    """identity(): the fields of IDENTITY_KEYS, hashed into the fingerprint id and kept in
+    the engine key's inputs. None where a fingerprint (an older manifest's) lacks one."""
+
+    gpu: GpuIdentity | None
+    driver_version: str | None
+    cuda_driver_version: str | None
+    cuda_runtime_version: str | None
+    trt_flavour: str | None
+    trt_version: str | None
+    trt_distribution: str | None
+    hardware_compatibility: str | None
+    version_compatible: bool | None
+    target: str | None
+
+
+def identity(fp: Mapping[str, Any]) -> FingerprintIdentity:
     """The fields that decide which machines an engine is valid for. GPU count and
     index are left out: an engine built on GPU 0 of eight runs on any of them."""
-    ident = {k: fp.get(k) for k in IDENTITY_KEYS}
-    if ident["gpu"]:
-        ident["gpu"] = {k: ident["gpu"][k] for k in ("name", "compute_capability", "memory_mib")}
+    # IDENTITY_KEYS decides what the identity holds; the type only names it
+    ident = cast(FingerprintIdentity, {k: fp.get(k) for k in IDENTITY_KEYS})
+    if gpu := ident["gpu"]:
+        ident["gpu"] = {
+            "name": gpu["name"],
+            "compute_capability": gpu["compute_capability"],
+            "memory_mib": gpu["memory_mib"],
+        }
     return ident
 
 

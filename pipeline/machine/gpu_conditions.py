@@ -4,10 +4,11 @@ A machine without a GPU gets an explicit record saying so, never a silent gap.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from pipeline.core.numbers import MIB
+from pipeline.records.benchmark_file import Clocks, GpuReading, GpuSnapshot
 
 T = TypeVar("T")
 
@@ -32,11 +33,12 @@ def _read(fn: Callable[[], T]) -> T | None:
         return None
 
 
-def _text(value: object) -> object:
-    return value.decode() if isinstance(value, bytes) else value
+def _text(value: object) -> str | None:
+    """NVML's strings: bytes from older nvidia-ml-py, str from newer; None where unread."""
+    return value.decode() if isinstance(value, bytes) else cast("str | None", value)
 
 
-def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict[str, Any]:
+def snapshot(pci_bus_id: str | None = None, index: int = 0) -> GpuSnapshot:
     """One reading of the GPU the benchmark runs on (by PCI bus id where known,
     since CUDA and NVML may number GPUs differently), or {"gpu": None, ...}."""
     try:
@@ -59,10 +61,10 @@ def snapshot(pci_bus_id: str | None = None, index: int = 0) -> dict[str, Any]:
         _read(pynvml.nvmlShutdown)
 
 
-def _reading(nv: Any, h: Any) -> dict[str, Any]:
+def _reading(nv: Any, h: Any) -> GpuReading:
     """nv: the pynvml module, h: a device handle (nvidia-ml-py ships no type information)."""
 
-    def clocks(get: Callable[[Any, int], int]) -> dict[str, int | None]:
+    def clocks(get: Callable[[Any, int], int]) -> Clocks:
         return {
             "sm": _read(lambda: get(h, nv.NVML_CLOCK_SM)),
             "memory": _read(lambda: get(h, nv.NVML_CLOCK_MEM)),
@@ -96,12 +98,12 @@ def _reading(nv: Any, h: Any) -> dict[str, Any]:
     }
 
 
-def summary(before: dict[str, Any], after: dict[str, Any]) -> str:
+def summary(before: GpuSnapshot, after: GpuSnapshot) -> str:
     """One line for people: did clocks or temperature move while measuring?"""
     if before.get("gpu") is None:
         return str(before.get("reason", "no GPU"))
 
-    def one(s: dict[str, Any]) -> str:
+    def one(s: Mapping[str, Any]) -> str:
         return (
             f"SM {s['clocks_mhz']['sm']} MHz, {s['temperature_c']} C, {s['power_w']} W, "
             f"{s['performance_state']}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from pipeline.precision.gate.judging import judge
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
+    from pipeline.precision.autocast.cast import AutocastRecord
+    from pipeline.precision.gemm_flops import GemmFlops, GemmWeights
+    from pipeline.precision.int4.graphs import Int4WeightView
     from pipeline.records.calibration_file import TablesRecord
 
 
@@ -74,7 +77,17 @@ def _tables(kind: str, names: list[str], failed: dict[str, list[str]]) -> Tables
     return made
 
 
-def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+class QuantizedView(TypedDict):
+    """What calibration.json's `calibration` says of the quantized graph that goes to the
+    build (added to its family's record)."""
+
+    quantized_tensors: list[dict[str, Any]]  # each Q/DQ pair: its tensor and its readers
+    gemm_flops: GemmFlops
+    gemm_weights: GemmWeights
+    int4: NotRequired[Int4WeightView]  # where the graph holds int4 weights
+
+
+def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> QuantizedView:
     """Of the graph that goes to the build: which tensors are quantized and who reads them,
     the share of GEMM FLOPs that reads a quantized input (int8/fp8) or weight (int4), and
     for int4 which GEMMs hold int4 weights and their share of the weights."""
@@ -83,7 +96,7 @@ def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     from pipeline.precision.qdq import plan
 
     model = onnx_model.load(dest, check=False, weights=False)
-    view = {
+    view: QuantizedView = {
         "quantized_tensors": plan.quantized_tensors(model),
         "gemm_flops": gemm_flops.summary(model, feeds),
         "gemm_weights": gemm_flops.weight_bytes(model),
@@ -93,12 +106,25 @@ def quantized_view(dest: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
     return view
 
 
+class ActivationsRecord(TypedDict):
+    """calibration.json's `activations`: the type int4's activations went to, and how."""
+
+    type: str  # "fp16"
+    autocast: AutocastRecord  # the cast that put them there
+
+
+class Fp16Activations(TypedDict):
+    """What fp16_activations adds to calibration.json."""
+
+    activations: ActivationsRecord
+
+
 def fp16_activations(
     dest: Path,
     first_batch: dict[str, np.ndarray],
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
-) -> dict[str, Any]:
+) -> Fp16Activations:
     """precision.activations=fp16 for int4: AutoCast on the int4 graph the search settled on
     (its weights stay int4; scales and activations go to fp16). The search judged fp32
     activations; the graph written is judged again, as built."""

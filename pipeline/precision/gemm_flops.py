@@ -5,7 +5,7 @@ of quantized nodes hides that one FFN projection can outweigh ten attention MatM
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -60,7 +60,18 @@ def node_flops(node: Any, shapes: dict[str, list[int]]) -> int | None:
     return 2 * math.prod(a) * math.prod(b[1:])  # ConvTranspose: each input scatters a kernel
 
 
-def summary(model: ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+class GemmFlops(TypedDict):
+    """The graph's GEMM FLOPs at the reference batch's shapes (calibration.json's
+    calibration.gemm_flops)."""
+
+    gemm_flops: int
+    quantized_gemm_flops: int  # of GEMMs reading a quantized input or weight
+    quantized_fraction: float | None  # None: no GEMM FLOPs counted
+    shapes_of: dict[str, list[int]]  # graph input -> the shape counted at
+    nodes_of_unknown_shape: list[str]  # GEMMs left out of the count
+
+
+def summary(model: ModelProto, feeds: dict[str, np.ndarray]) -> GemmFlops:
     """Total GEMM FLOPs at these shapes and the fraction whose input is quantized."""
     producer = {o: n.op_type for n in model.graph.node for o in n.output}
     shapes = _shapes(model, feeds)
@@ -101,7 +112,14 @@ STORED_AS = {
 _WEIGHT_PATH = ("DequantizeLinear", "QuantizeLinear", "Cast", "Transpose", "Reshape", "Identity")
 
 
-def weight_bytes(model: ModelProto) -> dict[str, Any]:
+class GemmWeights(TypedDict):
+    """The GEMM weights' bytes by the type they are stored in (calibration.gemm_weights)."""
+
+    bytes: dict[str, int]  # "fp32", "int8", ... (STORED_AS), "other"
+    share: dict[str, float]  # of all GEMM weight bytes; empty where there are none
+
+
+def weight_bytes(model: ModelProto) -> GemmWeights:
     """The bytes of every GEMM and convolution weight as it is stored in the graph (an int8
     initializer behind a DequantizeLinear counts as int8, an fp16 one behind a Cast as fp16),
     by type, and each type's share: what the engine's weights will weigh, in the graph."""

@@ -20,6 +20,56 @@ class EngineFile(TypedDict):
     refit_from: NotRequired[dict[str, str]]  # stripped: the graph whose weights refit it
 
 
+class TensorIO(TypedDict):
+    """A network input or output as TensorRT parsed it (engine/build.network_io)."""
+
+    name: str
+    dtype: str
+    shape: list[int]  # -1 where the dim is dynamic
+
+
+class NetworkIO(TypedDict):
+    """manifest.json's `network_io`: what a server of the engine feeds and reads."""
+
+    inputs: list[TensorIO]
+    outputs: list[TensorIO]
+
+
+class WeakTypingSettings(TypedDict):
+    """What a TensorRT 10 weakly typed build set (engine/weak_typing.configure): manifest.json's
+    backend.weak_typing. The calibrator's fields only where it calibrated int8 implicitly."""
+
+    flags: list[str]  # builder flags by name
+    calibrator: NotRequired[str]
+    calibration_cache: NotRequired[str]  # its path
+    calibration_cache_hit: NotRequired[bool]
+
+
+class BuildSettings(TypedDict):
+    """What the builder adds to manifest.json's `backend` beside flavour and version."""
+
+    strongly_typed: bool
+    weak_typing: NotRequired[WeakTypingSettings]  # only in a weakly typed build
+
+
+class TimingCacheOff(TypedDict):
+    """manifest.json's `timing_cache` where build.timing_cache=off: no cache was read."""
+
+    mode: str  # "off"
+
+
+class TimingCacheReport(TypedDict):
+    """manifest.json's `timing_cache` of a build that used one (engine/timing_cache.py)."""
+
+    mode: str  # build.timing_cache: "readwrite", "read" or "strict"
+    file: str  # a plain name in the engine store's timing folder
+    status: str  # what became of it: "loaded", "saved", "not saved: <why>", ...
+    # TensorRT reports no hits: the entries before and after, the new ones being the misses
+    entries_before: int | None
+    entries_after: int | None
+    misses: int | None
+
+
 class BuildConfigUsed(TypedDict):
     build: dict[str, Any]  # the build group, as the cache key read it
     precision: dict[str, Any]  # the precision group; its "name" is the precision
@@ -59,9 +109,9 @@ class Manifest(TypedDict):
     precision: str | None
     tensorrt: str  # "<flavour> <version>"
     log: LogDigest
-    network_io: dict[str, Any]  # the network's inputs and outputs as TensorRT parsed them
+    network_io: NetworkIO
     key_inputs: NotRequired[Mapping[str, Any]]  # the engine key's inputs (the build writes them)
-    timing_cache: NotRequired[dict[str, Any]]
+    timing_cache: NotRequired[TimingCacheReport | TimingCacheOff]
     # the image it was built in: the pinned one (pin.build, by reference) and the one this
     # machine ran, as its environment declares it (the fingerprint's container)
     image: NotRequired[dict[str, Any]]

@@ -10,9 +10,9 @@ build stage reads it on an engine-store hit, which imports no numpy or onnx."""
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
-from pipeline.core.engine_sizes import WeightCounts
+from pipeline.core.engine_sizes import EngineSize, WeightCounts
 from pipeline.core.gate import GateResult
 from pipeline.core.json_record import JsonRecord
 
@@ -67,15 +67,29 @@ class FallbackRecord(TypedDict, total=False):
     plain: dict[str, Any]
     all_high_precision: dict[str, Any]
     groups: list[dict[str, Any]]
+    blocks: list[dict[str, Any]]  # where the kept groups' nodes were taken a layer at a time
     nodes: list[dict[str, Any]]
     steps: list[dict[str, Any]]
     graphs_evaluated: int
+    ranked_on_batches: int  # units are ranked on these, each bisection step judged on all
+    batches: int
+    decided_on_subset: int  # graphs whose verdict the first batches settled
     written_checks: list[dict[str, Any]]
     fp16_checks: list[dict[str, Any]]
     int8_checks: list[dict[str, Any]]
     error: str
     cache: dict[str, Any]
     seconds: float
+
+
+class EnginesRecord(TypedDict):
+    """The fp16 and fp32 engines of the exported graph on this machine, each where TensorRT
+    could build it (precision/common/engine_cost.record)."""
+
+    measured_with: str  # "TensorRT-RTX 1.7.1.116, no GPU (portable ahead-of-time target)"
+    settings_sha256: str  # the build settings, profiles and machine they were measured under
+    fp32: NotRequired[EngineSize]
+    fp16: NotRequired[EngineSize]
 
 
 class CalibrationRecord(Judgement, total=False):
@@ -102,7 +116,7 @@ class CalibrationRecord(Judgement, total=False):
     search_judgement: dict[str, Any]
     # The fp16 and fp32 engines of the exported graph on this machine (bytes, key, where
     # the size came from) and how they were measured: what the build stands its engine by.
-    engines: dict[str, Any]
+    engines: EnginesRecord
     # export.json's count of the graph's parameters: what the engine's bytes per parameter
     # are held against (core/engine_sizes.per_parameter)
     weights: WeightCounts

@@ -5,7 +5,7 @@ inputs came from. Written and read here only (see core/json_record.py)."""
 # No `from __future__ import annotations`: the TypedDicts' Required[] are evaluated at class
 # creation, as the reader's field check needs.
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict, cast
 
 from pipeline.core.engine_sizes import WeightCounts
 from pipeline.core.errors import PipelineError
@@ -19,6 +19,25 @@ class SampleAxes(TypedDict):
     axes: dict[str, int | None]  # input -> the axis samples stack on; None: not batched
 
 
+class ReferenceSource(TypedDict):
+    """export.json's `reference`: where the reference inputs came from, and what of that a
+    report shows. Each source has its own fields; "unknown" where no export.json is."""
+
+    source: str  # "folder", "factory", "random", "prompts" or "unknown"
+    random: bool | None  # None: unknown
+    path: NotRequired[str]  # folder, prompts
+    samples: NotRequired[int]  # folder
+    sha256: NotRequired[str]  # folder, prompts: the data's content
+    sampler: NotRequired[str]  # factory: "<factory>.sample_inputs"
+    note: NotRequired[str]  # random: the warning that gate and benchmark say little
+    # random: what each input is drawn from, a [low, high] or a distribution's name
+    ranges: NotRequired[dict[str, list[float | None] | str]]
+    prompts: NotRequired[int]
+    decode_steps: NotRequired[int]
+    batches: NotRequired[dict[str, int]]  # prompts: by phase, prefill and decode
+    truth: NotRequired[str]  # why, where the fp32 truth is the normalised graph's
+
+
 class ExportRecord(TypedDict, total=False):
     source: Required[str]  # "factory:<name>" or "onnx:<file name>"
     onnx_sha256: Required[str]
@@ -30,7 +49,9 @@ class ExportRecord(TypedDict, total=False):
     nodes: int
     reference_batches: int
     samples: SampleAxes
-    reference: dict[str, Any]  # where the reference inputs came from; "random": bool
+    # a ReferenceSource, kept open while its makers (inputs/sample_data.py and
+    # inputs/decoder_runs.py) return plain dicts
+    reference: dict[str, Any]
     normalized: list[str]  # what normalising the user's file changed
     peak_rss_mib: float  # the stage's return only
 
@@ -46,12 +67,12 @@ def read(folder: Path) -> ExportRecord:
     return RECORD.read(folder / EXPORT_SUMMARY)
 
 
-def reference_info(folder: Path) -> dict[str, Any]:
+def reference_info(folder: Path) -> ReferenceSource:
     """Where the export's reference inputs came from; unknown where no export.json is."""
-    unknown: dict[str, Any] = {"source": "unknown", "random": None}
+    unknown: ReferenceSource = {"source": "unknown", "random": None}
     if not (Path(folder) / EXPORT_SUMMARY).exists():
         return unknown
-    return read(folder).get("reference", unknown)
+    return cast(ReferenceSource, read(folder).get("reference", unknown))
 
 
 def weights(folder: Path) -> WeightCounts | None:

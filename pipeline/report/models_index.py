@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 from pipeline.core import fileio, tables
 from pipeline.core.errors import PipelineError
@@ -19,10 +19,23 @@ from pipeline.report import templating
 HEADERS = ["model", "precision", "engine MiB", "accuracy gate", "build gates", "median ms"]
 
 
-def row(root: Path, name: str, precision: str) -> dict[str, Any]:
+class ModelRow(TypedDict):
+    """A model's row of index/models.json: its headline numbers, or why there are none."""
+
+    model: str
+    precision: str
+    missing: NotRequired[str]  # why there are no numbers: its stages have not run yet
+    engine_mib: NotRequired[float]
+    accuracy_gate: NotRequired[bool]
+    build_gates: NotRequired[bool]
+    median_ms: NotRequired[dict[str, float]]  # backend -> median latency
+    links: NotRequired[dict[str, str]]  # page -> its path from the project root, where it is
+
+
+def row(root: Path, name: str, precision: str) -> ModelRow:
     """A model's row: its headline numbers, or why there are none."""
     layout = Layout(root, name)
-    found: dict[str, Any] = {"model": name, "precision": precision}
+    found: ModelRow = {"model": name, "precision": precision}
     try:
         summary = summary_file.read(layout.metrics_dir)
     except PipelineError as e:
@@ -45,7 +58,7 @@ def row(root: Path, name: str, precision: str) -> dict[str, Any]:
     }
 
 
-def _cells(r: dict[str, Any]) -> list[str]:
+def _cells(r: ModelRow) -> list[str]:
     if "missing" in r:
         return [r["model"], r["precision"], "–", "not run", "not run", r["missing"]]
     ms = ", ".join(f"{k} {v:.3f}" for k, v in sorted(r["median_ms"].items())) or "–"
@@ -60,7 +73,7 @@ def _cells(r: dict[str, Any]) -> list[str]:
     ]
 
 
-def to_markdown(rows: list[dict[str, Any]]) -> str:
+def to_markdown(rows: list[ModelRow]) -> str:
     return f"# Models\n\n{tables.markdown(HEADERS, [_cells(r) for r in rows])}\n"
 
 
@@ -77,4 +90,5 @@ def write(root: Path, models: dict[str, str], out: Path) -> list[dict[str, Any]]
             up=Path(os.path.relpath(root, out)).as_posix(),  # links are root-relative
         )
         fileio.write_text(tmp / "index.html", page)
-    return rows
+    # the rows as flow/stages.index declares them, plain dicts
+    return cast("list[dict[str, Any]]", rows)

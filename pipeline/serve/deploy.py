@@ -62,6 +62,7 @@ def _args(kind: str | None, own: set[str]) -> list[str]:
     return args
 
 
+# Open shape: a Docker Compose document (compose-spec), checked against its schema in tests.
 def compose(image: str, kinds: dict[str, str], own: set[str], repository: str) -> dict[str, Any]:
     """One service per GPU kind, each its own profile (`docker compose --profile <kind> up`),
     or one service where no fleet is named."""
@@ -101,6 +102,7 @@ def kubernetes(image: str, kinds: dict[str, str], own: set[str]) -> dict[str, li
     return out
 
 
+# Open shape: a Kubernetes Deployment manifest, checked by kubernetes-validate in tests.
 def _deployment(image: str, kind: str | None, product: str, own: set[str]) -> dict[str, Any]:
     labels = {"app": "triton", **({"gpu-kind": kind} if kind else {})}
     container: dict[str, Any] = {
@@ -137,6 +139,7 @@ def _deployment(image: str, kind: str | None, product: str, own: set[str]) -> di
     }
 
 
+# Open shape: a Kubernetes Service manifest, checked by kubernetes-validate in tests.
 def _service() -> dict[str, Any]:
     return {
         "apiVersion": "v1",

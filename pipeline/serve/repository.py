@@ -20,7 +20,7 @@ from pipeline.core import console, fileio, hashing, ngc
 from pipeline.core.errors import PipelineError
 from pipeline.records.package_file import PackageRecord
 from pipeline.serve import serving, triton_checks
-from pipeline.serve.triton_config import Engine, config, text
+from pipeline.serve.triton_config import Engine, TritonConfig, config, text
 
 VERSION = "1"
 RTX_NOTE = (
@@ -143,9 +143,9 @@ def write(
 
 def _per_kind(
     name: str, engine: Engine, by_cc: dict[str, list[tuple[str, Engine]]]
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, TritonConfig]:
     """configs/<kind>.pbtxt where a compute capability has plans for several GPU kinds."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, TritonConfig] = {}
     for cc, kinds in by_cc.items():
         if len({e.gpu for _, e in kinds}) < 2:
             continue
@@ -157,7 +157,7 @@ def _per_kind(
 
 def _written(
     folder: Path,
-    configs: dict[str, dict[str, Any]],
+    configs: dict[str, TritonConfig],
     engines: list[Engine],
     version: Path,
     header: str,
@@ -181,9 +181,7 @@ def _written(
     return checked
 
 
-def _warmed(
-    configs: dict[str, dict[str, Any]], sample: dict[str, np.ndarray], folder: Path
-) -> None:
+def _warmed(configs: dict[str, TritonConfig], sample: dict[str, np.ndarray], folder: Path) -> None:
     """model_warmup in every config, and the files it reads in warmup/."""
     from pipeline.serve.triton_config import warmup
 

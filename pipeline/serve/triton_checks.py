@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.serve.triton_config import Engine, config, max_batch_size
+from pipeline.serve.triton_config import Engine, TritonConfig, config, max_batch_size
 
 SCHEMA = "tritonclient/grpc/model_config_pb2.py"
 
 
-def schema_check(text: str, want: dict[str, Any], module: Any) -> str:
+def schema_check(text: str, want: TritonConfig, module: Any) -> str:
     """Parses `text` with Triton's ModelConfig (`module`, from load_schema) and compares it
     with the config it was written from; what was checked, in words. Raises ValueError on
     a config the schema refuses or reads otherwise."""
@@ -107,7 +107,7 @@ def _model_config(source: str, where: str) -> Any:
 
 
 def rule_problems(
-    cfg: dict[str, Any], engines: list[Engine], version_dir: Path, name: str
+    cfg: TritonConfig, engines: list[Engine], version_dir: Path, name: str
 ) -> list[str]:
     """What Triton would refuse or silently do otherwise, judged against the engines."""
     out = []
@@ -132,7 +132,7 @@ def rule_problems(
     return out
 
 
-def _warmup_problems(cfg: dict[str, Any], engines: list[Engine], folder: Path) -> list[str]:
+def _warmup_problems(cfg: TritonConfig, engines: list[Engine], folder: Path) -> list[str]:
     """Each warm-up input within a profile of every engine, and its file of the right size."""
     import numpy as np
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
+from pipeline.records.build_file import NetworkIO, TensorIO
 
 # TensorRT's tensor types (backend.dtype_name) as Triton names them.
 TRITON_TYPES = {
@@ -33,6 +34,37 @@ TRITON_TYPES = {
 }
 
 
+class TritonTensor(TypedDict):
+    """An input or output of a config: its dims leave the batch dim out where it batches."""
+
+    name: str
+    data_type: str  # Triton's: "TYPE_FP32", ...
+    dims: list[int]
+
+
+class InstanceGroup(TypedDict):
+    """Where the model's instances run: one on each GPU, free to use every profile."""
+
+    kind: str  # "KIND_GPU"
+    count: int
+    profile: list[str]  # the optimization profiles it may use, by index
+
+
+class TritonConfig(TypedDict):
+    """A model configuration (config()), shaped as protobuf's JSON form of Triton's
+    ModelConfig: what text() writes and the schema check compares Triton's reading with."""
+
+    name: str
+    platform: str  # "tensorrt_plan"
+    max_batch_size: int  # 0: the config does not batch
+    input: list[TritonTensor]
+    output: list[TritonTensor]
+    instance_group: list[InstanceGroup]
+    cc_model_filenames: dict[str, str]  # compute capability -> plan file
+    dynamic_batching: NotRequired[dict[str, Any]]  # {}, Triton's defaults, where it batches
+    model_warmup: NotRequired[list[dict[str, Any]]]  # warmup()'s, where a sample was given
+
+
 @dataclass(frozen=True)
 class Engine:
     """One built engine, as its build folder's manifest says."""
@@ -42,7 +74,7 @@ class Engine:
     compute_capability: str | None  # "8.9"; None where the build saw no GPU
     gpu: str | None  # the GPU's name, the kind a server runs
     flavour: str  # tensorrt or tensorrt_rtx
-    io: dict[str, list[dict[str, Any]]]  # network_io: inputs and outputs, name/dtype/shape
+    io: NetworkIO  # the manifest's network_io
     profiles: list[dict[str, Any]]  # per profile, per input: min/opt/max
     sha256: str
     # what made the engine but the machine (the engine key's inputs less the fingerprint):
@@ -102,7 +134,7 @@ def max_batch_size(engine: Engine) -> int:
     return max(per_profile, default=0)
 
 
-def _type(tensor: dict[str, Any]) -> str:
+def _type(tensor: TensorIO) -> str:
     kind = TRITON_TYPES.get(tensor["dtype"])
     if kind is None:
         raise PipelineError(
@@ -112,7 +144,7 @@ def _type(tensor: dict[str, Any]) -> str:
     return kind
 
 
-def _tensors(tensors: list[dict[str, Any]], batch: int) -> list[dict[str, Any]]:
+def _tensors(tensors: list[TensorIO], batch: int) -> list[TritonTensor]:
     return [
         {
             "name": t["name"],
@@ -135,7 +167,7 @@ NUMPY_TYPES = {
 }
 
 
-def warmup(cfg: dict[str, Any], sample: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
+def warmup(cfg: TritonConfig, sample: dict[str, Any]) -> tuple[dict[str, Any], dict[str, bytes]]:
     """model_warmup from one reference sample (input name -> array, its batch axis first
     where the config batches), and the files it reads (warmup/<file> -> raw bytes)."""
     import numpy as np
@@ -156,12 +188,12 @@ def warmup(cfg: dict[str, Any], sample: dict[str, Any]) -> tuple[dict[str, Any],
     return {"name": "reference sample", "batch_size": 1, "inputs": inputs}, files
 
 
-def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
+def config(name: str, engine: Engine, plans: dict[str, str]) -> TritonConfig:
     """The model configuration for `engine`'s I/O and profiles, reading `plans` (compute
     capability -> plan file in the version folder), shaped as protobuf's JSON form of
     Triton's ModelConfig (what the schema check compares it with)."""
     batch = max_batch_size(engine)
-    out: dict[str, Any] = {
+    out: TritonConfig = {
         "name": name,
         "platform": "tensorrt_plan",
         "max_batch_size": batch,
@@ -181,7 +213,7 @@ def config(name: str, engine: Engine, plans: dict[str, str]) -> dict[str, Any]:
     return out
 
 
-def text(cfg: dict[str, Any], note: str = "") -> str:
+def text(cfg: TritonConfig, note: str = "") -> str:
     """config.pbtxt: protobuf's text format of `cfg`, written here (the schema check parses
     it back where tritonclient is installed)."""
     lines = [f"# {line}" for line in note.splitlines()]

@@ -123,6 +123,7 @@ class Entry:
         return sum(f["bytes"] for f in self.meta["files"].values())
 
     @property
+    # Open shape: the labels its maker gave; the engine, job and calibration stores differ.
     def labels(self) -> dict[str, Any]:
         labels: dict[str, Any] = self.meta["labels"]
         return labels

@@ -135,7 +135,18 @@ def _path_digest(path: Path) -> str | None:
     return hashing.sha256_json(files)
 
 
-def key_inputs(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> dict[str, Any]:
+class JobKeyInputs(TypedDict):
+    """What a job key hashes (job_key): what `dvc repro` would compare, and the machine."""
+
+    config: dict[str, Any]  # the whole config less `sweep`, as plain data
+    # each dependency's sha256 (a folder's over its files) by its dvc.yaml name, or
+    # "config:<path>" for one a templated path names; None where nothing is there
+    deps: dict[str, str | None]
+    libraries: dict[str, str]  # the versions that shape a result (build_files.tool_versions)
+    fingerprint: str  # this machine's fingerprint id
+
+
+def key_inputs(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> JobKeyInputs:
     config = config_lib.to_dict(cfg)
     config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
     static, from_config = dvc_deps(repo, cfg)

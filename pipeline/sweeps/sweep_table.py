@@ -70,6 +70,7 @@ def _store_word(event: str | None) -> str | None:
     return "built" if "built" in event and "meanwhile" not in event else "hit"
 
 
+# Open shape: a sweep-table row, FIXED's columns and an acc:<metric> column per gate metric.
 def row_from_result(job: str, r: JobResult) -> dict[str, Any]:
     """A summary row from a job's result.json (pipeline/sweeps/job.py)."""
     bench = r.get("benchmark", {})
@@ -102,6 +103,7 @@ def _gate_word(passed: bool | None, on_random: bool | None = False) -> str | Non
     return ("passed" if passed else "FAILED") + (" on RANDOM inputs" if on_random else "")
 
 
+# Open shape: acc:<metric> columns, named by the accuracy gate's metrics and outputs.
 def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:
     """`acc:<metric>` per gate metric, the worst over outputs (names them when several)."""
     cols: dict[str, Any] = {}
@@ -112,6 +114,7 @@ def _accuracy_columns(gate: dict[str, Any]) -> dict[str, Any]:
     return cols
 
 
+# Open shape: a sweep-table row (job, gates), one type with the open rows it is listed among.
 def failed_row(job: str, why: str = "job failed (no result.json)") -> dict[str, Any]:
     return {"job": job, "gates": why}
 
@@ -182,6 +185,7 @@ def _dvc_revs(entries: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[
     return out
 
 
+# Open shape: a sweep-table row, FIXED's columns and an acc:<metric> column per summary metric.
 def _dvc_row(rev: dict[str, Any], executor: dict[str, Any]) -> dict[str, Any] | None:
     """A row from metrics/summary.json (pipeline/report/benchmark/headline.py: flat, the worst accuracy
     over outputs, each backend's headline latency) and params.yaml; a failed experiment is

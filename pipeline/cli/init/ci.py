@@ -64,6 +64,7 @@ def _run(name: str, cmd: str, **more: str) -> dict[str, str]:
     return {"name": name, "run": cmd, **more}
 
 
+# Open shape: a GitHub Actions workflow, checked against its schema in tests.
 def _github(image: str, digest: str, kinds: dict[str, list[str]]) -> dict[str, Any]:
     container = {"image": image, "options": "--gpus all", "volumes": [f"{STORE}:{STORE}"]}
     env = {"TRT_PIPELINE_STORE": STORE, "TRT_PIPELINE_IMAGE_DIGEST": digest}
@@ -111,6 +112,7 @@ def _github(image: str, digest: str, kinds: dict[str, list[str]]) -> dict[str, A
     }
 
 
+# Open shape: a GitLab CI/CD pipeline (.gitlab-ci.yml), checked against its schema in tests.
 def _gitlab(image: str, digest: str, kinds: dict[str, list[str]]) -> dict[str, Any]:
     variables = {"TRT_PIPELINE_STORE": STORE, "TRT_PIPELINE_IMAGE_DIGEST": digest}
     runner_tags = sorted({t for tags in kinds.values() for t in tags[:-1] if t != "self-hosted"})

@@ -10,20 +10,21 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.graph import onnx_model
-from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision.calibration import cache
+from pipeline.precision.calibration.cache import LibraryVersions, library_versions
 from pipeline.precision.common import streamed
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, PrecisionConfig
+    from pipeline.records.calibration_file import TablesRecord
 
 # 2: the cast graph carries no intermediate shape annotations (see _convert).
 KEY_VERSION = 2
@@ -47,9 +48,20 @@ def fp16_of(precision_cfg: PrecisionConfig) -> PrecisionConfig:
     return cast("PrecisionConfig", OmegaConf.merge(precision_cfg, change))
 
 
+class AutocastKey(LibraryVersions):
+    """AutoCast's cache key: what the cast graph depends on."""
+
+    key_version: int
+    transform: str  # "autocast"
+    onnx_sha256: str
+    data_sha256: str  # the activations' data it measures ranges on
+    settings: dict[str, Any]  # each of SETTINGS as precision.* holds it, as JSON
+    calibrated_by: NotRequired[str]  # STREAMED, where the cast is streamed
+
+
 def key_inputs(
     src: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
-) -> dict[str, Any]:
+) -> AutocastKey:
     settings = {k: getattr(precision_cfg, k) for k in SETTINGS}
     return {
         "key_version": KEY_VERSION,
@@ -60,8 +72,18 @@ def key_inputs(
             k: v if v is None or isinstance(v, (str, int, float, bool)) else list(v)
             for k, v in settings.items()
         },
-        **transform_library_versions(),
+        **library_versions(),
     }
+
+
+class AutocastRecord(TypedDict):
+    """calibration.json's `autocast` (and int4's activations'): how the graph was cast."""
+
+    calibrated_by: str  # "modelopt", or STREAMED
+    low_precision_type: str | None  # "fp16", "bf16"
+    modelopt_version: str
+    cache: dict[str, Any]  # the calibration cache's record of the cast: key, hit
+    tables: NotRequired[TablesRecord]  # the embedding tables cast after it (transform.py)
 
 
 def autocast(
@@ -70,7 +92,7 @@ def autocast(
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     calib_inputs: dict[str, np.ndarray],
-) -> dict[str, Any]:
+) -> AutocastRecord:
     """Write dest (the fp16/bf16 graph); return what the calibration summary records."""
     inputs = key_inputs(src, precision_cfg, calib_inputs)
     stream = streamed.chosen(
@@ -83,7 +105,11 @@ def autocast(
         got, cache_record = cache.cached(
             calibration_cfg,
             key,
-            lambda: (_convert(src, Path(tmp), precision_cfg, calib_inputs, stream), inputs, "miss"),
+            lambda: (
+                _convert(src, Path(tmp), precision_cfg, calib_inputs, stream),
+                dict(inputs),  # the entry's labels: a plain dict to the store
+                "miss",
+            ),
             "AutoCast result",
         )
         cache.write_graph(got, dest)

@@ -34,6 +34,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.precision.autocast.linear_cleanup import linear_cleanup
 
 if TYPE_CHECKING:
+    from modelopt.onnx.autocast.referencerunner import TensorStats
     from onnx import ModelProto
 
     from pipeline.core.config import PrecisionConfig
@@ -114,7 +115,9 @@ def _classifier(
     )
 
 
-def reference_stats(model: ModelProto, base: Path, feeds: dict[str, np.ndarray]) -> dict[str, Any]:
+def reference_stats(
+    model: ModelProto, base: Path, feeds: dict[str, np.ndarray]
+) -> dict[str, TensorStats]:
     """TensorStats of the graph inputs and of every tensor a node makes, for one batch of
     feeds, from one session reading the weights from `base` (what ModelOpt's reference
     runner gives its classifier, without holding every tensor's values past their
@@ -129,7 +132,7 @@ def reference_stats(model: ModelProto, base: Path, feeds: dict[str, np.ndarray])
     with console.bar(total=1, desc="AutoCast ranges (streamed)", unit="batch") as bar:
         outs = onnx_runtime.run_named(session, wanted, feeds, "on the fp32 graph")
         bar.update(1)
-    stats = {}
+    stats: dict[str, TensorStats] = {}
     for name, x in [*feeds.items(), *zip(wanted, outs)]:
         a = np.asarray(x)
         if a.dtype.kind not in "biuf":

@@ -7,16 +7,29 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pipeline.core import console, fileio
 from pipeline.graph import onnx_model
+from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
     from onnx import ModelProto
 
     from pipeline.core.config import CalibrationConfig
+
+# The versions of the libraries a transform's result depends on, by distribution name
+# (machine.fingerprint.TRANSFORM_LIBRARIES): part of AutoCast's and int4's cache keys.
+LibraryVersions = TypedDict(
+    "LibraryVersions", {"nvidia-modelopt": str, "onnx": str, "onnxruntime": str}
+)
+
+
+def library_versions() -> LibraryVersions:
+    """machine.fingerprint.transform_library_versions(), whose keys are TRANSFORM_LIBRARIES."""
+    return cast("LibraryVersions", transform_library_versions())
+
 
 # What a cache miss runs: (the entry's files, its labels, the event a summary records).
 Make = Callable[[], tuple[Mapping[str, FileData], dict[str, Any], str]]

@@ -10,11 +10,12 @@ in the run that made it."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
 from pipeline.core.engine_sizes import EngineSize
+from pipeline.records.calibration_file import EnginesRecord
 
 
 class EngineCost(Protocol):
@@ -39,10 +40,17 @@ class EngineCost(Protocol):
         ...
 
 
-def record(engines: EngineCost) -> dict[str, Any]:
+# The references an EngineCost measures, in the order it measures them.
+REFERENCES: tuple[Literal["fp32", "fp16"], ...] = ("fp32", "fp16")
+
+
+def record(engines: EngineCost) -> EnginesRecord:
     """What calibration.json keeps of the measures (`engines`): how, and the references."""
-    return {
+    out: EnginesRecord = {
         "measured_with": engines.measured_with,
         "settings_sha256": engines.settings_sha256,
-        **engines.references,
     }
+    for kind in REFERENCES:
+        if kind in engines.references:
+            out[kind] = engines.references[kind]
+    return out

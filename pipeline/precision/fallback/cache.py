@@ -28,13 +28,31 @@ if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable
 
 
+class JudgedBy(accuracy.CriteriaKey):
+    """What a cached judgement depends on besides the graphs (judged_by): part of the
+    fallback search's cache key and of precision=auto's."""
+
+    reference_inputs_sha256: str
+    reference_outputs_sha256: str
+    gate: dict[str, Any]  # precision.gate as the config holds it
+    onnxruntime: str | None  # its version; None where it is not installed
+
+
+class FallbackKey(JudgedBy):
+    """The fallback search's cache key: what the search and the final judgement read."""
+
+    search_version: int
+    qdq_sha256: str  # the plain Q/DQ graph
+    kept_in: str  # the types kept nodes go to: "fp16 where the gate holds", "fp32"
+
+
 def cache_inputs(
     qdq_sha256: str,
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     mode: str = "auto",
     ladder: tuple[str, ...] = ("fp16",),
-) -> dict[str, Any]:
+) -> FallbackKey:
     return {
         "search_version": search.SEARCH_VERSION,
         "qdq_sha256": qdq_sha256,
@@ -43,7 +61,7 @@ def cache_inputs(
     }
 
 
-def judged_by(pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria) -> dict[str, Any]:
+def judged_by(pairs: list[accuracy.ReferenceBatch], criteria: accuracy.Criteria) -> JudgedBy:
     """What a cached judgement depends on besides the graphs: the reference data, the gate,
     the outputs' tasks and ONNX Runtime's version."""
     from pipeline.machine.fingerprint import package_version
@@ -64,7 +82,7 @@ def _searched(
     precision_cfg: PrecisionConfig,
     plain: Judgement,
     written: Callable[..., Judgement],
-) -> tuple[dict[str, Any], Judgement]:
+) -> tuple[FallbackRecord, Judgement]:
     """The search from the plain graph's judgement; its choice written and judged as
     written (resumed with written graphs where it misses: written_checks.resume); with
     fallback=auto its kept nodes in fp16 where the gate holds. The record and the final
@@ -124,7 +142,7 @@ def run(
 
     def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
         final = judge()
-        record: dict[str, Any] = {"mode": "auto", "needed": not final["gate_passed"]}
+        record: FallbackRecord = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:
             record, final = _searched(graphs, pairs, criteria, precision_cfg, final, written)
         files = {

@@ -30,7 +30,7 @@ threshold (<= 1 passes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
@@ -43,7 +43,7 @@ from pipeline.precision.fallback import groups, record_rows
 from pipeline.precision.fallback.groups import Group
 from pipeline.precision.fallback.record_rows import SearchJudgement
 from pipeline.precision.gate import accuracy, subset_first
-from pipeline.records.calibration_file import Judgement
+from pipeline.records.calibration_file import FallbackRecord, Judgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable
@@ -64,7 +64,7 @@ class SearchFailed(PipelineError):
     """No graph the search may build passes; `record` says what was measured, `plain`
     (set by the caller) is the plain Q/DQ graph's judgement for the metrics file."""
 
-    def __init__(self, line: str, record: dict[str, Any]) -> None:
+    def __init__(self, line: str, record: Mapping[str, Any]) -> None:
         super().__init__(line)
         self.record = record
         self.plain: Judgement | None = None
@@ -179,7 +179,7 @@ def search(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     plain: SearchJudgement,
-) -> dict[str, Any]:
+) -> FallbackRecord:
     """The record of the search for the fewest most-sensitive candidates to keep out of the
     low type that pass (its `kept`); the caller writes that graph and judges it as written.
     `plain`: the Q/DQ graph's judgement."""
@@ -209,7 +209,7 @@ def search(
 
 def _searched(
     graphs: Searchable, run: _Run, roles: list[Group], plain: SearchJudgement
-) -> dict[str, Any]:
+) -> FallbackRecord:
     plan, candidates = graphs.plan, run.candidates
     everything = run.keeping(candidates)
     if not everything["passed"]:
@@ -234,7 +234,7 @@ def _searched(
         kept = [u.name for u in pool]
     else:
         nodes, kept = _kept_nodes(run, pool, everything)
-    record = {
+    record: FallbackRecord = {
         "mode": "auto",
         "needed": True,
         "placement": plan.placement,
@@ -242,8 +242,12 @@ def _searched(
         "kept_fp32": kept,  # of them, those in fp32 (written_checks.kept_lower moves some)
         "kept_fp16": [],
         **record_rows.counts(plan, candidates, kept),
-        "plain": {k: plain[k] for k in ("score", "metrics", "failing")},
-        "all_high_precision": {k: everything[k] for k in ("score", "metrics")},
+        "plain": {
+            "score": plain["score"],
+            "metrics": plain["metrics"],
+            "failing": plain["failing"],
+        },
+        "all_high_precision": {"score": everything["score"], "metrics": everything["metrics"]},
         "groups": record_rows.group_rows(groups, n_groups, base),
         **({"blocks": record_rows.group_rows(blocks, n_blocks, base)} if blocks else {}),
         "nodes": record_rows.node_rows(nodes, plan, ordered, kept, base),

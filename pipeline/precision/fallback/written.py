@@ -7,12 +7,12 @@ fewest_passing (1, 2, 4, ... then bisection)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pipeline.core import gate
 from pipeline.precision.fallback.record_rows import counts
 from pipeline.precision.fallback.search import SearchFailed
-from pipeline.records.calibration_file import Judgement
+from pipeline.records.calibration_file import FallbackRecord, Judgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def resume(
     graphs: Searchable,
-    record: dict[str, Any],
+    record: FallbackRecord,
     written: Callable[[list[str]], Judgement],
 ) -> Judgement:
     """After the graph written with the search's choice misses the gate when judged as
@@ -31,7 +31,7 @@ def resume(
     written graph should agree; where they do not, the written graph has the last word."""
     kept = list(record["kept"])
     rest = [n for n in _by_sensitivity(record) if n not in kept]
-    checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
+    checks = record.setdefault("written_checks", [])
 
     def judged(extra: int) -> Judgement:
         result = written(kept + rest[:extra])
@@ -76,7 +76,7 @@ def fewest_passing(limit: int, judged: Callable[[int], Judgement]) -> tuple[int,
     return hi
 
 
-def _by_sensitivity(record: dict[str, Any]) -> list[str]:
+def _by_sensitivity(record: FallbackRecord) -> list[str]:
     """Every candidate, most sensitive first: the nodes measured alone, then the nodes of
     the groups the search let stay quantized, group by group."""
     order = [r["node"] for r in record["nodes"]]
@@ -85,13 +85,20 @@ def _by_sensitivity(record: dict[str, Any]) -> list[str]:
     return order
 
 
-def _brief(judgement: Judgement) -> dict[str, Any]:
+class Brief(TypedDict):
+    """A graph judged as written, in a written check's row."""
+
+    passed: bool
+    failing: list[str]  # a line per failed check
+
+
+def _brief(judgement: Judgement) -> Brief:
     failing = gate.failures(judgement["gate"])
     return {"passed": judgement["gate_passed"], "failing": [gate.describe(r) for r in failing]}
 
 
 def kept_lower(
-    record: dict[str, Any],
+    record: FallbackRecord,
     written: Callable[..., Judgement],
     ladder: tuple[str, ...],
     fits: Callable[[str, str], bool],
@@ -106,13 +113,17 @@ def kept_lower(
     kept = list(record["kept"])  # most sensitive first
     step = _Step(kept, written)
     final: Judgement | None = None
+    # A type's keys in the record (`<type>_checks`, `kept_<type>`; int8, fp16) are made from
+    # its name, which mypy cannot check against the record's keys: hence the ignores.
     for kind in ladder:
         movable = [n for n in kept if n not in step.lower and fits(n, kind)]
         above = "kept_fp32" if kind == ladder[-1] else "kept_above"
-        got = step.down(kind, movable, record.setdefault(f"{kind}_checks", []), above)
+        checks = record.setdefault(f"{kind}_checks", [])  # type: ignore[misc]
+        got = step.down(kind, movable, checks, above)
         final = got or final
     for kind in ladder:
-        record[f"kept_{kind}"] = [n for n in kept if step.lower.get(n) == kind]
+        lower = [n for n in kept if step.lower.get(n) == kind]
+        record[f"kept_{kind}"] = lower  # type: ignore[literal-required]
     record["kept_fp32"] = [n for n in kept if n not in step.lower]
     if step.last is not None and step.last != step.lower:
         result = written(kept, step.lower)  # dest holds the passing graph, not the last tried

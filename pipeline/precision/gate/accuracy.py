@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import numpy as np
 
@@ -33,6 +33,15 @@ class GateFailed(PipelineError):
 
 # Gate thresholds on how far values moved, which random reference inputs cannot judge.
 MAGNITUDE_GATES = ("max_abs_error", "max_mean_rel_error", "max_rel_error")
+
+
+class CriteriaKey(TypedDict):
+    """What a cache of judgements is keyed by besides the gate's thresholds (Criteria.key):
+    the optional keys are absent where unset, so older caches keep their keys."""
+
+    task: str  # the default task
+    output_tasks: NotRequired[dict[str, str]]  # output -> its task, sorted by output
+    metric: NotRequired[str]  # the user's metric's name
 
 
 @dataclass(frozen=True)
@@ -72,10 +81,10 @@ class Criteria:
         figures = compare(reference, candidate, self.tasks, self.metric)
         return figures, check_gate(figures, self.gate)
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> CriteriaKey:
         """What a cache of judgements must be keyed by besides the gate's thresholds (the
         default task alone, as before output tasks and metrics existed, where they are unset)."""
-        out: dict[str, Any] = {"task": self.tasks.default}
+        out: CriteriaKey = {"task": self.tasks.default}
         if self.tasks.per_output:
             out["output_tasks"] = dict(sorted(self.tasks.per_output.items()))
         if self.metric is not None:
@@ -121,12 +130,26 @@ def compare(
     return result
 
 
-def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str, Any]:
+class OutputFigures(TypedDict):
+    """One output's figures over all batches (compare adds its task, and a decoder's phases
+    and perplexity); the optional ones where its task and shape allow them."""
+
+    max_abs_error: float
+    mean_rel_error: float
+    cosine: float  # of rows for ROW_COSINE tasks: the worst row's
+    rel_error: float
+    finite: bool
+    cosine_mean: NotRequired[float]
+    rows: NotRequired[int]  # the rows the row cosines were taken over
+    top1_agreement: NotRequired[float]
+
+
+def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFigures:
     """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
     `last` the size of the output's last axis (the class axis, a step's vector)."""
     diff = np.abs(ref - got)
     denom = np.linalg.norm(ref) * np.linalg.norm(got)
-    metrics: dict[str, Any] = {
+    metrics: OutputFigures = {
         "max_abs_error": float(diff.max()) if diff.size else 0.0,
         "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
         if diff.size
@@ -141,10 +164,37 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> dict[str
     if task in tasks_lib.ROW_COSINE:
         rows = row_cosines(r, g, skip_tiny=True)
         if len(rows):
-            metrics.update(cosine=float(rows.min()), cosine_mean=float(rows.mean()), rows=len(rows))
+            metrics.update(
+                {"cosine": float(rows.min()), "cosine_mean": float(rows.mean()), "rows": len(rows)}
+            )
     if task in tasks_lib.TOP1 and last > 1:
         metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
     return metrics
+
+
+class PhaseFigures(TypedDict, total=False):
+    """One phase's figures of a decoder's logits (those its rows gave)."""
+
+    top1_agreement: float
+    cosine: float
+    rows: int
+
+
+class ByPhase(TypedDict, total=False):
+    """What a decoder's logits add to their figures: the worse phase's top-1 and cosine (where
+    every phase has them), and each phase's figures."""
+
+    top1_agreement: float
+    cosine: float
+    by_phase: dict[str, PhaseFigures]  # "prefill", "decode" -> its figures
+
+
+_PHASE_FIGURES: tuple[Literal["top1_agreement", "cosine", "rows"], ...] = (
+    "top1_agreement",
+    "cosine",
+    "rows",
+)
+_WORST_OF_PHASES: tuple[Literal["top1_agreement", "cosine"], ...] = ("top1_agreement", "cosine")
 
 
 def _by_phase(
@@ -153,21 +203,23 @@ def _by_phase(
     candidate: list[dict[str, np.ndarray]],
     phases: list[str | None],
     last: int,
-) -> dict[str, Any]:
+) -> ByPhase:
     """A decoder's logits judged per phase (prefill positions, decode steps): the gate takes
     the worse phase's top-1 and cosine, so a few decode steps are not lost among many
     prompt positions; `by_phase` keeps both."""
-    figures: dict[str, dict[str, Any]] = {}
+    figures: dict[str, PhaseFigures] = {}
     for phase in sorted({p for p in phases if p is not None}):
         keep = [i for i, p in enumerate(phases) if p == phase]
         ref, got = _stacked(name, [reference[i] for i in keep], [candidate[i] for i in keep])
         whole = _figures(ref, got, "next_token", last)
-        figures[phase] = {k: whole[k] for k in ("top1_agreement", "cosine", "rows") if k in whole}
-    worst = {
-        k: min(f[k] for f in figures.values())
-        for k in ("top1_agreement", "cosine")
-        if all(k in f for f in figures.values())
-    }
+        figures[phase] = {}
+        for k in _PHASE_FIGURES:
+            if k in whole:
+                figures[phase][k] = whole[k]
+    worst: ByPhase = {}
+    for w in _WORST_OF_PHASES:
+        if all(w in f for f in figures.values()):
+            worst[w] = min(f[w] for f in figures.values())
     return {**worst, "by_phase": figures}
 
 

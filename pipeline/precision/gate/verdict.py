@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from pipeline.precision.gate import tasks
 
 if TYPE_CHECKING:
     from pipeline.core.config import AccuracyGate
+    from pipeline.core.gate import GateResult
     from pipeline.precision.gate.accuracy import Criteria, ReferenceBatch
     from pipeline.records.calibration_file import Judgement
 
@@ -123,7 +124,18 @@ def tightened(criteria: Criteria, margin: float) -> Criteria:
     return replace(criteria, gate=gate)
 
 
-def brief(judged: Judgement, info: dict[str, Any]) -> dict[str, Any]:
+class SearchFigure(TypedDict):
+    """calibration.json's search_judgement: the chosen graph judged on the search's samples,
+    under its tightened gate (beside the verdict, on the held-out ones)."""
+
+    accuracy: dict[str, dict[str, Any]]  # output -> metric -> figure
+    gate: list[GateResult]
+    gate_passed: bool
+    samples: int  # the search's samples
+    margin: float  # precision.search_margin
+
+
+def brief(judged: Judgement, info: dict[str, Any]) -> SearchFigure:
     """The search's own figure of the graph it chose, for calibration.json beside the
     verdict: its accuracy and its gate (the tightened one) on the search's samples."""
     return {

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -163,7 +163,17 @@ def _reads(node: Any) -> Iterator[str]:
             yield from _reads(n)
 
 
-def weight_view(model: ModelProto) -> dict[str, Any]:
+class Int4WeightView(TypedDict):
+    """Which GEMMs hold int4 weights and their share (calibration.json's calibration.int4)."""
+
+    int4_gemms: list[str]
+    int4_embedding_tables: list[str]  # Gathers reading an int4 table
+    gemm_weight_parameters: dict[str, int]  # "int4", "higher_precision" -> parameters
+    gemm_weight_bytes: dict[str, int]  # the same, as stored
+    int4_weight_share: float | None  # of the parameters; None: no GEMM weight
+
+
+def weight_view(model: ModelProto) -> Int4WeightView:
     """Of the graph that goes to the build: which GEMMs read an int4 weight, the share of
     GEMM weight parameters held in int4, and the bytes each precision takes."""
     inits = {i.name: i for i in model.graph.initializer}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired
 
 from pipeline.core import hashing
 from pipeline.core.choices import Int4Method
@@ -25,8 +25,8 @@ from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
 from pipeline.graph import onnx_model, tied_weights
 from pipeline.inputs import calibration_data
 from pipeline.inputs.calibration_data import CalibrationSet
-from pipeline.machine.fingerprint import transform_library_versions
 from pipeline.precision.calibration import cache, reader
+from pipeline.precision.calibration.cache import LibraryVersions, library_versions
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import streamed
 from pipeline.precision.common.ops import at_opset
@@ -45,12 +45,26 @@ NEEDS_DATA = ("awq_clip",)
 OPSET = 21  # blocked DequantizeLinear
 
 
+class Int4Key(LibraryVersions):
+    """The calibration cache's key of the int4 weights (key_inputs)."""
+
+    key_version: int
+    transform: str  # "int4"
+    onnx_sha256: str
+    data_sha256: str | None  # None: round-to-nearest reads no data
+    method: str | None  # precision.int4_method
+    block_size: int
+    embeddings: bool  # precision.int4_embeddings
+    exclude_nodes: list[str]
+    calibrated_by: NotRequired[str]  # STREAMED's line, where the weights are streamed
+
+
 def key_inputs(
     src: Path,
     data: CalibrationSet | None,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
-) -> dict[str, Any]:
+) -> Int4Key:
     """What ModelOpt's int4 weights depend on."""
     return {
         "key_version": KEY_VERSION,
@@ -61,7 +75,7 @@ def key_inputs(
         "block_size": int(precision_cfg.block_size),
         "embeddings": bool(precision_cfg.int4_embeddings),
         "exclude_nodes": list(calibration_cfg.exclude_nodes),
-        **transform_library_versions(),
+        **library_versions(),
     }
 
 
@@ -170,7 +184,7 @@ def _partial_blocks(
 def _int4_graph(
     source: ModelProto,
     base: Path,
-    inputs: dict[str, Any],
+    inputs: Int4Key,
     stream: bool,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,

@@ -12,9 +12,9 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError
@@ -24,12 +24,14 @@ from pipeline.inputs import calibration_data
 from pipeline.precision.autocast.cast import autocast, fp16_of
 from pipeline.precision.calibration import cache
 from pipeline.precision.common.engine_cost import EngineCost
+from pipeline.precision.fallback.cache import JudgedBy, judged_by
 from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.verdict import Holdout, Split
 from pipeline.precision.mixed import objective
 from pipeline.precision.mixed import search as mixed_search
 from pipeline.precision.mixed.graphs import MixedGraphs
+from pipeline.precision.mixed.record import AutoSummary
 from pipeline.precision.mixed.search import Figures
 from pipeline.records.calibration_file import Judgement
 
@@ -51,7 +53,7 @@ def make(
     model_cfg: ModelConfig,
     judge: Callable[[Path, list[accuracy.ReferenceBatch], accuracy.Criteria], Judgement],
     engines: EngineCost | None = None,
-) -> tuple[Split, dict[str, Any], Judgement]:
+) -> tuple[Split, AutoSummary, Judgement]:
     """Write dest (the graph the search chose); return the held-out batches split into the
     search's and the verdict's (`holdout`), what calibration.json says of it ("calibration"
     and "mixed"), and its judgement as written on the search's batches (`judge(dest,
@@ -104,9 +106,9 @@ def _summary(
     untransposed: bool,
     record: dict[str, Any],
     overlap: dict[str, int] | None,
-) -> dict[str, Any]:
+) -> AutoSummary:
     """What calibration.json says of the types made and the search."""
-    summary = {
+    summary: AutoSummary = {
         "calibration": {
             "types": {t: r.summary for t, r in results.items()},
             "data": next((r.data.info for r in results.values() if r.data is not None), None),
@@ -128,7 +130,7 @@ class _Search:
         batches: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
         calibration_cfg: CalibrationConfig,
-        inputs: dict[str, Any],
+        inputs: MixedKey,
     ) -> None:
         self.graphs, self.batches, self.criteria = graphs, batches, criteria
         self.calibration_cfg, self.inputs = calibration_cfg, inputs
@@ -270,12 +272,19 @@ def _held_out(
     return held_out, overlap
 
 
+class CachedSearch(TypedDict):
+    """A search's search.json in the calibration cache: its choice and its record."""
+
+    assignment: dict[str, str]  # GEMM -> its type
+    record: dict[str, Any]
+
+
 def _searched(
     graphs: MixedGraphs,
     held_out: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     calibration_cfg: CalibrationConfig,
-    inputs: dict[str, Any],
+    inputs: MixedKey,
     code: dict[str, float] | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The search's choice and record, from the cache where the same inputs were searched
@@ -288,7 +297,7 @@ def _searched(
     def figures(measure: Callable[[], Figures]) -> tuple[Figures, bool]:
         return _cached_json(calibration_cfg, figures_inputs, "figures.json", measure)
 
-    def search() -> dict[str, Any]:
+    def search() -> CachedSearch:
         try:
             assignment, record = mixed_search.search(graphs, held_out, criteria, figures, code)
         except SearchFailed as e:
@@ -304,16 +313,25 @@ def _searched(
     return found["assignment"], record
 
 
+class MixedKey(JudgedBy):
+    """precision=auto's search cache key (its figures' key is this with `kind` and `gate`
+    replaced)."""
+
+    kind: str  # "precision=auto search"
+    search_version: int
+    source_sha256: str  # the graph every type was made from
+    results: dict[str, str]  # type -> its whole-graph result's sha256
+    types: list[str]  # precision.search_types
+
+
 def _key_inputs(
     source: Path,
     results: dict[str, QuantizeResult],
     held_out: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     types: list[str],
-) -> dict[str, Any]:
+) -> MixedKey:
     """What the search depends on: the graphs, the data, the gate, ONNX Runtime."""
-    from pipeline.precision.fallback.cache import judged_by
-
     return {
         "kind": "precision=auto search",
         "search_version": mixed_search.SEARCH_VERSION,
@@ -326,7 +344,7 @@ def _key_inputs(
 
 def _cached_json(
     calibration_cfg: CalibrationConfig,
-    inputs: dict[str, Any],
+    inputs: Mapping[str, Any],
     name: str,
     make_value: Callable[[], Any],
 ) -> tuple[Any, bool]:

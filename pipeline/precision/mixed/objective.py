@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -37,6 +37,27 @@ if TYPE_CHECKING:
 # The prediction is held to the build of the graph chosen; further off than this it is
 # said in the record (the choice still stands against the built fp16 engine).
 HOLDS_WITHIN = 0.15
+
+
+class EngineRecord(TypedDict):
+    """The engine model as the search's record keeps it (`engine`; EngineModel.record)."""
+
+    objective: str  # "engine_bytes"
+    measured_with: str
+    fp32_engine_bytes: int
+    fp16_engine_bytes: int
+    single_type_engine_bytes: dict[str, int]  # type -> the engine with every GEMM it fits in it
+    code_bytes_per_gemm: dict[str, int]  # type -> bytes a GEMM in it adds beyond its weight
+
+
+class EngineCheck(TypedDict):
+    """The prediction held to the build of the chosen graph (added to the record's `engine`)."""
+
+    predicted_engine_bytes: int
+    engine_bytes: int  # as built
+    prediction_off: float  # |built - predicted| / built
+    prediction_held: bool  # off by HOLDS_WITHIN at most
+    vs_fp16: float | None  # built / the fp16 engine's bytes
 
 
 @dataclass
@@ -65,7 +86,7 @@ class EngineModel:
         saved = graphs.weight_bytes(node, kind) - graphs.weight_bytes(node, "fp32")
         return saved + self.code[kind]
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> EngineRecord:
         return {
             "objective": "engine_bytes",
             "measured_with": self.measured_with,
@@ -115,7 +136,7 @@ def fit(
     return model
 
 
-def checked(model: EngineModel, predicted: float, built: int) -> dict[str, Any]:
+def checked(model: EngineModel, predicted: float, built: int) -> EngineCheck:
     """The prediction against the build of the chosen graph."""
     off = abs(built - predicted) / built if built else 0.0
     return {

@@ -4,13 +4,30 @@ judged with the Pareto front of weight bytes against gate score."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from pipeline.precision.mixed.graphs import Assignment, MixedGraphs
 from pipeline.precision.mixed.tradeoff import Tradeoff
 
 if TYPE_CHECKING:
     from pipeline.precision.fallback.record_rows import SearchJudgement
+
+
+class AutoCalibration(TypedDict):
+    """calibration.json's `calibration` under precision=auto: each type's own record."""
+
+    types: dict[str, dict[str, Any]]  # type -> its family's calibration record
+    data: dict[str, Any] | None  # the calibration data's description; None: none was read
+    untransposed_source: bool  # the source stores Gemm weights untransposed (make.py)
+
+
+class AutoSummary(TypedDict):
+    """What precision=auto adds to calibration.json (make._summary)."""
+
+    calibration: AutoCalibration
+    mixed: dict[str, Any]  # the search's record
+    # how many reference samples were calibration samples too; absent where no type read data
+    reference_overlap: NotRequired[dict[str, int]]
 
 
 def rows(graphs: MixedGraphs, trade: Tradeoff, best: dict[str, str]) -> list[dict[str, Any]]:

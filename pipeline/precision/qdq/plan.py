@@ -35,7 +35,7 @@ from pipeline.graph.onnx_model import opset
 from pipeline.precision.common.ops import GEMMS, reorder
 
 if TYPE_CHECKING:
-    from onnx import ModelProto
+    from onnx import ModelProto, TensorProto
 
 PLACEMENTS = ("gemm_inputs", "modelopt")
 SHAPE_ONLY = ("Shape", "Size")
@@ -82,7 +82,7 @@ class QdqPlan:
         return list(dict.fromkeys(node for node, _ in self.admitted()))
 
 
-def constants(model: ModelProto) -> dict[str, Any]:
+def constants(model: ModelProto) -> dict[str, TensorProto]:
     """Initializers and Constant-node values by tensor name (ModelOpt uses both)."""
     from onnx import numpy_helper
 

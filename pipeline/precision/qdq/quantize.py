@@ -11,7 +11,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
@@ -26,7 +26,7 @@ from pipeline.precision.qdq import plan as qdq_plan
 from pipeline.precision.qdq import smoothing
 from pipeline.precision.qdq import streamed as streamed_qdq
 from pipeline.precision.qdq.graphs import QdqGraphs
-from pipeline.precision.qdq.smoothing import SmoothGroup
+from pipeline.precision.qdq.smoothing import SmoothGroup, SmoothingKey, SmoothingRecord
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
@@ -61,13 +61,30 @@ def modelopt_method(method: str, quantize_mode: str) -> str:
     return METHODS[method]
 
 
+class QdqKey(TypedDict):
+    """The calibration cache's key of ModelOpt's scales (key_inputs)."""
+
+    key_version: int
+    onnx_sha256: str
+    data_sha256: str
+    quantize_mode: str  # "int8", "fp8"
+    method: str  # ModelOpt's: "entropy", "max" (max where entropy could not histogram)
+    exclude_nodes: list[str]
+    exclude_op_types: list[str]  # sorted: their order does not change the key
+    high_precision_dtype: str
+    modelopt: str  # its version, or "not installed"
+    onnxruntime: str  # its version, or "not installed"
+    smoothing: SmoothingKey | None  # None: precision.smoothing=none
+    calibrated_by: NotRequired[str]  # where the scales are calibrated streamed
+
+
 def key_inputs(
     src: Path,
     data: CalibrationSet,
     quantize_mode: str,
     calibration_cfg: CalibrationConfig,
-    smooth: dict[str, Any] | None,
-) -> dict[str, Any]:
+    smooth: SmoothingRecord | None,
+) -> QdqKey:
     """What ModelOpt's scales depend on. The placement is not here: it is applied to
     ModelOpt's result afterwards, so every placement shares one calibration."""
     return {
@@ -81,11 +98,17 @@ def key_inputs(
         "high_precision_dtype": HIGH_PRECISION,
         "modelopt": _version("nvidia-modelopt"),
         "onnxruntime": _version("onnxruntime"),
-        "smoothing": {k: smooth[k] for k in ("mode", "alpha", "groups_sha256")} if smooth else None,
+        "smoothing": {
+            "mode": smooth["mode"],
+            "alpha": smooth["alpha"],
+            "groups_sha256": smooth["groups_sha256"],
+        }
+        if smooth
+        else None,
     }
 
 
-def cache_key(inputs: dict[str, Any]) -> str:
+def cache_key(inputs: QdqKey) -> str:
     return hashing.sha256_json(inputs)
 
 
@@ -173,7 +196,7 @@ def quantize(
 def _streams(
     source: ModelProto,
     on_disk: ModelProto,
-    inputs: dict[str, Any],
+    inputs: QdqKey,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
 ) -> bool:
@@ -193,7 +216,7 @@ def _streams(
 def _calibrated(
     smoothed: ModelProto,
     base: Path,
-    inputs: dict[str, Any],
+    inputs: QdqKey,
     stream: bool,
     calibration_cfg: CalibrationConfig,
     data: CalibrationSet,
@@ -212,7 +235,7 @@ def _calibrated(
 def _cached_scales(
     smoothed: ModelProto,
     base: Path,
-    inputs: dict[str, Any],
+    inputs: QdqKey,
     stream: bool,
     calibration_cfg: CalibrationConfig,
     data: CalibrationSet,
@@ -232,8 +255,9 @@ def _cached_scales(
                 files, ops = run_modelopt(
                     smoothed, base, Path(tmp), mode, method, calibration_cfg, data
                 )
+            labels = dict(inputs)  # a plain dict to the store
             # ops.json spares a hit parsing the graph again (large models: a second or more)
-            return {**files, "ops.json": fileio.to_json(ops).encode()}, inputs, "miss"
+            return {**files, "ops.json": fileio.to_json(ops).encode()}, labels, "miss"
 
         got, cache_record = cache.cached(
             calibration_cfg, cache_key(inputs), make, "calibration result", required=(name,)
@@ -249,7 +273,7 @@ def qdq_source(model: ModelProto, mode: str) -> Any:
 
 def smoothing_groups(
     source: ModelProto, base_dir: Path, precision_cfg: PrecisionConfig, data: CalibrationSet
-) -> tuple[list[SmoothGroup], dict[str, Any] | None]:
+) -> tuple[list[SmoothGroup], SmoothingRecord | None]:
     """precision.smoothing: the SmoothQuant groups and what calibration.json says of them."""
     mode, alpha = precision_cfg.smoothing, float(precision_cfg.smoothing_alpha)
     if mode == "none":

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 import numpy as np
 
@@ -209,7 +209,33 @@ def apply(model: ModelProto, groups: list[SmoothGroup], keep: set[str] | None = 
     return m
 
 
-def record(groups: list[SmoothGroup], alpha: float, mode: str) -> dict[str, Any]:
+class SmoothingKey(TypedDict):
+    """What the calibration cache is keyed by of the smoothing (qdq/quantize.key_inputs)."""
+
+    mode: str  # precision.smoothing
+    alpha: float
+    groups_sha256: str
+
+
+class SmoothedGroup(TypedDict):
+    """One SmoothGroup as calibration.json and the report show it."""
+
+    tensor: str
+    producer: str
+    matmuls: list[str]
+    folded_into_layer_norm: bool
+    scale_max: float
+    scale_min: float
+
+
+class SmoothingRecord(SmoothingKey):
+    """calibration.json's calibration.smoothing."""
+
+    groups: list[SmoothedGroup]
+    note: NotRequired[str]  # where no group was found and the graph is unchanged
+
+
+def record(groups: list[SmoothGroup], alpha: float, mode: str) -> SmoothingRecord:
     """What calibration.json and the report say about smoothing."""
     return {
         "mode": mode,

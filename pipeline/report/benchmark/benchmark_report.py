@@ -10,7 +10,7 @@ from pipeline.core import tables
 from pipeline.core.numbers import fmt
 
 if TYPE_CHECKING:
-    from pipeline.records.benchmark_file import BenchmarkRecord
+    from pipeline.records.benchmark_file import BenchConditions, BenchmarkRecord
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
@@ -280,7 +280,7 @@ def _point(r: dict[str, Any]) -> str:
     return f"batch {r['batch']}" + (f", seq {r['seq']}" if r.get("seq") is not None else "")
 
 
-def _conditions(c: dict[str, Any]) -> list[str]:
+def _conditions(c: BenchConditions) -> list[str]:
     from pipeline.machine import gpu_conditions
 
     v = c["versions"]

@@ -3,6 +3,7 @@ KV cache as one row), and where the reference inputs came from."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pipeline.core import kv_cache
@@ -47,7 +48,7 @@ def rows(figures: dict[str, Any]) -> list[list[Any]]:
     ]
 
 
-def reference_line(t: dict[str, Any]) -> str:
+def reference_line(t: Mapping[str, Any]) -> str:
     ref = t.get("reference") or {}
     line = f"- reference inputs: {ref.get('source', 'unknown')}" + (
         f" ({ref['path']})" if ref.get("path") else ""

@@ -8,13 +8,14 @@ from typing import Any
 
 from pipeline.core import tables
 from pipeline.core.numbers import fmt
+from pipeline.records.inspect_file import MixedView
 
 PLAN_HEADERS = ["GEMM", "op", "type", "weight bytes", "of fp32", "why"]
 GRAPH_HEADERS = ["graph judged", "GEMM weight bytes", "gate score (<= 1 passes)", "gate", "front"]
 PICTURE = "mixed_pareto.svg"
 
 
-def view(record: dict[str, Any] | None) -> dict[str, Any] | None:
+def view(record: dict[str, Any] | None) -> MixedView | None:
     """report.json's data for precision=auto; None for every other precision."""
     if not record or "assignment" not in record:
         return None
@@ -54,7 +55,7 @@ def view(record: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def headline(v: dict[str, Any]) -> str:
+def headline(v: MixedView) -> str:
     counts = ", ".join(f"{n} {t}" for t, n in v["counts"].items())
     share = v["weight_bytes"] / max(v["fp32_weight_bytes"], 1)
     if v["search_cache_hit"]:
@@ -68,7 +69,7 @@ def headline(v: dict[str, Any]) -> str:
     )
 
 
-def markdown(v: dict[str, Any] | None) -> list[str]:
+def markdown(v: MixedView | None) -> list[str]:
     if not v:
         return []
     return [
@@ -84,7 +85,7 @@ def markdown(v: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def pareto_svg(v: dict[str, Any]) -> str:
+def pareto_svg(v: MixedView) -> str:
     """Weight bytes against gate score: every graph judged, the front joined, the gate's
     threshold (score 1) drawn."""
     from pipeline.report.pictures import plots

@@ -4,16 +4,24 @@ and as rows and lines for report.md and report.html."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Mapping
+from typing import Any
 
 from pipeline.core import tables
 from pipeline.records import calibration_file
 from pipeline.records.calibration_file import CalibrationRecord, FallbackRecord
-from pipeline.records.inspect_file import InspectRecord
+from pipeline.records.inspect_file import (
+    AnswerView,
+    FallbackView,
+    InspectRecord,
+    Int4View,
+    PrecisionTransformView,
+    QuantizationView,
+)
 from pipeline.report.inspect import accuracy_view, mixed_view
 
 
-def precision_transform(calibration: CalibrationRecord) -> dict[str, Any]:
+def precision_transform(calibration: CalibrationRecord) -> PrecisionTransformView:
     """What the calibrate stage did to the graph, and on which data: a report that
     hides random calibration data or a fallback would not be honest."""
     calib = calibration.get("calibration") or {}
@@ -44,7 +52,7 @@ def precision_transform(calibration: CalibrationRecord) -> dict[str, Any]:
     }
 
 
-def _answer(mixed: dict[str, Any] | None) -> dict[str, Any] | None:
+def _answer(mixed: dict[str, Any] | None) -> AnswerView | None:
     """precision=auto's answer where it is not the mix it searched (fp16), and why."""
     if not mixed or not mixed.get("answer"):
         return None
@@ -61,10 +69,10 @@ def _search_figures(search: dict[str, Any] | None) -> list[list[Any]] | None:
     ]
 
 
-def standing_lines(t: dict[str, Any]) -> list[str]:
+def standing_lines(t: Mapping[str, Any]) -> list[str]:
     """Where the graph and engine stand: the verdict on held-out samples beside the search's
     own figure, the engine against the fp16 and fp32 engines of the same graph, and
-    precision=auto's answer where it is fp16."""
+    precision=auto's answer where it is fp16. `t`: the transform view, or {} where none."""
     lines = []
     split = t.get("holdout")
     if split:
@@ -98,36 +106,6 @@ def standing_lines(t: dict[str, Any]) -> list[str]:
 
 def fmt_value(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-class Int4View(TypedDict):
-    method: str | None
-    block_size: int | None
-    gemms: int  # GEMMs holding int4 weights
-    tables: int  # embedding tables in int4 too
-    share: float | None  # of the GEMM weights
-    bytes: dict[str, int]  # GEMM weight bytes by type
-
-
-class SmoothingView(TypedDict):
-    mode: str | None
-    alpha: float | None
-    groups: int
-    folded: int  # groups folded into their LayerNorm
-    note: str | None
-
-
-class QuantizationView(TypedDict):
-    """The report's view of a quantized graph (int8/fp8, or int4 weight-only)."""
-
-    mode: str
-    placement: str | None
-    weights: int  # quantized weight tensors
-    activations: list[list[str]]  # tensor, quantized readers, unquantized readers
-    quantized_fraction: float | None  # of the GEMM FLOPs
-    gemm_flops: int | None
-    int4: Int4View | None
-    smoothing: SmoothingView | None
 
 
 def quantization(calib: dict[str, Any]) -> QuantizationView | None:
@@ -181,10 +159,10 @@ def _int4(calib: dict[str, Any]) -> Int4View | None:
     }
 
 
-def _fallback(fb: FallbackRecord | None) -> dict[str, Any] | None:
+def _fallback(fb: FallbackRecord | None) -> FallbackView | FallbackRecord | None:
     """precision.fallback=auto: the groups, the nodes inside the kept groups, the steps."""
     if not fb or not fb.get("needed"):
-        return dict(fb) if fb is not None else None
+        return fb.copy() if fb is not None else None
     result = {True: "kept", False: "quantized"}
     return {
         "needed": True,
@@ -244,7 +222,8 @@ TENSOR_HEADERS = ["quantized activation", "read quantized by", "read unquantized
 
 def mark_kept_nodes(report: InspectRecord) -> None:
     """Outline the nodes precision.fallback kept out of the low type in the graph picture."""
-    fb = (report.get("precision_transform") or {}).get("fallback") or {}
+    transform: Mapping[str, Any] = report.get("precision_transform") or {}
+    fb: Mapping[str, Any] = transform.get("fallback") or {}
     kept = set(fb.get("kept") or fb.get("kept_fp32") or [])
     for g in [report["graph"], *report["graph"].get("details", [])]:
         for node in g["nodes"]:
@@ -254,7 +233,7 @@ def mark_kept_nodes(report: InspectRecord) -> None:
                 node["tooltip"] = f"{node.get('tooltip', '')}\nkept in {kind} by precision.fallback"
 
 
-def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
+def _fallback_markdown(fb: Mapping[str, Any] | None) -> list[str]:
     if not fb:
         return []
     if not fb.get("needed"):
@@ -276,12 +255,12 @@ def _fallback_markdown(fb: dict[str, Any] | None) -> list[str]:
     ]
 
 
-def quantization_lines(q: dict[str, Any] | None) -> list[str]:
+def quantization_lines(q: QuantizationView | None) -> list[str]:
     if not q:
         return []
     frac = q.get("quantized_fraction")
-    if q.get("int4"):
-        return [_int4_line(q["int4"], frac)]
+    if i4 := q.get("int4"):
+        return [_int4_line(i4, frac)]
     md = [
         f"- {q['mode']} Q/DQ placement: {q['placement']}; {len(q['activations'])} activation "
         f"tensors and {q['weights']} weights quantized"
@@ -297,7 +276,7 @@ def quantization_lines(q: dict[str, Any] | None) -> list[str]:
     return md
 
 
-def _int4_line(i4: dict[str, Any], flops: float | None) -> str:
+def _int4_line(i4: Int4View, flops: float | None) -> str:
     share = i4.get("share")
     sizes = i4.get("bytes") or {}
     tables = f", {i4['tables']} embedding table(s) too" if i4.get("tables") else ""
@@ -310,7 +289,7 @@ def _int4_line(i4: dict[str, Any], flops: float | None) -> str:
     )
 
 
-def transform_markdown(t: dict[str, Any]) -> list[str]:
+def transform_markdown(t: PrecisionTransformView) -> list[str]:
     md = [
         "## Precision transform",
         "",

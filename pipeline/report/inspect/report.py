@@ -17,12 +17,23 @@ from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
 from pipeline.engine import manifest as manifest_lib
 from pipeline.graph import onnx_model
-from pipeline.records.inspect_file import EngineSection, InspectRecord, NetworkSection
+from pipeline.records.inspect_file import (
+    EngineLayer,
+    EngineSection,
+    FusionRow,
+    FusionTable,
+    InspectorSummary,
+    InspectRecord,
+    IoTensor,
+    NetworkSection,
+    OnnxSummary,
+)
 from pipeline.report.inspect import report_graph
 
 if TYPE_CHECKING:
     import onnx
 
+    from pipeline.analysis.engine_inspector import EngineInspection
     from pipeline.records.build_file import Manifest
 
 LOG_KEYS = (
@@ -44,7 +55,7 @@ LOG_KEYS = (
 )
 
 
-def onnx_summary(path: Path, model: onnx.ModelProto | None = None) -> dict[str, Any]:
+def onnx_summary(path: Path, model: onnx.ModelProto | None = None) -> OnnxSummary:
     model = model if model is not None else onnx_model.load(path, check=False, weights=False)
     return {
         "opset": onnx_model.opset(model),
@@ -77,8 +88,8 @@ def _onnx_dtypes(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def layers_of_engine(
-    summary: BuildLogSummary, inspection: dict[str, Any] | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, bool]:
+    summary: BuildLogSummary, inspection: EngineInspection | None
+) -> tuple[list[EngineLayer], list[IoTensor], str, bool]:
     """(layers, I/O tensors, where they came from, whether they are the engine's real layers)."""
     if inspection and inspection.get("available"):
         where = f"engine inspector on the GPU, {inspection['layout']}"
@@ -95,9 +106,9 @@ def layers_of_engine(
 
 
 def fusion_table(
-    layers: list[dict[str, Any]], detailed: bool, summary: BuildLogSummary, live_onnx: list[str]
-) -> dict[str, Any]:
-    rows = [
+    layers: list[EngineLayer], detailed: bool, summary: BuildLogSummary, live_onnx: list[str]
+) -> FusionTable:
+    rows: list[FusionRow] = [
         {
             "engine_layer": l["name"],
             "type": l["type"],
@@ -135,7 +146,7 @@ def make_report(
     built_onnx: Path,
     engine_dir: Path,
     inspect_cfg: InspectConfig,
-    inspection: dict[str, Any] | None = None,
+    inspection: EngineInspection | None = None,
 ) -> InspectRecord:
     manifest, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
@@ -190,13 +201,14 @@ def _output_dtypes(network: list[dict[str, Any]]) -> dict[str, int]:
     return dtype_hist
 
 
-def _inspector_summary(inspection: dict[str, Any] | None) -> dict[str, Any]:
+def _inspector_summary(inspection: EngineInspection | None) -> InspectorSummary:
     """What the EngineInspector reported, less the layers and tensors the report holds anyway."""
-    return (
-        {k: v for k, v in inspection.items() if k not in ("layers", "io_tensors")}
-        if inspection
-        else {"available": False, "reason": "not attempted"}
-    )
+    if not inspection:
+        return {"available": False, "reason": "not attempted"}
+    summary = inspection.copy()
+    summary.pop("layers", None)
+    summary.pop("io_tensors", None)
+    return summary
 
 
 def _network_section(
@@ -212,11 +224,11 @@ def _network_section(
 
 def _engine_section(
     manifest: Manifest,
-    layers: list[dict[str, Any]],
-    io_tensors: list[dict[str, Any]],
+    layers: list[EngineLayer],
+    io_tensors: list[IoTensor],
     source: str,
     detailed: bool,
-    inspector: dict[str, Any],
+    inspector: InspectorSummary,
 ) -> EngineSection:
     return {
         **manifest["engine"],

@@ -8,9 +8,18 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.analysis import engine_layers, fusion, node_precision
+from pipeline.records.inspect_file import (
+    EngineLayer,
+    FoldedBlock,
+    Graph,
+    GraphDetail,
+    GraphNode,
+    IoTensor,
+    NodesAndEdges,
+)
 
 if TYPE_CHECKING:
     import onnx
@@ -48,9 +57,11 @@ def live_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 
 def onnx_graph(
     model: onnx.ModelProto, precision_of: Callable[[str, str], tuple[str, str]], max_nodes: int
-) -> dict[str, Any]:
+) -> Graph:
     """precision_of(node name, first output) -> (precision, where that came from)."""
-    nodes, edges, producer = [], [], {}
+    nodes: list[GraphNode] = []
+    edges: list[tuple[str, str]] = []
+    producer: dict[str, str] = {}
     for spec in model.graph.input:
         if spec.name not in {i.name for i in model.graph.initializer}:
             nodes.append(
@@ -96,7 +107,7 @@ def onnx_graph(
     return collapse({"nodes": nodes, "edges": edges}, max_nodes)
 
 
-def _group_node(gid: str, label: str, members: list[dict[str, Any]]) -> dict[str, Any]:
+def _group_node(gid: str, label: str, members: list[GraphNode]) -> GraphNode:
     """A folded block takes the colour of its GEMMs and convolutions, where the work is:
     an int8 transformer layer is mostly fp32 Adds and Q/DQ by count, int8 by arithmetic."""
     mix = engine_layers.histogram(members)
@@ -122,14 +133,13 @@ def _group_node(gid: str, label: str, members: list[dict[str, Any]]) -> dict[str
     }
 
 
-def _fold(
-    graph: dict[str, Any], group_of: dict[str, str], labels: dict[str, str]
-) -> dict[str, Any]:
-    members = defaultdict(list)
+def _fold(graph: NodesAndEdges, group_of: dict[str, str], labels: dict[str, str]) -> NodesAndEdges:
+    members: defaultdict[str, list[GraphNode]] = defaultdict(list)
     for n in graph["nodes"]:
         if n["id"] in group_of:
             members[group_of[n["id"]]].append(n)
-    nodes, seen = [], set()
+    nodes: list[GraphNode] = []
+    seen: set[str] = set()
     for n in graph["nodes"]:
         gid = group_of.get(n["id"])
         if gid is None:
@@ -142,15 +152,18 @@ def _fold(
     return {**graph, "nodes": nodes, "edges": edges}
 
 
-def collapse(graph: dict[str, Any], max_nodes: int) -> dict[str, Any]:
+def collapse(graph: NodesAndEdges, max_nodes: int) -> Graph:
     """Fold every repeated numbered block into one box; if that still leaves more than
     max_nodes boxes, fold by top-level module too; beyond that, draw the first max_nodes."""
     ops = [n for n in graph["nodes"] if n["kind"] == "op"]
-    instances: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    instances: dict[str, dict[str, list[GraphNode]]] = defaultdict(lambda: defaultdict(list))
     for n in ops:
         if b := block_of(n["name"]):
             instances[b[0]][b[1]].append(n)
-    group_of, labels, folded, details = {}, {}, [], []
+    group_of: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    folded: list[FoldedBlock] = []
+    details: list[GraphDetail] = []
     for family, inst in instances.items():
         sizes = [len(v) for v in inst.values()]
         if len(inst) < 2 or sorted(sizes)[len(sizes) // 2] < MIN_BLOCK_NODES:
@@ -190,12 +203,12 @@ def collapse(graph: dict[str, Any], max_nodes: int) -> dict[str, Any]:
     return {**out, "folded": folded, "details": details, "truncated": truncated}
 
 
-def engine_graph(
-    layers: list[dict[str, Any]], io_tensors: list[dict[str, Any]], max_nodes: int
-) -> dict[str, Any]:
+def engine_graph(layers: list[EngineLayer], io_tensors: list[IoTensor], max_nodes: int) -> Graph:
     """Engine layers joined by the tensors they pass; layers with no tensors at all
     (shape calls) are left out of the picture."""
-    nodes, edges, producer = [], [], {}
+    nodes: list[GraphNode] = []
+    edges: list[tuple[str, str]] = []
+    producer: dict[str, str] = {}
     for t in io_tensors:
         if t.get("mode") in (None, "Input"):
             nodes.append(
@@ -222,11 +235,11 @@ def engine_graph(
                 f"ONNX: {', '.join(l['onnx_nodes']) or '-'}",
             }
         )
-        for t in l["inputs"]:
-            if t["name"] in producer:
-                edges.append((producer[t["name"]], nid))
-        for t in l["outputs"]:
-            producer[t["name"]] = nid
+        for lt in l["inputs"]:
+            if lt["name"] in producer:
+                edges.append((producer[lt["name"]], nid))
+        for lt in l["outputs"]:
+            producer[lt["name"]] = nid
     for t in io_tensors:
         if t.get("mode") == "Output":
             nodes.append(

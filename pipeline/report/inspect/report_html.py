@@ -5,11 +5,18 @@ show; the page's markup lives in report.html.j2."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypedDict
 
 from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
-from pipeline.records.inspect_file import InspectRecord
+from pipeline.records.calibration_file import FallbackRecord
+from pipeline.records.inspect_file import (
+    FallbackView,
+    InspectRecord,
+    MixedView,
+    PrecisionTransformView,
+)
 from pipeline.report import templating
 from pipeline.report.inspect import accuracy_view, mixed_view, precision_view
 from pipeline.report.pictures import graph_picture
@@ -51,9 +58,18 @@ def _fusion_basis(log: dict[str, Any]) -> str:
     return f"Fusion ratio {fmt(log['fusion_ratio'])}: {basis}." if basis else ""
 
 
-def _mixed(transform: dict[str, Any] | None) -> dict[str, Any] | None:
+class MixedPage(MixedView):
+    """precision=auto's view as the page shows it."""
+
+    headline: str
+    plan_headers: list[str]
+    graph_headers: list[str]
+    picture: str  # the Pareto front, inline SVG
+
+
+def _mixed(transform: PrecisionTransformView | None) -> MixedPage | None:
     """precision=auto's view with its headline, tables' headers and Pareto picture."""
-    v = (transform or {}).get("mixed")
+    v = transform.get("mixed") if transform else None
     if not v:
         return None
     return {
@@ -65,9 +81,25 @@ def _mixed(transform: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _transform_context(transform: dict[str, Any] | None) -> dict[str, Any]:
+class TransformContext(TypedDict):
+    """What report.html.j2 shows of the precision transform (empty where there is none)."""
+
+    reference_line: str
+    standing_lines: list[str]
+    fallback: FallbackView | FallbackRecord | None
+    mixed: MixedPage | None
+    group_headers: list[str]
+    node_headers: list[str]
+    step_headers: list[str]
+    tensor_headers: list[str]
+    quantization_lines: list[str]
+    accuracy_headers: list[str]
+    accuracy_rows: list[list[Any]]
+
+
+def _transform_context(transform: PrecisionTransformView | None) -> TransformContext:
     """The template's view of the precision transform: its lines, tables and searches."""
-    t = transform or {}
+    t: Mapping[str, Any] = transform or {}
     return {
         "reference_line": accuracy_view.reference_line(t)[2:] if transform else "",
         # report.md's lines on the verdict, the engine's standing and auto's answer

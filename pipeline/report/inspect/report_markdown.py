@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.core import tables
-from pipeline.records.inspect_file import EngineSection, InspectRecord
+from pipeline.records.calibration_file import InputSpec
+from pipeline.records.inspect_file import EngineSection, FusionTable, InspectRecord, OnnxSummary
 from pipeline.report.inspect import precision_view
 from pipeline.report.templating import first
 
@@ -64,11 +65,11 @@ def _summary(report: InspectRecord) -> list[str]:
     ]
 
 
-def _tensors(specs: list[dict[str, Any]]) -> str:
+def _tensors(specs: list[InputSpec]) -> str:
     return "; ".join(f"{t['name']} {t['dtype']}{t['dims']}" for t in specs)
 
 
-def _onnx_model(exp: dict[str, Any], built: dict[str, Any]) -> list[str]:
+def _onnx_model(exp: OnnxSummary, built: OnnxSummary) -> list[str]:
     ops = sorted(
         set(exp["ops"]) | set(built["ops"]),
         key=lambda o: (-(exp["ops"].get(o, 0) + built["ops"].get(o, 0)), o),
@@ -129,7 +130,7 @@ def _build_log(log: dict[str, Any]) -> list[str]:
     return md + ["### Warnings", ""] + ([f"- {w}" for w in log["warnings"]] or ["none"]) + [""]
 
 
-def _fusions(fusion: dict[str, Any], max_rows: int) -> list[str]:
+def _fusions(fusion: FusionTable, max_rows: int) -> list[str]:
     md = [
         "## Fusions",
         "",

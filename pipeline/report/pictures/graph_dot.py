@@ -12,8 +12,8 @@ import html
 import re
 import shutil
 import subprocess
-from typing import Any
 
+from pipeline.records.inspect_file import GraphNode
 from pipeline.report import templating
 
 TIMEOUT_S = 60
@@ -34,7 +34,7 @@ def version() -> str:
     return f"Graphviz dot {m.group(1) if m else '(unknown version)'}"
 
 
-def _label(n: dict[str, Any]) -> str:
+def _label(n: GraphNode) -> str:
     """An HTML-like label: op in bold, the short name under it, and for a folded block
     its precision mix as a row of coloured cells (graph_svg draws the same bar)."""
     fg = (
@@ -61,7 +61,7 @@ def _label(n: dict[str, Any]) -> str:
     return f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">{"".join(rows)}</TABLE>>'
 
 
-def to_dot(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
+def to_dot(nodes: list[GraphNode], edges: list[tuple[str, str]]) -> tuple[str, dict[str, str]]:
     """DOT source, and the tooltip for each DOT node id (dot names a node's <title> by its id)."""
     ids = {n["id"]: f"n{i}" for i, n in enumerate(nodes)}
     lines = [
@@ -110,7 +110,7 @@ def inline(svg: str, svg_id: str, tooltips: dict[str, str]) -> str:
     return head + body.strip()
 
 
-def render(nodes: list[dict[str, Any]], edges: list[tuple[str, str]], svg_id: str) -> str:
+def render(nodes: list[GraphNode], edges: list[tuple[str, str]], svg_id: str) -> str:
     """Inline SVG; raises RuntimeError (with dot's own words) when dot fails."""
     if not nodes:
         return ""

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import subprocess
 from functools import lru_cache
-from typing import Any
+from typing import TypedDict
 
 from markupsafe import Markup
 
+from pipeline.records.inspect_file import NodesAndEdges
 from pipeline.report.pictures import graph_dot, graph_svg
 
 BUILT_IN = "the built-in layered layout"
@@ -28,7 +29,14 @@ def _dot() -> str | None:
         return None
 
 
-def draw(graph: dict[str, Any], svg_id: str, use_dot: bool = True) -> dict[str, Any]:
+class Picture(TypedDict):
+    """A graph drawn for report.html."""
+
+    svg: Markup  # inline SVG, marked safe for the page template
+    layout: str  # which layout drew it, in words, and why not dot where dot was wanted
+
+
+def draw(graph: NodesAndEdges, svg_id: str, use_dot: bool = True) -> Picture:
     """{svg, layout}: the inline SVG (marked safe for the page template) and, in words,
     the layout that drew it, with the reason when dot was wanted but not used."""
     nodes, edges = graph["nodes"], graph["edges"]

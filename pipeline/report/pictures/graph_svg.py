@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from typing import Any
+from typing import TypedDict
 
+from pipeline.records.inspect_file import GraphNode
 from pipeline.report import templating
 
 SIZES = {"op": (176, 38), "group": (236, 54), "io": (150, 28), "dummy": (0, 0)}
@@ -142,7 +143,18 @@ def _place_x(
     return {n: v - left + MARGIN for n, v in x.items()}
 
 
-def layout(nodes: list[dict[str, Any]], edges: list[tuple[str, str]]) -> dict[str, Any]:
+class Placement(TypedDict):
+    """Where the layered layout puts each box and each edge's dummy points (their centres)."""
+
+    x: dict[str, float]
+    y: dict[str, float]
+    kinds: dict[str, str]  # box id -> kind, which sets the box's size
+    chains: list[list[str]]  # each edge as the points it passes: from, dummies, to
+    width: float
+    height: float
+
+
+def layout(nodes: list[GraphNode], edges: list[tuple[str, str]]) -> Placement:
     ids = [n["id"] for n in nodes]
     known = set(ids)
     edges = [(u, v) for u, v in dict.fromkeys(tuple(e) for e in edges) if u in known and v in known]
@@ -190,7 +202,37 @@ def _path(points: list[tuple[float, float]]) -> str:
     return d
 
 
-def _box(n: dict[str, Any], cx: float, cy: float) -> dict[str, Any]:
+class MixSegment(TypedDict):
+    """One precision's share of a folded block's stacked bar."""
+
+    precision: str
+    count: int
+    x: float
+    y: float
+    w: float
+
+
+class Box(TypedDict):
+    """One node's geometry and text, as graph.svg.j2 draws it."""
+
+    kind: str
+    tooltip: str
+    x0: float  # the top left corner
+    y0: float
+    w: int
+    h: int
+    cx: float
+    fill: str
+    fg: str  # the text's colour, readable on the fill
+    marked: bool
+    label: str  # clipped to the box
+    label_y: float
+    sublabel: str
+    sublabel_y: float
+    mix: list[MixSegment]
+
+
+def _box(n: GraphNode, cx: float, cy: float) -> Box:
     """One node's geometry and text, ready for graph.svg.j2."""
     kind = n.get("kind", "op")
     w, h = SIZES[kind]
@@ -199,7 +241,8 @@ def _box(n: dict[str, Any], cx: float, cy: float) -> dict[str, Any]:
     label_y = cy - (4 if n.get("sublabel") else -4) - (6 if kind == "group" else 0)
     mix = templating.ranked(n.get("mix") or {})
     total = sum(c for _, c in mix)
-    segments, bx = [], x0 + 8
+    segments: list[MixSegment] = []
+    bx = x0 + 8
     for prec, count in mix if kind == "group" and total else []:
         seg = (w - 16) * count / total
         segments.append(
@@ -231,7 +274,7 @@ def _box(n: dict[str, Any], cx: float, cy: float) -> dict[str, Any]:
     }
 
 
-def render(nodes: list[dict[str, Any]], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
+def render(nodes: list[GraphNode], edges: list[tuple[str, str]], svg_id: str = "g") -> str:
     if not nodes:
         return ""
     lay = layout(nodes, edges)
