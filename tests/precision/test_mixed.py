@@ -14,7 +14,8 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
-from pipeline.precision.mixed import make, variants
+from pipeline.precision.common import variants
+from pipeline.precision.mixed import make
 from pipeline.precision.mixed.graphs import _switchable
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs

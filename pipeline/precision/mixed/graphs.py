@@ -10,7 +10,7 @@ cast, its weights stored in fp16, its result cast back), and the rest is the sou
 
 The search runs every assignment in one ONNX Runtime session (MixedSwitchboard): each input
 of a candidate reads Where(flag, variant, ...) over its variants (made If branches, the GEMM
-inside its weight's, by mixed/variants.py), and fp16 is emulated there (operands and result
+inside its weight's, by common/variants.py), and fp16 is emulated there (operands and result
 rounded through fp16, the product in fp32, as tensor cores accumulate); the graph written
 is judged again as written."""
 
@@ -27,11 +27,10 @@ import numpy as np
 
 from pipeline.core import memory
 from pipeline.graph import onnx_model, onnx_runtime
-from pipeline.precision.common import ops
+from pipeline.precision.common import ops, variants
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.int4 import graphs
 from pipeline.precision.int4.graphs import Int4Graphs
-from pipeline.precision.mixed import variants
 from pipeline.precision.qdq.plan import QdqPlan, insert_pairs, materialize
 
 if TYPE_CHECKING:
