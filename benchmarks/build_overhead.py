@@ -54,19 +54,27 @@ def big_transformer(path: Path) -> None:
     6 layers, d_model 512, FFN 2560, vocabulary 2000 (its dynamic batch and seq export cleanly)."""
     import torch
 
-    from pipeline.zoo import transformer_encoder as t
+    from pipeline.zoo import transformer_encoder
 
-    t.D_MODEL, t.HEADS, t.D_FF, t.LAYERS, t.VOCAB = 512, 8, 2560, 6, 2000
-    model = t.build(0)
-    feeds = t.sample_inputs({"batch": 2, "seq": 16}, __import__("numpy").random.default_rng(0))
-    args = tuple(torch.from_numpy(feeds[k]) for k in t.INPUT_NAMES)
+    (
+        transformer_encoder.D_MODEL,
+        transformer_encoder.HEADS,
+        transformer_encoder.D_FF,
+        transformer_encoder.LAYERS,
+        transformer_encoder.VOCAB,
+    ) = 512, 8, 2560, 6, 2000
+    model = transformer_encoder.build(0)
+    feeds = transformer_encoder.sample_inputs(
+        {"batch": 2, "seq": 16}, __import__("numpy").random.default_rng(0)
+    )
+    args = tuple(torch.from_numpy(feeds[k]) for k in transformer_encoder.INPUT_NAMES)
     torch.onnx.export(
         model,
         args,
         str(path),
-        input_names=t.INPUT_NAMES,
-        output_names=t.OUTPUT_NAMES,
-        dynamic_axes=t.DYNAMIC_AXES,
+        input_names=transformer_encoder.INPUT_NAMES,
+        output_names=transformer_encoder.OUTPUT_NAMES,
+        dynamic_axes=transformer_encoder.DYNAMIC_AXES,
         opset_version=17,
         dynamo=False,
     )

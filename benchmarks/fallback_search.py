@@ -46,10 +46,10 @@ MODES = {
 
 
 def resize(size: str) -> None:
-    import pipeline.zoo.outlier_bert as factory
+    from pipeline.zoo import outlier_bert
 
     for name, value in SIZES[size].items():
-        setattr(factory, name, value)
+        setattr(outlier_bert, name, value)
 
 
 def child(action: str, root: str, cache: str, size: str, mode: str, min_cosine: str) -> None:

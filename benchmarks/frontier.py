@@ -57,7 +57,7 @@ QUANTIZED = ("int8+fallback", "int4_awq+fallback", "auto")
 TOKENS = "[1x16, 8x32, 16x32]"
 
 
-def minilm(folder: Path) -> tuple[Path, tuple[str, ...]]:
+def minilm_synthetic(folder: Path) -> tuple[Path, tuple[str, ...]]:
     from tests.wild import hf
 
     model = hf.bert(
@@ -78,13 +78,13 @@ def minilm(folder: Path) -> tuple[Path, tuple[str, ...]]:
 
 
 def minilm_real(folder: Path) -> tuple[Path, tuple[str, ...]]:
-    from tests.wild import minilm as real
+    from tests.wild import minilm
 
     model = folder / "model.onnx"
-    model.write_bytes((real.model() / "model.onnx").read_bytes())
+    model.write_bytes((minilm.model() / "model.onnx").read_bytes())
     for name, n in (("calibration", 64), ("reference", 32), ("unseen", 64)):
         (folder / name).mkdir()
-        np.savez(folder / name / "sentences.npz", **real.sentences(name, n))  # type: ignore[arg-type]
+        np.savez(folder / name / "sentences.npz", **minilm.sentences(name, n))  # type: ignore[arg-type]
     shapes = f"{{input_ids: {TOKENS}, attention_mask: {TOKENS}, token_type_ids: {TOKENS}}}"
     return model, (
         f"profile.shapes={shapes}",
@@ -140,7 +140,7 @@ def _layout_batches(n: int, batch_size: int, seed: int) -> list[np.ndarray]:
 
 MODELS = {
     "minilm_real": minilm_real,
-    "minilm": minilm,
+    "minilm": minilm_synthetic,
     "ocr_det": _wheel("det", "det_batches", "[1x3x960x736, 1x3x960x736, 1x3x960x736]", "x"),
     "ocr_det640": _wheel(
         "det", "det_square_batches", "[1x3x640x640, 1x3x640x640, 1x3x640x640]", "x"

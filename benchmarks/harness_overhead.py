@@ -29,13 +29,13 @@ from pipeline.bench.runner import TimingJob
 from pipeline.core import config
 from pipeline.core.config import PipelineConfig
 from pipeline.export import export
-from pipeline.graph import onnx_model as onnx_lib
+from pipeline.graph import onnx_model
 from pipeline.inputs import samples
 
 LIMIT = 1.05
 
 
-def onnx_model(name: str, tmp: Path) -> tuple[Path, PipelineConfig]:
+def timed_model(name: str, tmp: Path) -> tuple[Path, PipelineConfig]:
     if name == "tiny_mlp":
         cfg = config.validate(
             {
@@ -80,7 +80,7 @@ def main() -> int:
     args = p.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        path, cfg = onnx_model(args.model, Path(tmp))
+        path, cfg = timed_model(args.model, Path(tmp))
         bench_cfg = config.validate(
             {
                 "model": config.to_dict(cfg.model),
@@ -92,7 +92,7 @@ def main() -> int:
                 },
             }
         ).benchmark
-        specs = onnx_lib.inputs(onnx_lib.load(path, check=False))
+        specs = onnx_model.inputs(onnx_model.load(path, check=False))
         # the harness's two models have a named `batch` and fixed sizes otherwise
         shapes = {
             s.name: [args.batch if d == "batch" else int(cast(int, d)) for d in s.dims]

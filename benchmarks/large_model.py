@@ -46,15 +46,18 @@ from build_overhead import BARE  # noqa: E402  (the same bare build as build_ove
 
 EXPORT = r"""
 import sys, numpy as np, torch
-from pipeline.zoo import transformer_encoder as t
+from pipeline.zoo import transformer_encoder
 layers, hidden, heads, vocab, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-t.D_MODEL, t.HEADS, t.D_FF, t.LAYERS, t.VOCAB = hidden, heads, 4 * hidden, layers, vocab
-model = t.build(0)
-feeds = t.sample_inputs({"batch": 2, "seq": 16}, np.random.default_rng(0))
+transformer_encoder.D_MODEL, transformer_encoder.HEADS = hidden, heads
+transformer_encoder.D_FF, transformer_encoder.LAYERS = 4 * hidden, layers
+transformer_encoder.VOCAB = vocab
+model = transformer_encoder.build(0)
+feeds = transformer_encoder.sample_inputs({"batch": 2, "seq": 16}, np.random.default_rng(0))
+names = transformer_encoder.INPUT_NAMES
 with torch.no_grad():
-    torch.onnx.export(model, tuple(torch.from_numpy(feeds[k]) for k in t.INPUT_NAMES), out,
-                      input_names=t.INPUT_NAMES, output_names=t.OUTPUT_NAMES,
-                      dynamic_axes=t.DYNAMIC_AXES, opset_version=17, dynamo=False)
+    torch.onnx.export(model, tuple(torch.from_numpy(feeds[k]) for k in names), out,
+                      input_names=names, output_names=transformer_encoder.OUTPUT_NAMES,
+                      dynamic_axes=transformer_encoder.DYNAMIC_AXES, opset_version=17, dynamo=False)
 """
 
 EXPORT_DECODER = r"""

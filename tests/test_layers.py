@@ -5,6 +5,7 @@ each other in a cycle. The order is the architecture; docs/layout.md names it.""
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from tests.helpers import PACKAGE, graph, imports, module_name
 
@@ -182,3 +183,68 @@ def test_no_module_is_imported_under_another_modules_name():
         if alias.asname in names and alias.asname != alias.name
     ]
     assert not renamed, renamed
+
+
+ROOT = PACKAGE.parent
+PROJECT = ("pipeline", "tests")  # the packages whose modules the rule below covers
+
+
+def is_project_module(dotted: str) -> bool:
+    """`dotted` names a module or package of this project (pipeline.*, tests.*), not a
+    function, class or constant inside one."""
+    if dotted.split(".")[0] not in PROJECT:
+        return False
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def renamed_modules(path: Path) -> list[tuple[int, str]]:
+    """Each `from pipeline.x import y as z` (y a module) and `import pipeline.x as z` in
+    `path`, wherever the statement is, by line."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [(a.name, a) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [(f"{node.module}.{a.name}", a) for a in node.names]
+        else:
+            continue
+        out += [
+            (node.lineno, f"{dotted} as {a.asname}")
+            for dotted, a in names
+            if a.asname and is_project_module(dotted)
+        ]
+    return sorted(out)
+
+
+def test_no_module_is_imported_under_another_name():
+    """A module of this project is imported by its own name (`from pipeline.engine import
+    store`, then `store.prune`), never renamed (`store as store_lib`, `search as fallback`):
+    a reader meets one name for one module. A clash with a local is met by renaming the
+    local; two modules of one short name by importing names from one of them. Third-party
+    aliases by convention (`numpy as np`) and aliases of functions or constants stay."""
+    renamed = [
+        f"{path.relative_to(ROOT)}:{line}: {alias}"
+        for folder in ("pipeline", "tests", "benchmarks", "stages", "models", "hydra_plugins")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for line, alias in renamed_modules(path)
+    ]
+    assert not renamed, "\n".join(renamed)
+
+
+def test_the_alias_checker_tells_modules_from_names(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text(
+        "import numpy as np\n"
+        "import pipeline.engine.store as s\n"
+        "from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS\n"
+        "def f():\n"
+        "    from pipeline.engine import manifest as m\n"
+        "    from tests import helpers as h\n"
+        "    from pipeline.engine import store\n"
+    )
+    assert renamed_modules(p) == [
+        (2, "pipeline.engine.store as s"),
+        (5, "pipeline.engine.manifest as m"),
+        (6, "tests.helpers as h"),
+    ]

@@ -21,7 +21,7 @@ from pipeline.analysis.diff_record import (
 from pipeline.core import fileio, tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import fmt
-from pipeline.engine import manifest as manifest_lib
+from pipeline.engine import manifest
 from pipeline.records import inspect_file
 from pipeline.records.inspect_file import InspectRecord
 
@@ -56,9 +56,9 @@ def load(path: str | Path) -> BuildView:
 
 
 def _from_build(folder: Path) -> BuildView:
-    manifest = manifest_lib.load(folder)
+    record = manifest.load(folder)
     has_log = (folder / "build.log").exists() or (folder / "build_summary.json").exists()
-    summary = buildlog.load_summary(folder) if has_log else manifest.get("log", {})
+    summary = buildlog.load_summary(folder) if has_log else record.get("log", {})
     network = (
         fileio.read_json(folder / "network.json", "network dump")
         if (folder / "network.json").exists()
@@ -67,10 +67,10 @@ def _from_build(folder: Path) -> BuildView:
     return _view(
         str(folder),
         "build",
-        manifest["config"]["precision"]["name"],
-        f"{manifest['backend']['flavour']} {manifest['backend']['version']}",
-        manifest["engine"]["bytes"],
-        manifest.get("build_seconds"),
+        record["config"]["precision"]["name"],
+        f"{record['backend']['flavour']} {record['backend']['version']}",
+        record["engine"]["bytes"],
+        record.get("build_seconds"),
         summary,
         network,
         summary.get("engine_precisions") or {},

@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from pipeline.core import shape_forms
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
-from pipeline.inputs import profiles as profiles_lib
 from pipeline.inputs import samples
-from pipeline.inputs.profiles import Profile
+from pipeline.inputs.profiles import Profile, contains
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +79,7 @@ def _describe(shapes: Mapping[str, Sequence[int]]) -> str:
 def locate(shapes: Shapes, profiles: list[Profile]) -> int:
     """Index of the first profile that holds every input shape, else a one-line error."""
     for i, profile in enumerate(profiles):
-        if profiles_lib.contains(profile, shapes):
+        if contains(profile, shapes):
             return i
     ranges = "; ".join(
         f"{p['name']}: " + ", ".join(f"{n} {r['min']}..{r['max']}" for n, r in p["inputs"].items())

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from pipeline.core import tables
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import size
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore, parse_size, prune
 from pipeline.store import CALIBRATION, VerifiedStore
 from pipeline.sweeps import job_cache
 
@@ -38,7 +38,7 @@ LS_COLUMNS = (
 )
 
 
-def cache_ls(store: store_lib.EngineStore, as_json: bool) -> int:
+def cache_ls(store: EngineStore, as_json: bool) -> int:
     """Every entry with what tells it apart; a damaged one says so instead of failing."""
     rows: list[dict[str, Any]] = []
     for key in store.keys():
@@ -134,7 +134,7 @@ def folder_usage(root: Path, leave_out: Path | None = None) -> int:
 
 
 def cache_info_here(
-    st: store_lib.EngineStore,
+    st: EngineStore,
     source: str,
     cfg: PipelineConfig | None,
     params: str,
@@ -200,7 +200,7 @@ def cache_info(
     return 0
 
 
-def cache_verify(store: store_lib.EngineStore, repair: bool) -> int:
+def cache_verify(store: EngineStore, repair: bool) -> int:
     """Re-hash every entry. Without --repair only report; with it, move damaged
     entries to quarantine (each under its key's lock), remove unfinished writes of
     dead builders and lock files nobody holds."""
@@ -231,9 +231,9 @@ def cache_verify(store: store_lib.EngineStore, repair: bool) -> int:
     return 0
 
 
-def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> int:
-    limit = store_lib.parse_size(max_size)
-    removed = store_lib.prune(store, limit, dry_run=dry_run)
+def cache_prune(store: EngineStore, max_size: str, dry_run: bool) -> int:
+    limit = parse_size(max_size)
+    removed = prune(store, limit, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     for key in removed:
         print(f"{verb} {key[:16]}")
@@ -244,7 +244,7 @@ def cache_prune(store: store_lib.EngineStore, max_size: str, dry_run: bool) -> i
     return 0
 
 
-def _drop_orphan_jobs(store: store_lib.EngineStore, kept: set[str], dry_run: bool) -> None:
+def _drop_orphan_jobs(store: EngineStore, kept: set[str], dry_run: bool) -> None:
     gone = job_cache.drop_orphans(store.root, kept, dry_run)
     if gone:
         print(
@@ -252,7 +252,7 @@ def _drop_orphan_jobs(store: store_lib.EngineStore, kept: set[str], dry_run: boo
         )
 
 
-def cache_rm(store: store_lib.EngineStore, key: str, dry_run: bool) -> int:
+def cache_rm(store: EngineStore, key: str, dry_run: bool) -> int:
     full = store.resolve(key)
     if not dry_run:
         store.remove(full)

@@ -77,7 +77,7 @@ def parser(prog: str = "trt-pipeline", only: str | None = None) -> argparse.Argu
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipeline.core import console as term
+    from pipeline.core.console import capture_third_party_logs, set_verbosity
 
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] and argv[0] in ("-sc", "--shell-completion"):
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = parser(only=only).parse_args(argv)
     if args.quiet or args.verbose:
-        term.set_verbosity(1 if args.verbose else -1)
-        term.capture_third_party_logs()
+        set_verbosity(1 if args.verbose else -1)
+        capture_third_party_logs()
     func: Callable[[argparse.Namespace], int] = args.func  # each parser's set_defaults
     return func(args)
 

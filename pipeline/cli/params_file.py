@@ -21,9 +21,9 @@ def compose(overrides: list[str], conf_dir: Path) -> str:
     """The text of params.yaml for conf/ with `overrides`."""
     from omegaconf import OmegaConf
 
-    from pipeline.cli import overrides as checked
+    from pipeline.cli.overrides import check
 
-    raw = checked.check(overrides, conf_dir)
+    raw = check(overrides, conf_dir)
     OmegaConf.resolve(raw)
     return text(OmegaConf.to_container(raw))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.engine import manifest as manifest_lib
+from pipeline.engine import manifest
 from pipeline.store import FileData, VerifiedStore
 
 
@@ -31,15 +31,15 @@ class EngineStore(VerifiedStore):
             return {}
 
     def content_problems(self, path: Path, meta: dict[str, Any]) -> list[str]:
-        manifest, bad = manifest_lib.read(path / "manifest.json")
-        if manifest is None:
+        record, bad = manifest.read(path / "manifest.json")
+        if record is None:
             return bad
-        if manifest["engine"]["file"] not in meta["files"]:
+        if record["engine"]["file"] not in meta["files"]:
             return [
-                f"manifest.json names engine {manifest['engine']['file']!r}, which the entry does not hold"
+                f"manifest.json names engine {record['engine']['file']!r}, which the entry does not hold"
             ]
-        if manifest.get("cache_key") not in (None, path.name):
-            return [f"manifest.json names key {str(manifest['cache_key'])[:16]}"]
+        if record.get("cache_key") not in (None, path.name):
+            return [f"manifest.json names key {str(record['cache_key'])[:16]}"]
         return []
 
 

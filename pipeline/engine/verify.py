@@ -11,7 +11,7 @@ from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import cache_key
-from pipeline.engine import manifest as manifest_lib
+from pipeline.engine.manifest import load
 from pipeline.machine.fingerprint import identity
 from pipeline.records.fingerprint_file import FingerprintRecord
 from pipeline.store import SHA256, VerifiedStore, regular_file_problem, vouches
@@ -28,7 +28,7 @@ def engine_folder(path: str | Path) -> Path:
         raise PipelineError(
             f"no manifest.json beside {path}; give an engine.plan or its build folder"
         )
-    manifest_lib.load(folder)  # a damaged manifest is one line here, before any work
+    load(folder)  # a damaged manifest is one line here, before any work
     return folder
 
 
@@ -84,7 +84,7 @@ def assert_loadable(
     """The manifest, once the engine beside it is shown to be this machine's and
     intact: a runtime never deserializes another machine's or a tampered engine. A
     multi-GB engine linked from the `store` is known intact from the store's record."""
-    manifest = manifest_lib.load(folder, " (run the build stage)")
+    manifest = load(folder, " (run the build stage)")
     built_for = manifest["fingerprint"]
     if identity(built_for) != identity(fingerprint):
         fields = cache_key.differences(identity(built_for), identity(fingerprint))
@@ -127,7 +127,7 @@ def refit_source(manifest: Manifest, onnx_path: Path) -> Path | None:
 def reasons_not_current(
     folder: Path, cfg: PipelineConfig, layout: Layout, fingerprint: FingerprintRecord
 ) -> list[str]:
-    manifest = manifest_lib.load(folder)
+    manifest = load(folder)
     engine = folder / manifest["engine"]["file"]
     if (bad := regular_file_problem(folder, engine.name)) is not None:
         return [bad]

@@ -28,14 +28,14 @@ def resolved_profiles(
 ) -> list[dict[str, Any]]:
     """From the input specs calibrate recorded for this very graph (its sha256 is checked),
     so the build reads the ONNX once, in TensorRT's parser, not again for its inputs."""
-    from pipeline.engine import build as build_lib
+    from pipeline.engine import build
     from pipeline.graph import onnx_model
     from pipeline.inputs import profiles
 
     summary = calibration_file.read(layout.calibration_summary)
     specs = summary.get("inputs")
     if not isinstance(specs, list) or summary.get("onnx_sha256") != onnx_sha256:
-        return build_lib.resolve_profiles(cfg.profile, onnx_path)
+        return build.resolve_profiles(cfg.profile, onnx_path)
     return profiles.resolve(
         cfg.profile, [onnx_model.TensorSpec(s["name"], s["dtype"], tuple(s["dims"])) for s in specs]
     )
@@ -50,11 +50,11 @@ def built(
     progress: bool,
 ) -> PendingFiles:
     """A fresh engine's files; a build TensorRT gives up on keeps its log and names it."""
-    from pipeline.engine import build as build_lib
+    from pipeline.engine import build
 
     try:
         return make(cfg, layout, fp, key, key_in, progress)
-    except build_lib.BuildFailed as e:
+    except build.BuildFailed as e:
         log = keep_failed_log(layout, fp["id"], e.records)
         raise PipelineError(f"{e} (TensorRT's log: {log})") from None
 
@@ -70,7 +70,7 @@ def make(
     """The entry's files: the engine at once, the files describing it made in a thread
     while the store writes the engine (PendingFiles)."""
     from pipeline.core import imports
-    from pipeline.engine import build as build_lib
+    from pipeline.engine import build
 
     # What describing the engine and the stage's end need, imported while TensorRT builds.
     imports.prefetch(
@@ -83,7 +83,7 @@ def make(
     )
     onnx_path = layout.calibrated_graph
     resolved = resolved_profiles(cfg, layout, onnx_path, key_in["onnx_sha256"])
-    result, tcache = build_lib.build_as_configured(
+    result, tcache = build.build_as_configured(
         cfg, fp, onnx_path, resolved, progress, cfg.build.timing_cache
     )
     # hashlib lets go of the GIL for large buffers: the engine's hash, the store's write of
@@ -112,8 +112,7 @@ def _describe(
     engine_sha256: Future[str],
 ) -> dict[str, bytes]:
     from pipeline.analysis import buildlog
-    from pipeline.engine import cache_key
-    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine import cache_key, manifest
 
     # The parser logs the file it read; keep machine paths out of a shared artifact.
     folder = f"{onnx_path.parent.resolve()}/"
@@ -129,7 +128,7 @@ def _describe(
         "plugins_sha256": cache_key.plugin_sha256(cfg.build.plugins),
         "tools": tool_versions(),
     }
-    manifest = manifest_lib.make(
+    record = manifest.make(
         fingerprint=fp,
         inputs=inputs,
         build_cfg=config.to_dict(cfg.build),
@@ -140,11 +139,11 @@ def _describe(
         engine_sha256=engine_sha256.result(),
         cache_key=key,
     )
-    manifest["key_inputs"] = key_in
-    manifest["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
-    manifest["image"] = {"pinned": pinned_build(cfg), "running": fp.get("container")}
+    record["key_inputs"] = key_in
+    record["timing_cache"] = tcache.report() if tcache else {"mode": "off"}
+    record["image"] = {"pinned": pinned_build(cfg), "running": fp.get("container")}
     return {
-        "manifest.json": fileio.to_json(manifest).encode(),
+        "manifest.json": fileio.to_json(record).encode(),
         "build.log": log_text.encode(),
         "network.json": fileio.to_json(result.network, compact=True).encode(),
         "build_summary.json": fileio.to_json(summary, compact=True).encode(),

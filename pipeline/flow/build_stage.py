@@ -52,7 +52,7 @@ def _build(
     peak: memory.StagePeak,
 ) -> BuildRecord:
     from pipeline.engine import cache_key
-    from pipeline.engine import store as store_lib
+    from pipeline.engine.store import EngineStore
     from pipeline.flow import engine_folder
     from pipeline.store import ENGINES, FileData
 
@@ -63,7 +63,7 @@ def _build(
     key = cache_key.cache_key(key_in)
     folder = layout.engine_dir(fp["id"])
     labels = engine_folder.store_labels(cfg, fp)
-    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
+    store = EngineStore(ENGINES.root(cfg.build.store_dir))
 
     def make() -> tuple[Mapping[str, FileData], dict[str, Any], str]:
         adopted = engine_folder.adopt_pulled(folder, key, key_in)
@@ -156,14 +156,14 @@ def _gated_manifest(cfg: PipelineConfig, layout: Layout, folder: Path) -> Manife
     what the store served alike; a failure leaves metrics/gates.json saying why, and
     build() drops this machine's folder."""
     from pipeline.analysis import buildlog, gates
-    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine import manifest
 
-    manifest = manifest_lib.load(folder)
+    record = manifest.load(folder)
     gates.check(
         cfg.build.gates,
         buildlog.load_summary(folder),
         (folder / "build.log").read_text(),
-        manifest=manifest,
+        manifest=record,
         metrics_path=layout.gates_metrics,
     )
-    return manifest
+    return record

@@ -63,19 +63,18 @@ def adopt_pulled(folder: Path, key: str, key_in: Mapping[str, Any]) -> dict[str,
     """The files of an engine DVC pulled or kept for this fingerprint, when the key
     recomputed from its own recorded inputs is the key being built and its bytes
     are intact; None (with a warning when something was there) otherwise."""
-    from pipeline.engine import cache_key
-    from pipeline.engine import manifest as manifest_lib
+    from pipeline.engine import cache_key, manifest
     from pipeline.engine.verify import adoption_refusal
 
     if not (folder / "manifest.json").exists():
         return None
-    manifest, bad = manifest_lib.read(folder / "manifest.json")
-    if manifest is not None and key not in (
-        manifest.get("cache_key"),
-        cache_key.cache_key(manifest.get("key_inputs")),
+    record, bad = manifest.read(folder / "manifest.json")
+    if record is not None and key not in (
+        record.get("cache_key"),
+        cache_key.cache_key(record.get("key_inputs")),
     ):
         return None  # an engine of other inputs (an earlier config): nothing claims otherwise
-    why = bad[0] if manifest is None else adoption_refusal(folder, manifest, key, key_in)
+    why = bad[0] if record is None else adoption_refusal(folder, record, key, key_in)
     if why is not None:
         console.warn(f"not adopting {folder / 'engine.plan'}: {why}; building it")
         return None

@@ -68,9 +68,9 @@ def _fingerprint(cfg: PipelineConfig, layout: Layout) -> FingerprintRecord:
     runs calibrate alone."""
     if layout.fingerprint.is_file():
         return fingerprint_file.read(layout.fingerprint)
-    from pipeline.machine import fingerprint as fp_lib
+    from pipeline.machine import fingerprint
 
-    return fp_lib.collect(cfg.build, require_trt=False)
+    return fingerprint.collect(cfg.build, require_trt=False)
 
 
 class Sizes:
@@ -121,14 +121,14 @@ class Sizes:
         stored = self._stored(key)
         if stored is not None:
             return {"bytes": stored, "key": key, "source": "store"}
-        from pipeline.engine import build as build_lib
+        from pipeline.engine import build
         from pipeline.precision.calibration import cache
 
         built: list[int] = []
 
         def make() -> tuple[dict[str, Any], dict[str, Any], str]:
             console.detail(f"engine sizes: building {what} to measure it ({self.measured_with})")
-            result = build_lib.build_engine(
+            result = build.build_engine(
                 graph,
                 self.cfg.precision,
                 self.cfg.build,
@@ -148,7 +148,7 @@ class Sizes:
                 "engine size",
                 required=("engine.json",),
             )
-        except build_lib.BuildFailed as e:
+        except build.BuildFailed as e:
             console.warn(
                 f"engine sizes: TensorRT could not build {what}, so it is not measured: {e}"
             )
@@ -159,11 +159,10 @@ class Sizes:
     def _key(self, graph: Path) -> tuple[str, KeyInputs, list[dict[str, Any]]]:
         """The engine key the build stage would give `graph`'s engine, its inputs, and the
         profiles resolved for it."""
-        from pipeline.engine import build as build_lib
-        from pipeline.engine import cache_key
+        from pipeline.engine import build, cache_key
         from pipeline.graph import onnx_model
 
-        resolved = build_lib.resolve_profiles(self.cfg.profile, graph)
+        resolved = build.resolve_profiles(self.cfg.profile, graph)
         key_in = cache_key.key_inputs(
             onnx_sha256=onnx_model.sha256(graph),
             build_cfg=config.to_dict(self.cfg.build),
@@ -177,10 +176,10 @@ class Sizes:
 
     def _stored(self, key: str) -> int | None:
         """The engine's bytes where the store holds a whole entry for `key`."""
-        from pipeline.engine import store as store_lib
+        from pipeline.engine.store import EngineStore
         from pipeline.store import ENGINES
 
-        store = store_lib.EngineStore(ENGINES.root(self.cfg.build.store_dir))
+        store = EngineStore(ENGINES.root(self.cfg.build.store_dir))
         entry = store.get(key)
         if entry is None:
             return None

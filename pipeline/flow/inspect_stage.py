@@ -22,7 +22,7 @@ def run(
     from pipeline.analysis import engine_inspector
     from pipeline.flow import engine_standing, upstream
     from pipeline.report.inspect import mixed_view, precision_view, report_html, report_markdown
-    from pipeline.report.inspect import report as report_lib
+    from pipeline.report.inspect.report import make_report
 
     engine_dir = layout.engine_dir(fp["id"])
     manifest = upstream.current(cfg, layout, fp)
@@ -31,7 +31,7 @@ def run(
         if cfg.inspect.engine_inspector
         else {"available": False, "reason": "switched off (inspect.engine_inspector=false)"}
     )
-    report = report_lib.make_report(
+    report = make_report(
         layout.export_graph,
         layout.calibrated_graph,
         engine_dir,

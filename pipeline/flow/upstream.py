@@ -52,14 +52,14 @@ def _source(cfg: PipelineConfig) -> str | None:
 def current(cfg: PipelineConfig, layout: Layout, fp: FingerprintRecord) -> Manifest:
     """For inspect and benchmark: export, calibrate and the engine all belong to the
     present params and this machine; the manifest of that engine."""
-    from pipeline.engine import store as store_lib
     from pipeline.engine import verify
+    from pipeline.engine.store import EngineStore
     from pipeline.store import ENGINES
 
     provenance.require(layout.export_dir, cfg, "export")
     provenance.require(layout.calibrate_dir, cfg, "calibrate")
     engine_dir = layout.engine_dir(fp["id"])
-    store = store_lib.EngineStore(ENGINES.root(cfg.build.store_dir))
+    store = EngineStore(ENGINES.root(cfg.build.store_dir))
     manifest = verify.assert_loadable(engine_dir, fp, store)  # this machine's, and intact
     reasons = verify.input_differences(manifest, cfg, layout, fp)
     if reasons:

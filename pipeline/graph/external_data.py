@@ -131,7 +131,7 @@ def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarr
     model holding it, which would bring the whole model into memory one weight at a time. A
     plain numeric tensor in external data is read from its file slice straight into numpy
     (no protobuf copy of its bytes on the way); anything else goes through a copy of the
-    tensor. `to_array`: onnx's own, where it is replaced (streamed_autocast.reads_apart)."""
+    tensor. `to_array`: onnx's own, where it is replaced (autocast/streamed.py's reads_apart)."""
     import numpy as np
     import onnx
     from onnx import helper, numpy_helper

@@ -211,10 +211,10 @@ def _quantized(
     """int8/fp8 (Q/DQ) or int4 over the whole graph, judged on the reference batches that
     are not calibration samples."""
     from pipeline.inputs import calibration_data
-    from pipeline.precision.int4 import quantize as int4_quantize
+    from pipeline.precision.int4.quantize import quantize_int4
     from pipeline.precision.qdq import quantize
 
-    make = int4_quantize.quantize_int4 if job.precision.transform == "int4" else quantize.quantize
+    make = quantize_int4 if job.precision.transform == "int4" else quantize.quantize
     result = make(src, dest, job.precision, job.calibration, job.model)
     summary["calibration"] = result.summary
     if result.data is None:  # int4 round-to-nearest: no calibration data, all of it held out

@@ -26,8 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, cast
 from urllib.parse import quote, unquote
 
-from pipeline.core import config as config_lib
-from pipeline.core import console, dvc_yaml, fileio, hashing
+from pipeline.core import config, console, dvc_yaml, fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.engine import store
@@ -147,8 +146,8 @@ class JobKeyInputs(TypedDict):
 
 
 def key_inputs(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> JobKeyInputs:
-    config = config_lib.to_dict(cfg)
-    config.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
+    plain = config.to_dict(cfg)
+    plain.pop("sweep", None)  # where a job runs and whether it may be reused, not what it makes
     static, from_config = dvc_deps(repo, cfg)
     where = {d: Path(d) if Path(d).is_absolute() else repo / d for d in static | set(SWEEP_CODE)}
     # A path from the config is read by the job where it runs (hydra.job.chdir is false):
@@ -162,7 +161,7 @@ def key_inputs(repo: Path, cfg: PipelineConfig, fingerprint_id: str) -> JobKeyIn
             digests[at] = _path_digest(path)
         deps[name] = digests[at]
     return {
-        "config": config,
+        "config": plain,
         "deps": deps,
         "libraries": build_files.tool_versions(),
         "fingerprint": fingerprint_id,

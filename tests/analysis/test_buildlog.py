@@ -11,7 +11,7 @@ from pipeline.analysis import buildlog, fusion
 from pipeline.core import fileio
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
-from pipeline.engine import manifest as manifest_lib
+from pipeline.engine import manifest
 from pipeline.flow import stages
 from tests.conftest import REPO
 
@@ -111,7 +111,7 @@ def test_redaction_scrubs_log_summary_and_manifest(transformer_result):
     text = buildlog.format_log(records)
     assert "input_ids" not in text and "<redacted>" in text
     summary = buildlog.summarize(records)
-    manifest = manifest_lib.make(
+    record = manifest.make(
         fingerprint={},
         inputs={},
         build_cfg={},
@@ -121,8 +121,8 @@ def test_redaction_scrubs_log_summary_and_manifest(transformer_result):
         summary=summary,
         engine_sha256="0",
     )
-    assert manifest["log"]["warnings"] and not any(
-        "input_ids" in w for w in manifest["log"]["warnings"]
+    assert record["log"]["warnings"] and not any(
+        "input_ids" in w for w in record["log"]["warnings"]
     )
     assert "input_ids" not in buildlog.format_log(transformer_result.records, ["input_ids"])
     assert buildlog.redacted(transformer_result.records, []) == transformer_result.records
@@ -137,7 +137,7 @@ def test_bad_redaction_pattern_is_one_clear_error(transformer_result):
 
 def test_manifest_carries_the_log_summary(transformer_result):
     summary = buildlog.summarize(transformer_result.records)
-    m = manifest_lib.make(
+    m = manifest.make(
         fingerprint={},
         inputs={},
         build_cfg={},

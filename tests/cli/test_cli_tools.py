@@ -37,9 +37,9 @@ def test_console_script_is_the_same_cli_and_has_a_version():
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     module, func = scripts["trt-pipeline"].split(":")
     assert (module, func) == ("pipeline.cli.main", "console")
-    from pipeline.cli import main as cli_main
+    from pipeline.cli import main
 
-    assert callable(getattr(cli_main, func))
+    assert callable(getattr(main, func))
     r = cli("--version")
     assert (
         r.returncode == 0
@@ -51,7 +51,7 @@ def test_console_script_is_the_same_cli_and_has_a_version():
 def test_a_command_builds_its_own_parser_and_anything_else_all_of_them():
     """The always-run fingerprint stage is a `trt-pipeline stage` process: it imports no
     other command's module. --help, a typo and no command still list every command."""
-    from pipeline.cli import main as cli_main
+    from pipeline.cli import main
 
     # --help ends in sys.exit: what was imported is read at exit.
     probe = (
@@ -65,7 +65,7 @@ def test_a_command_builds_its_own_parser_and_anything_else_all_of_them():
     for args in (["--help"], ["-q", "--help", "stage"], ["stag"]):
         out = cli(*args)
         assert all(name in out.stdout + out.stderr for name in ("sweep-report", "add-model")), args
-    assert len(cli_main.COMMANDS) == len(list((REPO / "pipeline/cli/commands").glob("[!_]*.py")))
+    assert len(main.COMMANDS) == len(list((REPO / "pipeline/cli/commands").glob("[!_]*.py")))
 
 
 @pytest.mark.parametrize(

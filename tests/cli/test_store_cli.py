@@ -7,14 +7,14 @@ import os
 
 import pytest
 
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore
 from pipeline.store import CALIBRATION, ENGINES
 from tests.helpers import KEY, OTHER, assert_clean, cli, damage_entry, one_error_line, put
 
 
 @pytest.mark.parametrize("damage", ["[]", "{}", "null", "escape", "manifest{}", "symlink"])
 def test_ls_and_verify_report_a_damaged_entry_and_repair_moves_it(tmp_path, damage):
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     put(store, OTHER)
     damage_entry(put(store), damage)
     ls = cli(tmp_path, "cache", "ls", "--store", str(store.root))
@@ -38,7 +38,7 @@ def test_ls_and_verify_report_a_damaged_entry_and_repair_moves_it(tmp_path, dama
 
 
 def test_sizes_need_a_unit_and_prune_can_dry_run(tmp_path):
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     put(store)
     put(store, OTHER)
     s = str(store.root)
@@ -59,7 +59,7 @@ def test_sizes_need_a_unit_and_prune_can_dry_run(tmp_path):
 
 
 def test_stale_lock_files_are_reported_and_removed_by_repair(tmp_path):
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     put(store)
     store.locks.mkdir(exist_ok=True)
     (store.locks / f"{KEY}.lock").write_text("12345\n")  # a killed holder's
@@ -109,7 +109,7 @@ def test_info_says_where_the_caches_are_and_who_can_read_them(tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"engine store: {tmp_path / 'xdg' / 'trt-pipeline' / 'engines'}" in r.stdout
     assert f"calibration cache: {tmp_path / 'xdg' / 'trt-pipeline' / 'calibration'}" in r.stdout
-    store = store_lib.EngineStore(tmp_path / "xdg" / "trt-pipeline" / "engines")
+    store = EngineStore(tmp_path / "xdg" / "trt-pipeline" / "engines")
     old = os.umask(0o002)
     try:
         put(store)
@@ -162,7 +162,7 @@ def test_a_damaged_manifest_given_to_verify_or_diff_is_one_line(tmp_path, comman
 
 def test_ls_prints_labels_as_plain_cells(tmp_path):
     """Labels come from entry.json: terminal escapes and newlines are not passed through."""
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     put(store, labels={"model": "evil\x1b[2J\nname", "precision": ["a", "list"], "gpu": "x" * 200})
     r = cli(tmp_path, "cache", "ls", "--store", str(store.root))
     assert r.returncode == 0 and "\x1b" not in r.stdout and "evil?[2J?name" in r.stdout

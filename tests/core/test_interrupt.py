@@ -131,13 +131,13 @@ def test_signals_at_several_points_of_a_build_stop_it_and_store_nothing(in_tmp_r
     after_commit = (
         "import os, runpy, signal\n"
         "signal.signal(signal.SIGINT, signal.default_int_handler)\n"  # see _sigint_default
-        "from pipeline.store import _verified as vs\n"
-        "put = vs.VerifiedStore.put\n"
+        "from pipeline.store import VerifiedStore\n"
+        "put = VerifiedStore.put\n"
         "def put_then_signal(self, *a, **k):\n"
         "    entry = put(self, *a, **k)\n"
         "    os.kill(os.getpid(), signal.SIGINT)\n"
         "    return entry\n"
-        "vs.VerifiedStore.put = put_then_signal\n"
+        "VerifiedStore.put = put_then_signal\n"
         "runpy.run_module('stages.build', run_name='__main__')\n"
     )
     r = subprocess.run(

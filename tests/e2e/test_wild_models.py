@@ -251,11 +251,11 @@ def both_ways(
 ) -> tuple[Any, Any]:
     """`precision`'s transform of the model in `folder` with calibration.streaming set to
     `streaming`, and through ModelOpt (never), from one export."""
-    from pipeline.precision.int4 import quantize as int4
+    from pipeline.precision.int4.quantize import quantize_int4
     from pipeline.precision.qdq import quantize
 
     layout = Layout(tmp_path / "run")
-    make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize
+    make = quantize_int4 if precision.startswith("int4") else quantize.quantize
     results = []
     for way in (streaming, "never"):
         overrides = (f"precision={precision}", f"calibration.streaming={way}")

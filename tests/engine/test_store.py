@@ -7,13 +7,13 @@ import time
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore, parse_size, prune
 from tests.conftest import REPO
 from tests.helpers import KEY, OTHER, damage_entry, put
 
 
 def test_put_then_get_verifies(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     put(store)
     entry = store.get(KEY)
     assert entry.file("engine.plan").read_bytes() == b"engine-bytes" * 100
@@ -39,7 +39,7 @@ DAMAGES = [
 
 @pytest.mark.parametrize("damage", DAMAGES)
 def test_damaged_entry_is_refused_and_moved_aside_only_under_its_lock(tmp_path, capsys, damage):
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     damage_entry(put(store), damage)
     assert store.get(KEY) is None  # refused without the lock: reported by the caller, not moved
     assert store.keys() == [KEY] and capsys.readouterr().err == ""
@@ -55,7 +55,7 @@ def test_damaged_entry_is_refused_and_moved_aside_only_under_its_lock(tmp_path, 
 
 
 def test_unfinished_write_of_a_dead_process_is_cleaned(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     ).stdout.strip()
@@ -76,27 +76,27 @@ def test_unfinished_write_of_a_dead_process_is_cleaned(tmp_path):
 
 
 def test_prune_drops_least_recently_used(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     put(store, KEY, b"x" * 1000)
     put(store, OTHER, b"y" * 1000)
     old = time.time() - 3600
     os.utime(store.entries / KEY / "entry.json", (old, old))
     store.get(OTHER)  # marks OTHER as used now
     fits_one = store.get(OTHER).size + 100
-    assert store_lib.prune(store, fits_one, dry_run=True) == [KEY] and len(store.keys()) == 2
-    assert store_lib.prune(store, fits_one) == [KEY]
+    assert prune(store, fits_one, dry_run=True) == [KEY] and len(store.keys()) == 2
+    assert prune(store, fits_one) == [KEY]
     assert store.keys() == [OTHER]
 
 
 def test_parse_size_needs_a_unit():
-    assert store_lib.parse_size("2G") == 2 << 30
-    assert store_lib.parse_size("500MiB") == 500 << 20
-    assert store_lib.parse_size("500m") == 500 << 20
-    assert store_lib.parse_size("1.5G") == 3 << 29
-    assert store_lib.parse_size("1024B") == 1024
+    assert parse_size("2G") == 2 << 30
+    assert parse_size("500MiB") == 500 << 20
+    assert parse_size("500m") == 500 << 20
+    assert parse_size("1.5G") == 3 << 29
+    assert parse_size("1024B") == 1024
     for bad in ("5", "1024", "lots", "1.2.3G", "G", "-1G", ""):
         with pytest.raises(PipelineError):
-            store_lib.parse_size(bad)
+            parse_size(bad)
 
 
 def test_lock_of_a_killed_process_is_recovered(tmp_path):
@@ -113,7 +113,7 @@ def test_lock_of_a_killed_process_is_recovered(tmp_path):
         text=True,
     )
     assert holder.stdout.readline().strip() == "held"
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     with pytest.raises(PipelineError, match="locked by another builder"):
         with store.lock(KEY, timeout=0.2):
             pass
@@ -126,7 +126,7 @@ def test_lock_of_a_killed_process_is_recovered(tmp_path):
 
 
 def test_cache_cli_ls_verify_rm(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     put(
         store,
         labels={
@@ -233,7 +233,7 @@ def test_a_loader_does_not_re_read_an_engine_linked_from_a_verified_entry(tmp_pa
     from pipeline.core import hashing
     from pipeline.engine import verify
 
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     entry = put(store, engine=os.urandom(2 << 20))
     manifest = json.loads(entry.file("manifest.json").read_text())
     folder = tmp_path / "build"

@@ -15,7 +15,7 @@ import pytest
 from pipeline.core import config, fileio
 from pipeline.core.layout import Layout
 from pipeline.engine import cache_key
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore
 from pipeline.flow import stages
 from tests.conftest import REPO
 from tests.helpers import assert_clean, cli, damage_entry, one_error_line, prepared_copy
@@ -60,7 +60,7 @@ def test_a_damaged_or_escaping_entry_is_refused_moved_aside_and_rebuilt(
     repo = workspace(built_cnn, tmp_path / "r")
     store_dir = tmp_path / "s" / "store"
     assert build(repo, store_dir).returncode == 0
-    store = store_lib.EngineStore(store_dir)
+    store = EngineStore(store_dir)
     [key] = store.keys()
     damage_entry(store.entry_unverified(key)[0], damage)
     r = build(repo, store_dir)
@@ -169,7 +169,7 @@ def test_a_read_only_store_serves_hits_and_builds_misses_into_the_workspace(tmp_
         assert "Traceback" not in miss.stderr
         manifest = fileio.read_json(engine_dir(other) / "manifest.json")
         assert manifest["config"]["build"]["optimization_level"] == 5
-        [key] = store_lib.EngineStore(store_dir).keys()
+        [key] = EngineStore(store_dir).keys()
         one_error_line(
             cli(tmp_path, "cache", "rm", key, "--store", str(store_dir)),
             "not writable",
@@ -193,7 +193,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing_behind(tmp_path, built_cnn):
         assert not engine_dir(repo).exists()
         # the check comes before the store makes its folders; nothing is left if it did
         assert not list((store_dir / "tmp").glob("*")) and not list((store_dir / "locks").glob("*"))
-        assert store_lib.EngineStore(store_dir).keys() == []
+        assert EngineStore(store_dir).keys() == []
         assert_clean(store_dir, tmp_path)
 
 
@@ -250,7 +250,7 @@ def test_an_entry_removed_while_a_hit_copies_it_is_looked_up_again(
     repo = prepared_copy(layout, tmp_path / "r")
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(tmp_path / "store"))
     stages.build(cfg, Layout(repo), progress=False)
-    store = store_lib.EngineStore(tmp_path / "store")
+    store = EngineStore(tmp_path / "store")
     [key] = store.keys()
     copy_to, removed = _entry.Outcome.copy_to, []
 

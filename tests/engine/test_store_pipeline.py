@@ -9,7 +9,7 @@ import sys
 
 from pipeline.core import fileio, hashing
 from pipeline.core.layout import Layout
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore
 from pipeline.flow import stages
 from tests.conftest import REPO
 from tests.helpers import prepared_copy
@@ -91,7 +91,7 @@ def test_eight_builders_one_truncated_entry_one_killed_build_once(tmp_path, buil
     # The victim never finished; exactly one survivor built, the others found its entry.
     assert sum("engine store miss, built" in t for t in texts) == 1, texts
     assert sum("engine store hit" in t for t in survivors) == 6, texts
-    store = store_lib.EngineStore(store_dir)
+    store = EngineStore(store_dir)
     assert store.keys() == [key] and store.problems(key) == []
     assert len(list((store_dir / "quarantine").iterdir())) == 1  # the truncated entry, once
     assert not list((store_dir / "tmp").iterdir()) and not list((store_dir / "locks").iterdir())
@@ -103,7 +103,7 @@ def test_corrupt_store_entry_is_rebuilt_by_the_build_step(tmp_path, built_cnn):
     root = prepared_copy(layout, tmp_path / "a")
     p = start_build(root, store_dir)
     assert p.wait() == 0
-    store = store_lib.EngineStore(store_dir)
+    store = EngineStore(store_dir)
     [key] = store.keys()
     engine = store.entries / key / "engine.plan"
     engine.write_bytes(engine.read_bytes()[: engine.stat().st_size // 2])

@@ -15,7 +15,7 @@ from tests.conftest import compose
 USER_MODULE = """
 from types import SimpleNamespace
 
-from pipeline.zoo import cnn_classifier as c
+from pipeline.zoo import cnn_classifier
 
 CALLS = []
 
@@ -23,18 +23,18 @@ CALLS = []
 def make():
     CALLS.append(1)
     return SimpleNamespace(
-        build=c.build,
-        INPUT_NAMES=c.INPUT_NAMES,
-        OUTPUT_NAMES=c.OUTPUT_NAMES,
-        DYNAMIC_AXES=c.DYNAMIC_AXES,
-        sample_inputs=c.sample_inputs,
+        build=cnn_classifier.build,
+        INPUT_NAMES=cnn_classifier.INPUT_NAMES,
+        OUTPUT_NAMES=cnn_classifier.OUTPUT_NAMES,
+        DYNAMIC_AXES=cnn_classifier.DYNAMIC_AXES,
+        sample_inputs=cnn_classifier.sample_inputs,
     )
 
 
 class Plain:
-    build = staticmethod(c.build)
-    INPUT_NAMES = c.INPUT_NAMES
-    OUTPUT_NAMES = c.OUTPUT_NAMES
+    build = staticmethod(cnn_classifier.build)
+    INPUT_NAMES = cnn_classifier.INPUT_NAMES
+    OUTPUT_NAMES = cnn_classifier.OUTPUT_NAMES
 """
 
 

@@ -14,7 +14,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.flow import stages
 from pipeline.precision.common import ops, search_progress
 from pipeline.precision.fallback import search
-from pipeline.precision.fallback import written as written_checks
+from pipeline.precision.fallback.written import resume
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.tasks import OutputTasks
 from pipeline.precision.qdq import plan
@@ -317,7 +317,7 @@ def test_a_choice_that_misses_the_gate_as_written_resumes_with_written_graphs(
         return {"gate": gate, "gate_passed": accuracy.passed(gate), "kept": len(keep)}
 
     assert not written(searched)["gate_passed"]
-    final = written_checks.resume(result.graphs, record, written)
+    final = resume(result.graphs, record, written)
     kept = record["kept"]
     assert final["gate_passed"] and final["kept"] == len(kept) > len(searched)
     assert kept[: len(searched)] == searched

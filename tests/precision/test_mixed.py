@@ -14,8 +14,9 @@ from pipeline.core.errors import PipelineError
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_runtime
-from pipeline.precision.mixed import graphs as mixed_graphs
-from pipeline.precision.mixed import make, variants
+from pipeline.precision.common import variants
+from pipeline.precision.mixed import make
+from pipeline.precision.mixed.graphs import _switchable
 from tests.conftest import compose
 from tests.helpers import fresh, reference_pairs
 
@@ -133,7 +134,7 @@ def test_the_fp32_assignment_is_the_source_and_the_switchboard_agrees_with_the_g
     board = graphs.switchboard(feeds, narrow)
     nodes = graphs.candidates()
     # each GEMM runs in its weight's If: the If yields its result, not a copy of the weight
-    top = variants.folded(mixed_graphs._switchable(graphs, nodes)[0], None, narrow).graph.node
+    top = variants.folded(_switchable(graphs, nodes)[0], None, narrow).graph.node
     assert nodes and not [n.name for n in top if n.name in nodes]
     plain = onnx_runtime.run_model(graphs.source, feeds, None)
     for got, want in zip(board.outputs({}), plain):

@@ -17,7 +17,7 @@ from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_model
 from pipeline.precision.autocast import cast
-from pipeline.precision.int4 import quantize as int4
+from pipeline.precision.int4.quantize import quantize_int4
 from pipeline.precision.qdq import quantize
 from tests.conftest import compose
 from tests.helpers import fresh, int4_tensors, reference_pairs
@@ -32,7 +32,7 @@ def _quantize(layout, tmp_path, model, precision, streaming, method="max"):
         f"calibration.cache_dir={tmp_path / 'cache'}",
     )
     src = layout.export_dir / "model.onnx"
-    make = int4.quantize_int4 if precision.startswith("int4") else quantize.quantize
+    make = quantize_int4 if precision.startswith("int4") else quantize.quantize
     return make(src, tmp_path / f"{streaming}.onnx", cfg.precision, cfg.calibration, cfg.model)
 
 

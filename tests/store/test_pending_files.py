@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from pipeline.engine import store as store_lib
+from pipeline.engine.store import EngineStore
 from pipeline.store import PendingFiles
 from tests.helpers import KEY, manifest_bytes
 
@@ -14,7 +14,7 @@ ENGINE = b"engine-bytes" * 100
 
 
 def test_the_engine_is_written_before_the_rest_is_made(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
     engine_seen = threading.Event()
 
     def later():
@@ -37,7 +37,7 @@ def test_the_engine_is_written_before_the_rest_is_made(tmp_path):
 
 
 def test_a_failure_while_making_the_rest_leaves_no_entry(tmp_path):
-    store = store_lib.EngineStore(tmp_path)
+    store = EngineStore(tmp_path)
 
     def later():
         raise ValueError("the build log could not be analysed")

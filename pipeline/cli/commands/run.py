@@ -23,6 +23,6 @@ def add_parser(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Hands the rest of the command line to the Hydra app (pipeline.cli.run), checked first."""
-    from pipeline.cli import run as hydra_app
+    from pipeline.cli.run import main_checked
 
-    return hydra_app.main_checked(["trt-pipeline run", *args.hydra_args])
+    return main_checked(["trt-pipeline run", *args.hydra_args])

@@ -195,14 +195,14 @@ def _streamed(
     src: Path, work: Path, precision_cfg: PrecisionConfig, calib_inputs: dict[str, np.ndarray]
 ) -> dict[str, FileData]:
     from pipeline.graph.external_data import write_gathered
-    from pipeline.precision.autocast import streamed as streamed_autocast
+    from pipeline.precision.autocast.streamed import convert
     from pipeline.precision.common.modelopt_log import quiet_modelopt
 
     folder = work / "weights"  # copies of the source's data files, and the cast weights
     folder.mkdir()
     try:
         with quiet_modelopt():
-            model = streamed_autocast.convert(src, folder, precision_cfg, calib_inputs)
+            model = convert(src, folder, precision_cfg, calib_inputs)
     except PipelineError:
         raise
     except Exception as e:

@@ -1,14 +1,16 @@
 """What every family of precision transforms does to a graph's structure: which ops are
-GEMMs, raising the graph's opset (onnx_model.opset reads it), and putting nodes back in an order ONNX accepts
-after a transform appended some."""
+GEMMs, raising the graph's opset (onnx_model.opset reads it), putting nodes back in an order ONNX accepts
+after a transform appended some, and pruning what no output depends on any more."""
 
 from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError, first_line
+from pipeline.graph import onnx_model
 from pipeline.graph.onnx_model import opset
 
 if TYPE_CHECKING:
@@ -70,3 +72,28 @@ def topological(nodes: list[Any], model: ModelProto) -> list[Any]:
         done = {id(n) for n in out}
         out += [n for n in nodes if id(n) not in done]
     return out
+
+
+def pruned(model: ModelProto) -> Any:
+    """Without the nodes and initializers no output depends on any more."""
+    needed = {o.name for o in model.graph.output}
+    kept_nodes = []
+    for node in reversed(list(model.graph.node)):
+        if any(o in needed for o in node.output):
+            kept_nodes.append(node)
+            needed.update(_reads(node))
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(kept_nodes))
+    inits = [i for i in model.graph.initializer if i.name in needed]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(inits)
+    return model
+
+
+def _reads(node: Any) -> Iterator[str]:
+    """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
+    reads outer-scope tensors by name."""
+    yield from (x for x in node.input if x)
+    for _, g in onnx_model.subgraphs(node):
+        for n in g.node:
+            yield from _reads(n)

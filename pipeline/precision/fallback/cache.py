@@ -18,7 +18,7 @@ from pipeline.inputs.array_folder import data_sha256
 from pipeline.precision.calibration import cache
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.fallback import search
-from pipeline.precision.fallback import written as written_checks
+from pipeline.precision.fallback.written import kept_lower, resume
 from pipeline.precision.gate import accuracy
 from pipeline.records.calibration_file import FallbackRecord, Judgement
 from pipeline.store import FileData
@@ -84,7 +84,7 @@ def _searched(
     written: Callable[..., Judgement],
 ) -> tuple[FallbackRecord, Judgement]:
     """The search from the plain graph's judgement; its choice written and judged as
-    written (resumed with written graphs where it misses: written_checks.resume); with
+    written (resumed with written graphs where it misses: fallback/written.py's resume); with
     fallback=auto its kept nodes in fp16 where the gate holds. The record and the final
     graph's judgement; dest holds that graph."""
     console.note(
@@ -100,12 +100,12 @@ def _searched(
                 f"gate as written ({'; '.join(search.judged(final['gate'])['failing'])}); "
                 f"keeping more nodes, each graph judged as written"
             )
-            final = written_checks.resume(graphs, record, written)
+            final = resume(graphs, record, written)
     except search.SearchFailed as e:
         e.plain = plain
         raise
     if precision_cfg.fallback == "auto":
-        final = written_checks.kept_lower(record, written, graphs.ladder, graphs.fits) or final
+        final = kept_lower(record, written, graphs.ladder, graphs.fits) or final
     return record, final
 
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 import numpy as np
 
-from pipeline.core import gate as gate_lib
 from pipeline.core.errors import PipelineError
-from pipeline.core.gate import GateResult
+from pipeline.core.gate import ACCURACY_DIRECTION, GateResult, failure_line, failures, result
 from pipeline.inputs.reference_file import Pair
-from pipeline.precision.gate import tasks as tasks_lib
+from pipeline.precision.gate import tasks
+from pipeline.precision.gate.tasks import OutputTasks, UserMetric
 
 if TYPE_CHECKING:
     from pipeline.core.config import AccuracyGate, ModelConfig, PrecisionConfig
@@ -50,8 +50,8 @@ class Criteria:
     (model.task, model.output_tasks) and the user's metric (precision.gate.metric)."""
 
     gate: AccuracyGate
-    tasks: tasks_lib.OutputTasks
-    metric: tasks_lib.UserMetric | None = None
+    tasks: OutputTasks
+    metric: UserMetric | None = None
 
     @classmethod
     def of(
@@ -70,8 +70,8 @@ class Criteria:
             gate = cast("AccuracyGate", OmegaConf.merge(gate, dict.fromkeys(MAGNITUDE_GATES)))
         return cls(
             gate,
-            tasks_lib.OutputTasks.of(model_cfg),
-            tasks_lib.user_metric(precision_cfg.gate, getattr(model_cfg, "source", None)),
+            OutputTasks.of(model_cfg),
+            tasks.user_metric(precision_cfg.gate, getattr(model_cfg, "source", None)),
         )
 
     def judge(
@@ -95,8 +95,8 @@ class Criteria:
 def compare(
     reference: list[dict[str, np.ndarray]],
     candidate: list[dict[str, np.ndarray]],
-    task: str | tasks_lib.OutputTasks,
-    metric: tasks_lib.UserMetric | None = None,
+    task: str | OutputTasks,
+    metric: UserMetric | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Per output, each over all batches together: max absolute error, mean relative
     error, cosine similarity, the worst sample's relative error, and what the output's task
@@ -104,30 +104,30 @@ def compare(
     scores; the worst last-axis vector's cosine (`cosine`, with `cosine_mean`) for
     embeddings and sequences. Each output records its task and the gate keys that judge it.
     Labels (`label:<name>` beside the fp32 outputs) go to the user's `metric` only."""
-    output_tasks = task if isinstance(task, tasks_lib.OutputTasks) else tasks_lib.OutputTasks(task)
-    split = [tasks_lib.split_labels(b) for b in reference]
+    output_tasks = task if isinstance(task, OutputTasks) else OutputTasks(task)
+    split = [tasks.split_labels(b) for b in reference]
     reference = [outputs for outputs, _ in split]
-    result: dict[str, dict[str, Any]] = {}
-    phases = [tasks_lib.decoder_phase(b) for b in reference]
+    figures: dict[str, dict[str, Any]] = {}
+    phases = [tasks.decoder_phase(b) for b in reference]
     for name in reference[0]:
         ref, got = _stacked(name, reference, candidate)
         first = np.asarray(reference[0][name])
         kind = output_tasks.task(name, first)
         last = first.shape[-1] if first.ndim >= 2 else 1
-        result[name] = {**_figures(ref, got, kind, last), "task": kind}
+        figures[name] = {**_figures(ref, got, kind, last), "task": kind}
         if kind == "next_token" and len(set(phases)) > 1:
-            result[name].update(_by_phase(name, reference, candidate, phases, last))
+            figures[name].update(_by_phase(name, reference, candidate, phases, last))
         if kind == "next_token":
-            result[name].update(tasks_lib.perplexity(name, reference, candidate, split))
+            figures[name].update(tasks.perplexity(name, reference, candidate, split))
     if metric is not None:
         labels = [lb for _, lb in split]
         value = metric(reference, candidate, labels if any(labels) else None)
-        result[metric.name] = {
+        figures[metric.name] = {
             "metric": value,
             "finite": bool(np.isfinite(value)),
             "task": "metric",
         }
-    return result
+    return figures
 
 
 class OutputFigures(TypedDict):
@@ -161,13 +161,13 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFi
     if ref.ndim != 2 or not ref.size or ref.shape[1] % last:
         return metrics  # one flat vector: rows of another width in every batch
     r, g = ref.reshape(-1, last), got.reshape(-1, last)
-    if task in tasks_lib.ROW_COSINE:
+    if task in tasks.ROW_COSINE:
         rows = row_cosines(r, g, skip_tiny=True)
         if len(rows):
             metrics.update(
                 {"cosine": float(rows.min()), "cosine_mean": float(rows.mean()), "rows": len(rows)}
             )
-    if task in tasks_lib.TOP1 and last > 1:
+    if task in tasks.TOP1 and last > 1:
         metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
     return metrics
 
@@ -285,7 +285,7 @@ def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np
 GATE_CHECKS = (
     # (config key, metric, direction): "max" means the metric must not exceed the threshold
     *(
-        (key, metric, gate_lib.ACCURACY_DIRECTION[metric])
+        (key, metric, ACCURACY_DIRECTION[metric])
         for key, metric in (
             ("max_abs_error", "max_abs_error"),
             ("max_mean_rel_error", "mean_rel_error"),
@@ -299,7 +299,7 @@ GATE_CHECKS = (
     ("metric_min", "metric", "min"),
 )
 # The user's metric is judged whatever the outputs' tasks.
-JUDGED = {**tasks_lib.JUDGED, "metric": ("metric_max", "metric_min")}
+JUDGED = {**tasks.JUDGED, "metric": ("metric_max", "metric_min")}
 
 
 def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[GateResult]:
@@ -309,7 +309,7 @@ def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[G
     for output, metrics in figures.items():
         if not metrics.get("finite", True):
             results.append(
-                gate_lib.result(
+                result(
                     "finite",
                     False,
                     True,
@@ -325,7 +325,7 @@ def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[G
             if threshold is None or metric not in metrics or key not in JUDGED[task]:
                 continue
             results.append(
-                gate_lib.result(
+                result(
                     key,
                     metrics[metric],
                     float(threshold),
@@ -340,7 +340,7 @@ def check_gate(figures: dict[str, dict[str, Any]], gate: AccuracyGate) -> list[G
 
 
 def passed(results: list[GateResult]) -> bool:
-    return not gate_lib.failures(results)
+    return not failures(results)
 
 
 # Said wherever a gate judged on random reference inputs is reported (gate lines, stage
@@ -360,7 +360,7 @@ def raise_on_failure(
     inputs were random, where they were, and `hint`: what the failure means); the
     exception carries `summary` for the metrics file."""
     where = f" {ON_RANDOM}" if judged_on_random(summary) else ""
-    line = gate_lib.failure_line(f"accuracy gate failed for {label}{where}", results)
+    line = failure_line(f"accuracy gate failed for {label}{where}", results)
     if line:
         if where:
             line += "; give real inputs with model.reference_data before trusting this gate"

@@ -11,7 +11,7 @@ fallback search (pipeline/precision/fallback/search.py) runs on it unchanged."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -20,6 +20,7 @@ import numpy as np
 
 from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, streamed
+from pipeline.precision.common.ops import pruned
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.int4 import int8_weights
 
@@ -136,31 +137,6 @@ def plan_of(source: ModelProto, int4: ModelProto, block_size: int) -> Int4Plan:
         weights[node.name] = (index, node.input[index], source_nodes[node.name].input[index])
         op_types[node.name] = node.op_type
     return Int4Plan(weights, op_types, f"weight-only int4, blocks of {block_size}")
-
-
-def pruned(model: ModelProto) -> Any:
-    """Without the nodes and initializers no output depends on any more."""
-    needed = {o.name for o in model.graph.output}
-    kept_nodes = []
-    for node in reversed(list(model.graph.node)):
-        if any(o in needed for o in node.output):
-            kept_nodes.append(node)
-            needed.update(_reads(node))
-    del model.graph.node[:]
-    model.graph.node.extend(reversed(kept_nodes))
-    inits = [i for i in model.graph.initializer if i.name in needed]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(inits)
-    return model
-
-
-def _reads(node: Any) -> Iterator[str]:
-    """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
-    reads outer-scope tensors by name."""
-    yield from (x for x in node.input if x)
-    for _, g in onnx_model.subgraphs(node):
-        for n in g.node:
-            yield from _reads(n)
 
 
 class Int4WeightView(TypedDict):

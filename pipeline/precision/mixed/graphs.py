@@ -2,15 +2,15 @@
 fp32), for precision=auto (pipeline/precision/mixed/search.py).
 
 Each low type comes from its own ModelOpt result on the same source graph (node names and
-weights alike): the int4 weights from ModelOpt's int4 graph (int4_graphs.Int4Plan), the
-int8 and fp8 scales from its Q/DQ graphs (qdq_plan.QdqPlan). A graph for an assignment is
+weights alike): the int4 weights from ModelOpt's int4 graph (int4/graphs.py's Int4Plan), the
+int8 and fp8 scales from its Q/DQ graphs (qdq/plan.py's QdqPlan). A graph for an assignment is
 written from the source: a GEMM in int4 reads its blocked DequantizeLinear weight, one in
 int8/fp8 gets the Q/DQ pairs its plan gives it, one in fp16 computes in fp16 (its inputs
 cast, its weights stored in fp16, its result cast back), and the rest is the source.
 
 The search runs every assignment in one ONNX Runtime session (MixedSwitchboard): each input
 of a candidate reads Where(flag, variant, ...) over its variants (made If branches, the GEMM
-inside its weight's, by mixed/variants.py), and fp16 is emulated there (operands and result
+inside its weight's, by common/variants.py), and fp16 is emulated there (operands and result
 rounded through fp16, the product in fp32, as tensor cores accumulate); the graph written
 is judged again as written."""
 
@@ -27,13 +27,11 @@ import numpy as np
 
 from pipeline.core import memory
 from pipeline.graph import onnx_model, onnx_runtime
-from pipeline.precision.common import ops
+from pipeline.precision.common import ops, variants
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.int4 import graphs
 from pipeline.precision.int4.graphs import Int4Graphs
-from pipeline.precision.mixed import variants
-from pipeline.precision.qdq import plan as qdq_plan
-from pipeline.precision.qdq.plan import QdqPlan
+from pipeline.precision.qdq.plan import QdqPlan, insert_pairs, materialize
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, TensorProto
@@ -102,7 +100,7 @@ class MixedGraphs:
         for kind, plan in self.qdq.items():
             keep = [n for n in plan.candidates() if assignment.get(n) != kind]
             if len(keep) < len(plan.candidates()):
-                m = qdq_plan.materialize(m, plan, keep, label=kind)
+                m = materialize(m, plan, keep, label=kind)
         fp16 = [n for n, t in assignment.items() if t == "fp16"]
         if fp16:
             in_fp16(m, fp16, self.base_dir)
@@ -184,7 +182,7 @@ def _switchable(
     m, int4_weight = _with_source_weights(graphs)
     nodes = {n.name: n for n in m.graph.node}
     dq = {
-        kind: qdq_plan.insert_pairs(
+        kind: insert_pairs(
             m, nodes, {e: s for e, s in plan.admitted().items() if e[0] in candidates}, kind
         )
         for kind, plan in graphs.qdq.items()

@@ -28,8 +28,7 @@ from pipeline.precision.fallback.cache import JudgedBy, judged_by
 from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.verdict import Holdout, Split
-from pipeline.precision.mixed import objective
-from pipeline.precision.mixed import search as mixed_search
+from pipeline.precision.mixed import objective, search
 from pipeline.precision.mixed.graphs import MixedGraphs
 from pipeline.precision.mixed.record import AutoSummary
 from pipeline.precision.mixed.search import Figures
@@ -58,7 +57,7 @@ def make(
     search's and the verdict's (`holdout`), what calibration.json says of it ("calibration"
     and "mixed"), and its judgement as written on the search's batches (`judge(dest,
     batches, criteria)`, under the tightened gate): where that misses, the search goes on
-    with written graphs (mixed_search.resume) rather than giving up its result. With
+    with written graphs (search.resume) rather than giving up its result. With
     `engines` and the objective engine_bytes, the search weighs the engine's bytes and the
     answer is the fp16 graph where no mix beats its engine (mixed/objective.py)."""
     types = [str(t) for t in precision_cfg.search_types]
@@ -94,8 +93,8 @@ def make(
             record, final = early
         else:
             inputs = _key_inputs(source_path, results, parts.search, searching, types)
-            search = _Search(graphs, parts.search, searching, calibration_cfg, inputs)
-            record, final = search.written(model, engines, dest, written, fp16)
+            searcher = _Search(graphs, parts.search, searching, calibration_cfg, inputs)
+            record, final = searcher.written(model, engines, dest, written, fp16)
     if left_out:
         record["left_out"] = left_out
     return parts, _summary(results, source_path != src, record, overlap), final
@@ -172,7 +171,7 @@ def _written(
     )
     try:
         assignment.clear()
-        chosen, final = mixed_search.resume(record, written)
+        chosen, final = search.resume(record, written)
         assignment.update(chosen)
     except SearchFailed as e:
         raise PipelineError(str(e)) from None
@@ -185,11 +184,11 @@ def _common_source(src: Path, work: Path, fp8: bool) -> tuple[Path, Any]:
     weights are read, to be stored untransposed)."""
     from pipeline.graph.external_data import write_gathered
     from pipeline.precision.common import streamed
-    from pipeline.precision.int4 import quantize as int4_quantize
+    from pipeline.precision.int4.quantize import untranspose_gemm_weights
     from pipeline.precision.qdq import quantize
 
     model = onnx_model.load(src, check=False, weights=False)
-    untransposed = int4_quantize.untranspose_gemm_weights(model, src.parent)
+    untransposed = untranspose_gemm_weights(model, src.parent)
     converted = quantize.qdq_source(model, "fp8" if fp8 else "int8")
     if not untransposed and converted is model:
         return src, model
@@ -243,7 +242,7 @@ def _transform(
     """One type over the whole graph, as precision=int8 / fp8 / int4_* would make it."""
     from omegaconf import OmegaConf
 
-    from pipeline.precision.int4 import quantize as int4_quantize
+    from pipeline.precision.int4.quantize import quantize_int4
     from pipeline.precision.qdq import quantize
 
     transform = "int4" if kind == "int4" else "qdq"
@@ -252,7 +251,7 @@ def _transform(
         "PrecisionConfig",
         OmegaConf.merge(precision_cfg, {"transform": transform, "quantize_mode": kind}),
     )
-    make = int4_quantize.quantize_int4 if kind == "int4" else quantize.quantize
+    make = quantize_int4 if kind == "int4" else quantize.quantize
     (work / kind).mkdir()
     return make(src, work / kind / "model.onnx", cfg, calibration_cfg, model_cfg)
 
@@ -297,15 +296,15 @@ def _searched(
     def figures(measure: Callable[[], Figures]) -> tuple[Figures, bool]:
         return _cached_json(calibration_cfg, figures_inputs, "figures.json", measure)
 
-    def search() -> CachedSearch:
+    def run_search() -> CachedSearch:
         try:
-            assignment, record = mixed_search.search(graphs, held_out, criteria, figures, code)
+            assignment, record = search.search(graphs, held_out, criteria, figures, code)
         except SearchFailed as e:
             raise PipelineError(str(e)) from None
         return {"assignment": assignment, "record": record}
 
     keyed = {**inputs, "code": {k: round(v) for k, v in code.items()}} if code else inputs
-    found, hit = _cached_json(calibration_cfg, keyed, "search.json", search)
+    found, hit = _cached_json(calibration_cfg, keyed, "search.json", run_search)
     record = {**found["record"], "search_cache_hit": hit}
     if hit:
         record["seconds"] = round(time.perf_counter() - started, 3)
@@ -334,7 +333,7 @@ def _key_inputs(
     """What the search depends on: the graphs, the data, the gate, ONNX Runtime."""
     return {
         "kind": "precision=auto search",
-        "search_version": mixed_search.SEARCH_VERSION,
+        "search_version": search.SEARCH_VERSION,
         "source_sha256": onnx_model.sha256(source),
         "results": {t: r.summary["result_sha256"] for t, r in results.items()},
         "types": types,

@@ -1,11 +1,12 @@
 """The mixed-type search behind precision=auto: a type per GEMM (int4 weight-only, int8,
 fp8, fp16, fp32) with the fewest weight bytes whose graph passes the gate, judged on the
-held-out reference batches with ONNX Runtime in one session (mixed_graphs.MixedSwitchboard).
+held-out reference batches with ONNX Runtime in one session (mixed/graphs.py's
+MixedSwitchboard).
 
 1. The all-fp32 graph must pass, else no assignment can and the search stops.
 2. Sensitivity: each (GEMM, type) alone, every other GEMM in fp32: how far it moves the gate
-   score (fallback_search.score: 1.0 is the threshold). What is measured and cached by content are
-   the accuracy figures, which any gate judges: a new gate measures nothing again.
+   score (fallback/search.py's score: 1.0 is the threshold). What is measured and cached by
+   content are the accuracy figures, which any gate judges: a new gate measures nothing again.
 3. The trade-off: for a weight lambda, each GEMM takes the type that minimises its share of
    the fp32 weight bytes plus lambda times its sensitivity (a type that fails the gate on
    its own is never taken). Bisection over lambda finds the cheapest assignment that passes.
@@ -24,12 +25,12 @@ from typing import Any, cast
 
 from pipeline.core import console
 from pipeline.precision.common import search_progress
-from pipeline.precision.fallback import search as fallback_search
-from pipeline.precision.fallback import written as written_checks
 from pipeline.precision.fallback.record_rows import SearchJudgement
+from pipeline.precision.fallback.search import Evaluator, SearchFailed, judged, score
+from pipeline.precision.fallback.written import fewest_passing
 from pipeline.precision.gate import accuracy
-from pipeline.precision.mixed import record as search_record
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
+from pipeline.precision.mixed.record import pareto, point, rows
 from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
 from pipeline.records.calibration_file import Judgement
 
@@ -50,9 +51,7 @@ class Judge:
         pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
     ) -> None:
-        self.evaluator: fallback_search.Evaluator[Assignment] = fallback_search.Evaluator(
-            outputs, pairs, criteria
-        )
+        self.evaluator: Evaluator[Assignment] = Evaluator(outputs, pairs, criteria)
         self.seen: dict[tuple[tuple[str, str], ...], SearchJudgement] = {}
 
     def __call__(self, assignment: Assignment) -> SearchJudgement:
@@ -75,7 +74,7 @@ def search(
     started = time.perf_counter()
     candidates = graphs.candidates()
     if not candidates:
-        raise fallback_search.SearchFailed(
+        raise SearchFailed(
             "precision=auto: the graph has no MatMul, Gemm or Conv with a constant weight that "
             "precision.search_types can take",
             {"candidates": 0},
@@ -105,13 +104,13 @@ def search(
         "mode": "auto",
         "types": sorted({t for o in options.values() for t in o}, key=TYPES.index),
         "candidates": len(candidates),
-        "assignment": search_record.rows(graphs, trade, best),
+        "assignment": rows(graphs, trade, best),
         "weight_bytes": trade.bytes(best),
         "fp32_weight_bytes": trade.bytes({}),
         # with code per layer (objective engine_bytes): the chosen GEMMs' weights and code
         "objective_bytes": round(trade.cost(best)),
         "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
-        "graphs": [search_record.point(label, a, trade, judge(a)) for label, a in points.items()],
+        "graphs": [point(label, a, trade, judge(a)) for label, a in points.items()],
         "graphs_judged": judge.evaluator.runs,
         "ranked_on_batches": len(judge.evaluator.order.ranking),
         "batches": len(pairs),
@@ -119,17 +118,17 @@ def search(
         "figures_cache_hit": hit,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    record["pareto"] = search_record.pareto(cast("list[dict[str, Any]]", record["graphs"]))
+    record["pareto"] = pareto(cast("list[dict[str, Any]]", record["graphs"]))
     return best, record
 
 
 def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
     """The all-fp32 graph's judgement, from its figures: it must pass, or nothing can."""
     whole = figures[""].get("all", figures[""]["fp32"])  # on every batch
-    base = fallback_search.judged(accuracy.check_gate(whole, judge.evaluator.criteria.gate))
+    base = judged(accuracy.check_gate(whole, judge.evaluator.criteria.gate))
     judge.seen[()] = base
     if not base["passed"]:
-        raise fallback_search.SearchFailed(
+        raise SearchFailed(
             f"precision=auto: the all-fp32 graph misses the gate ({'; '.join(base['failing'])}), "
             f"so the gate itself is out of reach on this reference data",
             {"candidates": candidates, "all_fp32": base},
@@ -157,12 +156,12 @@ def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
 def _sensitivity(figures: Figures, criteria: accuracy.Criteria) -> Sensitivity:
     """The gate score each (GEMM, type) adds to the all-fp32 graph's, under this gate."""
 
-    def score(f: dict[str, dict[str, Any]]) -> float:
-        return fallback_search.score(accuracy.check_gate(f, criteria.gate))
+    def gate_score(f: dict[str, dict[str, Any]]) -> float:
+        return score(accuracy.check_gate(f, criteria.gate))
 
-    base = score(figures[""]["fp32"])
+    base = gate_score(figures[""]["fp32"])
     return {
-        node: {kind: round(max(0.0, score(f) - base), 6) for kind, f in kinds.items()}
+        node: {kind: round(max(0.0, gate_score(f) - base), 6) for kind, f in kinds.items()}
         for node, kinds in figures.items()
         if node
     }
@@ -259,24 +258,24 @@ def resume(
     """After the graph written with the search's assignment misses the gate as written
     (`written(assignment)` writes it and judges it), put GEMMs back in fp32, the most
     sensitive at their chosen type first, each count judged as written (1, 2, 4, ...
-    then bisection: written_checks.fewest_passing); the assignment that passes and its
-    judgement, `record` updated (rows, counts, bytes, the written checks)."""
-    rows = {r["node"]: r for r in record["assignment"]}
-    chosen = {n: r["type"] for n, r in rows.items() if r["type"] != "fp32"}
-    order = sorted(chosen, key=lambda n: -rows[n]["sensitivity"].get(chosen[n], 0.0))
+    then bisection: fallback/written.py's fewest_passing); the assignment that passes and
+    its judgement, `record` updated (rows, counts, bytes, the written checks)."""
+    row_of = {r["node"]: r for r in record["assignment"]}
+    chosen = {n: r["type"] for n, r in row_of.items() if r["type"] != "fp32"}
+    order = sorted(chosen, key=lambda n: -row_of[n]["sensitivity"].get(chosen[n], 0.0))
     checks: list[dict[str, Any]] = record.setdefault("written_checks", [])
 
     def widened(k: int) -> dict[str, str]:
         return {n: t for n, t in chosen.items() if n not in order[:k]}
 
-    def judged(k: int) -> Judgement:
+    def judged_widened(k: int) -> Judgement:
         result = written(widened(k))
         checks.append({"fp32_added": k, "passed": result["gate_passed"]})
         return result
 
-    got = written_checks.fewest_passing(len(order), judged)
+    got = fewest_passing(len(order), judged_widened)
     if got is None:
-        raise fallback_search.SearchFailed(
+        raise SearchFailed(
             "precision=auto: the chosen graph misses the gate as written, and so does every "
             "graph with more of its GEMMs in fp32 up to all of them",
             record,
@@ -286,11 +285,11 @@ def resume(
     if checks[-1]["fp32_added"] != k:
         written(best)  # dest holds the passing graph, not the last one tried
     for n in order[:k]:
-        rows[n].update(
+        row_of[n].update(
             type="fp32",
-            weight_bytes=rows[n]["fp32_weight_bytes"],
+            weight_bytes=row_of[n]["fp32_weight_bytes"],
             why="put back in fp32: the written graph missed the gate with it lower",
         )
-    record["weight_bytes"] = sum(r["weight_bytes"] for r in rows.values())
-    record["counts"] = {t: sum(1 for r in rows.values() if r["type"] == t) for t in TYPES}
+    record["weight_bytes"] = sum(r["weight_bytes"] for r in row_of.values())
+    record["counts"] = {t: sum(1 for r in row_of.values() if r["type"] == t) for t in TYPES}
     return best, final

@@ -22,11 +22,10 @@ from pipeline.machine.fingerprint import package_version
 from pipeline.precision.calibration import cache, reader
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import ops, streamed
-from pipeline.precision.qdq import plan as qdq_plan
-from pipeline.precision.qdq import smoothing
-from pipeline.precision.qdq import streamed as streamed_qdq
+from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.graphs import QdqGraphs
 from pipeline.precision.qdq.smoothing import SmoothGroup, SmoothingKey, SmoothingRecord
+from pipeline.precision.qdq.streamed import plan_files, streamed_by
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
@@ -165,8 +164,8 @@ def quantize(
         smoothed, src.parent, inputs, stream, calibration_cfg, data
     )
     method = inputs["method"]
-    plan = qdq_plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
-    graphs = QdqGraphs(source, plan, groups, src.parent)
+    qdq_plan = plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
+    graphs = QdqGraphs(source, qdq_plan, groups, src.parent)
     plain = graphs.graph()
     cache.save_beside(plain, dest, src.parent)
     ops = onnx_model.op_histogram(plain)
@@ -182,7 +181,7 @@ def quantize(
         "exclude_op_types": list(calibration_cfg.exclude_op_types),
         "quantize_linear_nodes": ops.get("QuantizeLinear", 0),
         "dequantize_linear_nodes": ops.get("DequantizeLinear", 0),
-        "calibrated_by": streamed_qdq.streamed_by(method) if stream else "modelopt",
+        "calibrated_by": streamed_by(method) if stream else "modelopt",
         "modelopt_version": inputs["modelopt"],
         "onnxruntime_version": inputs["onnxruntime"],
         "result_sha256": onnx_model.sha256(dest),
@@ -207,7 +206,7 @@ def _streams(
     why = streamed.why_not(precision_cfg, calibration_cfg, source)
     stream = streamed.chosen(calibration_cfg, why, on_disk)
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
-        inputs["calibrated_by"] = streamed_qdq.streamed_by(inputs["method"])
+        inputs["calibrated_by"] = streamed_by(inputs["method"])
     else:
         streamed.refuse_huge_tensors(source, f"{inputs['quantize_mode']} calibration")
     return stream
@@ -248,7 +247,7 @@ def _cached_scales(
 
         def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
             if stream:
-                files, ops = streamed_qdq.plan_files(
+                files, ops = plan_files(
                     smoothed, base, Path(tmp), mode, method, calibration_cfg, data
                 )
             else:

@@ -27,8 +27,7 @@ from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.precision.calibration import cache, ranges
 from pipeline.precision.common import ops, streamed
-from pipeline.precision.qdq import plan as qdq_plan
-from pipeline.precision.qdq.plan import QdqPlan, QSpec
+from pipeline.precision.qdq.plan import QdqPlan, QSpec, constants, materialize
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -57,7 +56,7 @@ def plan(
     activations calibrated by ModelOpt's `method` (max or entropy)."""
     # weights: initializers and Constant-node values (Paddle exports convolution weights as
     # Constant nodes; ModelOpt quantizes both as weights)
-    inits = qdq_plan.constants(source)
+    inits = constants(source)
     stored = {t.name for t in source.graph.initializer}
     edges = _gemm_edges(source, calibration_cfg)
     activations = sorted({t for _, _, t in edges if t not in inits})
@@ -127,7 +126,7 @@ def plan_files(
             f" and GEMMs too small for TensorRT's {mode} kernels)"
         )
     made.placement = "modelopt"  # every edge it holds
-    graph = streamed.quantization_only(qdq_plan.materialize(model, made))
+    graph = streamed.quantization_only(materialize(model, made))
     ops = onnx_model.op_histogram(graph)
     return cache.graph_files(graph, work, "plan.onnx"), ops
 

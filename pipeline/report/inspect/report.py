@@ -15,7 +15,7 @@ from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
 from pipeline.core.errors import PipelineError
-from pipeline.engine import manifest as manifest_lib
+from pipeline.engine import manifest
 from pipeline.graph import onnx_model
 from pipeline.records.inspect_file import (
     EngineLayer,
@@ -148,7 +148,7 @@ def make_report(
     inspect_cfg: InspectConfig,
     inspection: EngineInspection | None = None,
 ) -> InspectRecord:
-    manifest, network, summary = _read_build(engine_dir)
+    record, network, summary = _read_build(engine_dir)
     built_model = onnx_model.load(built_onnx, check=False, weights=False)
     network = [{**l, "precision": engine_layers.network_precision(l)} for l in network]
     dtype_hist = _output_dtypes(network)
@@ -170,11 +170,11 @@ def make_report(
             "built": onnx_summary(built_onnx, built_model),
         },
         "network": _network_section(network, dtype_hist, inspect_cfg),
-        "engine": _engine_section(manifest, layers, io_tensors, source, detailed, inspector),
+        "engine": _engine_section(record, layers, io_tensors, source, detailed, inspector),
         "fusion": fusion_table(layers, detailed, summary, live),
         "build_log": {k: summary.get(k) for k in LOG_KEYS},
-        "build_seconds": manifest["build_seconds"],
-        "precision": manifest["config"]["precision"]["name"],
+        "build_seconds": record["build_seconds"],
+        "precision": record["config"]["precision"]["name"],
         "graph": report_graph.onnx_graph(built_model, precision_of, max_nodes),
         "engine_graph": report_graph.engine_graph(layers, io_tensors, max_nodes)
         if detailed
@@ -186,10 +186,10 @@ def _read_build(engine_dir: Path) -> tuple[Manifest, list[dict[str, Any]], Build
     """The build's manifest, network dump and log summary."""
     if not (engine_dir / "manifest.json").exists():
         raise PipelineError(f"no build for this machine in {engine_dir}; run the build stage first")
-    manifest = manifest_lib.load(engine_dir)
+    record = manifest.load(engine_dir)
     network = fileio.read_json(engine_dir / "network.json", "network dump")
     summary = buildlog.load_summary(engine_dir)
-    return manifest, network, summary
+    return record, network, summary
 
 
 def _output_dtypes(network: list[dict[str, Any]]) -> dict[str, int]:
@@ -223,7 +223,7 @@ def _network_section(
 
 
 def _engine_section(
-    manifest: Manifest,
+    record: Manifest,
     layers: list[EngineLayer],
     io_tensors: list[IoTensor],
     source: str,
@@ -231,10 +231,10 @@ def _engine_section(
     inspector: InspectorSummary,
 ) -> EngineSection:
     return {
-        **manifest["engine"],
-        "backend": manifest["backend"],
-        "fingerprint": manifest["fingerprint"]["id"],
-        "target": manifest["fingerprint"]["target"],
+        **record["engine"],
+        "backend": record["backend"],
+        "fingerprint": record["fingerprint"]["id"],
+        "target": record["fingerprint"]["target"],
         "layers_source": source,
         "layers_detailed": detailed,
         "layers": layers,

@@ -1,6 +1,7 @@
-"""The weight variants of precision=auto's switchboard (mixed_graphs.MixedSwitchboard):
-every type's value of every candidate weight, computed once before the search runs, and the
-file its ONNX Runtime session opens.
+"""The weight variants of the searches' switchboards (precision=auto's MixedSwitchboard,
+the fallback search's over one Q/DQ plan: qdq/graphs.py): every type's value of every
+candidate weight, computed once before the search runs, and the file its ONNX Runtime
+session opens.
 
 A small model stores each variant widened to fp32 (each search step then runs the GEMMs
 only); a model whose weights are in external data stores them narrow (int4, int8/fp8,
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.graph import onnx_model, onnx_runtime
-from pipeline.precision.int4 import graphs
+from pipeline.precision.common.ops import pruned
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -113,7 +114,7 @@ def folded(
             if gathered is not None and gathered.takes(tensor):
                 gathered.add(tensor)
             m.graph.initializer.append(tensor)
-    return graphs.pruned(m)
+    return pruned(m)
 
 
 # bytes of weights one folding session reads: one session over every constant node would
