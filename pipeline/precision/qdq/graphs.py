@@ -71,7 +71,7 @@ class QdqGraphs:
         # If branch its flag takes, never a Where's copy of the weight it picked (a decoder
         # of 653 MB held 4.7 GB through its search that way); a model whose weights are in
         # external data keeps the int8 weights narrow, widened in their branch each step.
-        narrow = streamed.external_data(model)
+        narrow = streamed.external_data(self.source)  # the smoothed copy holds its own
         if narrow:
             memory.large_blocks_returned()
         with variants.session_file(model, self.base_dir, narrow) as f:
