@@ -44,16 +44,17 @@ def pick(flag: str, yes: str, no: str, out: str | None = None) -> Any:
 def session_file(
     model: ModelProto, base_dir: Path | None, narrow: bool
 ) -> Iterator[onnx_runtime.Graph]:
-    """`model` folded (folded()) as the switchboard's session opens it. A graph naming the
-    source's files is written to one data file in a folder of its own: each variant as it
-    is made, then the source's weights copied across, so that the graph never holds the
+    """`model` (the caller's to give up: its weights move to the file) folded (folded())
+    as the switchboard's session opens it. A graph naming the source's files, or kept
+    narrow, is written to one data file in a folder of its own: each variant as it is
+    made, then the source's weights copied across, so that the graph never holds the
     variants' bytes (a protobuf message keeps what it held until it is freed whole) and
     the process holds them once, in ONNX Runtime, beside one copy of the weights."""
     from pipeline.graph.external_data import Gathered
     from pipeline.precision.common import streamed
 
-    if not streamed.external_data(model):
-        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir) as f:
+    if not narrow and not streamed.external_data(model):
+        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir, consume=True) as f:
             yield f
         return
     with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:

@@ -29,7 +29,6 @@ from pipeline.core import memory
 from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, variants
 from pipeline.precision.common.fp16_nodes import in_fp16
-from pipeline.precision.int4 import graphs
 from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.precision.qdq.plan import QdqPlan, insert_pairs, materialize
 
@@ -104,7 +103,7 @@ class MixedGraphs:
         fp16 = [n for n, t in assignment.items() if t == "fp16"]
         if fp16:
             in_fp16(m, fp16, self.base_dir)
-        return graphs.pruned(m)
+        return ops.pruned(m)
 
     def switchboard(
         self, batches: list[dict[str, np.ndarray]], narrow: bool | None = None

@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import memory
 from pipeline.graph import onnx_runtime
-from pipeline.precision.common import streamed, variants
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.plan import QdqPlan
@@ -67,17 +65,11 @@ class QdqGraphs:
         fresh = base is not self.source
         model, flags = plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
         del base
-        # As precision=auto's: each quantized weight computed once and each GEMM run in the
-        # If branch its flag takes, never a Where's copy of the weight it picked (a decoder
-        # of 653 MB held 4.7 GB through its search that way); a model whose weights are in
-        # external data keeps the int8 weights narrow, widened in their branch each step.
-        narrow = streamed.external_data(model)
-        if narrow:
-            memory.large_blocks_returned()
-        with variants.session_file(model, self.base_dir, narrow) as f:
+        # A Where in front of each quantized input, not precision=auto's If per GEMM
+        # (common/variants.py): on a 653 MB decoder (benchmarks/decoder_int8.py, 2026-11-28)
+        # the If switchboard ran the search about twice as fast but peaked at 4.8 GB against
+        # the Where's 3.9 GB, and memory is what binds a model of that size.
+        with onnx_runtime.model_file(model, self.base_dir, consume=True) as f:
             del model
-            # folding would widen each narrow weight to an fp32 copy again
-            session = onnx_runtime.ort_session(
-                f, basic_optimizations=True, fold_constants=not narrow
-            )
+            session = onnx_runtime.ort_session(f, basic_optimizations=True)
         return Switchboard(session, flags, batches)
