@@ -1,7 +1,7 @@
-"""The weight variants of the searches' switchboards (precision=auto's MixedSwitchboard,
-the fallback search's over one Q/DQ plan: qdq/graphs.py): every type's value of every
-candidate weight, computed once before the search runs, and the file its ONNX Runtime
-session opens.
+"""The weight variants of precision=auto's switchboard (mixed/graphs.MixedSwitchboard):
+every type's value of every candidate weight, computed once before the search runs, and the
+file its ONNX Runtime session opens. In the families' common room as the searches' shared
+kit; the fallback search keeps its Wheres (qdq/graphs.py says why).
 
 A small model stores each variant widened to fp32 (each search step then runs the GEMMs
 only); a model whose weights are in external data stores them narrow (int4, int8/fp8,
@@ -44,17 +44,16 @@ def pick(flag: str, yes: str, no: str, out: str | None = None) -> Any:
 def session_file(
     model: ModelProto, base_dir: Path | None, narrow: bool
 ) -> Iterator[onnx_runtime.Graph]:
-    """`model` (the caller's to give up: its weights move to the file) folded (folded())
-    as the switchboard's session opens it. A graph naming the source's files, or kept
-    narrow, is written to one data file in a folder of its own: each variant as it is
-    made, then the source's weights copied across, so that the graph never holds the
+    """`model` folded (folded()) as the switchboard's session opens it. A graph naming the
+    source's files is written to one data file in a folder of its own: each variant as it
+    is made, then the source's weights copied across, so that the graph never holds the
     variants' bytes (a protobuf message keeps what it held until it is freed whole) and
     the process holds them once, in ONNX Runtime, beside one copy of the weights."""
     from pipeline.graph.external_data import Gathered
     from pipeline.precision.common import streamed
 
-    if not narrow and not streamed.external_data(model):
-        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir, consume=True) as f:
+    if not streamed.external_data(model):
+        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir) as f:
             yield f
         return
     with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.graph.onnx_model import opset
-from pipeline.precision.common import variants
 from pipeline.precision.common.ops import GEMMS, reorder
 
 if TYPE_CHECKING:
@@ -161,9 +160,8 @@ def switchable(
 ) -> tuple[Any, dict[str, str]]:
     """One graph for a whole search: each candidate reads its quantized inputs while its
     flag (a scalar bool graph input) is true, else `kept_inputs[node]` (what it reads when
-    kept in fp32). Where only selects (common/variants.py's pick, which its session file
-    makes If branches), so every flag setting computes what the graph materialize writes
-    for it, and one ONNX Runtime session serves every step. `in_place`:
+    kept in fp32). Where only selects, so every flag setting computes what the graph
+    materialize writes for it, and one ONNX Runtime session serves every step. `in_place`:
     `source` is the caller's to give up and becomes the graph (its weights not copied)."""
     import onnx
 
@@ -176,7 +174,14 @@ def switchable(
         m.graph.input.append(onnx.helper.make_tensor_value_info(flag, onnx.TensorProto.BOOL, []))
     for (name, idx), tensor in dq.items():
         picked = f"{tensor}::{name}::{idx}"
-        m.graph.node.append(variants.pick(flags[name], tensor, kept_inputs[name][idx], picked))
+        m.graph.node.append(
+            onnx.helper.make_node(
+                "Where",
+                [flags[name], tensor, kept_inputs[name][idx]],
+                [picked],
+                name=f"{picked}_Where",
+            )
+        )
         nodes[name].input[idx] = picked
     reorder(m)
     return m, flags
