@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NotRequired, TypedDict, cast
+from typing import Any, cast
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
@@ -18,22 +18,8 @@ from pipeline.inputs import reference_file
 from pipeline.precision.weak_precision import CALIBRATORS, STRONG_HINT
 from pipeline.records import calibration_file
 from pipeline.records.build_file import WeakTypingSettings
+from pipeline.records.calibration_file import WeakTypingRecord
 from pipeline.store import CALIBRATION, SHA256
-
-
-class WeakTypingInfo(TypedDict):
-    """calibration.json's weak_typing section, as precision/weak_precision.prepare writes it
-    and checked_info() lets it through. All but the flags only for int8, whose implicit
-    calibrator runs in the build."""
-
-    flags: list[str]  # builder flags by name
-    calibrator: NotRequired[str]  # one of CALIBRATORS' TensorRT class names
-    inputs_file: NotRequired[str]  # WEAK_CALIBRATION_INPUTS, beside the graph
-    batches_used: NotRequired[int]
-    batches_dropped: NotRequired[int]  # not of the first batch's shapes
-    data: NotRequired[dict[str, Any]]  # the calibration data's description
-    cache_key: NotRequired[str]  # a sha256: the calibration cache's folder
-    cache_dir: NotRequired[str | None]  # calibration.cache_dir; None: the default store
 
 
 def refuse_if_strongly_typed_only(trt: ModuleType) -> None:
@@ -79,7 +65,7 @@ def configure(
     }
 
 
-def checked_info(info: Any) -> WeakTypingInfo:
+def checked_info(info: Any) -> WeakTypingRecord:
     """calibration.json's weak_typing section, refused unless it is what prepare()
     writes: its file names and cache key become paths, so none may point elsewhere."""
     if info is None:
@@ -99,10 +85,10 @@ def checked_info(info: Any) -> WeakTypingInfo:
             "calibration.json: weak_typing calibrator, inputs_file or cache_key is not what "
             "calibrate writes (edited?); rerun calibrate"
         )
-    return cast(WeakTypingInfo, info)
+    return cast(WeakTypingRecord, info)
 
 
-def _cache_path(info: WeakTypingInfo, trt: ModuleType) -> Path:
+def _cache_path(info: WeakTypingRecord, trt: ModuleType) -> Path:
 
     root = CALIBRATION.root(info.get("cache_dir"))
     # TensorRT rejects a cache from another version, so the version is in the name.

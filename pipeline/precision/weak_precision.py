@@ -10,12 +10,13 @@ these flags."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
+from typing import TYPE_CHECKING
 
 from pipeline.core import fileio, hashing
 from pipeline.core.errors import PipelineError
 from pipeline.core.layout import WEAK_CALIBRATION_INPUTS as INPUTS_FILE
 from pipeline.inputs import calibration_data, reference_file
+from pipeline.records.calibration_file import WeakTypingRecord
 
 if TYPE_CHECKING:
     from pipeline.core.config import CalibrationConfig, ModelConfig, PrecisionConfig
@@ -29,27 +30,13 @@ CALIBRATORS = {
 STRONG_HINT = "use precision.mode=strong (the precision comes from the graph: AutoCast or Q/DQ)"
 
 
-class WeakTyping(TypedDict):
-    """calibration.json's weak_typing section (what pipeline.engine.weak_typing reads); the
-    calibrator's keys for int8 only."""
-
-    flags: list[str]  # the builder flags, "FP16", "INT8", ...
-    calibrator: NotRequired[str]  # TensorRT's calibrator class, "IInt8EntropyCalibrator2"
-    inputs_file: NotRequired[str]  # beside the graph: the batches the calibrator reads
-    batches_used: NotRequired[int]  # the batches of the first one's shapes
-    batches_dropped: NotRequired[int]
-    data: NotRequired[dict[str, Any]]  # the calibration data's description
-    cache_key: NotRequired[str]  # of TensorRT's calibration cache
-    cache_dir: NotRequired[str | None]  # calibration.cache_dir
-
-
 def prepare(
     src: Path,
     out_dir: Path,
     precision_cfg: PrecisionConfig,
     calibration_cfg: CalibrationConfig,
     model_cfg: ModelConfig,
-) -> WeakTyping:
+) -> WeakTypingRecord:
     """The weak_typing section of calibration.json; for int8 also writes INPUTS_FILE."""
     name = precision_cfg.name
     if name not in FLAGS:
@@ -57,7 +44,7 @@ def prepare(
             f"precision={name} with precision.mode=weak: TensorRT 10 has no implicit {name} "
             f"calibration; {STRONG_HINT}"
         )
-    info: WeakTyping = {"flags": FLAGS[name]}
+    info: WeakTypingRecord = {"flags": FLAGS[name]}
     if name != "int8":
         return info
     if calibration_cfg.method not in CALIBRATORS:

@@ -92,6 +92,21 @@ class EnginesRecord(TypedDict):
     fp16: NotRequired[EngineSize]
 
 
+class WeakTypingRecord(TypedDict):
+    """calibration.json's weak_typing section: written by precision/weak_precision.prepare,
+    read by engine/weak_typing (checked_info). The calibrator's keys for int8 only, whose
+    implicit calibrator runs in the build."""
+
+    flags: list[str]  # the builder flags, "FP16", "INT8", ...
+    calibrator: NotRequired[str]  # TensorRT's calibrator class, "IInt8EntropyCalibrator2"
+    inputs_file: NotRequired[str]  # WEAK_CALIBRATION_INPUTS, beside the graph
+    batches_used: NotRequired[int]  # the batches of the first one's shapes
+    batches_dropped: NotRequired[int]
+    data: NotRequired[dict[str, Any]]  # the calibration data's description
+    cache_key: NotRequired[str]  # a sha256: TensorRT's calibration cache's folder
+    cache_dir: NotRequired[str | None]  # calibration.cache_dir; None: the default store
+
+
 class CalibrationRecord(Judgement, total=False):
     """calibration.json: how the graph was made, how it was judged, what the build needs."""
 
@@ -102,7 +117,7 @@ class CalibrationRecord(Judgement, total=False):
     onnx_files: dict[str, Any]  # file -> size and mtime: the build's hash shortcut
     reference: dict[str, Any]  # the reference inputs (export.json's "reference")
     reference_overlap: dict[str, Any]
-    weak_typing: dict[str, Any]
+    weak_typing: WeakTypingRecord
     autocast: dict[str, Any]
     calibration: dict[str, Any]  # the quantizing family's record
     fallback: FallbackRecord
