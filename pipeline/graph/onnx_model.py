@@ -125,6 +125,8 @@ def save(model: ModelProto, path: str | Path) -> list[Path]:
             size_threshold=EXTERNAL_THRESHOLD,
         )
         if (tmp / location).exists():  # none is written when every tensor is small
+            # onnx creates it owner-only (0600): a team sharing the artifacts reads it too
+            os.chmod(tmp / location, fileio.file_mode())
             os.replace(tmp / location, path.parent / location)
             written.append(path.parent / location)
         os.replace(tmp / path.name, path)

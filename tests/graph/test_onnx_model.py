@@ -5,6 +5,7 @@ lowering the inline limit."""
 from __future__ import annotations
 
 import hashlib
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import onnx
 import onnxruntime as ort
 
 from models import large_table
+from pipeline.core import fileio
 from pipeline.graph import onnx_model
 
 
@@ -51,6 +53,9 @@ def test_save_puts_weights_past_the_limit_in_one_file(tmp_path, monkeypatch):
     assert out.stat().st_size < 64 * 1024
     onnx.checker.check_model(str(out))
     np.testing.assert_array_equal(ort.InferenceSession(str(out)).run(None, feeds)[0], want)
+    # with the user's umask, as the graph: onnx itself creates the data file owner-only
+    modes = {stat.S_IMODE(p.stat().st_mode) for p in written}
+    assert modes == {fileio.file_mode()}, [oct(m) for m in modes]
     # written again over itself: the data file is replaced, not appended to
     onnx_model.save(onnx_model.load(out, check=False), out)
     assert (out.parent / "model.onnx.data").stat().st_size < (3 << 20)

@@ -20,7 +20,7 @@ from pipeline.precision.autocast import cast
 from pipeline.precision.int4.quantize import quantize_int4
 from pipeline.precision.qdq import quantize
 from tests.conftest import compose
-from tests.helpers import fresh, int4_tensors, reference_pairs
+from tests.helpers import fresh, int4_tensors, quantized, reference_pairs
 
 
 def _quantize(layout, tmp_path, model, precision, streaming, method="max"):
@@ -266,6 +266,44 @@ def test_smoothquant_streams_a_model_with_external_data_too(external_export, tmp
     assert summary["calibration"]["calibrated_by"].startswith("streamed")
     assert summary["calibration"]["smoothing"]["groups"]
     assert summary["gate_passed"], summary["gate"]
+
+
+def test_smoothquant_holds_no_weights_of_a_model_with_external_data(external_export, tmp_path):
+    """The smoothed tensors go to a scratch data file with the source's weights, which
+    every graph of the search names: none holds weight bytes in memory, the switchboard
+    still runs what the written graph runs, and the scratch folder goes with the graphs."""
+    import gc
+
+    from pipeline.precision.common.ops import read_names
+
+    _, result = quantized(
+        external_export, tmp_path, "model=outlier_bert", "precision=int8",
+        "precision.smoothing=smoothquant", "calibration.method=max",
+    )  # fmt: skip
+    graphs = result.graphs
+    assert graphs.smooth and graphs.made
+    scratch = graphs.base_dir
+    assert scratch is not None and scratch != external_export.export_dir
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in graphs.made.values())
+    exported = onnx_model.load(external_export.export_dir / "model.onnx", weights=False)
+    weights = {t.name for t in exported.graph.initializer if t.HasField("data_location")}
+    assert len(weights) > 10
+    weights |= set(graphs.made)
+    for model in (graphs.source, graphs.graph(), graphs.smoothed()):
+        held = {t.name for t in model.graph.initializer if t.HasField("raw_data")}
+        assert not held & weights, sorted(held & weights)[:5]
+    # a source weight the smoothing replaced is not written beside its smoothed copy
+    written = onnx_model.load(tmp_path / "qdq.onnx", check=False, weights=False)
+    assert {t.name for t in written.graph.initializer} <= read_names(written)
+    feeds = [p[0] for p in reference_pairs(external_export)]
+    board = graphs.switchboard(feeds)
+    candidates = graphs.plan.candidates()
+    for keep in ([], candidates[::2]):
+        for a, b in zip(board.outputs(keep), graphs.run(graphs.graph(keep), feeds)):
+            np.testing.assert_array_equal(a["embedding"], b["embedding"])
+    del board, graphs, result
+    gc.collect()
+    assert not scratch.exists()
 
 
 def test_a_weight_past_2_gb_is_refused_before_modelopt_loads_anything(tmp_path):

@@ -90,6 +90,11 @@ def pruned(model: ModelProto) -> Any:
     return model
 
 
+def read_names(model: ModelProto) -> set[str]:
+    """Every tensor a node of the graph reads, inside its subgraphs too."""
+    return {x for n in model.graph.node for x in _reads(n)}
+
+
 def _reads(node: Any) -> Iterator[str]:
     """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
     reads outer-scope tensors by name."""

@@ -27,6 +27,8 @@ class QdqGraphs:
     plan: QdqPlan
     smooth: list[SmoothGroup] = field(default_factory=list)
     base_dir: Path | None = None  # where the source's external-data files are
+    made: dict[str, Any] = field(default_factory=dict)  # smoothing.smoothed_tensors()
+    scratch: Any = None  # the folder holding base_dir's files, kept while this lives
     ladder: tuple[str, ...] = ("fp16",)  # a kept node tries fp16 before fp32
 
     def graph(self, keep: Iterable[str] = (), int8: Iterable[str] = ()) -> Any:
@@ -35,7 +37,7 @@ class QdqGraphs:
         `int8` is never asked of a Q/DQ graph: its ladder holds no int8."""
         kept = set(keep)
         active = [g for g in self.smooth if not set(g.matmuls) <= kept]
-        base = smoothing.apply(self.source, active, kept) if active else self.source
+        base = smoothing.apply(self.source, active, kept, self.made) if active else self.source
         return plan.materialize(base, self.plan, kept)
 
     def fits(self, name: str, kind: str) -> bool:
@@ -44,7 +46,11 @@ class QdqGraphs:
 
     def smoothed(self) -> Any:
         """The fp32 graph with every smoothing group applied (what ModelOpt calibrated)."""
-        return smoothing.apply(self.source, self.smooth) if self.smooth else self.source
+        return (
+            smoothing.apply(self.source, self.smooth, made=self.made)
+            if self.smooth
+            else self.source
+        )
 
     def run(
         self, model: ModelProto, feeds: list[dict[str, np.ndarray]]
@@ -57,7 +63,11 @@ class QdqGraphs:
         its LayerNorm reads the unsmoothed tensors: the same product within fp32 rounding;
         the graph written is judged as written."""
         mul_form = [replace(g, fold=False) for g in self.smooth]
-        base = smoothing.apply(self.source, mul_form) if mul_form else self.source
+        base = (
+            smoothing.apply(self.source, mul_form, made=self.made, sources_kept=True)
+            if mul_form
+            else self.source
+        )
         kept_inputs = {n.name: list(n.input) for n in base.graph.node}
         kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
         # The smoothed copy is the switchboard's own: made into it in place, and its weights

@@ -22,7 +22,7 @@ from pipeline.machine.fingerprint import package_version
 from pipeline.precision.calibration import cache, reader
 from pipeline.precision.calibration.result import QuantizeResult
 from pipeline.precision.common import ops, streamed
-from pipeline.precision.qdq import plan, smoothing
+from pipeline.precision.qdq import plan, smoothed_source, smoothing
 from pipeline.precision.qdq.graphs import QdqGraphs
 from pipeline.precision.qdq.smoothing import SmoothGroup, SmoothingKey, SmoothingRecord
 from pipeline.precision.qdq.streamed import plan_files, streamed_by
@@ -150,24 +150,27 @@ def quantize(
     method = modelopt_method(calibration_cfg.method, mode)
     check_exclusions(src, calibration_cfg)
     data = calibration_data.load(calibration_cfg, model_cfg, src)
-    # Weights stay on disk (ModelOpt and ONNX Runtime read them beside the graph; the Q/DQ
-    # graphs name them), unless SmoothQuant must read and rewrite them.
-    weights = precision_cfg.smoothing != "none"
+    # Weights kept in external data stay on disk: ModelOpt, ONNX Runtime and SmoothQuant
+    # read them one file (or tensor) at a time, and the Q/DQ graphs name them.
     on_disk = onnx_model.load(src, check=False, weights=False)
-    source = qdq_source(onnx_model.load(src, check=False) if weights else on_disk, mode)
+    source = qdq_source(on_disk, mode)
     groups, smooth = smoothing_groups(source, src.parent, precision_cfg, data)
+    prepared = smoothed_source.prepare(source, src.parent, groups)
     # What ModelOpt calibrates, and what its plan maps onto.
-    smoothed = smoothing.apply(source, groups) if groups else source
+    smoothed = smoothing.apply(prepared.source, groups, made=prepared.made) if groups else source
     inputs = key_inputs(src, data, mode, calibration_cfg, smooth)
     stream = _streams(source, on_disk, inputs, precision_cfg, calibration_cfg)
     modelopt_graph, cache_record, fallback = _calibrated(
-        smoothed, src.parent, inputs, stream, calibration_cfg, data
+        smoothed, prepared.base, inputs, stream, calibration_cfg, data
     )
     method = inputs["method"]
     qdq_plan = plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
-    graphs = QdqGraphs(source, qdq_plan, groups, src.parent)
+    del smoothed, modelopt_graph
+    graphs = QdqGraphs(
+        prepared.source, qdq_plan, groups, prepared.base, prepared.made, prepared.scratch
+    )
     plain = graphs.graph()
-    cache.save_beside(plain, dest, src.parent)
+    cache.save_beside(plain, dest, prepared.base)
     ops = onnx_model.op_histogram(plain)
     summary = {
         "quantize_mode": mode,
@@ -201,8 +204,8 @@ def _streams(
 ) -> bool:
     """Whether the scales are calibrated streamed (calibration.streaming); `inputs` (the
     cache key's) then say so, and a model ModelOpt will load is checked for tensors it cannot
-    hold. Whether the file keeps its weights apart decides (`on_disk`), not the copy
-    SmoothQuant read them into: a smoothed 135M decoder went through ModelOpt at 15x its bytes."""
+    hold. Whether the file keeps its weights apart decides (`on_disk`): a smoothed 135M
+    decoder went through ModelOpt at 15x its bytes."""
     why = streamed.why_not(precision_cfg, calibration_cfg, source)
     stream = streamed.chosen(calibration_cfg, why, on_disk)
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
@@ -281,6 +284,7 @@ def smoothing_groups(
         source,
         alpha,
         lambda tensors: smoothing.activation_max(source, base_dir, tensors, data.batches),
+        base_dir,
     )
     if not groups and mode == "smoothquant":
         raise PipelineError(

@@ -16,7 +16,7 @@ is left as the source has it, so the graph with every node kept is the fp32 grap
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
@@ -26,7 +26,8 @@ import numpy as np
 from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
-from pipeline.precision.common.ops import MATMULS
+from pipeline.graph.external_data import read_apart
+from pipeline.precision.common.ops import MATMULS, read_names, reorder
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -124,11 +125,11 @@ def compute(
     model: ModelProto,
     alpha: float,
     activation_max: Callable[[list[str]], dict[str, np.ndarray]],
+    base: Path | None = None,
 ) -> list[SmoothGroup]:
     """Smoothing scales for each group; activation_max(tensors) gives max|X_j| per
-    channel of each named tensor over the calibration data."""
-    from onnx import numpy_helper
-
+    channel of each named tensor over the calibration data. Weights are read one at a
+    time (from `base`'s files where the model keeps them there)."""
     if not 0.0 <= alpha <= 1.0:
         raise PipelineError(f"precision.smoothing_alpha={alpha} is outside [0, 1]")
     found = find_groups(model)
@@ -138,9 +139,7 @@ def compute(
     x_max = activation_max([x for x, *_ in found])
     groups = []
     for x, ln, mms, fold in found:
-        w_max = np.max(
-            [np.abs(numpy_helper.to_array(inits[w])).max(axis=1) for _, w in mms], axis=0
-        )
+        w_max = np.max([np.abs(read_apart(inits[w], base)).max(axis=1) for _, w in mms], axis=0)
         a = np.asarray(x_max[x], dtype=np.float64)
         if a.shape != w_max.shape:
             continue  # a MatMul reading X along another axis: not a channel-wise product
@@ -161,52 +160,97 @@ def compute(
     return groups
 
 
-def apply(model: ModelProto, groups: list[SmoothGroup], keep: set[str] | None = None) -> Any:
+def smoothed_tensors(
+    model: ModelProto, groups: list[SmoothGroup], base: Path | None = None
+) -> Iterator[Any]:
+    """Each tensor the groups' smoothing makes, one at a time, named `<source>_smoothed`:
+    a folded LayerNorm's gamma / s and beta / s, each MatMul's diag(s) W. Weights are read
+    from `base`'s files where the model keeps them there. A tensor two groups read is
+    made once, by the first (apply rewires both to it)."""
+    from onnx import numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    nodes = {n.name: n for n in model.graph.node}
+    made: set[str] = set()
+    for g in groups:
+        s = np.asarray(g.scale, dtype=np.float32)
+        norm = [nodes[g.producer].input[i] for i in (1, 2)] if g.fold else []
+        for name, weight in [*((t, False) for t in norm), *((w, True) for w in g.weights)]:
+            out = smoothed_name(name)
+            if out in made:
+                continue
+            made.add(out)
+            src = read_apart(inits[name], base).astype(np.float32)
+            yield numpy_helper.from_array(src * s[:, None] if weight else src / s, out)
+
+
+def smoothed_name(tensor: str) -> str:
+    return f"{tensor}_smoothed"
+
+
+def apply(
+    model: ModelProto,
+    groups: list[SmoothGroup],
+    keep: set[str] | None = None,
+    made: dict[str, Any] | None = None,
+    sources_kept: bool = False,
+) -> Any:
     """A copy of `model` with these groups smoothed. A kept MatMul of a Mul-branch group
-    reads X and its source weight, exactly as the fp32 graph has them."""
+    reads X and its source weight, exactly as the fp32 graph has them. `made`: the
+    tensors smoothed_tensors() gave, by name (made here when not given); a source tensor
+    no node reads any more is left out of the copy, unless `sources_kept` (for a graph
+    whose nodes will be wired to them again)."""
     import onnx
     from onnx import numpy_helper
 
+    if made is None:
+        made = {t.name: t for t in smoothed_tensors(model, groups)}
     m = onnx.ModelProto()
     m.CopyFrom(model)
-    inits = {i.name: i for i in m.graph.initializer}
     nodes = {n.name: n for n in m.graph.node}
-    added: list[Any] = []
+    added: dict[str, Any] = {}
+    replaced: set[str] = set()
+
+    def smoothed(tensor: str) -> str:
+        replaced.add(tensor)
+        added[smoothed_name(tensor)] = made[smoothed_name(tensor)]
+        return smoothed_name(tensor)
+
     for g in groups:
-        s = np.asarray(g.scale, dtype=np.float32)
         tag = g.tensor.replace("/", "_").strip("_")
         if g.fold:
             ln = nodes[g.producer]
             for idx in (1, 2):
-                src = numpy_helper.to_array(inits[ln.input[idx]]).astype(np.float32)
-                name = f"{ln.input[idx]}_smoothed"
-                added.append(numpy_helper.from_array(src / s, name))
-                ln.input[idx] = name
+                ln.input[idx] = smoothed(ln.input[idx])
             reads = g.tensor
         else:
             inv = f"{tag}_smooth_inv_scale"
             reads = f"{tag}_smoothed"
-            added.append(numpy_helper.from_array((1.0 / s).astype(np.float32), inv))
+            inverse = (1.0 / np.asarray(g.scale, dtype=np.float32)).astype(np.float32)
+            added[inv] = numpy_helper.from_array(inverse, inv)
             m.graph.node.append(
                 onnx.helper.make_node("Mul", [g.tensor, inv], [reads], name=f"{tag}_smooth_Mul")
             )
         for mm, w in zip(g.matmuls, g.weights):
             if not g.fold and mm in (keep or ()):
                 continue
-            node = nodes[mm]
-            src = numpy_helper.to_array(inits[w]).astype(np.float32)
-            name = f"{w}_smoothed"
-            if name not in {a.name for a in added}:
-                added.append(numpy_helper.from_array(src * s[:, None], name))
-            node.input[0], node.input[1] = reads, name
-    m.graph.initializer.extend(added)
+            nodes[mm].input[0], nodes[mm].input[1] = reads, smoothed(w)
+    for t in added.values():
+        m.graph.initializer.add().CopyFrom(t)
+    if not sources_kept:
+        _drop_unread(m, replaced)
     if any(not g.fold for g in groups):
-        from pipeline.precision.common.ops import topological
-
-        ordered = topological(list(m.graph.node), m)
-        del m.graph.node[:]
-        m.graph.node.extend(ordered)
+        reorder(m)
     return m
+
+
+def _drop_unread(m: ModelProto, names: set[str]) -> None:
+    """The initializers among `names` that no node reads any more, out of the graph (a
+    source weight a smoothed one replaced, which ONNX Runtime would load for nothing)."""
+    unread = names - read_names(m)
+    for i in reversed(range(len(m.graph.initializer))):
+        if m.graph.initializer[i].name in unread:
+            del m.graph.initializer[i]
 
 
 class SmoothingKey(TypedDict):
