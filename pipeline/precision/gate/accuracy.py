@@ -110,11 +110,14 @@ def compare(
     figures: dict[str, dict[str, Any]] = {}
     phases = [tasks.decoder_phase(b) for b in reference]
     for name in reference[0]:
-        ref, got = _stacked(name, reference, candidate)
         first = np.asarray(reference[0][name])
         kind = output_tasks.task(name, first)
         last = first.shape[-1] if first.ndim >= 2 else 1
-        figures[name] = {**_figures(ref, got, kind, last), "task": kind}
+        # stacked in float64 for this call only: a decoder's logits are 2x their bytes so
+        figures[name] = {
+            **_figures(*_stacked(name, reference, candidate), kind, last),
+            "task": kind,
+        }
         if kind == "next_token" and len(set(phases)) > 1:
             figures[name].update(_by_phase(name, reference, candidate, phases, last))
         if kind == "next_token":
@@ -147,13 +150,9 @@ class OutputFigures(TypedDict):
 def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFigures:
     """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
     `last` the size of the output's last axis (the class axis, a step's vector)."""
-    diff = np.abs(ref - got)
     denom = np.linalg.norm(ref) * np.linalg.norm(got)
     metrics: OutputFigures = {
-        "max_abs_error": float(diff.max()) if diff.size else 0.0,
-        "mean_rel_error": float((diff / np.maximum(np.abs(ref), 1e-6)).mean())
-        if diff.size
-        else 0.0,
+        **_elementwise_errors(ref, got),
         "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
         "rel_error": worst_rel_error(ref, got),
         "finite": bool(np.isfinite(got).all()),
@@ -170,6 +169,24 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFi
     if task in tasks.TOP1 and last > 1:
         metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
     return metrics
+
+
+class ElementwiseErrors(TypedDict):
+    max_abs_error: float
+    mean_rel_error: float
+
+
+def _elementwise_errors(ref: np.ndarray, got: np.ndarray) -> ElementwiseErrors:
+    """max |got - ref| and mean |got - ref| / max(|ref|, 1e-6), with one array the size of
+    `ref` beside it at a time (a decoder's logits in float64 are hundreds of MB)."""
+    if not ref.size:
+        return {"max_abs_error": 0.0, "mean_rel_error": 0.0}
+    diff = np.abs(ref - got)
+    worst = float(diff.max())
+    floor = np.abs(ref)
+    np.maximum(floor, 1e-6, out=floor)
+    np.divide(diff, floor, out=diff)
+    return {"max_abs_error": worst, "mean_rel_error": float(diff.mean())}
 
 
 class PhaseFigures(TypedDict, total=False):
@@ -274,10 +291,14 @@ def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np
     if skip_tiny and len(ref):
         norm = np.linalg.norm(ref, axis=1)
         keep = norm >= norm.max() * 1e-3
-        ref, got = ref[keep], got[keep]
+        if not keep.all():  # a copy of the rows only where some are left out
+            ref, got = ref[keep], got[keep]
     norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
     dots = (ref * got).sum(1)
-    same = np.all(np.isclose(ref, got), axis=1).astype(np.float64)
+    zero = ~(norms > 0)
+    same = np.ones(len(norms))
+    if zero.any():  # isclose over the zero-norm rows only: it makes several full-size arrays
+        same[zero] = np.all(np.isclose(ref[zero], got[zero]), axis=1)
     cosines: np.ndarray = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
     return cosines
 

@@ -81,5 +81,5 @@ class QdqGraphs:
         # the Where's 3.9 GB, and memory is what binds a model of that size.
         with onnx_runtime.model_file(model, self.base_dir, consume=True) as f:
             del model
-            session = onnx_runtime.ort_session(f, basic_optimizations=True)
+            session = onnx_runtime.ort_session(f, basic_optimizations=True, arena=False)
         return Switchboard(session, flags, batches)
