@@ -48,7 +48,6 @@ def ort_session(
     providers: tuple[str, ...] = ("CPUExecutionProvider",),
     basic_optimizations: bool = False,
     fold_constants: bool = True,
-    arena: bool = True,
 ) -> Any:  # an onnxruntime InferenceSession (onnxruntime ships no type information)
     """The one way this tool opens an ONNX Runtime session, from a file or a serialized
     graph (bytes). basic_optimizations keeps Q/DQ simulated in float: the extended
@@ -57,8 +56,7 @@ def ort_session(
     (VALUE_CHANGING_FUSIONS), so that every accuracy figure is the graph's own.
     fold_constants=False keeps constant subgraphs as nodes
     (a narrow weight's DequantizeLinear runs each call instead of becoming an fp32 copy)
-    and gives what they make back after each call; arena=False gives back what each call
-    makes without it (a graph whose calls dequantize every weight)."""
+    and gives what they make back after each call."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -72,7 +70,6 @@ def ort_session(
         opts.add_session_config_entry(
             "optimization.disable_specified_optimizers", "ConstantFolding"
         )
-    if not fold_constants or not arena:
         # what is computed from the constants each run is freed each run, not kept in an
         # arena sized for every widened weight at once
         opts.enable_cpu_mem_arena = False
