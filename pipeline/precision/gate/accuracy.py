@@ -113,7 +113,8 @@ def compare(
         first = np.asarray(reference[0][name])
         kind = output_tasks.task(name, first)
         last = first.shape[-1] if first.ndim >= 2 else 1
-        # stacked in float64 for this call only: a decoder's logits are 2x their bytes so
+        # stacked (in float64: twice the outputs' bytes) for this one call, not kept beside
+        # the per-phase stacks below
         figures[name] = {
             **_figures(*_stacked(name, reference, candidate), kind, last),
             "task": kind,
@@ -133,12 +134,15 @@ def compare(
     return figures
 
 
-class OutputFigures(TypedDict):
+class ElementwiseErrors(TypedDict):
+    max_abs_error: float
+    mean_rel_error: float
+
+
+class OutputFigures(ElementwiseErrors):
     """One output's figures over all batches (compare adds its task, and a decoder's phases
     and perplexity); the optional ones where its task and shape allow them."""
 
-    max_abs_error: float
-    mean_rel_error: float
     cosine: float  # of rows for ROW_COSINE tasks: the worst row's
     rel_error: float
     finite: bool
@@ -169,11 +173,6 @@ def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFi
     if task in tasks.TOP1 and last > 1:
         metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
     return metrics
-
-
-class ElementwiseErrors(TypedDict):
-    max_abs_error: float
-    mean_rel_error: float
 
 
 def _elementwise_errors(ref: np.ndarray, got: np.ndarray) -> ElementwiseErrors:

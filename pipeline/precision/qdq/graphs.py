@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,7 +29,7 @@ class QdqGraphs:
     smooth: list[SmoothGroup] = field(default_factory=list)
     base_dir: Path | None = None  # where the source's external-data files are
     made: dict[str, Any] = field(default_factory=dict)  # smoothing.smoothed_tensors()
-    scratch: Any = None  # the folder holding base_dir's files, kept while this lives
+    scratch: TemporaryDirectory[str] | None = None  # holds base_dir's files while this lives
     ladder: tuple[str, ...] = ("fp16",)  # a kept node tries fp16 before fp32
 
     def graph(self, keep: Iterable[str] = (), int8: Iterable[str] = ()) -> Any:

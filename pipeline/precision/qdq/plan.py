@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.graph.onnx_model import opset
+from pipeline.precision.common import variants
 from pipeline.precision.common.ops import GEMMS, reorder
 
 if TYPE_CHECKING:
@@ -174,14 +175,7 @@ def switchable(
         m.graph.input.append(onnx.helper.make_tensor_value_info(flag, onnx.TensorProto.BOOL, []))
     for (name, idx), tensor in dq.items():
         picked = f"{tensor}::{name}::{idx}"
-        m.graph.node.append(
-            onnx.helper.make_node(
-                "Where",
-                [flags[name], tensor, kept_inputs[name][idx]],
-                [picked],
-                name=f"{picked}_Where",
-            )
-        )
+        m.graph.node.append(variants.pick(flags[name], tensor, kept_inputs[name][idx], picked))
         nodes[name].input[idx] = picked
     reorder(m)
     return m, flags
