@@ -29,6 +29,7 @@ def test_ruff(cmd):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.slow  # ~45 s on 2 cores: started early, not left for the last minute
 def test_mypy():
     r = _run(sys.executable, "-m", "mypy", "--no-incremental")
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr

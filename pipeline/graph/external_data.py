@@ -104,9 +104,9 @@ def point_at(t: Any, location: str, offset: int, length: int) -> None:
     t.data_location = 1  # TensorProto.EXTERNAL
 
 
-def external_bytes(t: Any, base: Path | None) -> bytes:
-    """A tensor's bytes from its external-data file in `base`; a location that leaves
-    `base` (or a file that is not there) is refused."""
+def _external_slice(t: Any, base: Path | None) -> tuple[Path, int, int]:
+    """(file, offset, length; -1: to the end) of a tensor's external data in `base`; a
+    location that leaves `base` (or a file that is not there) is refused."""
     info = {e.key: e.value for e in t.external_data}
     if base is None or "location" not in info:
         raise PipelineError(f"weight {t.name!r} names external data the tool cannot find")
@@ -116,13 +116,46 @@ def external_bytes(t: Any, base: Path | None) -> bytes:
         raise PipelineError(
             f"weight {t.name!r} names external data {info['location']!r} outside {base} or missing"
         )
+    return file, int(info.get("offset", 0)), int(info["length"]) if "length" in info else -1
+
+
+def _truncated(t: Any, file: Path) -> PipelineError:
+    return PipelineError(f"external data of weight {t.name!r} in {file} is truncated")
+
+
+def external_bytes(t: Any, base: Path | None) -> bytes:
+    """A tensor's bytes from its external-data file in `base` (checked as _external_slice
+    says)."""
+    file, offset, length = _external_slice(t, base)
     with open(file, "rb") as f:
-        f.seek(int(info.get("offset", 0)))
-        length = int(info["length"]) if "length" in info else -1
+        f.seek(offset)
         data = f.read(length)
     if length >= 0 and len(data) != length:
-        raise PipelineError(f"external data of weight {t.name!r} in {file} is truncated")
+        raise _truncated(t, file)
     return data
+
+
+def mapped_apart(tensor: Any, base: Path | None) -> np.ndarray:
+    """A weight's values as read_apart gives them, but a plain numeric tensor in external
+    data is mapped from its file, not read: only the pages a caller touches are read.
+    tied_weights compares a row of each same-shaped pair first: with whole tensors read, a
+    2.2 GB model of 200 same-shaped tables read each one beside every other (440 GB from
+    the page cache, 37 s of a 41 s export)."""
+    import numpy as np
+    from onnx import helper
+    from onnx.external_data_helper import uses_external_data
+
+    if not (uses_external_data(tensor) and tensor.data_type in PLAIN_TYPES):
+        return read_apart(tensor, base)
+    file, offset, length = _external_slice(tensor, base)
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    shape = tuple(int(d) for d in tensor.dims)
+    size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if (length >= 0 and length != size) or offset + size > file.stat().st_size:
+        raise _truncated(tensor, file)
+    if size == 0:
+        return np.zeros(shape, dtype)
+    return np.memmap(file, dtype=dtype, mode="r", offset=offset, shape=shape)
 
 
 def read_apart(tensor: Any, base: Path | None, to_array: Any = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.graph import onnx_model
-from pipeline.graph.external_data import read_apart
+from pipeline.graph.external_data import mapped_apart
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -72,14 +72,15 @@ def find(model: ModelProto, base: Path | None) -> list[Tie]:
     """The copies of a Gather's table (2-D, float, MIN_BYTES or more): initializers of its
     type holding its values or their transpose. Only tables are looked for: a tied head is
     a table's copy, and comparing every pair of a decoder's same-shaped layer weights would
-    read the whole model. Each candidate is read beside its table and let go, so two tensors
-    are held at a time. A copy read inside a subgraph, or named as a graph input or output,
+    read the whole model. Each candidate is mapped beside its table and let go: a row of each
+    is read, and the whole only where the rows agree. A copy read inside a subgraph, or named as a graph input or output,
     is left alone."""
     pinned = _pinned(model)
     candidates = [i for i in model.graph.initializer if _sized(i) and i.name not in pinned]
     tables = _gather_tables(model)
     ties: list[Tie] = []
     dropped: set[str] = set()
+    weights = _Weights(base)
     for table in [c for c in candidates if c.name in tables]:
         if table.name in dropped:
             continue
@@ -94,13 +95,31 @@ def find(model: ModelProto, base: Path | None) -> list[Tie]:
         ]
         if not others:
             continue
-        values = read_apart(table, base)
+        values = weights(table)
         for other in others:
-            how = _repeats(values, read_apart(other, base))
+            how = _repeats(values, weights(other))
             if how is not None:
                 ties.append(Tie(table.name, other.name, how))
                 dropped.add(other.name)
     return ties
+
+
+class _Weights:
+    """The candidates' values: one in external data mapped once, whatever tables share its
+    shape (a row of it read where compared, not the whole; a model of 200 tables of one shape
+    compares 40,000 pairs); one held in the graph read each time, as holding every one would
+    copy the model."""
+
+    def __init__(self, base: Path | None) -> None:
+        self.base, self.maps = base, dict[str, np.ndarray]()
+
+    def __call__(self, init: Any) -> np.ndarray:
+        got = self.maps.get(init.name)
+        if got is None:
+            got = mapped_apart(init, self.base)
+            if isinstance(got, np.memmap):
+                self.maps[init.name] = got
+        return got
 
 
 def _repeats(kept: np.ndarray, other: np.ndarray) -> bool | None:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, cast
 from pipeline.core import hashing, ngc
 from pipeline.core.errors import PipelineError
 from pipeline.core.numbers import MIB
+from pipeline.machine.shared_runtime import cuda_runtime
 from pipeline.records.fingerprint_file import FingerprintRecord
 
 if TYPE_CHECKING:  # not imported here: the schema needs OmegaConf, which this stage skips
@@ -122,46 +123,6 @@ def _probe_override(path: str) -> tuple[dict[str, Any] | None, str]:
             f"TRT_PIPELINE_GPU_PROBE={path} lacks {', '.join(sorted(need - set(data)))}"
         )
     return {"index": 0, "count": 1, **data}, f"override from TRT_PIPELINE_GPU_PROBE={path}"
-
-
-def cuda_runtime() -> tuple[str | None, str]:
-    """(version, where it was read) of the shared CUDA runtime a process here would
-    load: the libcudart TensorRT and PyTorch link, from pip's nvidia wheels or the
-    system. Not cuda.bindings' own: that runtime is static and its version is our pin,
-    not a fact about the machine. One ctypes call that needs no driver, so a machine
-    without a GPU reports it too (and fingerprint ids stay what they were)."""
-    import ctypes
-
-    for path in _libcudart_candidates():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        v = ctypes.c_int()
-        if getattr(lib, "cudaRuntimeGetVersion", None) is None or lib.cudaRuntimeGetVersion(
-            ctypes.byref(v)
-        ):
-            continue
-        return f"{v.value // 1000}.{(v.value % 1000) // 10}", f"cudaRuntimeGetVersion of {path}"
-    return None, "no shared CUDA runtime (libcudart) found"
-
-
-def _libcudart_candidates() -> Iterator[str]:
-    import glob
-
-    try:  # one already mapped (by torch or TensorRT) first
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith("libcudart.so"):
-                    yield path
-    except OSError:
-        pass
-    for site in sys.path:
-        yield from sorted(
-            glob.glob(os.path.join(site, "nvidia", "*", "lib", "libcudart.so*")), reverse=True
-        )
-    yield from ("libcudart.so", "libcudart.so.13", "libcudart.so.12")
 
 
 def package_version(dist: str) -> str | None:

@@ -5,6 +5,7 @@ and benchmarks/gpu_check.py."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from pipeline.core.errors import PipelineError
-from pipeline.machine import cudart, fingerprint
+from pipeline.machine import cudart, shared_runtime
 from pipeline.machine.cudart import Cuda
 
 
@@ -37,7 +38,7 @@ def test_a_failed_call_names_the_call_and_the_cuda_error():
 def test_fingerprint_reads_the_shared_runtime_not_the_bindings_pin():
     """The fingerprint's runtime is the libcudart TensorRT would load; cuda.bindings'
     static runtime is our pin and must not move fingerprint ids."""
-    version, source = fingerprint.cuda_runtime()
+    version, source = shared_runtime.cuda_runtime()
     if version is None:
         assert source == "no shared CUDA runtime (libcudart) found"
     else:
@@ -50,3 +51,19 @@ def test_importing_cudart_does_not_import_cuda_bindings():
     code = "import sys, pipeline.machine.cudart, pipeline.bench.cuda_timing; print('cuda.bindings' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "False"
+
+
+def test_the_runtime_is_named_alike_before_and_after_this_process_maps_it():
+    """A stage that builds in the test process found libcudart by its soname; the same call
+    after TensorRT had mapped it named the mapped path: one machine, two records."""
+    code = (
+        "import ctypes, json\n"
+        "from pipeline.machine import shared_runtime\n"
+        "before = shared_runtime.cuda_runtime()\n"
+        "if before[0] is not None:\n"
+        "    ctypes.CDLL(before[1].split(' of ', 1)[1])\n"
+        "print(json.dumps([before, shared_runtime.cuda_runtime()]))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, after = json.loads(r.stdout)
+    assert before == after

@@ -24,7 +24,9 @@ def local_ray():
 
     state = Singleton.get_state()
     Singleton._instances.pop(VersionBase, None)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    # "local": a Ray of this module's own. Left to Ray's choice (None) it joins any cluster
+    # running on this machine, such as test_ray_launcher.py's on the other xdist worker.
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR")
     yield
     ray.shutdown()
     Singleton.set_state(state)
