@@ -25,7 +25,7 @@ def pytest_xdist_auto_num_workers(config) -> int:
     """A worker per core and one more (-n auto; pyproject.toml caps it at four). Two workers
     on this project's 2-core machine kept the cores 87% busy: much of the e2e tests' time
     is spent waiting on subprocesses, git, disk and Ray, and a third worker fills it."""
-    return len(os.sched_getaffinity(0)) + 1
+    return (os.cpu_count() or 1) + 1  # the count the OMP_NUM_THREADS share above divides
 
 
 def compose(*overrides: str):
@@ -93,8 +93,8 @@ def longest_modules_first(items: list[pytest.Item]) -> list[pytest.Item]:
     xdist hands out whole modules (--dist loadscope) in this order (pyproject.toml turns
     off its own reordering, which puts the modules with most tests first: the one-test
     tutorials of several minutes then started last and one worker ran them alone while the
-    other sat idle). Long modules first and short ones to fill in at the end keeps both
-    workers busy to the last minute."""
+    others sat idle). Long modules first and short ones to fill in at the end keeps every
+    worker busy to the last minute."""
     module = lambda item: item.nodeid.split("::", 1)[0]  # xdist's loadscope unit
     long_modules = {module(item) for item in items if {"slow", "e2e"} & set(item.keywords)}
     return sorted(items, key=lambda item: module(item) not in long_modules)

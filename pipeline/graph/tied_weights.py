@@ -72,9 +72,9 @@ def find(model: ModelProto, base: Path | None) -> list[Tie]:
     """The copies of a Gather's table (2-D, float, MIN_BYTES or more): initializers of its
     type holding its values or their transpose. Only tables are looked for: a tied head is
     a table's copy, and comparing every pair of a decoder's same-shaped layer weights would
-    read the whole model. Each candidate is mapped beside its table and let go: a row of each
-    is read, and the whole only where the rows agree. A copy read inside a subgraph, or named as a graph input or output,
-    is left alone."""
+    read the whole model. Each candidate in external data is mapped once: a row of each pair
+    is read, and the whole only where the rows agree. A copy read inside a subgraph, or named
+    as a graph input or output, is left alone."""
     pinned = _pinned(model)
     candidates = [i for i in model.graph.initializer if _sized(i) and i.name not in pinned]
     tables = _gather_tables(model)

@@ -3,6 +3,8 @@ exports them: a tied Llama writes its token table twice, an untied one does not.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -108,7 +110,7 @@ def test_tables_of_one_shape_in_external_data_are_compared_by_a_row_not_read_who
     weights = sum(f.stat().st_size for f in path.parent.iterdir() if f.name != path.name)
 
     def read_so_far() -> int:
-        io = dict(line.split(": ") for line in open("/proc/self/io").read().splitlines())
+        io = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
         return int(io["rchar"])
 
     before = read_so_far()
