@@ -128,6 +128,16 @@ class Entry:
         labels: dict[str, Any] = self.meta["labels"]
         return labels
 
+    def place(self, name: str, dest: Path) -> None:
+        """The entry's file `name` at `dest`: a large one (the engine) hard-linked, free for a
+        multi-GB engine; a small one (the manifest, the logs) copied, an inode of its own, so
+        a hand edit in one workspace is neither the store's nor another workspace's."""
+        if self.meta["files"][name]["bytes"] >= LARGE_BYTES:
+            self.link_to(name, dest)
+            return
+        dest.unlink(missing_ok=True)  # it may be a link to another entry: never write through
+        shutil.copyfile(self.file(name), dest)
+
     def link_to(self, name: str, dest: Path) -> None:
         """Hard-link the entry's file to `dest` (free for a large engine), copied where a
         link cannot be made (another filesystem, a store file another user may not link).
@@ -183,12 +193,13 @@ class Outcome:
         return data if isinstance(data, bytes) else bytes(data)
 
     def copy_to(self, name: str, dest: Path) -> None:
-        """A hit is hard-linked (Entry.link_to). What was just made is linked from the
-        store too when it is large (the engine is written once, into the store); small
-        files are written from memory, their own inodes, so damage that later befalls the
-        entry's manifest leaves the workspace copy adoptable."""
+        """A hit is placed as Entry.place does (large files linked, small ones copied).
+        What was just made is linked from the store too when it is large (the engine is
+        written once, into the store); small files are written from memory, their own
+        inodes, so damage that later befalls the entry's manifest leaves the workspace copy
+        adoptable."""
         if self.made is None:
-            self.served.link_to(name, dest)
+            self.served.place(name, dest)
             return
         if self.entry is not None and len(self.made[name]) >= LARGE_BYTES:
             try:

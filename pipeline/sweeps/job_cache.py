@@ -59,7 +59,7 @@ class StoredEntry(Protocol):
     @property
     def files(self) -> list[str]: ...
     def file(self, name: str) -> Path: ...
-    def link_to(self, name: str, dest: Path) -> None: ...
+    def place(self, name: str, dest: Path) -> None: ...
 
 
 def job_store(cfg: PipelineConfig) -> VerifiedStore:
@@ -254,10 +254,10 @@ def _restore(
                 )
             if rel.name != RESULT:
                 (layout.root / rel).parent.mkdir(parents=True, exist_ok=True)
-                entry.link_to(name, layout.root / rel)
+                entry.place(name, layout.root / rel)
         with fileio.staged_dir(layout.engine_dir(fp["id"])) as out:
             for name in engine.files:
-                engine.link_to(name, out / name)
+                engine.place(name, out / name)
         return True
     except FileNotFoundError:
         _clear(layout)

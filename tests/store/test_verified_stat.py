@@ -136,3 +136,20 @@ def test_a_hard_link_to_a_recorded_file_is_vouched_for_a_copy_is_not(tmp_path):
     assert not _stat.vouches(entry.path, "small.json", linked, sha)
     os.utime(linked)  # the same inode changed: the record no longer holds
     assert not _stat.vouches(entry.path, "engine.plan", linked, sha)
+
+
+def test_a_hit_links_the_engine_and_copies_the_small_files(tmp_path):
+    """An edit in place of a served manifest stays in that workspace: the store's entry and
+    every other workspace it served keep theirs (the engine, linked, is the same inode)."""
+    store = VerifiedStore(tmp_path / "store", required=("engine.plan",))
+    entry = put(store)
+    for workspace in ("a", "b"):
+        got = store.get_or_make(KEY, lambda: pytest.fail("a hit makes nothing"))
+        (tmp_path / workspace).mkdir()
+        for name in got.names:
+            got.copy_to(name, tmp_path / workspace / name)
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert os.path.samefile(a / "engine.plan", entry.file("engine.plan"))
+    assert not os.path.samefile(a / "small.json", entry.file("small.json"))
+    (a / "small.json").write_text('{"edited": 1}')
+    assert (b / "small.json").read_text() == "{}" and store.problems(KEY) == []
