@@ -11,7 +11,7 @@ import numpy as np
 from pipeline.core.errors import PipelineError
 from pipeline.core.gate import ACCURACY_DIRECTION, GateResult, failure_line, failures, result
 from pipeline.inputs.reference_file import Pair
-from pipeline.precision.gate import tasks
+from pipeline.precision.gate import output_figures, tasks
 from pipeline.precision.gate.tasks import OutputTasks, UserMetric
 
 if TYPE_CHECKING:
@@ -113,10 +113,10 @@ def compare(
         first = np.asarray(reference[0][name])
         kind = output_tasks.task(name, first)
         last = first.shape[-1] if first.ndim >= 2 else 1
-        # stacked (in float64: twice the outputs' bytes) for this one call, not kept beside
-        # the per-phase stacks below
         figures[name] = {
-            **_figures(*_stacked(name, reference, candidate), kind, last),
+            **output_figures.over_batches(
+                name, _of(name, reference), _of(name, candidate), kind, last
+            ),
             "task": kind,
         }
         if kind == "next_token" and len(set(phases)) > 1:
@@ -134,58 +134,8 @@ def compare(
     return figures
 
 
-class ElementwiseErrors(TypedDict):
-    max_abs_error: float
-    mean_rel_error: float
-
-
-class OutputFigures(ElementwiseErrors):
-    """One output's figures over all batches (compare adds its task, and a decoder's phases
-    and perplexity); the optional ones where its task and shape allow them."""
-
-    cosine: float  # of rows for ROW_COSINE tasks: the worst row's
-    rel_error: float
-    finite: bool
-    cosine_mean: NotRequired[float]
-    rows: NotRequired[int]  # the rows the row cosines were taken over
-    top1_agreement: NotRequired[float]
-
-
-def _figures(ref: np.ndarray, got: np.ndarray, task: str, last: int) -> OutputFigures:
-    """One output's figures; `ref` and `got` are [samples, values] (or one flat vector),
-    `last` the size of the output's last axis (the class axis, a step's vector)."""
-    denom = np.linalg.norm(ref) * np.linalg.norm(got)
-    metrics: OutputFigures = {
-        **_elementwise_errors(ref, got),
-        "cosine": float((ref * got).sum() / denom) if denom > 0 else float(np.allclose(ref, got)),
-        "rel_error": worst_rel_error(ref, got),
-        "finite": bool(np.isfinite(got).all()),
-    }
-    if ref.ndim != 2 or not ref.size or ref.shape[1] % last:
-        return metrics  # one flat vector: rows of another width in every batch
-    r, g = ref.reshape(-1, last), got.reshape(-1, last)
-    if task in tasks.ROW_COSINE:
-        rows = row_cosines(r, g, skip_tiny=True)
-        if len(rows):
-            metrics.update(
-                {"cosine": float(rows.min()), "cosine_mean": float(rows.mean()), "rows": len(rows)}
-            )
-    if task in tasks.TOP1 and last > 1:
-        metrics["top1_agreement"] = float((r.argmax(1) == g.argmax(1)).mean())
-    return metrics
-
-
-def _elementwise_errors(ref: np.ndarray, got: np.ndarray) -> ElementwiseErrors:
-    """max |got - ref| and mean |got - ref| / max(|ref|, 1e-6), with one array the size of
-    `ref` beside it at a time (a decoder's logits in float64 are hundreds of MB)."""
-    if not ref.size:
-        return {"max_abs_error": 0.0, "mean_rel_error": 0.0}
-    diff = np.abs(ref - got)
-    worst = float(diff.max())
-    floor = np.abs(ref)
-    np.maximum(floor, 1e-6, out=floor)
-    np.divide(diff, floor, out=diff)
-    return {"max_abs_error": worst, "mean_rel_error": float(diff.mean())}
+def _of(name: str, batches: list[dict[str, np.ndarray]]) -> list[np.ndarray]:
+    return [b[name] for b in batches]
 
 
 class PhaseFigures(TypedDict, total=False):
@@ -226,8 +176,13 @@ def _by_phase(
     figures: dict[str, PhaseFigures] = {}
     for phase in sorted({p for p in phases if p is not None}):
         keep = [i for i, p in enumerate(phases) if p == phase]
-        ref, got = _stacked(name, [reference[i] for i in keep], [candidate[i] for i in keep])
-        whole = _figures(ref, got, "next_token", last)
+        whole = output_figures.over_batches(
+            name,
+            [reference[i][name] for i in keep],
+            [candidate[i][name] for i in keep],
+            "next_token",
+            last,
+        )
         figures[phase] = {}
         for k in _PHASE_FIGURES:
             if k in whole:
@@ -237,69 +192,6 @@ def _by_phase(
         if all(w in f for f in figures.values()):
             worst[w] = min(f[w] for f in figures.values())
     return {**worst, "by_phase": figures}
-
-
-def worst_rel_error(ref: np.ndarray, got: np.ndarray) -> float:
-    """max over samples of ||got - ref|| / ||ref|| (one flat vector: over it whole). A
-    sample whose reference is all but zero is measured against the largest sample's norm:
-    an empty map's noise is not an error of 100%."""
-    if not ref.size:
-        return 0.0
-    r = ref if ref.ndim == 2 else ref.reshape(1, -1)
-    g = got.reshape(r.shape)
-    norms = np.linalg.norm(r, axis=1)
-    floor = max(float(norms.max()) * 1e-3, 1e-12)
-    return float((np.linalg.norm(g - r, axis=1) / np.maximum(norms, floor)).max())
-
-
-def _stacked(
-    name: str, reference: list[dict[str, np.ndarray]], candidate: list[dict[str, np.ndarray]]
-) -> tuple[np.ndarray, np.ndarray]:
-    """One output over all batches: rows of one width where every batch has it, else rows
-    of the last axis where every batch shares it (then rel_error is each row's), else one
-    flat vector (an output whose shape follows the input's values, e.g. ConstantOfShape,
-    differs from batch to batch: only the element-wise figures apply to it)."""
-    refs = [np.atleast_1d(b[name]).astype(np.float64) for b in reference]
-    gots = [np.atleast_1d(b[name]).astype(np.float64) for b in candidate]
-    if len(refs) != len(gots):
-        raise PipelineError(f"output '{name}': {len(gots)} batches, reference has {len(refs)}")
-    for i, (r, g) in enumerate(zip(refs, gots)):
-        if r.shape != g.shape:
-            raise PipelineError(
-                f"output '{name}' has shape {g.shape} in batch {i}, reference has {r.shape}"
-            )
-    # The width spelled out: reshape(0, -1) of an empty output (Range to nothing) is ambiguous.
-    rows = [r.reshape(len(r), int(np.prod(r.shape[1:]))) for r in refs]
-    if len({r.shape[1] for r in rows}) == 1:
-        return np.concatenate(rows), np.concatenate(
-            [g.reshape(r.shape) for g, r in zip(gots, rows)]
-        )
-    if len({r.shape[-1] for r in refs}) == 1 and all(r.ndim >= 2 for r in refs):
-        # a decoder's steps (a prompt's positions, then one token each): rows of the last axis
-        width = refs[0].shape[-1]
-        return np.concatenate([r.reshape(-1, width) for r in refs]), np.concatenate(
-            [g.reshape(-1, width) for g in gots]
-        )
-    return np.concatenate([r.ravel() for r in refs]), np.concatenate([g.ravel() for g in gots])
-
-
-def row_cosines(ref: np.ndarray, got: np.ndarray, skip_tiny: bool = False) -> np.ndarray:
-    """Cosine similarity of each row; two all-zero rows agree (1.0). skip_tiny: rows whose
-    reference norm is under 1e-3 of the largest are left out (a state or step vector of
-    almost nothing has a direction that rounding alone decides; rel_error covers it)."""
-    if skip_tiny and len(ref):
-        norm = np.linalg.norm(ref, axis=1)
-        keep = norm >= norm.max() * 1e-3
-        if not keep.all():  # a copy of the rows only where some are left out
-            ref, got = ref[keep], got[keep]
-    norms = np.linalg.norm(ref, axis=1) * np.linalg.norm(got, axis=1)
-    dots = (ref * got).sum(1)
-    zero = ~(norms > 0)
-    same = np.ones(len(norms))
-    if zero.any():  # isclose over the zero-norm rows only: it makes several full-size arrays
-        same[zero] = np.all(np.isclose(ref[zero], got[zero]), axis=1)
-    cosines: np.ndarray = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), same)
-    return cosines
 
 
 GATE_CHECKS = (
