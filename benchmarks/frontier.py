@@ -210,7 +210,7 @@ def _scores(summary: Mapping[str, Any], cfg, layout, unseen: Path) -> dict:
     """The gate score (1.0 at the threshold, lower is better) on the search's samples, the
     held-out verdict's, and the unseen ones where the model has them, with each part's
     worst-row cosine where its output has one."""
-    from pipeline.precision.fallback.search import score
+    from pipeline.precision.gate.evaluator import score
 
     out = {"verdict": _brief(summary["gate"], summary["accuracy"], score)}
     if summary.get("search_judgement"):

@@ -74,6 +74,7 @@ class FallbackRecord(TypedDict, total=False):
     ranked_on_batches: int  # units are ranked on these, each bisection step judged on all
     batches: int
     decided_on_subset: int  # graphs whose verdict the first batches settled
+    figures_reused: int  # judgements from figures an earlier search measured (figures_memo)
     written_checks: list[dict[str, Any]]
     fp16_checks: list[dict[str, Any]]
     int8_checks: list[dict[str, Any]]

@@ -48,6 +48,9 @@ def test_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
     sh(repo, margin_ocr)
     metrics = accuracy()
     assert metrics["gate_passed"], metrics["failing"]
+    # the search under the larger margin judged from the figures the first one measured
+    fallback = json.loads((repo / "artifacts/calibrate/calibration.json").read_text())["fallback"]
+    assert fallback["figures_reused"] > fallback["graphs_evaluated"] // 2, fallback
     assert metrics["gate"]["ocr.metrics:cer_increase"]["metric"]["passed"]
     assert metrics["holdout"]["verdict_samples"] >= 8
     sh(repo, auto_ocr)

@@ -105,6 +105,8 @@ def test_a_rerun_takes_the_choice_from_the_cache_and_another_gate_the_figures(
     )
     other = stages.calibrate(looser, fresh(transformer_export, tmp_path / "looser"))["mixed"]
     assert not other["search_cache_hit"] and other["figures_cache_hit"]
+    # whole graphs the first search judged (the single-type ones at least) are read, not run
+    assert other["figures_reused"] > 0
     assert other["graphs_judged"] < first["mixed"]["graphs_judged"] - first["mixed"]["candidates"]
     assert other["weight_bytes"] <= first["mixed"]["weight_bytes"]
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.precision.fallback import search
-from pipeline.precision.gate import accuracy, subset_first, tasks
+from pipeline.precision.gate import accuracy, evaluator, subset_first, tasks
 from tests.conftest import compose
 
 RNG = np.random.default_rng(3)
@@ -59,7 +58,7 @@ def test_every_verdict_is_the_whole_sets_and_failures_cost_a_subset():
     refs = pairs()
     by = criteria("regression", "precision.gate.max_abs_error=null")
     outputs, ran = noisy(refs, {})
-    ev = search.Evaluator(outputs, refs, by)
+    ev = evaluator.Evaluator(outputs, refs, by)
     # {3: 0.3} fails on batch 3 alone, outside the first subset: judged on every batch, it
     # puts batch 3 first, and {3: 0.25} after it fails on the subset
     choices = [{}, {5: 0.001}, {3: 0.3}, {3: 0.25}, {0: 0.04, 7: 0.06}, {1: 0.01}, {5: 0.2}]
@@ -67,7 +66,7 @@ def test_every_verdict_is_the_whole_sets_and_failures_cost_a_subset():
         ran.clear()
         got = ev(choice)
         cost = len(ran)
-        full = search.judged(by.judge([p[1] for p in refs], outputs(choice, None))[1])
+        full = evaluator.judged(by.judge([p[1] for p in refs], outputs(choice, None))[1])
         assert got["passed"] == full["passed"], choice
         if "on_batches" in got:
             assert not got["passed"] and cost == ev.order.first < len(refs)
@@ -80,7 +79,7 @@ def test_a_mean_figure_is_judged_on_every_batch():
     refs = pairs()
     by = criteria("classification")
     outputs, ran = noisy(refs, {})
-    ev = search.Evaluator(outputs, refs, by)
+    ev = evaluator.Evaluator(outputs, refs, by)
     ran.clear()
     flipped = {i: -2.0 for i in range(8)}  # every argmax moves: top-1 fails on every batch
     assert not ev(flipped)["passed"]

@@ -178,6 +178,30 @@ def test_a_metric_of_the_users_is_judged_with_labels_beside_the_outputs(metric_m
     assert [(r["subject"], r["gate"]) for r in failed][-1] == ("mymetrics.ocr:flips", "metric_max")
 
 
+def test_an_edited_metric_keys_its_judgements_anew(metric_module):
+    """Cached searches and judgements are keyed by the metric: by its name alone, a fixed
+    metric would be served the figures of the one before the fix."""
+    gate = OmegaConf.create(
+        {
+            **OmegaConf.to_container(compose().precision.gate),
+            "metric": "mymetrics.ocr:flips",
+            "metric_max": 0,
+        }
+    )
+
+    def key() -> dict:
+        return accuracy.Criteria(
+            gate, tasks.OutputTasks("classification"), tasks.user_metric(gate)
+        ).key()
+
+    before = key()
+    module = metric_module / "mymetrics" / "ocr.py"
+    module.write_text(module.read_text().replace("100", "1000"))
+    after = key()
+    assert before["metric"] == after["metric"] == "mymetrics.ocr:flips"
+    assert before != after
+
+
 def test_a_decoders_perplexity_over_its_prompts_is_judged_against_fp32s():
     """The prompt's next tokens travel as a prefill's label; perplexity is exp of the mean
     negative log-likelihood over the positions that have one (-1: after the last)."""

@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from pipeline.flow import calibrate_stage
-from pipeline.precision.fallback import search
-from pipeline.precision.gate import accuracy, tasks, verdict
+from pipeline.precision.gate import accuracy, evaluator, tasks, verdict
 from tests.conftest import compose
 
 AXES = {"x": 0}
@@ -93,8 +92,8 @@ def test_the_search_judges_by_a_gate_inside_the_verdicts():
     # in the search's score, the tightened threshold is 1 - margin of the gate's
     ref = [{"y": np.ones((4, 8))}]
     got = [{"y": np.ones((4, 8)) + np.linspace(0, 1, 8) * 0.05}]
-    loose = search.score(accuracy.check_gate(criteria.judge(ref, got)[0], gate))
-    strict = search.score(accuracy.check_gate(criteria.judge(ref, got)[0], tight))
+    loose = evaluator.score(accuracy.check_gate(criteria.judge(ref, got)[0], gate))
+    strict = evaluator.score(accuracy.check_gate(criteria.judge(ref, got)[0], tight))
     assert strict == pytest.approx(loose / 0.8, rel=1e-6)
 
 

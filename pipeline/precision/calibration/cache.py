@@ -9,9 +9,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from pipeline.core import console, fileio
+from pipeline.core import console, fileio, hashing
 from pipeline.graph import onnx_model
 from pipeline.machine.fingerprint import transform_library_versions
+from pipeline.precision.common.figures_memo import FiguresMemo
 from pipeline.store import CALIBRATION, FileData, FileOnDisk, Outcome, VerifiedStore
 
 if TYPE_CHECKING:
@@ -42,6 +43,16 @@ def store(
     user cache folder): Q/DQ and AutoCast graphs, and fallback searches (with search.json)."""
     root = CALIBRATION.root(calibration_cfg.cache_dir)
     return VerifiedStore(root, required=required, what="calibration cache")
+
+
+def figures_memo(calibration_cfg: CalibrationConfig, inputs: Mapping[str, Any]) -> FiguresMemo:
+    """The figures searches keyed by `inputs` (a search's key less its gate) measured before,
+    kept in this cache (precision/common/figures_memo.py)."""
+    return FiguresMemo(
+        store(calibration_cfg, required=(FiguresMemo.FILE,)),
+        hashing.sha256_json(inputs),
+        {k: v for k, v in inputs.items() if k != "gate"},
+    )
 
 
 _SAID: set[str] = set()  # why a cache refused an entry, said once per process

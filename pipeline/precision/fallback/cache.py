@@ -16,10 +16,11 @@ from pipeline.core.config import to_dict
 from pipeline.graph import onnx_model
 from pipeline.inputs.array_folder import data_sha256
 from pipeline.precision.calibration import cache
+from pipeline.precision.common.figures_memo import FiguresMemo
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.fallback import search
 from pipeline.precision.fallback.written import kept_lower, resume
-from pipeline.precision.gate import accuracy
+from pipeline.precision.gate import accuracy, evaluator
 from pipeline.records.calibration_file import FallbackRecord, Judgement
 from pipeline.store import FileData
 
@@ -82,6 +83,7 @@ def _searched(
     precision_cfg: PrecisionConfig,
     plain: Judgement,
     written: Callable[..., Judgement],
+    memo: FiguresMemo,
 ) -> tuple[FallbackRecord, Judgement]:
     """The search from the plain graph's judgement; its choice written and judged as
     written (resumed with written graphs where it misses: fallback/written.py's resume); with
@@ -92,12 +94,15 @@ def _searched(
         f"searching for the fewest nodes to keep out of it (groups first, then nodes)"
     )
     try:
-        record = search.search(graphs, pairs, criteria, search.judged(plain["gate"]))
+        try:
+            record = search.search(graphs, pairs, criteria, evaluator.judged(plain["gate"]), memo)
+        finally:  # a search that fails measured figures too
+            memo.save()
         final = written(record["kept"])  # as written: the search judged it as emulated
         if not final["gate_passed"]:
             console.warn(
                 f"precision.fallback: the graph written with the search's choice misses the "
-                f"gate as written ({'; '.join(search.judged(final['gate'])['failing'])}); "
+                f"gate as written ({'; '.join(evaluator.judged(final['gate'])['failing'])}); "
                 f"keeping more nodes, each graph judged as written"
             )
             final = resume(graphs, record, written)
@@ -144,7 +149,14 @@ def run(
         final = judge()
         record: FallbackRecord = {"mode": "auto", "needed": not final["gate_passed"]}
         if record["needed"]:
-            record, final = _searched(graphs, pairs, criteria, precision_cfg, final, written)
+            memo = cache.figures_memo(
+                calibration_cfg,
+                {
+                    "kind": "search figures",
+                    **{k: v for k, v in inputs.items() if k not in ("gate", "kept_in")},
+                },
+            )
+            record, final = _searched(graphs, pairs, criteria, precision_cfg, final, written, memo)
         files = {
             **cache.entry_files(dest),
             "search.json": fileio.to_json({"record": record, "final": final}).encode(),

@@ -4,23 +4,14 @@ its sensitivity."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Required, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pipeline.precision.common import ops
+from pipeline.precision.gate.evaluator import SearchJudgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import SearchPlan
     from pipeline.precision.fallback.groups import Group
-
-
-class SearchJudgement(TypedDict, total=False):
-    """A graph's gate results in the search's terms (a step of the search's record)."""
-
-    score: Required[float]  # the worst gated figure against its threshold: 1.0 passes
-    passed: Required[bool]
-    metrics: Required[dict[str, dict[str, Any]]]  # subject -> gated metric -> its figure
-    failing: Required[list[str]]  # a line per failed check
-    on_batches: int  # judged on the first this many batches only: the subset decided
 
 
 class NodeCounts(TypedDict):

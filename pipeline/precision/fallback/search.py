@@ -23,41 +23,34 @@ On the held-out reference batches with ONNX Runtime:
 
 Every step runs in one ONNX Runtime session (common/searchable.Switchboard: a flag per node
 picks its quantized or its fp32 inputs), so a step costs one pass over the held-out
-batches, not a graph to build and load. The gate score is one number per graph: the
+batches, not a graph to build and load. The gate score (gate/evaluator.py) is one number per graph: the
 worst of every gated metric's distance to its threshold, scaled so that 1.0 is the
 threshold (<= 1 passes)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from pipeline.core import gate
 from pipeline.core.errors import PipelineError
-from pipeline.core.gate import GateResult
 from pipeline.precision.common import search_progress
+from pipeline.precision.common.figures_memo import FiguresMemo
 from pipeline.precision.fallback import groups, record_rows
 from pipeline.precision.fallback.groups import Group
-from pipeline.precision.fallback.record_rows import SearchJudgement
-from pipeline.precision.gate import accuracy, subset_first
+from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.evaluator import Evaluator, SearchJudgement
 from pipeline.records.calibration_file import FallbackRecord, Judgement
 
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable
 
 SEARCH_VERSION = 7  # the record's shape and the search's steps; 7: ranked on a subset
-# A graph is judged on about a quarter of the batches first (gate/subset_first.py).
-SUBSET_SHARE = 4
 # Past this many nodes in the kept groups, layer blocks come before nodes; past NODE_LIMIT
 # in the kept blocks, the search stops at blocks. On a decoder of SmolLM-135M's shape, 90
 # nodes measured one at a time were most of a search of 40 minutes; at these sizes every
 # search the tests and tutorials run keeps its node-level steps (and its cached records).
 BLOCKS_PAST = 48
 NODE_LIMIT = 32
-Choice = TypeVar("Choice")
 
 
 class SearchFailed(PipelineError):
@@ -68,90 +61,6 @@ class SearchFailed(PipelineError):
         super().__init__(line)
         self.record = record
         self.plain: Judgement | None = None
-
-
-def score(results: list[GateResult]) -> float:
-    """1.0 at the threshold, below passes: max over gated metrics of value/threshold
-    (upper bounds) or (1 - value)/(1 - threshold) (lower bounds such as cosine)."""
-    worst = 0.0
-    for r in results:
-        if not r["enabled"]:
-            continue
-        value, threshold = r["value"], r["threshold"]
-        if r["direction"] == "max":
-            s = value / threshold if threshold > 0 else (0.0 if value <= threshold else math.inf)
-        elif r["direction"] == "min":
-            s = (
-                (1 - value) / (1 - threshold)
-                if threshold < 1
-                else (0.0 if value >= threshold else math.inf)
-            )
-        else:
-            s = 0.0 if r["passed"] else math.inf
-        worst = max(worst, s)
-    return worst
-
-
-def judged(results: list[GateResult]) -> SearchJudgement:
-    """A graph's gate results in the search's terms: score, gated metrics, failures."""
-    gated: dict[str, dict[str, Any]] = {}
-    for r in results:
-        gated.setdefault(str(r["subject"]), {})[r.get("metric", r["gate"])] = r["value"]
-    return {
-        "score": round(score(results), 6),
-        "passed": accuracy.passed(results),
-        "metrics": gated,
-        "failing": [gate.describe(r) for r in gate.failures(results)],
-    }
-
-
-class Evaluator(Generic[Choice]):
-    """Judges a choice (the nodes kept in fp32; precision=auto: a type per node) against the
-    gate on the search's batches: the hardest few first, the rest only where they could
-    change the verdict (gate/subset_first.py), so a failing graph mostly costs a few."""
-
-    def __init__(
-        self,
-        outputs: Callable[[Choice, list[int] | None], list[dict[str, np.ndarray]]],
-        pairs: list[accuracy.ReferenceBatch],
-        criteria: accuracy.Criteria,
-    ) -> None:
-        self.outputs, self.pairs, self.criteria = outputs, pairs, criteria
-        self.order = subset_first.Batches(pairs, math.ceil(len(pairs) / SUBSET_SHARE))
-        self.runs = self.decided_on_subset = 0
-        self.progress: search_progress.Progress[Choice] | None = None
-
-    def __call__(self, choice: Choice, ranked: bool = False) -> SearchJudgement:
-        """The choice's judgement; `ranked`: its score on the ranking batches (the same
-        for every graph ranked: a search orders units by it, then confirms on all)."""
-        outs: list[dict[str, np.ndarray]] | None = []
-        if ranked or not self.order.useful:
-            results = accuracy.check_gate(self.figures(choice, ranked), self.criteria.gate)
-        else:
-            outs, results, _ = subset_first.judged_in_order(
-                lambda which: self.outputs(choice, which), self.order, self.criteria
-            )
-            self.runs += 1
-            if outs is None:
-                self.decided_on_subset += 1
-            elif not accuracy.passed(results):
-                self.order.learn(outs, self.criteria, score)
-        result = judged(results)
-        if self.order.useful and outs is None:  # its figures are the subset's: say so
-            result["on_batches"] = self.order.first
-        if self.progress is not None:
-            self.progress.judged(choice, result)
-        return result
-
-    def figures(self, choice: Choice, ranked: bool = False) -> dict[str, dict[str, Any]]:
-        """The accuracy figures of a choice, which any gate can judge later: on every
-        batch, or (`ranked`) on the ranking batches."""
-        which = self.order.ranking if ranked else None
-        got = self.outputs(choice, which)
-        self.runs += 1
-        refs = [p[1] for p in self.pairs]
-        figures, _ = self.criteria.judge(refs if which is None else [refs[i] for i in which], got)
-        return figures
 
 
 def _bisect(
@@ -179,10 +88,11 @@ def search(
     pairs: list[accuracy.ReferenceBatch],
     criteria: accuracy.Criteria,
     plain: SearchJudgement,
+    memo: FiguresMemo | None = None,
 ) -> FallbackRecord:
     """The record of the search for the fewest most-sensitive candidates to keep out of the
     low type that pass (its `kept`); the caller writes that graph and judges it as written.
-    `plain`: the Q/DQ graph's judgement."""
+    `plain`: the Q/DQ graph's judgement; `memo`: figures an earlier search measured."""
     candidates = graphs.plan.candidates()
     if not candidates:
         raise SearchFailed(
@@ -191,7 +101,8 @@ def search(
             {"quantized_nodes": 0},
         )
     run = _Run(
-        candidates, Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+        candidates,
+        Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria, memo),
     )
     roles = groups.role_groups(graphs.source, candidates)
     progress: search_progress.Progress[list[str]] = search_progress.Progress(
@@ -253,10 +164,7 @@ def _searched(
         "nodes": record_rows.node_rows(nodes, plan, ordered, kept, base),
         "steps": run.steps,
         "graphs_evaluated": run.keeping.runs,
-        # units are ranked on these batches, every bisection step judged on all of them
-        "ranked_on_batches": len(run.keeping.order.ranking),
-        "batches": len(run.keeping.pairs),
-        "decided_on_subset": run.keeping.decided_on_subset,
+        **run.keeping.tally(),
     }
     return record
 

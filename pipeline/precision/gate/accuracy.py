@@ -42,6 +42,7 @@ class CriteriaKey(TypedDict):
     task: str  # the default task
     output_tasks: NotRequired[dict[str, str]]  # output -> its task, sorted by output
     metric: NotRequired[str]  # the user's metric's name
+    metric_source_sha256: NotRequired[str]  # and its module's bytes
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,8 @@ class Criteria:
             out["output_tasks"] = dict(sorted(self.tasks.per_output.items()))
         if self.metric is not None:
             out["metric"] = self.metric.name
+            if self.metric.source_sha256 is not None:
+                out["metric_source_sha256"] = self.metric.source_sha256
         return out
 
 

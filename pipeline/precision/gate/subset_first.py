@@ -25,8 +25,6 @@ from pipeline.precision.gate import accuracy, tasks
 # The metrics that take the worst over samples or rows: a failure on some batches is one on all.
 WORST_OF = frozenset({"max_abs_error", "rel_error", "finite"})
 
-Outputs = list[dict[str, np.ndarray]]
-
 
 def decisive(results: list[GateResult]) -> bool:
     """Whether a failing judgement on some batches fails on every superset of them."""
@@ -64,14 +62,18 @@ class Batches:
         return self.order[self.first :]
 
     def learn(
-        self, outs: Outputs, criteria: accuracy.Criteria, score: Callable[..., float]
+        self,
+        per_batch: Sequence[dict[str, dict[str, Any]]],
+        criteria: accuracy.Criteria,
+        score: Callable[..., float],
     ) -> None:
-        """After a graph failed on every batch: the batches it failed worst on go first
-        (after the anchors), as the next graphs likely fail where this one did."""
-        hardness = {}
-        for i, (pair, got) in enumerate(zip(self.pairs, outs)):
-            _, results = criteria.judge([pair[1]], [got])
-            hardness[i] = score(results)
+        """After a graph failed on every batch (`per_batch`: its figures on each alone): the
+        batches it failed worst on go first (after the anchors), as the next graphs likely
+        fail where this one did."""
+        hardness = {
+            i: score(accuracy.check_gate(figures, criteria.gate))
+            for i, figures in enumerate(per_batch)
+        }
         rest = sorted((i for i in hardness if i not in self.anchors), key=lambda i: -hardness[i])
         self.order = [*self.anchors, *rest]
 
@@ -90,20 +92,15 @@ def _anchors(pairs: list[accuracy.ReferenceBatch]) -> list[int]:
 
 
 def judged_in_order(
-    run: Callable[[list[int]], Outputs],
+    figures_on: Callable[[list[int]], dict[str, dict[str, Any]]],
     batches: Batches,
     criteria: accuracy.Criteria,
-) -> tuple[Outputs | None, list[GateResult], dict[str, dict[str, Any]]]:
-    """Outputs in batch order (None where the subset decided), the gate results and the
-    figures: of the subset where it failed decisively, else of every batch."""
-    refs = [p[1] for p in batches.pairs]
-    head = batches.head()
-    got_head = run(head)
-    figures, results = criteria.judge([refs[i] for i in head], got_head)
+) -> tuple[bool, list[GateResult]]:
+    """(whether the subset decided, the gate results): of the subset where it failed
+    decisively, else of every batch, in batch order. `figures_on(which)`: a graph's figures
+    on those batches."""
+    results = accuracy.check_gate(figures_on(batches.head()), criteria.gate)
     if not accuracy.passed(results) and decisive(results):
-        return None, results, figures
-    got_tail = run(batches.tail()) if batches.tail() else []
-    by_index = dict(zip(head + batches.tail(), got_head + got_tail))
-    outs = [by_index[i] for i in range(len(refs))]
-    figures, results = criteria.judge(refs, outs)
-    return outs, results, figures
+        return True, results
+    every = figures_on(list(range(len(batches.pairs))))
+    return False, accuracy.check_gate(every, criteria.gate)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pipeline.core import hashing
 from pipeline.core.errors import PipelineError, first_line
 from pipeline.core.kv_cache import is_cache
 from pipeline.inputs.array_folder import LABEL_PREFIX, NEXT_TOKENS
@@ -105,6 +106,8 @@ Metric = Callable[[list[Arrays], list[Arrays], list[Arrays] | None], float]
 class UserMetric:
     name: str  # as configured: "mypkg.metrics:cer"
     fn: Metric
+    # its module's bytes: a cached judgement of the metric before an edit is not its own
+    source_sha256: str | None = None
 
     def __call__(
         self, reference: list[Arrays], candidate: list[Arrays], labels: list[Arrays] | None
@@ -142,7 +145,7 @@ def user_metric(gate_cfg: AccuracyGate, source: str | None = None) -> UserMetric
             f"precision.gate.metric={name} has no threshold; set precision.gate.metric_max "
             f"(an error such as CER) or precision.gate.metric_min (a score such as mAP)"
         )
-    return UserMetric(str(name), fn)
+    return UserMetric(str(name), fn, hashing.sha256_file(module_file))
 
 
 def split_labels(outputs: Mapping[str, np.ndarray]) -> tuple[Arrays, Arrays]:

@@ -297,10 +297,15 @@ def _searched(
         return _cached_json(calibration_cfg, figures_inputs, "figures.json", measure)
 
     def run_search() -> CachedSearch:
+        memo = cache.figures_memo(
+            calibration_cfg, {**inputs, "kind": "precision=auto graphs judged", "gate": None}
+        )
         try:
-            assignment, record = search.search(graphs, held_out, criteria, figures, code)
+            assignment, record = search.search(graphs, held_out, criteria, figures, code, memo)
         except SearchFailed as e:
             raise PipelineError(str(e)) from None
+        finally:
+            memo.save()
         return {"assignment": assignment, "record": record}
 
     keyed = {**inputs, "code": {k: round(v) for k, v in code.items()}} if code else inputs

@@ -10,7 +10,7 @@ from pipeline.precision.mixed.graphs import Assignment, MixedGraphs
 from pipeline.precision.mixed.tradeoff import Tradeoff
 
 if TYPE_CHECKING:
-    from pipeline.precision.fallback.record_rows import SearchJudgement
+    from pipeline.precision.gate.evaluator import SearchJudgement
 
 
 class AutoCalibration(TypedDict):

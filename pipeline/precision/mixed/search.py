@@ -25,10 +25,11 @@ from typing import Any, cast
 
 from pipeline.core import console
 from pipeline.precision.common import search_progress
-from pipeline.precision.fallback.record_rows import SearchJudgement
-from pipeline.precision.fallback.search import Evaluator, SearchFailed, judged, score
+from pipeline.precision.common.figures_memo import FiguresMemo
+from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.fallback.written import fewest_passing
 from pipeline.precision.gate import accuracy
+from pipeline.precision.gate.evaluator import Evaluator, SearchJudgement, judged, score
 from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
 from pipeline.precision.mixed.record import pareto, point, rows
 from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
@@ -50,8 +51,9 @@ class Judge:
         outputs: Callable[[Assignment, list[int] | None], Any],
         pairs: list[accuracy.ReferenceBatch],
         criteria: accuracy.Criteria,
+        memo: FiguresMemo | None = None,
     ) -> None:
-        self.evaluator: Evaluator[Assignment] = Evaluator(outputs, pairs, criteria)
+        self.evaluator: Evaluator[Assignment] = Evaluator(outputs, pairs, criteria, memo)
         self.seen: dict[tuple[tuple[str, str], ...], SearchJudgement] = {}
 
     def __call__(self, assignment: Assignment) -> SearchJudgement:
@@ -67,10 +69,12 @@ def search(
     criteria: accuracy.Criteria,
     cached_figures: Callable[[Callable[[], Figures]], tuple[Figures, bool]],
     code: Mapping[str, float] | None = None,
+    memo: FiguresMemo | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The assignment to build and the record of how it was found. `code`: the engine
     bytes a GEMM of each type adds beyond its weights (mixed/objective.py), so the search
-    makes the engine smallest; without it, the weights."""
+    makes the engine smallest; without it, the weights. `memo`: the figures of whole graphs
+    an earlier search judged (under any gate)."""
     started = time.perf_counter()
     candidates = graphs.candidates()
     if not candidates:
@@ -79,7 +83,7 @@ def search(
             "precision.search_types can take",
             {"candidates": 0},
         )
-    judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria)
+    judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria, memo)
     options = {n: graphs.options(n) for n in candidates}
     sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
     figures, hit = cached_figures(lambda: _figures(judge, options))
@@ -112,9 +116,7 @@ def search(
         "counts": {t: sum(1 for n in candidates if best.get(n, "fp32") == t) for t in TYPES},
         "graphs": [point(label, a, trade, judge(a)) for label, a in points.items()],
         "graphs_judged": judge.evaluator.runs,
-        "ranked_on_batches": len(judge.evaluator.order.ranking),
-        "batches": len(pairs),
-        "decided_on_subset": judge.evaluator.decided_on_subset,
+        **judge.evaluator.tally(),
         "figures_cache_hit": hit,
         "seconds": round(time.perf_counter() - started, 3),
     }
