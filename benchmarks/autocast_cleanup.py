@@ -1,7 +1,7 @@
 """ModelOpt AutoCast (fp16) on the ONNX model zoo's CNNs as the `onnx` wheel ships them,
-with ModelOpt's own dead-end sweep and with the linear one this tool puts in its place
-(pipeline/precision/autocast/linear_cleanup.py), in one run: seconds each, the ratio, and
-whether the two cast graphs are the same bytes.
+with ModelOpt's own dead-end sweep and removal of redundant casts and with the linear ones
+this tool puts in their place (pipeline/precision/autocast/linear_cleanup.py, linear_casts.py),
+in one run: seconds each, the ratio, and whether the two cast graphs are the same bytes.
 
     python benchmarks/autocast_cleanup.py [--models light_densenet121 light_inception_v2]
 """

@@ -1,4 +1,5 @@
-"""ModelOpt AutoCast's dead-end sweep in linear time.
+"""ModelOpt AutoCast's dead-end sweep in linear time (and, with linear_casts.py, its removal
+of redundant casts: linear_cleanup() puts both in place).
 
 After converting, `PrecisionConverter._cleanup_no_consumer_nodes` (nvidia-modelopt 0.47)
 asks, for every output of every node, which nodes consume it, and `get_consumer_nodes`
@@ -37,16 +38,30 @@ def _cleanup_no_consumer_nodes(self: Any) -> None:
 
 @contextlib.contextmanager
 def linear_cleanup() -> Iterator[None]:
-    """ModelOpt's PrecisionConverter with the linear sweep, for the block; put back after.
-    Where this ModelOpt has no such method, nothing is replaced."""
+    """ModelOpt's PrecisionConverter with the linear sweep, and its redundant casts removed
+    in linear time (linear_casts.py), for the block; put back after. Where this ModelOpt
+    has no such method or function, that one is not replaced."""
+    from modelopt.onnx import utils
     from modelopt.onnx.autocast.precisionconverter import PrecisionConverter
 
-    original = PrecisionConverter.__dict__.get(METHOD)
-    if original is None:
+    from pipeline.precision.autocast import linear_casts
+
+    with contextlib.ExitStack() as stack:
+        if PrecisionConverter.__dict__.get(METHOD) is not None:
+            stack.enter_context(_replaced(PrecisionConverter, METHOD, _cleanup_no_consumer_nodes))
+        if hasattr(utils, CASTS):
+            stack.enter_context(_replaced(utils, CASTS, linear_casts.remove_redundant_casts))
         yield
-        return
-    setattr(PrecisionConverter, METHOD, _cleanup_no_consumer_nodes)
+
+
+CASTS = "remove_redundant_casts"
+
+
+@contextlib.contextmanager
+def _replaced(owner: Any, name: str, value: Any) -> Iterator[None]:
+    original = owner.__dict__[name]
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        setattr(PrecisionConverter, METHOD, original)
+        setattr(owner, name, original)
