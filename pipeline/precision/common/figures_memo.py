@@ -41,6 +41,7 @@ class FiguresMemo:
         key: str | None = None,
         labels: Mapping[str, Any] | None = None,
     ) -> None:
+        """`labels`: what `cache ls` shows of the entry (its kind among them)."""
         self.store, self.key, self.labels = store, key, dict(labels or {})
         self.known = self._stored()
         self.new: dict[str, Figures] = {}
@@ -82,9 +83,7 @@ class FiguresMemo:
                 if self.store.entry_unverified(self.key)[0] is not None:
                     self.store.remove(self.key)
                 body = fileio.to_json(merged, compact=True).encode()
-                self.store.put(
-                    self.key, {self.FILE: body}, {"kind": "search figures", **self.labels}
-                )
+                self.store.put(self.key, {self.FILE: body}, self.labels)
         except (PipelineError, OSError) as e:
             console.note(f"the search's figures are not kept for its next run: {first_line(e)}")
             return

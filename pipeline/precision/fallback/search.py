@@ -23,9 +23,9 @@ On the held-out reference batches with ONNX Runtime:
 
 Every step runs in one ONNX Runtime session (common/searchable.Switchboard: a flag per node
 picks its quantized or its fp32 inputs), so a step costs one pass over the held-out
-batches, not a graph to build and load. The gate score (gate/evaluator.py) is one number per graph: the
-worst of every gated metric's distance to its threshold, scaled so that 1.0 is the
-threshold (<= 1 passes)."""
+batches, not a graph to build and load. The gate score (gate/evaluator.py) is one number
+per graph: the worst of every gated metric's distance to its threshold, scaled so that 1.0
+is the threshold (<= 1 passes)."""
 
 from __future__ import annotations
 

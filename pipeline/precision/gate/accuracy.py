@@ -90,8 +90,7 @@ class Criteria:
             out["output_tasks"] = dict(sorted(self.tasks.per_output.items()))
         if self.metric is not None:
             out["metric"] = self.metric.name
-            if self.metric.source_sha256 is not None:
-                out["metric_source_sha256"] = self.metric.source_sha256
+            out["metric_source_sha256"] = self.metric.source_sha256
         return out
 
 

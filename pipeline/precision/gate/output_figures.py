@@ -111,12 +111,16 @@ class _Sums:
             self.sample_diff.append(np.zeros(len(r)))
             return
         self.by_rows = self.by_rows and how != "flat" and r.shape[1] % self.last == 0
+        # The dot products once, over rows of `last` where the rows are judged too; each
+        # sample's are the sums of its rows'.
+        width = self.last if self.by_rows else r.shape[1]
+        rows_r, rows_g = r.reshape(-1, width), g.reshape(-1, width)
+        rr, gg, rg = _dots(rows_r, rows_r), _dots(rows_g, rows_g), _dots(rows_r, rows_g)
         if self.by_rows:
-            self._add_rows(r, g, np.asarray(ref), np.asarray(got))
+            self._add_rows(rr, gg, rg, rows_r, rows_g, np.asarray(ref), np.asarray(got))
         d = g - r
-        rr, gg, rg, dd = _dots(r, r), _dots(g, g), _dots(r, g), _dots(d, d)
-        self.sample_ref.append(rr)
-        self.sample_diff.append(dd)
+        self.sample_ref.append(rr.reshape(len(r), -1).sum(1))
+        self.sample_diff.append(_dots(d, d))
         self.ref_sq += float(rr.sum())
         self.got_sq += float(gg.sum())
         self.dot += float(rg.sum())
@@ -130,16 +134,25 @@ class _Sums:
         self.rel_sum += float(d.sum())
         self.values += d.size
 
-    def _add_rows(self, r: np.ndarray, g: np.ndarray, ref: np.ndarray, got: np.ndarray) -> None:
-        """The rows of `last` values: their cosines' parts, and top-1 agreement."""
-        r, g = r.reshape(-1, self.last), g.reshape(-1, self.last)
+    def _add_rows(
+        self,
+        rr: np.ndarray,
+        gg: np.ndarray,
+        rg: np.ndarray,
+        r: np.ndarray,
+        g: np.ndarray,
+        ref: np.ndarray,
+        got: np.ndarray,
+    ) -> None:
+        """The rows of `last` values (their dot products given): their cosines' parts, and
+        top-1 agreement."""
         if self.row_cosines:
-            rn, gn = np.sqrt(_dots(r, r)), np.sqrt(_dots(g, g))
+            rn, gn = np.sqrt(rr), np.sqrt(gg)
             zero = ~(rn * gn > 0)
             same = np.ones(len(r))
             if zero.any():  # isclose over the zero-norm rows only
                 same[zero] = np.all(np.isclose(r[zero], g[zero]), axis=1)
-            self.rows.append((rn, gn, _dots(r, g), same))
+            self.rows.append((rn, gn, rg, same))
         if self.top1 and self.last > 1:
             # argmax of the values as they came: widening keeps their order
             a, b = ref.reshape(-1, self.last), got.reshape(-1, self.last)

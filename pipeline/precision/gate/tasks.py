@@ -107,7 +107,7 @@ class UserMetric:
     name: str  # as configured: "mypkg.metrics:cer"
     fn: Metric
     # its module's bytes: a cached judgement of the metric before an edit is not its own
-    source_sha256: str | None = None
+    source_sha256: str
 
     def __call__(
         self, reference: list[Arrays], candidate: list[Arrays], labels: list[Arrays] | None
