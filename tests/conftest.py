@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -21,26 +19,6 @@ REPO = Path(__file__).resolve().parents[1]
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // _WORKERS)))
-
-
-# Where PYTHONDONTWRITEBYTECODE is set (this project's CI machines set it), every stage a
-# test starts compiled the repository's modules from source again: about 0.75 CPU-seconds
-# for what the calibrate, build and benchmark stages import, in each of the suite's hundreds
-# of stage processes, most of them in fresh repository copies. Bytecode goes instead to a
-# folder of this run's own, outside every source tree (so no copy, git status or DVC hash
-# sees it); the controller makes it before xdist starts its workers, which inherit it, and
-# removes it at the end (pytest_unconfigure).
-_PYCACHE: str | None = None
-if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("PYTHONPYCACHEPREFIX"):
-    _PYCACHE = tempfile.mkdtemp(prefix="trt-pipeline-tests-pycache-")
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = _PYCACHE
-    sys.pycache_prefix, sys.dont_write_bytecode = _PYCACHE, False
-
-
-def pytest_unconfigure(config) -> None:
-    if _PYCACHE is not None:
-        shutil.rmtree(_PYCACHE, ignore_errors=True)
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
