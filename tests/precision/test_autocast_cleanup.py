@@ -55,13 +55,10 @@ def test_the_linear_sweep_casts_the_same_graph_as_modelopts(tmp_path, model):
         casts_removed.append(before - len(out.graph.node))
         return out
 
-    setattr(PrecisionConverter, METHOD, counted)
-    setattr(utils, CASTS, casts_counted)
-    try:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PrecisionConverter, METHOD, counted)
+        mp.setattr(utils, CASTS, casts_counted)
         expected = cast()
-    finally:
-        setattr(PrecisionConverter, METHOD, theirs)
-        setattr(utils, CASTS, their_casts)
     with linear_cleanup():
         assert getattr(PrecisionConverter, METHOD) is not theirs
         assert getattr(utils, CASTS) is not their_casts

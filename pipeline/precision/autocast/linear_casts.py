@@ -16,8 +16,16 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-# The Cast types a sequential pair may be folded across, widest first (ModelOpt's order).
-_PRECISION_ORDER = (11, 1, 10, 16)  # DOUBLE, FLOAT, FLOAT16, BFLOAT16
+from onnx import TensorProto
+
+# The Cast types a sequential pair may be folded across, widest first: ModelOpt's order,
+# which it keeps inside its own _is_sequential_cast, so it is not importable.
+_PRECISION_ORDER = (
+    TensorProto.DOUBLE,
+    TensorProto.FLOAT,
+    TensorProto.FLOAT16,
+    TensorProto.BFLOAT16,
+)
 
 
 class _Edges:

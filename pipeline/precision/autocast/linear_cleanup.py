@@ -19,7 +19,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-METHOD = "_cleanup_no_consumer_nodes"
+METHOD = "_cleanup_no_consumer_nodes"  # PrecisionConverter's dead-end sweep
+CASTS = "remove_redundant_casts"  # modelopt.onnx.utils' function, replaced by linear_casts'
 
 
 def _cleanup_no_consumer_nodes(self: Any) -> None:
@@ -52,9 +53,6 @@ def linear_cleanup() -> Iterator[None]:
         if hasattr(utils, CASTS):
             stack.enter_context(_replaced(utils, CASTS, linear_casts.remove_redundant_casts))
         yield
-
-
-CASTS = "remove_redundant_casts"
 
 
 @contextlib.contextmanager
