@@ -72,6 +72,49 @@ def test_streamed_scales_are_modelopts(request, tmp_path, fixture, model, mode, 
         assert any((a[e][0] != by_max[e][0]).any() for e in a)
 
 
+def _raised(fold, *args):
+    """The type of what `fold(*args)` raises, None if nothing."""
+    try:
+        fold(*args)
+    except Exception as e:
+        return type(e)
+    return None
+
+
+def test_the_histogram_fold_is_modelopts_collect_value():
+    """ranges.fold_histogram is a port (ModelOpt's module imports torch): the same bins,
+    edges and ends as theirs, batch after batch, on ranges that widen, inf and nan ends,
+    float16 and an empty batch."""
+    from modelopt.onnx.quantization.ort_patching import _collect_value
+    from onnxruntime.quantization.calibrate import HistogramCollector
+
+    from pipeline.precision.calibration.ranges import ENTROPY_BINS, fold_histogram
+
+    def collector():
+        return HistogramCollector("entropy", False, ENTROPY_BINS, ENTROPY_BINS, 99.999, "same")
+
+    rng = np.random.default_rng(0)
+    batches = {
+        "widening": [rng.normal(0, s, (4, 33)).astype(np.float32) for s in (1.0, 0.5, 3.0)],
+        "ends": [np.array([1.0, -np.inf, 2.0], np.float32), np.array([np.nan, 0.5], np.float32)],
+        "half": [rng.normal(0, 1e-3, (64,)).astype(np.float16)],
+        "empty": [np.zeros((0, 4), np.float32), np.ones((2, 4), np.float32)],
+    }
+    ours, theirs = collector(), collector()
+    for name, arrays in batches.items():
+        for x in arrays:
+            raised = (
+                _raised(fold_histogram, ours, name, x),
+                _raised(_collect_value, theirs, {name: [x]}),
+            )
+            assert raised[0] == raised[1], (name, raised)  # the same failure where theirs fails
+            a, b = ours.histogram_dict[name], theirs.histogram_dict[name]
+            for mine, its in zip(a, b, strict=True):
+                np.testing.assert_array_equal(mine, its, err_msg=name)
+                assert np.asarray(mine).dtype == np.asarray(its).dtype, name
+    assert ours.compute_collection_result().keys() == set(batches)
+
+
 @pytest.mark.parametrize("precision", ["int4_rtn", "int4_awq"])
 def test_streamed_int4_weights_are_modelopts_bit_for_bit(
     bert_export, tmp_path, monkeypatch, precision

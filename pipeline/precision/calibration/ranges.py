@@ -9,13 +9,16 @@ Two statistics, ModelOpt's two methods:
 - entropy: ONNX Runtime's own HistogramCollector (128 bins, widened as a batch reaches
   past them), fed one batch at a time through ModelOpt's patched collect_value, as
   ModelOpt's calibration feeds it; the threshold is the collector's KL-divergence search.
-  Using their code, not a port of it, keeps every bin edge and threshold theirs."""
+  Using their collector, not a port of it, keeps every bin edge and threshold theirs. The
+  one thing ported is ModelOpt's patched collect_value (fold_histogram, checked against
+  theirs in tests/precision/test_streamed.py): importing it imports ModelOpt's whole ONNX
+  package and torch with it, 266 MB of a process whose bound is the model's bytes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,7 +66,6 @@ def entropy(
     """The |threshold| ModelOpt's entropy calibration gives each of `tensors` (the larger
     end of the range ONNX Runtime's KL search picks; activations are symmetric), and the
     first batch's shapes as max_abs gives them."""
-    from modelopt.onnx.quantization.ort_patching import _collect_value
     from onnxruntime.quantization.calibrate import HistogramCollector
 
     collector = HistogramCollector(
@@ -76,13 +78,34 @@ def entropy(
     )
 
     def fold(outs: dict[str, np.ndarray]) -> None:
-        with quiet_modelopt():  # its tqdm bar over tensors, each batch
-            _collect_value(collector, {t: [x] for t, x in outs.items()})
+        for t, x in outs.items():
+            fold_histogram(collector, t, x)
 
     shapes = _each_batch(model, base, tensors, batches, shapes_of, fold)
     with quiet_modelopt():  # ONNX Runtime prints its progress
         found = collector.compute_collection_result()
     return {t: float(max(abs(lo), abs(hi))) for t, (lo, hi, *_) in found.items()}, shapes
+
+
+def fold_histogram(collector: Any, tensor: str, x: np.ndarray) -> None:  # ORT ships no types
+    """ModelOpt's collect_value (ort_patching._collect_value) for one batch's `x`: inf and
+    nan ends made finite, and a first histogram's range taken in float64 (a float16 one
+    can underflow numpy's bin edges); later batches merged by the collector's own code."""
+    data = np.asarray(x).flatten()
+    if data.size:
+        lo, hi = np.min(data), np.max(data)
+    else:
+        lo = hi = np.array(0, dtype=data.dtype)
+    lo = np.finfo(np.float32).tiny if np.isinf(lo) or np.isnan(lo) else lo
+    hi = np.finfo(np.float32).max if np.isinf(hi) or np.isnan(hi) else hi
+    threshold = max(abs(lo), abs(hi))
+    held = collector.histogram_dict
+    if tensor in held:
+        held[tensor] = collector.merge_histogram(held[tensor], data, lo, hi, threshold)
+    else:
+        edge = float(threshold)
+        hist, edges = np.histogram(data, collector.num_bins, range=(-edge, edge))
+        held[tensor] = (hist, edges, lo, hi, threshold)
 
 
 def _each_batch(

@@ -44,7 +44,8 @@ from pipeline.records.calibration_file import FallbackRecord, Judgement
 if TYPE_CHECKING:
     from pipeline.precision.common.searchable import Searchable
 
-SEARCH_VERSION = 7  # the record's shape and the search's steps; 7: ranked on a subset
+SEARCH_VERSION = 8  # the record's shape and the search's steps; 7: ranked on a subset;
+# 8: the switchboard's GEMMs run in Ifs (common/variants.py), within fp32 rounding of 7's
 # Past this many nodes in the kept groups, layer blocks come before nodes; past NODE_LIMIT
 # in the kept blocks, the search stops at blocks. On a decoder of SmolLM-135M's shape, 90
 # nodes measured one at a time were most of a search of 40 minutes; at these sizes every

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core import memory
 from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, variants
 from pipeline.precision.common.fp16_nodes import in_fp16
@@ -108,23 +107,10 @@ class MixedGraphs:
     def switchboard(
         self, batches: list[dict[str, np.ndarray]], narrow: bool | None = None
     ) -> MixedSwitchboard:
-        """The session that judges every assignment. `narrow` (None: by the model): a
-        model whose weights are in external data (a large one) keeps the variants narrow,
-        each widened in an If branch only when its GEMM takes it; a small one stores them
-        widened, which made each step faster (MiniLM-size: 43 s cold against 51 s, 4.8 s
-        against 7.6 s with cached figures, measured before each GEMM ran in its If)."""
-        from pipeline.precision.common import streamed
-
+        """The session that judges every assignment (variants.switchboard_session; `narrow`
+        None: by the model)."""
         model, flags = _switchable(self, self.candidates())
-        if narrow is None:
-            narrow = streamed.external_data(model)
-        if narrow:
-            memory.large_blocks_returned()
-        with variants.session_file(model, self.base_dir, narrow) as f:
-            # folding would widen each narrow variant to an fp32 copy again
-            session = onnx_runtime.ort_session(
-                f, basic_optimizations=True, fold_constants=not narrow
-            )
+        session = variants.switchboard_session(model, self.base_dir, narrow)
         return MixedSwitchboard(session, flags, batches)
 
     # The source's nodes and initializers by name, looked up for every (node, type).

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.graph import onnx_runtime
+from pipeline.precision.common import variants
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.plan import QdqPlan
@@ -71,18 +72,16 @@ class QdqGraphs:
         )
         kept_inputs = {n.name: list(n.input) for n in base.graph.node}
         kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
-        # The smoothed copy is the switchboard's own: made into it in place, and its weights
-        # moved to the file ONNX Runtime reads, not copied again on the way.
+        # The smoothed copy is the switchboard's own: made into it in place, its weights not
+        # copied on the way.
         fresh = base is not self.source
         model, flags = plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
         del base
-        # A Where in front of each quantized input, not precision=auto's If per GEMM
-        # (common/variants.py): on a 653 MB decoder (benchmarks/decoder_int8.py, 2026-11-28)
-        # the If switchboard ran the search about twice as fast but peaked at 4.8 GB against
-        # the Where's 3.9 GB, and memory is what binds a model of that size.
-        with onnx_runtime.model_file(model, self.base_dir, consume=True) as f:
-            del model
-            # With ONNX Runtime's arena: without it (each call's dequantized weights given
-            # back) the 653 MB decoder's stage peaked 5% lower and ran 15-40% longer.
-            session = onnx_runtime.ort_session(f, basic_optimizations=True)
+        # Each GEMM's picks run as Ifs (variants.switchboard_session), as precision=auto's
+        # do: only the branch taken runs, so a step widens the weights it quantizes and no
+        # others. On the 653 MB decoder's switchboard (benchmarks/decoder_int8.py,
+        # 2026-11-28) 0.27 s a run against the Wheres' 0.67 s, 930 MiB peak against
+        # 1,245 MiB (the Wheres had been kept for memory before ONNX Runtime's memory
+        # patterns were turned off: onnx_runtime.ort_session).
+        session = variants.switchboard_session(model, self.base_dir)
         return Switchboard(session, flags, batches)
