@@ -36,21 +36,28 @@ try:
     summary = dict(stages.calibrate(config.load(sys.argv[1]), Layout(Path(sys.argv[2]))))
 except Exception as e:  # the gate's verdict is a result here, not a crash
     summary = {"failed": str(e).splitlines()[0][:300]}
-Path(sys.argv[3]).write_text(json.dumps({k: summary.get(k) for k in ("gate_passed", "fallback", "failed")}))
+from pipeline.core import memory
+row = {k: summary.get(k) for k in ("gate_passed", "fallback", "failed")}
+Path(sys.argv[3]).write_text(json.dumps({**row, "peak_rss_bytes": memory.peak_rss_bytes()}))
 """
 
 
 def calibrate_apart(cfg: object, run: Path) -> tuple[float, int, dict]:
     """The calibrate stage in a process of its own, as DVC runs it (one that ran the export
-    first holds torch and the exported model's pages): its seconds, peak RSS and summary."""
+    first holds torch and the exported model's pages): its seconds, peak RSS and summary.
+    The peak is the stage's own (VmHWM, core/memory.peak_rss_bytes), not wait4's ru_maxrss:
+    exec carries the parent's peak into that, and this parent ran the export (every figure
+    this script printed before 2026-11-28's eighth session was at least the parent's
+    2.8-2.9 GB)."""
     from large_model import timed  # a sibling script: benchmarks/ is sys.path[0]
     from omegaconf import OmegaConf
 
     params, summary = run / "params.yaml", run / "calibrate_summary.json"
     params.write_text(OmegaConf.to_yaml(cfg, resolve=True))
     cmd = [sys.executable, "-c", CALIBRATE, str(params), str(run), str(summary)]
-    seconds, peak = timed(cmd, REPO, dict(os.environ))
-    return seconds, peak, json.loads(summary.read_text())
+    seconds, _ = timed(cmd, REPO, dict(os.environ))
+    row = json.loads(summary.read_text())
+    return seconds, row.pop("peak_rss_bytes"), row
 
 
 def main() -> int:
