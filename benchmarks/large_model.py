@@ -95,7 +95,10 @@ NO_GATE = [
 
 
 def timed(cmd: list[str], cwd: Path, env: dict) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes, the process and any child it waited for) of cmd."""
+    """Wall seconds and peak RSS (bytes, the process and any child it waited for) of cmd.
+    The peak is wait4's ru_maxrss, into which exec carries the parent's own peak: it is
+    cmd's only while this process stays small (here it only starts processes); a caller
+    that ran heavy work first reads the child's VmHWM instead (decoder_int8.py)."""
     with tempfile.TemporaryFile() as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)

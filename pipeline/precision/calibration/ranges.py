@@ -7,12 +7,12 @@ one batch's calibrated tensors, whatever the number of batches.
 Two statistics, ModelOpt's two methods:
 - max: a running max |x|, as ONNX Runtime's MinMax calibrator with symmetric activations.
 - entropy: ONNX Runtime's own HistogramCollector (128 bins, widened as a batch reaches
-  past them), fed one batch at a time through ModelOpt's patched collect_value, as
-  ModelOpt's calibration feeds it; the threshold is the collector's KL-divergence search.
-  Using their collector, not a port of it, keeps every bin edge and threshold theirs. The
-  one thing ported is ModelOpt's patched collect_value (fold_histogram, checked against
-  theirs in tests/precision/test_streamed.py): importing it imports ModelOpt's whole ONNX
-  package and torch with it, 266 MB of a process whose bound is the model's bytes."""
+  past them), fed one batch at a time as ModelOpt's patched collect_value feeds it; the
+  threshold is the collector's KL-divergence search. Using their collector, not a port
+  of it, keeps every bin edge and threshold theirs. The one thing ported is ModelOpt's
+  patched collect_value (fold_histogram, checked against theirs in
+  tests/precision/test_streamed.py): importing it imports ModelOpt's whole ONNX package
+  and torch with it, 266 MB of a process whose bound is the model's bytes."""
 
 from __future__ import annotations
 

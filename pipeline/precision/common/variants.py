@@ -74,7 +74,11 @@ def session_file(
     from pipeline.precision.common import streamed
 
     if not streamed.external_data(model):
-        with onnx_runtime.model_file(folded(model, base_dir, narrow), base_dir) as f:
+        # folded() rewrites `model` in place, so it is the session's to give up: past the
+        # inline limit its weights move to the file instead of being copied first (the
+        # fallback's switchboard consumed its graph so before it shared this path)
+        graph = folded(model, base_dir, narrow)
+        with onnx_runtime.model_file(graph, base_dir, consume=True) as f:
             yield f
         return
     with tempfile.TemporaryDirectory(prefix="switchboard.") as tmp:
