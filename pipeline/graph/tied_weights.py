@@ -68,6 +68,12 @@ def is_tie(node: Any) -> bool:
     return bool(node.op_type == "Transpose" and node.name.endswith(SUFFIX))
 
 
+def transposed_from(model: ModelProto) -> dict[str, str]:
+    """Each tensor a tie's Transpose stands for (a dropped copy), by the weight it reads:
+    a weight whose values are the kept one's transpose."""
+    return {n.output[0]: n.input[0] for n in model.graph.node if is_tie(n)}
+
+
 def find(model: ModelProto, base: Path | None) -> list[Tie]:
     """The copies of a Gather's table (2-D, float, MIN_BYTES or more): initializers of its
     type holding its values or their transpose. Only tables are looked for: a tied head is

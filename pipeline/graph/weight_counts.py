@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pipeline.core.engine_sizes import WeightCounts
-from pipeline.graph.tied_weights import FLOAT_TYPES, is_tie
+from pipeline.graph.tied_weights import FLOAT_TYPES, transposed_from
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -24,7 +24,7 @@ def counts(model: ModelProto) -> WeightCounts:
     sizes = {
         i.name: math.prod(i.dims) for i in model.graph.initializer if i.data_type in FLOAT_TYPES
     }
-    tied_from = {n.output[0]: n.input[0] for n in model.graph.node if is_tie(n)}
+    tied_from = transposed_from(model)
     gemm: set[str] = set()
     for node in model.graph.node:
         index = WEIGHT_INPUT.get(node.op_type)

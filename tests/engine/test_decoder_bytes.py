@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 from pipeline.core.layout import Layout
 from pipeline.flow import stages
 from pipeline.graph import onnx_model
 from pipeline.records import calibration_file, export_file
 from tests.conftest import compose
+from tests.helpers import quantized
 from tests.wild import hf
 
 VOCAB, HIDDEN = 4000, 128
@@ -101,3 +103,40 @@ def test_a_tied_decoders_int4_engine_holds_its_table_once_in_int4(tmp_path):
     assert summary["tables"]["int4"]
     assert summary["calibration"]["stored_once"]
     assert record["engine"]["bytes"] < 0.75 * fp16_record["engine"]["bytes"]
+
+
+def test_a_tied_heads_int8_weight_is_scaled_per_row_of_its_table_both_ways(tmp_path):
+    """The head reads the table through the tie's Transpose, a tensor ModelOpt calibrates
+    as an activation: one entropy-clipped scale for every row, and 4000 x 128 floats taken as
+    an output of every batch. Scaled as the weight it is: max |row| / 127 per vocabulary
+    row, by the streamed plan and over ModelOpt's alike, and TensorRT-RTX builds it."""
+    np.save(tmp_path / "calibration.npy", np.random.default_rng(1).integers(1, VOCAB, (8, 12)))
+    gate = (f"precision.gate.{g}" for g in OPEN_GATE)
+    calibration = ("calibration=prompts", f"calibration.path={tmp_path / 'calibration.npy'}")
+    layout, record = built(tmp_path, True, "int8", *gate, "precision.holdout=0", *calibration)
+    assert record["engine"]["bytes"] > 0
+
+    graph = onnx_model.load(layout.export_dir / "model.onnx", check=False)
+    (tie,) = [n for n in graph.graph.node if n.name.endswith("::tied")]
+    table = next(i for i in graph.graph.initializer if i.name == tie.input[0])
+    rows = np.abs(numpy_helper.to_array(table)).max(axis=1) / 127
+
+    def head_scale(streaming: str) -> np.ndarray:
+        _, result = quantized(
+            layout,
+            tmp_path / streaming,
+            "model=onnx_file",
+            f"model.onnx_path={layout.export_dir / 'model.onnx'}",
+            "precision=int8",
+            *calibration,
+            f"calibration.streaming={streaming}",
+        )
+        plan = result.graphs.plan
+        (edge,) = [e for e in plan.edges if e[1] == 1 and e[0].startswith("/m/lm_head/")]
+        spec = plan.edges[edge]
+        assert spec.q_attrs == (("axis", 1),)
+        return numpy_helper.to_array(spec.scale)
+
+    streamed, modelopts = head_scale("always"), head_scale("never")
+    np.testing.assert_allclose(streamed, rows, rtol=1e-6)
+    np.testing.assert_array_equal(streamed, modelopts)

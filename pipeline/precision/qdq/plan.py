@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph import onnx_model
+from pipeline.graph import onnx_model, tied_weights
 from pipeline.graph.onnx_model import opset
 from pipeline.precision.common import variants
 from pipeline.precision.common.ops import GEMMS, reorder
@@ -263,7 +263,8 @@ def quantized_tensors(model: ModelProto) -> list[dict[str, Any]]:
     quantized value and who reads the tensor itself (the report's precision view)."""
     producer = onnx_model.producers(model)
     readers = onnx_model.readers(model)
-    inits = {i.name for i in model.graph.initializer}
+    # a tied head's Transpose of its table is a weight (qdq/streamed.py scales it as one)
+    weights = {i.name for i in model.graph.initializer} | set(tied_weights.transposed_from(model))
     out = []
     for n in model.graph.node:
         if n.op_type != "DequantizeLinear":
@@ -273,7 +274,7 @@ def quantized_tensors(model: ModelProto) -> list[dict[str, Any]]:
         out.append(
             {
                 "tensor": tensor,
-                "weight": tensor in inits,
+                "weight": tensor in weights,
                 "quantized_readers": [r.name for r in readers[n.output[0]]],
                 "unquantized_readers": [
                     r.name for r in readers[tensor] if r.op_type != "QuantizeLinear"

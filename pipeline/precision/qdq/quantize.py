@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from pipeline.core import console, fileio, hashing
 from pipeline.core.errors import NothingToQuantize, PipelineError, first_line
-from pipeline.graph import onnx_model
+from pipeline.graph import onnx_model, tied_weights
 from pipeline.inputs import calibration_data
 from pipeline.inputs.calibration_data import CalibrationSet
 from pipeline.machine.fingerprint import package_version
@@ -25,7 +25,7 @@ from pipeline.precision.common import ops, streamed
 from pipeline.precision.qdq import plan, smoothed_source, smoothing
 from pipeline.precision.qdq.graphs import QdqGraphs
 from pipeline.precision.qdq.smoothing import SmoothGroup, SmoothingKey, SmoothingRecord
-from pipeline.precision.qdq.streamed import plan_files, streamed_by
+from pipeline.precision.qdq.streamed import plan_files, streamed_by, weigh_tied_heads
 from pipeline.store import FileData
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class QdqKey(TypedDict):
     onnxruntime: str  # its version, or "not installed"
     smoothing: SmoothingKey | None  # None: precision.smoothing=none
     calibrated_by: NotRequired[str]  # where the scales are calibrated streamed
+    tied_heads: NotRequired[str]  # where a streamed plan scales tied heads as weights
 
 
 def key_inputs(
@@ -165,6 +166,8 @@ def quantize(
     )
     method = inputs["method"]
     qdq_plan = plan.extract(modelopt_graph, smoothed, precision_cfg.qdq_placement)
+    if not stream:  # the streamed plan has scaled them so already
+        weigh_tied_heads(qdq_plan, smoothed, prepared.base, mode)
     del smoothed, modelopt_graph
     graphs = QdqGraphs(
         prepared.source, qdq_plan, groups, prepared.base, prepared.made, prepared.scratch
@@ -210,6 +213,8 @@ def _streams(
     stream = streamed.chosen(calibration_cfg, why, on_disk)
     if stream:  # another computation of the same scales: its own entries (old keys unchanged)
         inputs["calibrated_by"] = streamed_by(inputs["method"])
+        if tied_weights.transposed_from(source):  # plans stored before scaled them otherwise
+            inputs["tied_heads"] = "per-channel weights"
     else:
         streamed.refuse_huge_tensors(source, f"{inputs['quantize_mode']} calibration")
     return stream

@@ -6,6 +6,12 @@ entropy calibration would give for every GEMM input, made from the fp32 graph wi
 - Weights: one scale per output channel, max |w| / 127, read one weight at a time; the
   channel axis is the one ONNX Runtime's quantizer uses (MatMul B: 1, Gemm B: 0 when
   transB else 1, Conv W: 0, ConvTranspose W: 1).
+- A tied LM head's weight (the Transpose of the token table that graph/tied_weights.py
+  reads it through) is a weight too, scaled per channel from the table. ModelOpt sees a
+  computed tensor and calibrates it as an activation: one entropy-clipped scale for 49k
+  vocabulary rows, and the same 108 MiB taken as an output of every batch (most of a
+  135 M decoder's calibration peak). weigh_tied_heads() gives ModelOpt's plan the same
+  scales, so both ways still make one graph.
 - A Softmax output takes the range [0, 1], as ONNX Runtime's quantizer fixes it.
 - fp8 takes ModelOpt's conversion of those scales (x 448 / 127) and fp8 zero points.
 
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph import onnx_model
+from pipeline.graph import onnx_model, tied_weights
 from pipeline.precision.calibration import cache, ranges
 from pipeline.precision.common import ops, streamed
 from pipeline.precision.qdq.plan import QdqPlan, QSpec, constants, materialize
@@ -56,31 +62,67 @@ def plan(
     activations calibrated by ModelOpt's `method` (max or entropy)."""
     # weights: initializers and Constant-node values (Paddle exports convolution weights as
     # Constant nodes; ModelOpt quantizes both as weights)
-    inits = constants(source)
-    stored = {t.name for t in source.graph.initializer}
+    weights = _Weights(source, base)
     edges = _gemm_edges(source, calibration_cfg)
-    activations = sorted({t for _, _, t in edges if t not in inits})
+    activations = sorted({t for _, _, t in edges if t not in weights.held})
     fixed = {o: 1.0 for n in source.graph.node if n.op_type == "Softmax" for o in n.output}
     measured = [t for t in activations if t not in fixed]
     gemms = list({id(n): n for n, _, _ in edges}.values())
     outputs = [n.output[0] for n in gemms if n.op_type in ops.MATMULS]
     found, shapes = RANGES[method](source, base, measured, batches, outputs)
     amax = {**found, **fixed}
-    skipped = excluded(gemms, inits, shapes, mode, {i.name for i in source.graph.input})
+    skipped = excluded(gemms, weights.held, shapes, mode, {i.name for i in source.graph.input})
     edges = [e for e in edges if e[0].name not in skipped]
     specs: dict[tuple[str, int], QSpec] = {}
     op_types: dict[str, str] = {}
     for node, idx, tensor in edges:
-        if tensor in inits:
-            # ONNX Runtime scales a Constant node's weight per tensor, an initializer per channel
-            axis = _weight_axis(node, idx, inits[tensor]) if tensor in stored else None
-            w = streamed.weight(inits[tensor], base)
-            specs[(node.name, idx)] = _spec(_channel_max(w, axis), axis, mode)
-            del w  # one weight at a time
+        if tensor in weights.held:
+            specs[(node.name, idx)] = weights.spec(node, idx, mode)
         else:
             specs[(node.name, idx)] = _spec(np.float32(amax[tensor]), None, mode)
         op_types[node.name] = node.op_type
     return QdqPlan(specs, op_types, onnx_model.opset(source), "gemm_inputs")
+
+
+class _Weights:
+    """The GEMM inputs scaled as weights: initializers, Constant-node values and tied heads'
+    Transposes (`held`: each as a TensorProto, a tied head's a header with its dims)."""
+
+    def __init__(self, source: ModelProto, base: Path | None) -> None:
+        from onnx import TensorProto
+
+        self.base = base
+        self.stored = {t.name for t in source.graph.initializer}
+        self.held = constants(source)
+        self.tied = tied_weights.transposed_from(source)
+        for head, table in self.tied.items():
+            kept = self.held[table]
+            self.held[head] = TensorProto(name=head, data_type=kept.data_type, dims=kept.dims[::-1])
+
+    def spec(self, node: Any, idx: int, mode: str) -> QSpec:
+        """The Q/DQ of `node`'s weight input `idx`: max |w| per output channel, read now."""
+        tensor = node.input[idx]
+        # ONNX Runtime scales a Constant node's weight per tensor, an initializer per channel
+        per_channel = tensor in self.stored or tensor in self.tied
+        axis = _weight_axis(node, idx, self.held[tensor]) if per_channel else None
+        if tensor in self.tied:
+            w = streamed.weight(self.held[self.tied[tensor]], self.base).T
+        else:
+            w = streamed.weight(self.held[tensor], self.base)
+        return _spec(_channel_max(w, axis), axis, mode)  # w let go: one weight at a time
+
+
+def weigh_tied_heads(made: QdqPlan, source: ModelProto, base: Path | None, mode: str) -> None:
+    """ModelOpt's plan with each tied head's weight scaled as plan() scales it: per channel
+    from the table, where ModelOpt calibrated the Transpose's output as an activation."""
+    if not tied_weights.transposed_from(source):
+        return
+    weights = _Weights(source, base)
+    nodes = {n.name: n for n in source.graph.node}
+    for name, idx in list(made.edges):
+        node = nodes.get(name)
+        if node is not None and node.op_type in ops.GEMMS and node.input[idx] in weights.tied:
+            made.edges[(name, idx)] = weights.spec(node, idx, mode)
 
 
 def _gemm_edges(
