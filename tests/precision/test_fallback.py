@@ -335,8 +335,12 @@ def test_fallback_fp32_keeps_every_kept_node_in_fp32_and_auto_takes_fp16_where_i
 ):
     """precision.fallback=fp32 is the search alone (every kept node in fp32); auto then
     moves the kept nodes to fp16 where the gate holds, the next type down from int8."""
-    _, _, cold, _, _, _ = searched
+    _, searched_layout, cold, _, _, _ = searched
     auto = cold["fallback"]
+    # a weight every reader takes in fp16 is written once, in fp16: no fp32 copy left unread
+    written = onnx.load(searched_layout.calibrate_dir / "model.onnx", load_external_data=False)
+    unread = {i.name for i in written.graph.initializer} - ops.read_names(written)
+    assert not unread, sorted(unread)[:5]
     layout = fresh(bert_export, tmp_path)
     cfg = compose(*MODEL, "precision.fallback=fp32", f"calibration.cache_dir={tmp_path / 'c'}")
     fb = stages.calibrate(cfg, layout)["fallback"]

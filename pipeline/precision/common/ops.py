@@ -90,6 +90,16 @@ def pruned(model: ModelProto) -> Any:
     return model
 
 
+def drop_unread(model: ModelProto, names: set[str]) -> None:
+    """The initializers among `names` that nothing reads any more (no node, no subgraph,
+    no graph output), out of the graph: a weight a rewritten copy replaced would be written
+    to disk and loaded by every session for nothing."""
+    unread = names - read_names(model) - {o.name for o in model.graph.output}
+    for i in reversed(range(len(model.graph.initializer))):
+        if model.graph.initializer[i].name in unread:
+            del model.graph.initializer[i]
+
+
 def read_names(model: ModelProto) -> set[str]:
     """Every tensor a node of the graph reads, inside its subgraphs too."""
     return {x for n in model.graph.node for x in _reads(n)}

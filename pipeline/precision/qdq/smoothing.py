@@ -27,7 +27,7 @@ from pipeline.core import hashing
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model
 from pipeline.graph.external_data import read_apart
-from pipeline.precision.common.ops import MATMULS, read_names, reorder
+from pipeline.precision.common.ops import MATMULS, drop_unread, reorder
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -238,19 +238,10 @@ def apply(
     for t in added.values():
         m.graph.initializer.add().CopyFrom(t)
     if not sources_kept:
-        _drop_unread(m, replaced)
+        drop_unread(m, replaced)  # a source weight a smoothed one replaced
     if any(not g.fold for g in groups):
         reorder(m)
     return m
-
-
-def _drop_unread(m: ModelProto, names: set[str]) -> None:
-    """The initializers among `names` that no node reads any more, out of the graph (a
-    source weight a smoothed one replaced, which ONNX Runtime would load for nothing)."""
-    unread = names - read_names(m)
-    for i in reversed(range(len(m.graph.initializer))):
-        if m.graph.initializer[i].name in unread:
-            del m.graph.initializer[i]
 
 
 class SmoothingKey(TypedDict):
