@@ -62,6 +62,7 @@ def cheapest_tables(
                 )
             )
             cache.save_beside(made_tables, trial, dest.parent)
+            del model, made_tables  # the tables' bytes go with the message (fallback/cache.py)
             judged = judge(trial, batches, precision_cfg, criteria)
             if not judged["gate_passed"]:
                 failed[kind] = [gate.describe(r) for r in gate.failures(judged["gate"])]
