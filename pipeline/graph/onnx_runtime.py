@@ -59,6 +59,9 @@ def ort_session(
     and gives what they make back after each call."""
     import onnxruntime as ort
 
+    from pipeline.core import memory
+
+    memory.free_heap_returned()  # before the session's weights land on top of what is free
     opts = ort.SessionOptions()
     # 4: fatal only. A failed run is caught and said in one line; ORT would print it too.
     opts.log_severity_level = 4

@@ -183,3 +183,24 @@ def test_returning_large_blocks_starts_no_child(monkeypatch):
 
     monkeypatch.setattr(subprocess, "Popen", no_child)
     assert memory.large_blocks_returned()
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_memory_freed_inside_the_heap_goes_back_to_the_system():
+    """Blocks freed below one still held stay in glibc's heap, counted in the process's RSS,
+    until malloc_trim hands their pages back (what each accuracy session now opens on)."""
+    import numpy as np
+
+    memory.large_blocks_returned(1 << 20)  # 64 KiB blocks from the heap, not mmap
+    blocks = [np.ones(64 << 10, dtype=np.uint8) for _ in range(3000)]  # 192 MiB
+    last = blocks.pop()  # held: the heap's top stays in use, so free cannot shrink it
+    del blocks
+    held = _rss_bytes()
+    assert memory.free_heap_returned()
+    assert held - _rss_bytes() > 100 * MIB
+    del last
