@@ -114,6 +114,29 @@ def _searched(
     return record, final
 
 
+def _writer(
+    dest: Path, graphs: Searchable, judge: Callable[[], Judgement]
+) -> Callable[..., Judgement]:
+    """written(keep, lower): the graph with `keep` out of the low type (those `lower` names
+    in the type it gives, int8 weights or fp16 compute, the others in fp32), written to
+    dest and judged there."""
+
+    def written(keep: list[str], lower: dict[str, str] | None = None) -> Judgement:
+        lower = lower or {}
+        int8 = [n for n, kind in lower.items() if kind == "int8"]
+        fp16 = [n for n, kind in lower.items() if kind == "fp16"]
+        model = graphs.graph(keep, int8)
+        if fp16:
+            in_fp16(model, list(fp16), graphs.base_dir or dest.parent)
+        cache.save_beside(model, dest, graphs.base_dir or dest.parent)
+        # its fp16 copies stay in protobuf's memory until the message goes, though its
+        # tensors name dest's file now: 290 MB beside the judging of a 135 M decoder's graph
+        del model
+        return judge()
+
+    return written
+
+
 def run(
     dest: Path,
     graphs: Searchable,
@@ -132,21 +155,7 @@ def run(
     key = hashing.sha256_json(inputs)
     started = time.perf_counter()
 
-    def written(keep: list[str], lower: dict[str, str] | None = None) -> Judgement:
-        """The graph with `keep` out of the low type (those `lower` names in the type it
-        gives, int8 weights or fp16 compute, the others in fp32), written to dest and
-        judged there."""
-        lower = lower or {}
-        int8 = [n for n, kind in lower.items() if kind == "int8"]
-        fp16 = [n for n, kind in lower.items() if kind == "fp16"]
-        model = graphs.graph(keep, int8)
-        if fp16:
-            in_fp16(model, list(fp16), graphs.base_dir or dest.parent)
-        cache.save_beside(model, dest, graphs.base_dir or dest.parent)
-        # its fp16 copies stay in protobuf's memory until the message goes, though its
-        # tensors name dest's file now: 290 MB beside the judging of a 135 M decoder's graph
-        del model
-        return judge()
+    written = _writer(dest, graphs, judge)
 
     def make() -> tuple[dict[str, FileData], dict[str, Any], str]:
         final = judge()
