@@ -42,17 +42,8 @@ def large_blocks_returned(threshold: int = 1 << 16) -> bool:
     are freed, and then serves them from its heap, where a block freed between longer-lived
     ones is kept: a search that widens every weight variant on each run grew from 2.1 to
     3.4 GB that way on a 0.74 GB model. A no-op (False) where libc has no mallopt."""
-    import ctypes
-
     m_mmap_threshold = -3  # glibc's malloc.h
-    try:
-        # by its soname, not ctypes.util.find_library: that runs `ldconfig -p` in a child
-        # process, whose peak RSS starts at this process's size when it forks, and a
-        # stage's peak counts its children's (a 2.46 GB search reported 10.4 GB for 7.4)
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(m_mmap_threshold, threshold))
-    except (OSError, AttributeError):
-        return False
+    return _glibc("mallopt", m_mmap_threshold, threshold)
 
 
 def free_heap_returned() -> bool:
@@ -60,10 +51,19 @@ def free_heap_returned() -> bool:
     freed leaves its blocks free in the heap, not returned: the 135 M decoder's calibrate
     stage opened each judging session on a process of 0.7 to 1.0 GB by where the last one's
     blocks lay. A no-op (False) where libc has no malloc_trim."""
+    return _glibc("malloc_trim", 0)
+
+
+def _glibc(function: str, *args: int) -> bool:
+    """glibc's `function` called with `args`, its result as a bool; False where this libc
+    has no such function."""
     import ctypes
 
     try:
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))  # by soname: large_blocks_returned
+        # by its soname, not ctypes.util.find_library: that runs `ldconfig -p` in a child
+        # process, whose peak RSS starts at this process's size when it forks, and a
+        # stage's peak counts its children's (a 2.46 GB search reported 10.4 GB for 7.4)
+        return bool(getattr(ctypes.CDLL("libc.so.6"), function)(*args))
     except (OSError, AttributeError):
         return False
 
