@@ -12,8 +12,9 @@ Normalising, done once here rather than in each transform:
 - every node named, uniquely (the fallback search and the report name nodes);
 - intermediate shape annotations dropped (ONNX Runtime's memory planner trusts them, and
   exporters write different sizes under one name: jax2tf's `unk`).
-A graph ONNX Runtime quantized (integer kernels TensorRT does not build) is refused here,
-pointing at its fp32 original.
+ONNX Runtime's contrib ops (GenAI's GroupQueryAttention, the fused norms) are written in
+standard ONNX first (graph/ort_contrib.py); a graph ONNX Runtime quantized (integer
+kernels TensorRT does not build) is refused here, pointing at its fp32 original.
 The user's own file stays the fp32 reference: its outputs are what every transformed
 graph is judged against."""
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.core.errors import PipelineError, first_line
-from pipeline.graph import onnx_model
+from pipeline.graph import onnx_model, ort_contrib
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -187,10 +188,12 @@ def _min_ir_version(onnx: Any, model: ModelProto) -> int:
 def import_onnx(src: Path, dest: Path) -> list[str]:
     """Write dest (the graph, normalised) and copies of its external-data files beside it;
     what normalising changed."""
-    check(src)
     model = onnx_model.load(src, check=False, weights=False)
+    contrib = ort_contrib.lower(model, str(src))
+    if not contrib:  # the checker knows no contrib op: the rewritten graph is checked below
+        check(src)
     refuse_ort_quantized(model, src)
-    changes = normalize(model)
+    changes = [c for c in (contrib, *normalize(model)) if c]
     for ext in onnx_model.external_data_files(model, src.parent):
         # a location is read from the user's file: it must name a file beside the model
         rel = Path(os.path.relpath(ext.resolve(), src.parent.resolve()))
@@ -204,7 +207,16 @@ def import_onnx(src: Path, dest: Path) -> list[str]:
     # inline weights past the inline limit go to one data file beside it (emptied in memory
     # as written)
     onnx_model.save(model, dest)
+    if contrib:
+        _check_rewritten(dest, src)
     return changes
+
+
+def _check_rewritten(dest: Path, src: Path) -> None:
+    try:
+        check(dest)
+    except PipelineError as e:
+        raise PipelineError(f"ONNX model {src}, its contrib ops rewritten: {e}") from None
 
 
 def copy_graph(src: Path, dest: Path) -> None:

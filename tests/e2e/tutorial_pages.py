@@ -16,20 +16,21 @@ import pytest
 from tests.conftest import REPO
 
 
-def _text(page: str) -> str:
-    return (REPO / "docs" / "tutorials" / page).read_text()
+def page(name: str) -> str:
+    """A tutorial page's text."""
+    return (REPO / "docs" / "tutorials" / name).read_text()
 
 
-def blocks(page: str) -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```", _text(page), flags=re.S | re.M)
+def blocks(name: str) -> list[str]:
+    return re.findall(r"^```sh\n(.*?)^```", page(name), flags=re.S | re.M)
 
 
-def commands(page: str) -> list[list[str]]:
-    return [shlex.split(line) for b in blocks(page) for line in b.strip().splitlines()]
+def commands(name: str) -> list[list[str]]:
+    return [shlex.split(line) for b in blocks(name) for line in b.strip().splitlines()]
 
 
-def save_files(page: str, repo: Path) -> list[str]:
-    found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', _text(page), flags=re.S | re.M)
+def save_files(name: str, repo: Path) -> list[str]:
+    found = re.findall(r'^```\w+ title="([^"]+)"\n(.*?)^```', page(name), flags=re.S | re.M)
     for name, body in found:
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(body)

@@ -1,0 +1,279 @@
+"""ONNX Runtime's contrib ops written in standard ONNX, so TensorRT parses the graph: ONNX
+Runtime GenAI's model builder writes decoders with them (its CPU and CUDA targets), and
+ONNX Runtime's transformer optimizer writes the norms and GELUs.
+
+Written out here, each node replaced in place by the standard nodes that compute it:
+
+    GroupQueryAttention (com.microsoft)          graph/ort_attention.py
+    SimplifiedLayerNormalization                 RMS norm (ONNX Runtime registers it in
+                                                 ONNX's own domain; ONNX has no such op)
+    SkipSimplifiedLayerNormalization             the residual sum, then the RMS norm
+    SkipLayerNormalization                       the residual sum, then LayerNormalization
+    Gelu, FastGelu, BiasGelu, QuickGelu          their formulas
+
+The norms are written as the builder writes them for TensorRT-RTX itself (`-e
+NvTensorRtRtx`): the sum of squares in fp32 (stash_type 1), cast back before the scale.
+Any other com.microsoft op is refused in one line: TensorRT has no importer for it. The
+user's file keeps its contrib ops and stays the fp32 reference: the rewritten graph is
+judged against ONNX Runtime's own kernels."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from pipeline.core.errors import PipelineError
+from pipeline.graph import ort_attention
+from pipeline.graph.node_emitter import Emitter, onnx_type
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, NodeProto, TensorProto
+
+MS = "com.microsoft"
+ONNX_DOMAIN = ("", "ai.onnx")
+Inits = dict[str, "TensorProto"]
+
+
+def contrib_nodes(model: ModelProto) -> list[NodeProto]:
+    """The top-level nodes that are ONNX Runtime's, not ONNX's."""
+    return [n for n in model.graph.node if _key(n) in LOWERINGS or n.domain == MS]
+
+
+def lower(model: ModelProto, src: str) -> str:
+    """Rewrite `model`'s contrib ops in place; what changed (empty: none there)."""
+    found = contrib_nodes(model)
+    if not found:
+        return ""
+    _refuse_unknown(found, src)
+    inits = {t.name: t for t in model.graph.initializer}
+    rewritten: list[NodeProto] = []
+    for node in model.graph.node:
+        lowering = LOWERINGS.get(_key(node))
+        if lowering is None:
+            rewritten.append(node)
+            continue
+        e = lowering(node, inits, model)
+        rewritten.extend(e.nodes)
+        model.graph.initializer.extend(e.constants)
+    del model.graph.node[:]
+    model.graph.node.extend(rewritten)
+    if not any(n.domain == MS for n in model.graph.node):
+        kept = [o for o in model.opset_import if o.domain != MS]
+        del model.opset_import[:]
+        model.opset_import.extend(kept)
+    counts = Counter(n.op_type for n in found)
+    ops = ", ".join(f"{op} x{n}" for op, n in sorted(counts.items()))
+    return f"{len(found)} ONNX Runtime contrib ops written in standard ONNX for TensorRT ({ops})"
+
+
+def _key(node: NodeProto) -> tuple[str, str]:
+    return ("" if node.domain in ONNX_DOMAIN else node.domain, node.op_type)
+
+
+def _refuse_unknown(found: list[NodeProto], src: str) -> None:
+    unknown = sorted({n.op_type for n in found if _key(n) not in LOWERINGS})
+    if not unknown:
+        return
+    hint = ""
+    if "MatMulNBits" in unknown:
+        hint = (
+            "; MatMulNBits holds int4 weights in ONNX Runtime's own layout (a GenAI int4 "
+            "export): give the fp32 or fp16 export and precision=int4_awq or int4_rtn"
+        )
+    raise PipelineError(
+        f"ONNX model {src} uses ONNX Runtime contrib ops TensorRT cannot parse and this tool "
+        f"does not rewrite: {', '.join(unknown)}{hint}"
+    )
+
+
+def _attrs(node: NodeProto) -> dict[str, object]:
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def _dtype(inits: Inits, weight: str) -> np.dtype:
+    """The float type of the graph around a norm, read from its scale weight."""
+    from onnx import helper
+
+    tensor = inits.get(weight)
+    return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type) if tensor else np.float32)
+
+
+def _rms_norm(
+    e: Emitter, x: str, scale: str, eps: float, dtype: np.dtype, outs: tuple[str, str]
+) -> None:
+    """x / sqrt(mean(x^2) + eps) * scale, the statistics in fp32; outs: (y, inv_std_var)."""
+    wide = x if dtype == np.float32 else e.op("Cast", x, to=1)
+    mean = e.op(
+        "ReduceMean", e.op("Pow", wide, e.const(2.0, np.float32)), e.const([-1]), keepdims=1
+    )
+    root = e.op("Sqrt", e.op("Add", mean, e.const(eps, np.float32)))
+    inv = e.op("Div", e.const(1.0, np.float32), root, out=outs[1])
+    normed = e.op("Mul", inv, wide)
+    if dtype != np.float32:
+        normed = e.op("Cast", normed, to=onnx_type(dtype))
+    e.op("Mul", normed, scale, out=outs[0])
+
+
+def _outputs(node: NodeProto, n: int) -> list[str]:
+    return [*node.output, *[""] * (n - len(node.output))]
+
+
+def _one_axis(node: NodeProto, attrs: dict[str, object]) -> None:
+    if int(attrs.get("axis", -1)) != -1:  # type: ignore[call-overload]
+        raise PipelineError(f"{node.op_type} {node.name} normalises more than the last axis")
+
+
+def simplified_layer_norm(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+    attrs = _attrs(node)
+    _one_axis(node, attrs)
+    e = Emitter(node.name or node.output[0])
+    y, inv = _outputs(node, 2)[:2]
+    eps = float(attrs.get("epsilon", 1e-5))  # type: ignore[arg-type]
+    _rms_norm(e, node.input[0], node.input[1], eps, _dtype(inits, node.input[1]), (y, inv))
+    return e
+
+
+def _residual_sum(e: Emitter, node: NodeProto, bias_slot: int) -> str:
+    """input + skip (+ bias), named as the op's 4th output where the graph reads it."""
+    total = _outputs(node, 4)[3]
+    ins = [*node.input, *[""] * (5 - len(node.input))]
+    if ins[bias_slot]:
+        summed = e.op("Add", ins[0], ins[1])
+        return e.op("Add", summed, ins[bias_slot], out=total)
+    return e.op("Add", ins[0], ins[1], out=total)
+
+
+def skip_simplified_layer_norm(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+    y, mean, inv, _sum = _outputs(node, 4)
+    if mean:
+        raise PipelineError(f"{node.op_type} {node.name}: its mean output has no RMS meaning")
+    e = Emitter(node.name or node.output[0])
+    summed = _residual_sum(e, node, bias_slot=3)
+    eps = float(_attrs(node).get("epsilon", 1e-5))  # type: ignore[arg-type]
+    _rms_norm(e, summed, node.input[2], eps, _dtype(inits, node.input[2]), (y, inv))
+    return e
+
+
+def skip_layer_norm(node: NodeProto, inits: Inits, model: ModelProto) -> Emitter:
+    y, mean, inv, _sum = _outputs(node, 4)
+    if mean or inv:
+        raise PipelineError(f"{node.op_type} {node.name}: its statistics outputs are read")
+    if _opset(model) < 17:
+        raise PipelineError(
+            f"{node.op_type} {node.name}: LayerNormalization needs opset 17, the model has "
+            f"{_opset(model)}"
+        )
+    e = Emitter(node.name or node.output[0])
+    summed = _residual_sum(e, node, bias_slot=4)
+    ins = [*node.input, ""] if len(node.input) < 4 else list(node.input)
+    eps = float(_attrs(node).get("epsilon", 1e-12))  # type: ignore[arg-type]
+    norm_ins = [summed, ins[2], *([ins[3]] if ins[3] else [])]
+    e.multi("LayerNormalization", norm_ins, [y], axis=-1, epsilon=eps)
+    return e
+
+
+def _opset(model: ModelProto) -> int:
+    return max((o.version for o in model.opset_import if o.domain in ONNX_DOMAIN), default=1)
+
+
+def gelu(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+    """Gelu and BiasGelu: x/2 (1 + erf(x / sqrt 2)); FastGelu: its tanh form."""
+    e = Emitter(node.name or node.output[0])
+    x = node.input[0]
+    if len(node.input) > 1 and node.input[1]:
+        x = e.op("Add", x, node.input[1])
+    half = e.op("Mul", x, _like(e, 0.5, x))
+    if node.op_type == "FastGelu":
+        cube = e.op("Mul", e.op("Mul", x, x), x)
+        inner = e.op("Add", x, e.op("Mul", cube, _like(e, 0.044715, x)))
+        curve = e.op("Tanh", e.op("Mul", inner, _like(e, np.sqrt(2 / np.pi), x)))
+    else:
+        curve = e.op("Erf", e.op("Div", x, _like(e, np.sqrt(2.0), x)))
+    e.op("Mul", half, e.op("Add", curve, _like(e, 1.0, x)), out=node.output[0])
+    return e
+
+
+def quick_gelu(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+    """x * sigmoid(alpha x)."""
+    e = Emitter(node.name or node.output[0])
+    x = node.input[0]
+    alpha = float(_attrs(node).get("alpha", 1.702))  # type: ignore[arg-type]
+    e.op("Mul", x, e.op("Sigmoid", e.op("Mul", x, _like(e, alpha, x))), out=node.output[0])
+    return e
+
+
+def _like(e: Emitter, value: float, x: str) -> str:
+    """A constant in x's float type (a GELU's type is not written beside it)."""
+    return e.op("CastLike", e.const(value, np.float32), x)
+
+
+def group_query_attention(node: NodeProto, inits: Inits, model: ModelProto) -> Emitter:
+    size = _head_size(node, inits, model)
+    if size:
+        _cache_dims_fixed(node, model, size)
+    return ort_attention.lower(node, inits, size)
+
+
+def _cache_dims_fixed(node: NodeProto, model: ModelProto, head_size: int) -> None:
+    """The cache's heads and head size written as numbers where the graph's inputs and
+    outputs name them (GenAI's builder calls the head size `kv_cache_dim`): a profile
+    needs them fixed, and the attention fixes them anyway."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    kv = int(attrs.get("kv_num_heads", attrs["num_heads"]))
+    cache = {*node.input[3:5], *node.output[1:3]} - {""}
+    for vi in [*model.graph.input, *model.graph.output]:
+        dims = vi.type.tensor_type.shape.dim
+        if vi.name not in cache or len(dims) != 4:
+            continue
+        for axis, size in ((1, kv), (3, head_size)):
+            if not dims[axis].HasField("dim_value"):
+                dims[axis].dim_value = size
+
+
+def _head_size(node: NodeProto, inits: Inits, model: ModelProto) -> int | None:
+    """The head size where the graph says it: the past cache's last dim, else the width of
+    the projection that makes the query (a MatMul of a weight, possibly plus a bias)."""
+    from onnx import helper
+
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    heads, kv = int(attrs["num_heads"]), int(attrs.get("kv_num_heads", attrs["num_heads"]))
+    past = {i.name: i for i in model.graph.input}.get(node.input[3] if len(node.input) > 3 else "")
+    if past is not None:
+        dims = past.type.tensor_type.shape.dim
+        if len(dims) == 4 and dims[3].HasField("dim_value"):
+            return int(dims[3].dim_value)
+    producers = {o: n for n in model.graph.node for o in n.output}
+    width = _projection_width(node.input[0], producers, inits)
+    packed = len(node.input) < 2 or not node.input[1]
+    per_token = heads + 2 * kv if packed else heads
+    return width // per_token if width and width % per_token == 0 else None
+
+
+def _projection_width(tensor: str, producers: dict[str, NodeProto], inits: Inits) -> int | None:
+    node = producers.get(tensor)
+    if node is not None and node.op_type == "Add":
+        node = next((producers[i] for i in node.input if i in producers), None)
+    if node is None or node.op_type != "MatMul" or node.input[1] not in inits:
+        return None
+    return int(inits[node.input[1]].dims[-1])
+
+
+Lowering = Callable[["NodeProto", Inits, "ModelProto"], Emitter]
+LOWERINGS: dict[tuple[str, str], Lowering] = {
+    (MS, ort_attention.GQA): group_query_attention,
+    ("", "SimplifiedLayerNormalization"): simplified_layer_norm,
+    (MS, "SimplifiedLayerNormalization"): simplified_layer_norm,
+    (MS, "SkipSimplifiedLayerNormalization"): skip_simplified_layer_norm,
+    (MS, "SkipLayerNormalization"): skip_layer_norm,
+    (MS, "Gelu"): gelu,
+    (MS, "BiasGelu"): gelu,
+    (MS, "FastGelu"): gelu,
+    (MS, "QuickGelu"): quick_gelu,
+}
