@@ -48,6 +48,11 @@ OPEN_GATE = (
 )
 
 
+# AWQ, int8 and fp8 calibrate on prompts of their own (main() writes calibration.npy beside
+# the reference prompts, other tokens); round-to-nearest and fp16 need none.
+NEEDS_CALIBRATION = ("int4_awq", "int8", "fp8")
+
+
 def engine(
     root: Path, model: Path, prompts: Path, precision: str, one_profile: bool, targets: str
 ) -> dict:
@@ -58,6 +63,7 @@ def engine(
     from pipeline.flow import stages
 
     name = f"{precision}_{'one' if one_profile else 'two'}"
+    calibration_set = ("calibration=prompts", f"calibration.path={root / 'calibration.npy'}")
     cfg = compose(
         "model=onnx_file",
         f"model.onnx_path={model}",
@@ -68,6 +74,7 @@ def engine(
         f"one_profile: {str(one_profile).lower()}}}",
         f"precision={precision}",
         *OPEN_GATE,
+        *(calibration_set if precision in NEEDS_CALIBRATION else ()),
         f"calibration.cache_dir={root / 'cache'}",
         f"build.store_dir={root / 'store'}",
         "build.reference_engines=never",
@@ -129,6 +136,9 @@ def main() -> int:
         )
         prompts = root / "prompts.npy"
         np.save(prompts, np.random.default_rng(0).integers(1, dims["vocab"], (4, 16)))
+        np.save(
+            root / "calibration.npy", np.random.default_rng(1).integers(1, dims["vocab"], (8, 16))
+        )
         for precision in args.precisions.split(","):
             for one_profile in PROFILES[args.profiles]:
                 rows.append(engine(root, model, prompts, precision, one_profile, args.targets))
