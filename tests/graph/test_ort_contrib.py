@@ -39,13 +39,18 @@ def _agree(model: onnx.ModelProto, feeds: dict[str, np.ndarray], atol: float = 1
         np.testing.assert_allclose(g, e, atol=atol, rtol=1e-4, err_msg=name)
 
 
-def gqa_model(rotary_dim: int = HEAD, packed: bool = True, **attrs: object) -> onnx.ModelProto:
+def gqa_model(
+    rotary_dim: int = HEAD, packed: bool = True, fp16: bool = False, **attrs: object
+) -> onnx.ModelProto:
     """One GroupQueryAttention as GenAI's builder writes it: packed QKV, the cache in and
     out, seqlens_k and the total length from the attention mask, cos/sin caches."""
     rng = np.random.default_rng(0)
     width = (HEADS + 2 * KV) * HEAD
-    cos = rng.uniform(-1, 1, (MAX_POS, rotary_dim // 2)).astype(np.float32)
-    sin = rng.uniform(-1, 1, (MAX_POS, rotary_dim // 2)).astype(np.float32)
+    np_type, onnx_type = (
+        (np.float16, TensorProto.FLOAT16) if fp16 else (np.float32, TensorProto.FLOAT)
+    )
+    cos = rng.uniform(-1, 1, (MAX_POS, rotary_dim // 2)).astype(np_type)
+    sin = rng.uniform(-1, 1, (MAX_POS, rotary_dim // 2)).astype(np_type)
     mask_nodes = [
         helper.make_node("ReduceSum", ["attention_mask", "one"], ["len"], keepdims=0),
         helper.make_node("Sub", ["len", "one"], ["seqlens64"]),
@@ -56,11 +61,11 @@ def gqa_model(rotary_dim: int = HEAD, packed: bool = True, **attrs: object) -> o
     ]
     if packed:
         q_ins = ["qkv", "", ""]
-        inputs = [helper.make_tensor_value_info("qkv", TensorProto.FLOAT, ["B", "S", width])]
+        inputs = [helper.make_tensor_value_info("qkv", onnx_type, ["B", "S", width])]
     else:
         q_ins = ["q", "k", "v"]
         inputs = [
-            helper.make_tensor_value_info(n, TensorProto.FLOAT, ["B", "S", h * HEAD])
+            helper.make_tensor_value_info(n, onnx_type, ["B", "S", h * HEAD])
             for n, h in (("q", HEADS), ("k", KV), ("v", KV))
         ]
     gqa = helper.make_node(
@@ -81,16 +86,14 @@ def gqa_model(rotary_dim: int = HEAD, packed: bool = True, **attrs: object) -> o
         [
             *inputs,
             helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["B", "T"]),
-            helper.make_tensor_value_info("past_key", TensorProto.FLOAT, cache),
-            helper.make_tensor_value_info("past_value", TensorProto.FLOAT, cache),
+            helper.make_tensor_value_info("past_key", onnx_type, cache),
+            helper.make_tensor_value_info("past_value", onnx_type, cache),
         ],
         [
-            helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "S", HEADS * HEAD]),
+            helper.make_tensor_value_info("out", onnx_type, ["B", "S", HEADS * HEAD]),
+            helper.make_tensor_value_info("present_key", onnx_type, ["B", KV, "T", "kv_cache_dim"]),
             helper.make_tensor_value_info(
-                "present_key", TensorProto.FLOAT, ["B", KV, "T", "kv_cache_dim"]
-            ),
-            helper.make_tensor_value_info(
-                "present_value", TensorProto.FLOAT, ["B", KV, "T", "kv_cache_dim"]
+                "present_value", onnx_type, ["B", KV, "T", "kv_cache_dim"]
             ),
         ],
         [
@@ -104,16 +107,19 @@ def gqa_model(rotary_dim: int = HEAD, packed: bool = True, **attrs: object) -> o
     return helper.make_model(graph, opset_imports=opsets, ir_version=10)
 
 
-def gqa_feeds(batch: int, past: int, new: int, packed: bool = True) -> dict[str, np.ndarray]:
+def gqa_feeds(
+    batch: int, past: int, new: int, packed: bool = True, fp16: bool = False
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(past * 10 + new)
+    np_type = np.float16 if fp16 else np.float32
     feeds = {"attention_mask": np.ones((batch, past + new), np.int64)}
     if packed:
-        feeds["qkv"] = rng.standard_normal((batch, new, (HEADS + 2 * KV) * HEAD), np.float32)
+        feeds["qkv"] = rng.standard_normal((batch, new, (HEADS + 2 * KV) * HEAD)).astype(np_type)
     else:
         for name, heads in (("q", HEADS), ("k", KV), ("v", KV)):
-            feeds[name] = rng.standard_normal((batch, new, heads * HEAD), np.float32)
+            feeds[name] = rng.standard_normal((batch, new, heads * HEAD)).astype(np_type)
     for name in ("past_key", "past_value"):
-        feeds[name] = rng.standard_normal((batch, KV, past, HEAD), np.float32)
+        feeds[name] = rng.standard_normal((batch, KV, past, HEAD)).astype(np_type)
     return feeds
 
 
@@ -131,15 +137,17 @@ PHASES = [(2, 0, 7), (2, 9, 1), (1, 6, 3)]
         {"softcap": 2.0, "scale": 0.3},
         {"rotary_dim": HEAD // 2},
         {"packed": False},
+        {"fp16": True},
     ],
-    ids=["builder", "interleaved", "window", "softcap", "partial-rotary", "unpacked"],
+    ids=["builder", "interleaved", "window", "softcap", "partial-rotary", "unpacked", "fp16"],
 )
 def test_group_query_attention_written_out_computes_what_onnx_runtime_does(attrs):
     attrs = dict(attrs)
-    packed = bool(attrs.pop("packed", True))
-    model = gqa_model(rotary_dim=int(attrs.pop("rotary_dim", HEAD)), packed=packed, **attrs)
+    packed, fp16 = bool(attrs.pop("packed", True)), bool(attrs.pop("fp16", False))
+    rotary = int(attrs.pop("rotary_dim", HEAD))
+    model = gqa_model(rotary_dim=rotary, packed=packed, fp16=fp16, **attrs)
     for batch, past, new in PHASES:
-        _agree(model, gqa_feeds(batch, past, new, packed))
+        _agree(model, gqa_feeds(batch, past, new, packed, fp16), atol=4e-3 if fp16 else 1e-5)
 
 
 def test_the_cache_dims_the_builder_leaves_named_are_fixed_from_the_projection():
