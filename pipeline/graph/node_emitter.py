@@ -10,6 +10,10 @@ import numpy as np
 if TYPE_CHECKING:
     from onnx import NodeProto, TensorProto
 
+# ONNX's element types a rewrite casts to (TensorProto.FLOAT, TensorProto.INT64), named here
+# so the modules that emit nodes need not import onnx at import time.
+FLOAT, INT64 = 1, 7
+
 
 class Emitter:
     """Appends nodes and constants named `<prefix>/<op>_<n>`: unique within the graph as

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph.node_emitter import Emitter, onnx_type
+from pipeline.graph.node_emitter import FLOAT, INT64, Emitter, onnx_type
 
 if TYPE_CHECKING:
     from onnx import NodeProto, TensorProto
@@ -68,7 +68,7 @@ def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None)
     positions = _query_positions(e, ins[QUERY], ins[SEQLENS_K], ins[TOTAL_LEN])
     if attrs.get("do_rotary", 0):
         assert cos is not None
-        pos = e.op("Cast", ins[POSITION_IDS], to=7) if ins[POSITION_IDS] else positions.query
+        pos = e.op("Cast", ins[POSITION_IDS], to=INT64) if ins[POSITION_IDS] else positions.query
         rotary = Rotary(e, ins[COS], ins[SIN], pos, 2 * int(cos.dims[1]), heads.size)
         interleaved = bool(attrs.get("rotary_interleaved", 0))
         q, k = rotary.apply(q, 5, interleaved), rotary.apply(k, 4, interleaved)
@@ -131,8 +131,8 @@ class Positions:
 
 def _query_positions(e: Emitter, query: str, seqlens_k: str, total: str) -> Positions:
     new = e.shape_dim(query, 1)  # S, [1]
-    length = e.op("Add", e.op("Cast", seqlens_k, to=7), e.const(1))
-    first_prompt = e.op("Equal", e.op("Cast", total, to=7), new)
+    length = e.op("Add", e.op("Cast", seqlens_k, to=INT64), e.const(1))
+    first_prompt = e.op("Equal", e.op("Cast", total, to=INT64), new)
     zero = e.const([0])
     offset = e.op("Where", first_prompt, zero, e.op("Sub", length, new))  # [B]
     steps = e.op("Range", e.const(0), e.scalar(new), e.const(1))  # [S]
@@ -192,7 +192,7 @@ def _scores(e: Emitter, q: str, k: str, scale: float, heads: Heads, dtype: np.dt
         scale = 1.0 / float(np.sqrt(heads.size))
     if scale:
         return e.op("Mul", scores, e.const(scale, dtype))
-    size = e.op("Cast", e.shape_dim(q, -1), to=1)  # head size known only at run time
+    size = e.op("Cast", e.shape_dim(q, -1), to=FLOAT)  # head size known only at run time
     root = e.op("Cast", e.op("Sqrt", size), to=int(onnx_type(dtype)))
     return e.op("Div", scores, root)
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph import ort_attention
-from pipeline.graph.node_emitter import Emitter, onnx_type
+from pipeline.graph.node_emitter import FLOAT, Emitter, onnx_type
 
 if TYPE_CHECKING:
     from onnx import ModelProto, NodeProto, TensorProto
@@ -107,7 +107,7 @@ def _rms_norm(
     e: Emitter, x: str, scale: str, eps: float, dtype: np.dtype, outs: tuple[str, str]
 ) -> None:
     """x / sqrt(mean(x^2) + eps) * scale, the statistics in fp32; outs: (y, inv_std_var)."""
-    wide = x if dtype == np.float32 else e.op("Cast", x, to=1)
+    wide = x if dtype == np.float32 else e.op("Cast", x, to=FLOAT)
     mean = e.op(
         "ReduceMean", e.op("Pow", wide, e.const(2.0, np.float32)), e.const([-1]), keepdims=1
     )

@@ -47,6 +47,7 @@ def test_decoder_folder_tutorial(in_tmp_repo_copy, monkeypatch):
 
 
 def _genai_folder_through_every_stage(repo, block):
+    pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai has no wheel here")
     ran = sh(repo, block)
     assert "hf_decoder fp16 done" in ran.stdout + ran.stderr
     [run_dir] = (repo / "outputs").glob("*/*")

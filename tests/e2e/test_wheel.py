@@ -112,13 +112,41 @@ def install_in_fresh_venv(wheel: Path, tmp_path: Path, *pinned: str) -> Path:
     run([str(py), "-m", "pip", "install", "--no-index", "-q", f"{wheel}[rtx]"], tmp_path)
     if pinned:
         run([str(py), "-m", "pip", "install", "-q", "--no-deps", *pinned], tmp_path)
-        # the wheel's ranges hold with the pinned versions in place
-        run([str(py), "-m", "pip", "check"], tmp_path)
+        _wheel_ranges_hold(py, tmp_path)
     module = Path(
         run([str(py), "-c", "import pipeline; print(pipeline.__file__)"], tmp_path).strip()
     )
     assert module.is_relative_to(venv) and not module.is_relative_to(REPO)
     return venv
+
+
+def _test_only() -> set[str]:
+    """The suite's own tools (pyproject's test extra): the virtualenv sees them through the
+    .pth file, but a user's install of the wheel holds none of them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    test = {Requirement(r).name for r in project["optional-dependencies"]["test"]}
+    runtime = {Requirement(r).name for r in project["dependencies"]}
+    return {_canonical(n) for n in test - runtime}
+
+
+def _canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _wheel_ranges_hold(py: Path, cwd: Path) -> None:
+    """pip check with the pinned versions in place, but for what only the suite's tools
+    require (onnxruntime-genai 0.18 wants onnxruntime >= 1.31; the wheel takes 1.24)."""
+    r = subprocess.run([str(py), "-m", "pip", "check"], cwd=cwd, capture_output=True, text=True)
+    if r.returncode == 0:
+        return
+    test_only = _test_only()
+    lines = [line for line in r.stdout.splitlines() if line.strip()]
+    broken = [line for line in lines if _canonical(line.split()[0]) not in test_only]
+    assert lines and not broken, r.stdout + r.stderr
 
 
 def team_repo(venv: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
