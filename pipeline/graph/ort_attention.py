@@ -13,8 +13,9 @@ What the op does, written out (ONNX Runtime's contrib-op spec and CPU kernel):
 - `kv_num_heads` heads shared by `num_heads / kv_num_heads` query heads each, attended
   causally within each sequence's length (`seqlens_k + 1`) and `local_window_size`;
 - `scale` (0: 1/sqrt(head size)) and `softcap`.
-Not written out, refused in one line: `smooth_softmax`, `head_sink`, `attention_bias`
-and `qk_output`, which no decoder this tool reads uses."""
+Not written out, refused in one line: `smooth_softmax`, `head_sink`, `attention_bias`,
+`qk_output` and `sliding_window_cache` (GenAI's Gemma 2 and 3: a windowed layer's cache
+kept at the window's length)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ GQA = "GroupQueryAttention"
 QUERY, KEY, VALUE, PAST_KEY, PAST_VALUE, SEQLENS_K, TOTAL_LEN, COS, SIN = range(9)
 POSITION_IDS, ATTENTION_BIAS, HEAD_SINK = 9, 10, 11
 INT64_MAX = np.iinfo(np.int64).max
+# sliding_window_cache: a windowed layer's cache held at the window's length (GenAI's Gemma 2
+# and 3), a layout other than the past-plus-new this rewrite appends.
+UNWRITTEN_ATTRIBUTES = ("smooth_softmax", "qk_output", "sliding_window_cache")
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None)
 
 def _refuse_unwritten(node: NodeProto, attrs: dict[str, object], ins: list[str]) -> None:
     unwritten = [
-        *[f"attribute {a}" for a in ("smooth_softmax", "qk_output") if attrs.get(a, 0)],
+        *[f"attribute {a}" for a in UNWRITTEN_ATTRIBUTES if attrs.get(a, 0)],
         *[
             f"input {n}"
             for n, i in (("attention_bias", ATTENTION_BIAS), ("head_sink", HEAD_SINK))

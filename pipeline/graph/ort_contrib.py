@@ -55,7 +55,10 @@ def lower(model: ModelProto, src: str) -> str:
         if lowering is None:
             rewritten.append(node)
             continue
-        e = lowering(node, inits, model)
+        try:
+            e = lowering(node, inits, model)
+        except PipelineError as err:
+            raise PipelineError(f"ONNX model {src}: {err}") from None
         rewritten.extend(e.nodes)
         model.graph.initializer.extend(e.constants)
     del model.graph.node[:]

@@ -242,6 +242,10 @@ def test_what_is_not_written_out_is_refused_in_one_line():
     assert "\n" not in str(refused.value)
     with pytest.raises(PipelineError, match="smooth_softmax"):
         ort_contrib.lower(gqa_model(smooth_softmax=1), "model.onnx")
+    # GenAI's Gemma 2: the windowed layers' cache is kept at the window's length
+    windowed = gqa_model(local_window_size=8, sliding_window_cache=1)
+    with pytest.raises(PipelineError, match="sliding_window_cache"):
+        ort_contrib.lower(windowed, "model.onnx")
 
 
 def test_tensorrt_rtx_parses_the_rewritten_attention():
