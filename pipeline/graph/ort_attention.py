@@ -84,7 +84,11 @@ def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None)
         scores = e.op("Mul", e.op("Tanh", e.op("Div", scores, cap)), cap)
     window = int(attrs.get("local_window_size", -1))
     allowed = _allowed(e, positions, present_k, window)
-    scores = e.op("Where", allowed, scores, e.const(np.finfo(dtype).min, dtype))
+    # An additive mask, as exporters write one: TensorRT-RTX's builder finds Q K^T, an Add,
+    # Softmax and the product with V to be self-attention (its fused kernel), and does not
+    # with a Where over the scores (its log says "part of self-attention pattern" or not).
+    masked = e.const(np.finfo(dtype).min, dtype)
+    scores = e.op("Add", scores, e.op("Where", allowed, e.const(0.0, dtype), masked))
     probs = e.op("Softmax", scores, axis=-1)
     out = e.op("MatMul", probs, e.op("Unsqueeze", present_v, e.const([2])))  # [B,Hk,G,S,D]
     out = e.op("Transpose", out, perm=[0, 3, 1, 2, 4])  # [B,S,Hk,G,D]

@@ -248,15 +248,37 @@ def test_what_is_not_written_out_is_refused_in_one_line():
         ort_contrib.lower(windowed, "model.onnx")
 
 
-def test_tensorrt_rtx_parses_the_rewritten_attention():
+def test_tensorrt_rtx_builds_the_rewritten_attention_as_self_attention():
+    """Parsed (the original is not), and the builder's log finds Q K^T, the mask, Softmax
+    and V to be self-attention, its fused kernel: with a Where over the scores it did not."""
     trt = pytest.importorskip("tensorrt_rtx")
-    logger = trt.Logger(trt.Logger.ERROR)
-    builder = trt.Builder(logger)
-    network = builder.create_network(0)
-    parser = trt.OnnxParser(network, logger)
-    model = _rewritten(gqa_model())
-    assert not trt.OnnxParser(builder.create_network(0), logger).parse(
+
+    class Log(trt.ILogger):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+
+        def log(self, severity, msg) -> None:
+            self.lines.append(msg)
+
+    log = Log()
+    builder = trt.Builder(log)
+    strongly_typed = 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
+    assert not trt.OnnxParser(builder.create_network(strongly_typed), log).parse(
         gqa_model().SerializeToString()
     ), "TensorRT-RTX parses GroupQueryAttention now: the rewrite may be needless"
-    ok = parser.parse(model.SerializeToString())
+    network = builder.create_network(strongly_typed)
+    parser = trt.OnnxParser(network, log)
+    ok = parser.parse(_rewritten(gqa_model(fp16=True)).SerializeToString())
     assert ok, [str(parser.get_error(i)) for i in range(parser.num_errors)]
+    profile = builder.create_optimization_profile()
+    width = (HEADS + 2 * KV) * HEAD
+    profile.set_shape("qkv", (1, 1, width), (1, 8, width), (1, 16, width))
+    profile.set_shape("attention_mask", (1, 1), (1, 16), (1, 32))
+    for name in ("past_key", "past_value"):
+        profile.set_shape(name, (1, KV, 0, HEAD), (1, KV, 8, HEAD), (1, KV, 16, HEAD))
+    config = builder.create_builder_config()
+    config.add_optimization_profile(profile)
+    assert builder.build_serialized_network(network, config) is not None, log.lines[-5:]
+    found = [line for line in log.lines if "part of self-attention pattern" in line]
+    assert any("Softmax" in line for line in found), found
