@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from pipeline.analysis import engine_layers, fusion, plan_dump
+from pipeline.analysis import attention, engine_layers, fusion, plan_dump
 from pipeline.analysis.fusion import FusionMeasure
 from pipeline.analysis.plan_dump import PlanDump
 from pipeline.core.errors import PipelineError
@@ -35,7 +35,8 @@ MAX_EVENTS = 500  # fusion/timing-cache lines kept in the summary; the log has t
 # 2: layers_original/layers_final/fusion_ratio count ONNX compute nodes and engine layers
 #    (analysis/fusion.py), no longer the optimizer's passes; pointwise kernels at a quantized
 #    edge report the type they compute in.
-SUMMARY_VERSION = 2
+# 3: attention_found: the nodes TensorRT found part of its self-attention pattern.
+SUMMARY_VERSION = 3
 
 _LAYERS = re.compile(r"^(Original|After [\w\s/-]+?):\s+(\d+) layers")
 _MEMORY = {
@@ -101,6 +102,7 @@ class _LogScan:
     plan: PlanDump | None = None
     timing_cache: list[str] = field(default_factory=list)
     parsed: dict[str, dict[str, str]] = field(default_factory=dict)
+    attention: list[str] = field(default_factory=list)  # nodes in a self-attention pattern
 
 
 class BuildLogSummary(FusionMeasure):
@@ -123,6 +125,7 @@ class BuildLogSummary(FusionMeasure):
     peak_memory_mib: float | None
     timing_cache: list[str]
     onnx_nodes: dict[str, dict[str, str]]  # ONNX node -> op and type as parsed
+    attention_found: list[str]  # nodes the builder took into a self-attention pattern
 
 
 def summarize(records: Iterable[Record]) -> BuildLogSummary:
@@ -151,6 +154,7 @@ def summarize(records: Iterable[Record]) -> BuildLogSummary:
         "peak_memory_mib": peak_memory_mib,
         "timing_cache": scan.timing_cache,
         "onnx_nodes": scan.parsed,
+        "attention_found": scan.attention[:MAX_EVENTS],
     }
 
 
@@ -186,6 +190,8 @@ def _read_structure(scan: _LogScan, line: str, phase: str) -> None:
         scan.events.append(
             {"event": "region", "detail": f"{m.group(1)} fuses {len(nodes)} ONNX nodes"}
         )
+    elif m := attention.FOUND.match(line):
+        scan.attention.append(m.group(1))
     elif m := plan_dump.ENGINE_LAYER.match(line):
         scan.engine_layers.append(plan_dump.engine_layer(m))
     elif m := _LAYER_MEMORY.match(line):

@@ -116,6 +116,14 @@ class FusionRow(TypedDict):
     onnx_nodes: list[str]
 
 
+class AttentionFusion(TypedDict):
+    """The graph's attention that TensorRT runs as self-attention (analysis/attention.py)."""
+
+    softmax: int  # attention Softmax nodes in the built graph (a Softmax a MatMul reads)
+    fused: int  # of them, found part of a self-attention pattern by the builder
+    unfused: list[str]  # the first 20 that were not
+
+
 class FusionTable(TypedDict):
     """Which ONNX nodes each engine layer computes (report/inspect/report.fusion_table)."""
 
@@ -124,6 +132,7 @@ class FusionTable(TypedDict):
     onnx_nodes_mapped: int
     onnx_nodes_live: int  # the nodes that run: constants and what they alone feed go
     unmapped: list[str]  # live nodes in no engine layer (folded or removed)
+    attention: NotRequired[AttentionFusion | None]  # None: no attention in the graph
 
 
 class GraphNode(TypedDict, total=False):

@@ -60,3 +60,6 @@ def _genai_folder_through_every_stage(repo, block):
     accuracy = json.loads((run_dir / "metrics/accuracy.json").read_text())
     assert accuracy["gate_passed"] is True
     assert list(run_dir.glob("artifacts/build/*/engine.plan")), "no engine written"
+    # TensorRT-RTX runs each layer's rewritten attention as its fused self-attention
+    report = json.loads((run_dir / "artifacts/inspect/report.json").read_text())
+    assert report["fusion"]["attention"] == {"softmax": 2, "fused": 2, "unfused": []}

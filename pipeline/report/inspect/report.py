@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.analysis import buildlog, engine_layers, node_precision
+from pipeline.analysis import attention, buildlog, engine_layers, node_precision
 from pipeline.analysis.buildlog import BuildLogSummary
 from pipeline.core import fileio
 from pipeline.core.config import InspectConfig
@@ -171,7 +171,12 @@ def make_report(
         },
         "network": _network_section(network, dtype_hist, inspect_cfg),
         "engine": _engine_section(record, layers, io_tensors, source, detailed, inspector),
-        "fusion": fusion_table(layers, detailed, summary, live),
+        "fusion": {
+            **fusion_table(layers, detailed, summary, live),
+            "attention": attention.measure(
+                attention.attention_softmax(built_model), summary.get("attention_found") or []
+            ),
+        },
         "build_log": {k: summary.get(k) for k in LOG_KEYS},
         "build_seconds": record["build_seconds"],
         "precision": record["config"]["precision"]["name"],

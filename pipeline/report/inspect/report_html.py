@@ -12,6 +12,7 @@ from pipeline.analysis.buildlog import SEVERITIES
 from pipeline.core.numbers import fmt
 from pipeline.records.calibration_file import FallbackRecord
 from pipeline.records.inspect_file import (
+    AttentionFusion,
     FallbackView,
     InspectRecord,
     MixedView,
@@ -34,9 +35,16 @@ def _cards(r: InspectRecord) -> list[tuple[object, str]]:
             "ONNX compute nodes → engine layers",
         ),
         (fmt(log["fusion_ratio"]), "fusion ratio (nodes per engine layer)"),
+        *_attention_card(r["fusion"].get("attention")),
         (f"{log['peak_memory_mib']} MiB", "peak memory"),
         (len(log["warnings"]), "warnings"),
     ]
+
+
+def _attention_card(fused: AttentionFusion | None) -> list[tuple[object, str]]:
+    if not fused:
+        return []
+    return [(f"{fused['fused']} of {fused['softmax']}", "attention run as fused self-attention")]
 
 
 def _optimizer_note(log: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.analysis import attention
 from pipeline.core import tables
 from pipeline.records.calibration_file import InputSpec
 from pipeline.records.inspect_file import EngineSection, FusionTable, InspectRecord, OnnxSummary
@@ -57,6 +58,7 @@ def _summary(report: InspectRecord) -> list[str]:
         f"- target: {eng['target']} (fingerprint `{eng['fingerprint']}`)",
         f"- engine: {eng['bytes']:,} bytes, sha256 `{eng['sha256'][:16]}…`, built in {report['build_seconds']} s",
         f"- fusion ratio {log['fusion_ratio']}: {log.get('fusion_basis')}",
+        *([f"- {attention.line(fused)}"] if (fused := report["fusion"].get("attention")) else []),
         *_optimizer_line(log.get("optimizer") or {}),
         f"- peak memory: {log['peak_memory_mib']} MiB; warnings: {len(log['warnings'])}",
         f"- engine layers from: {eng['layers_source']}",
