@@ -30,7 +30,7 @@ from pipeline.graph import ort_attention
 from pipeline.graph.node_emitter import FLOAT, Emitter, onnx_type
 
 if TYPE_CHECKING:
-    from onnx import ModelProto, NodeProto, TensorProto
+    from onnx import GraphProto, ModelProto, NodeProto, TensorProto
 
 MS = "com.microsoft"
 ONNX_DOMAIN = ("", "ai.onnx")
@@ -42,8 +42,26 @@ def contrib_nodes(model: ModelProto) -> list[NodeProto]:
     return [n for n in model.graph.node if _key(n) in LOWERINGS or n.domain == MS]
 
 
+def _nested_contrib_ops(graph: GraphProto) -> set[str]:
+    """Contrib ops inside the subgraphs of `graph`'s nodes (an If's branches, a Loop's body)."""
+    from pipeline.graph.onnx_model import subgraphs
+
+    ops: set[str] = set()
+    for node in graph.node:
+        for _, sub in subgraphs(node):
+            ops |= {n.op_type for n in sub.node if _key(n) in LOWERINGS or n.domain == MS}
+            ops |= _nested_contrib_ops(sub)
+    return ops
+
+
 def lower(model: ModelProto, src: str) -> str:
     """Rewrite `model`'s contrib ops in place; what changed (empty: none there)."""
+    nested = _nested_contrib_ops(model.graph)
+    if nested:  # a branch's nodes are not rewritten here: said, not left to TensorRT's parser
+        raise PipelineError(
+            f"ONNX model {src} has ONNX Runtime contrib ops inside an If or Loop subgraph "
+            f"({', '.join(sorted(nested))}), which this tool rewrites only at the top level"
+        )
     found = contrib_nodes(model)
     if not found:
         return ""

@@ -248,6 +248,32 @@ def test_what_is_not_written_out_is_refused_in_one_line():
         ort_contrib.lower(windowed, "model.onnx")
 
 
+def test_a_contrib_op_inside_a_branch_is_refused_in_one_line():
+    gelu = helper.make_node("FastGelu", ["x"], ["y"], domain="com.microsoft")
+    branch = helper.make_graph(
+        [gelu], "then", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]
+    )
+    other = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["z"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])],
+    )
+    node = helper.make_node("If", ["c"], ["out"], then_branch=branch, else_branch=other)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [1]),
+        ],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    with pytest.raises(PipelineError, match=r"model.onnx has .* subgraph \(FastGelu\)"):
+        ort_contrib.lower(model, "model.onnx")
+
+
 def test_tensorrt_rtx_builds_the_rewritten_attention_as_self_attention():
     """Parsed (the original is not), and the builder's log finds Q K^T, the mask, Softmax
     and V to be self-attention, its fused kernel: with a Where over the scores it did not."""
