@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from pipeline.graph import onnx_model
+
 if TYPE_CHECKING:
     from onnx import ModelProto
 
@@ -23,17 +25,13 @@ PASS_THROUGH = frozenset({"Cast", "Dropout", "Identity"})  # between Softmax and
 
 
 def attention_softmax(model: ModelProto) -> list[str]:
-    """The Softmax nodes a MatMul reads, directly or through a Cast."""
-    readers: dict[str, list[tuple[str, str]]] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(
-                (node.op_type, node.output[0] if node.output else "")
-            )
+    """The Softmax nodes a MatMul reads, directly or through a Cast (or Dropout, Identity)."""
+    readers = onnx_model.readers(model)
 
     def reaches_matmul(tensor: str, hops: int = 3) -> bool:
-        for op, out in readers.get(tensor, []):
-            if op == "MatMul" or (op in PASS_THROUGH and hops and reaches_matmul(out, hops - 1)):
+        for node in readers.get(tensor, []):
+            through = node.op_type in PASS_THROUGH and hops
+            if node.op_type == "MatMul" or (through and reaches_matmul(node.output[0], hops - 1)):
                 return True
         return False
 

@@ -66,3 +66,10 @@ def onnx_type(dtype: np.dtype) -> int:
     from onnx import helper
 
     return int(helper.np_dtype_to_tensor_dtype(dtype))
+
+
+def attributes(node: NodeProto) -> dict[str, Any]:
+    """A node's attributes by name, as Python values."""
+    from onnx import helper
+
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}

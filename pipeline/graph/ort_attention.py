@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph.node_emitter import FLOAT, INT64, Emitter, onnx_type
+from pipeline.graph.node_emitter import FLOAT, INT64, Emitter, attributes, onnx_type
 
 if TYPE_CHECKING:
     from onnx import NodeProto, TensorProto
@@ -51,16 +51,20 @@ class Heads:
         return self.query // self.kv
 
 
+def heads_of(node: NodeProto, size: int | None = None) -> Heads:
+    """The op's query and KV heads (its attributes), with the head size where known."""
+    attrs = attributes(node)
+    return Heads(int(attrs["num_heads"]), int(attrs.get("kv_num_heads", attrs["num_heads"])), size)
+
+
 def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None) -> Emitter:
     """`node` written out: the emitter's nodes write its outputs under their names."""
     from onnx import helper
 
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    attrs = attributes(node)
     ins = [*node.input, *[""] * (12 - len(node.input))]
     _refuse_unwritten(node, attrs, ins)
-    heads = Heads(
-        int(attrs["num_heads"]), int(attrs.get("kv_num_heads", attrs["num_heads"])), head_size
-    )
+    heads = heads_of(node, head_size)
     e = Emitter(node.name or f"{GQA}_{node.output[0]}")
     cos = inits.get(ins[COS])
     if attrs.get("do_rotary", 0) and cos is None:
@@ -201,7 +205,7 @@ def _scores(e: Emitter, q: str, k: str, scale: float, heads: Heads, dtype: np.dt
     if scale:
         return e.op("Mul", scores, e.const(scale, dtype))
     size = e.op("Cast", e.shape_dim(q, -1), to=FLOAT)  # head size known only at run time
-    root = e.op("Cast", e.op("Sqrt", size), to=int(onnx_type(dtype)))
+    root = e.op("Cast", e.op("Sqrt", size), to=onnx_type(dtype))
     return e.op("Div", scores, root)
 
 

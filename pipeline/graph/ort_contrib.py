@@ -21,20 +21,39 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph import ort_attention
-from pipeline.graph.node_emitter import FLOAT, Emitter, onnx_type
+from pipeline.graph import onnx_model, ort_attention
+from pipeline.graph.node_emitter import FLOAT, Emitter, attributes, onnx_type
 
 if TYPE_CHECKING:
-    from onnx import GraphProto, ModelProto, NodeProto, TensorProto
+    from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
 
 MS = "com.microsoft"
 ONNX_DOMAIN = ("", "ai.onnx")
 Inits = dict[str, "TensorProto"]
+
+
+@dataclass
+class Graph:
+    """The model being rewritten, with the maps its rewrites read, made once for all of
+    them (a decoder has a GroupQueryAttention per layer)."""
+
+    model: ModelProto
+    inits: Inits
+
+    @cached_property
+    def producers(self) -> dict[str, NodeProto]:
+        return onnx_model.producers(self.model)
+
+    @cached_property
+    def inputs(self) -> dict[str, ValueInfoProto]:
+        return {i.name: i for i in self.model.graph.input}
 
 
 def contrib_nodes(model: ModelProto) -> list[NodeProto]:
@@ -66,7 +85,7 @@ def lower(model: ModelProto, src: str) -> str:
     if not found:
         return ""
     _refuse_unknown(found, src)
-    inits = {t.name: t for t in model.graph.initializer}
+    graph = Graph(model, {t.name: t for t in model.graph.initializer})
     rewritten: list[NodeProto] = []
     for node in model.graph.node:
         lowering = LOWERINGS.get(_key(node))
@@ -74,7 +93,7 @@ def lower(model: ModelProto, src: str) -> str:
             rewritten.append(node)
             continue
         try:
-            e = lowering(node, inits, model)
+            e = lowering(node, graph)
         except PipelineError as err:
             raise PipelineError(f"ONNX model {src}: {err}") from None
         rewritten.extend(e.nodes)
@@ -110,18 +129,14 @@ def _refuse_unknown(found: list[NodeProto], src: str) -> None:
     )
 
 
-def _attrs(node: NodeProto) -> dict[str, object]:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _dtype(inits: Inits, weight: str) -> np.dtype:
     """The float type of the graph around a norm, read from its scale weight."""
     from onnx import helper
 
     tensor = inits.get(weight)
-    return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type) if tensor else np.float32)
+    if tensor is None:
+        return np.dtype(np.float32)
+    return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
 
 
 def _rms_norm(
@@ -144,18 +159,18 @@ def _outputs(node: NodeProto, n: int) -> list[str]:
     return [*node.output, *[""] * (n - len(node.output))]
 
 
-def _one_axis(node: NodeProto, attrs: dict[str, object]) -> None:
-    if int(attrs.get("axis", -1)) != -1:  # type: ignore[call-overload]
+def _one_axis(node: NodeProto, attrs: dict[str, Any]) -> None:
+    if int(attrs.get("axis", -1)) != -1:
         raise PipelineError(f"{node.op_type} {node.name} normalises more than the last axis")
 
 
-def simplified_layer_norm(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
-    attrs = _attrs(node)
+def simplified_layer_norm(node: NodeProto, graph: Graph) -> Emitter:
+    attrs = attributes(node)
     _one_axis(node, attrs)
     e = Emitter(node.name or node.output[0])
     y, inv = _outputs(node, 2)[:2]
-    eps = float(attrs.get("epsilon", 1e-5))  # type: ignore[arg-type]
-    _rms_norm(e, node.input[0], node.input[1], eps, _dtype(inits, node.input[1]), (y, inv))
+    eps = float(attrs.get("epsilon", 1e-5))
+    _rms_norm(e, node.input[0], node.input[1], eps, _dtype(graph.inits, node.input[1]), (y, inv))
     return e
 
 
@@ -169,40 +184,36 @@ def _residual_sum(e: Emitter, node: NodeProto, bias_slot: int) -> str:
     return e.op("Add", ins[0], ins[1], out=total)
 
 
-def skip_simplified_layer_norm(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+def skip_simplified_layer_norm(node: NodeProto, graph: Graph) -> Emitter:
     y, mean, inv, _sum = _outputs(node, 4)
     if mean:
         raise PipelineError(f"{node.op_type} {node.name}: its mean output has no RMS meaning")
     e = Emitter(node.name or node.output[0])
     summed = _residual_sum(e, node, bias_slot=3)
-    eps = float(_attrs(node).get("epsilon", 1e-5))  # type: ignore[arg-type]
-    _rms_norm(e, summed, node.input[2], eps, _dtype(inits, node.input[2]), (y, inv))
+    eps = float(attributes(node).get("epsilon", 1e-5))
+    _rms_norm(e, summed, node.input[2], eps, _dtype(graph.inits, node.input[2]), (y, inv))
     return e
 
 
-def skip_layer_norm(node: NodeProto, inits: Inits, model: ModelProto) -> Emitter:
+def skip_layer_norm(node: NodeProto, graph: Graph) -> Emitter:
     y, mean, inv, _sum = _outputs(node, 4)
     if mean or inv:
         raise PipelineError(f"{node.op_type} {node.name}: its statistics outputs are read")
-    if _opset(model) < 17:
+    opset = onnx_model.opset(graph.model)
+    if opset < 17:
         raise PipelineError(
-            f"{node.op_type} {node.name}: LayerNormalization needs opset 17, the model has "
-            f"{_opset(model)}"
+            f"{node.op_type} {node.name}: LayerNormalization needs opset 17, the model has {opset}"
         )
     e = Emitter(node.name or node.output[0])
     summed = _residual_sum(e, node, bias_slot=4)
     ins = [*node.input, ""] if len(node.input) < 4 else list(node.input)
-    eps = float(_attrs(node).get("epsilon", 1e-12))  # type: ignore[arg-type]
+    eps = float(attributes(node).get("epsilon", 1e-12))
     norm_ins = [summed, ins[2], *([ins[3]] if ins[3] else [])]
     e.multi("LayerNormalization", norm_ins, [y], axis=-1, epsilon=eps)
     return e
 
 
-def _opset(model: ModelProto) -> int:
-    return max((o.version for o in model.opset_import if o.domain in ONNX_DOMAIN), default=1)
-
-
-def gelu(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+def gelu(node: NodeProto, _: Graph) -> Emitter:
     """Gelu and BiasGelu: x/2 (1 + erf(x / sqrt 2)); FastGelu: its tanh form."""
     e = Emitter(node.name or node.output[0])
     x = node.input[0]
@@ -219,11 +230,11 @@ def gelu(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
     return e
 
 
-def quick_gelu(node: NodeProto, inits: Inits, _: ModelProto) -> Emitter:
+def quick_gelu(node: NodeProto, _: Graph) -> Emitter:
     """x * sigmoid(alpha x)."""
     e = Emitter(node.name or node.output[0])
     x = node.input[0]
-    alpha = float(_attrs(node).get("alpha", 1.702))  # type: ignore[arg-type]
+    alpha = float(attributes(node).get("alpha", 1.702))
     e.op("Mul", x, e.op("Sigmoid", e.op("Mul", x, _like(e, alpha, x))), out=node.output[0])
     return e
 
@@ -233,21 +244,18 @@ def _like(e: Emitter, value: float, x: str) -> str:
     return e.op("CastLike", e.const(value, np.float32), x)
 
 
-def group_query_attention(node: NodeProto, inits: Inits, model: ModelProto) -> Emitter:
-    size = _head_size(node, inits, model)
+def group_query_attention(node: NodeProto, graph: Graph) -> Emitter:
+    size = _head_size(node, graph)
     if size:
-        _cache_dims_fixed(node, model, size)
-    return ort_attention.lower(node, inits, size)
+        _cache_dims_fixed(node, graph.model, size)
+    return ort_attention.lower(node, graph.inits, size)
 
 
 def _cache_dims_fixed(node: NodeProto, model: ModelProto, head_size: int) -> None:
     """The cache's heads and head size written as numbers where the graph's inputs and
     outputs name them (GenAI's builder calls the head size `kv_cache_dim`): a profile
     needs them fixed, and the attention fixes them anyway."""
-    from onnx import helper
-
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    kv = int(attrs.get("kv_num_heads", attrs["num_heads"]))
+    kv = ort_attention.heads_of(node).kv
     cache = {*node.input[3:5], *node.output[1:3]} - {""}
     for vi in [*model.graph.input, *model.graph.output]:
         dims = vi.type.tensor_type.shape.dim
@@ -258,22 +266,18 @@ def _cache_dims_fixed(node: NodeProto, model: ModelProto, head_size: int) -> Non
                 dims[axis].dim_value = size
 
 
-def _head_size(node: NodeProto, inits: Inits, model: ModelProto) -> int | None:
+def _head_size(node: NodeProto, graph: Graph) -> int | None:
     """The head size where the graph says it: the past cache's last dim, else the width of
     the projection that makes the query (a MatMul of a weight, possibly plus a bias)."""
-    from onnx import helper
-
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    heads, kv = int(attrs["num_heads"]), int(attrs.get("kv_num_heads", attrs["num_heads"]))
-    past = {i.name: i for i in model.graph.input}.get(node.input[3] if len(node.input) > 3 else "")
+    heads = ort_attention.heads_of(node)
+    past = graph.inputs.get(node.input[3] if len(node.input) > 3 else "")
     if past is not None:
         dims = past.type.tensor_type.shape.dim
         if len(dims) == 4 and dims[3].HasField("dim_value"):
             return int(dims[3].dim_value)
-    producers = {o: n for n in model.graph.node for o in n.output}
-    width = _projection_width(node.input[0], producers, inits)
+    width = _projection_width(node.input[0], graph.producers, graph.inits)
     packed = len(node.input) < 2 or not node.input[1]
-    per_token = heads + 2 * kv if packed else heads
+    per_token = heads.query + 2 * heads.kv if packed else heads.query
     return width // per_token if width and width % per_token == 0 else None
 
 
@@ -286,7 +290,7 @@ def _projection_width(tensor: str, producers: dict[str, NodeProto], inits: Inits
     return int(inits[node.input[1]].dims[-1])
 
 
-Lowering = Callable[["NodeProto", Inits, "ModelProto"], Emitter]
+Lowering = Callable[["NodeProto", Graph], Emitter]
 LOWERINGS: dict[tuple[str, str], Lowering] = {
     (MS, ort_attention.GQA): group_query_attention,
     ("", "SimplifiedLayerNormalization"): simplified_layer_norm,

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
 from tests.conftest import REPO
 
@@ -130,11 +131,7 @@ def _test_only() -> set[str]:
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     test = {Requirement(r).name for r in project["optional-dependencies"]["test"]}
     runtime = {Requirement(r).name for r in project["dependencies"]}
-    return {_canonical(n) for n in test - runtime}
-
-
-def _canonical(name: str) -> str:
-    return name.lower().replace("_", "-").replace(".", "-")
+    return {canonicalize_name(n) for n in test - runtime}
 
 
 def _wheel_ranges_hold(py: Path, cwd: Path) -> None:
@@ -145,7 +142,7 @@ def _wheel_ranges_hold(py: Path, cwd: Path) -> None:
         return
     test_only = _test_only()
     lines = [line for line in r.stdout.splitlines() if line.strip()]
-    broken = [line for line in lines if _canonical(line.split()[0]) not in test_only]
+    broken = [line for line in lines if canonicalize_name(line.split()[0]) not in test_only]
     assert lines and not broken, r.stdout + r.stderr
 
 
