@@ -68,6 +68,7 @@ def onnx_type(dtype: np.dtype) -> int:
     return int(helper.np_dtype_to_tensor_dtype(dtype))
 
 
+# Open shape: ONNX attributes differ per op type; each caller reads the names its op defines.
 def attributes(node: NodeProto) -> dict[str, Any]:
     """A node's attributes by name, as Python values."""
     from onnx import helper
