@@ -9,10 +9,12 @@ or a served report works for everyone the umask lets in."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import io
 import json
 import os
 import shutil
+import socket
 import stat
 import tempfile
 import zipfile
@@ -181,10 +183,13 @@ def read_npz(path: str | os.PathLike[str], what: str = "array file") -> dict[str
 @contextlib.contextmanager
 def staged_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a scratch folder beside `final`; on success it replaces `final` whole,
-    on any failure it is removed and `final` is left as it was."""
+    on any failure it is removed and `final` is left as it was. A writer killed outright
+    (SIGKILL, the OOM killer) cannot remove its scratch: the next writer of `final`
+    removes what such writers of this host left (_remove_abandoned)."""
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = mkdtemp(prefix=f".{final.name}.", dir=final.parent)
+    _remove_abandoned(final)
+    tmp = mkdtemp(prefix=f".{final.name}.{_writer()}.", dir=final.parent)
     try:
         yield tmp
     except BaseException:
@@ -192,9 +197,36 @@ def staged_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
         raise
     old = None
     if final.exists():
-        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        old = final.with_name(f".{final.name}.{_writer()}.old")
         os.replace(final, old)
     os.replace(tmp, final)
     fsync_dir(final.parent)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _writer() -> str:
+    """This process as a scratch folder names it: host and pid (a store or an output
+    folder may be shared by machines, whose pids say nothing about each other)."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _remove_abandoned(final: Path) -> None:
+    """Scratch and replaced folders of `final` whose writer, on this host, is gone.
+    A killed calibrate of a large decoder leaves gigabytes there; a live writer's
+    (another stage, another user's job) is kept."""
+    host = socket.gethostname()
+    for leftover in final.parent.glob(f".{glob.escape(final.name)}.{glob.escape(host)}-*"):
+        pid = leftover.name[len(f".{final.name}.{host}-") :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

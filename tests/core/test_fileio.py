@@ -1,4 +1,7 @@
 import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -43,6 +46,44 @@ def test_staged_dir_replaces_whole(tmp_path):
     with fileio.staged_dir(final) as tmp:
         (tmp / "fresh.txt").write_text("new")
     assert os.listdir(final) == ["fresh.txt"]
+
+
+def _writer_killed_in(final, *, wait: bool):
+    """A process that stages `final` and is SIGKILLed inside (wait=False), or that sits
+    inside until killed (wait=True): the scratch folder of a dead writer or a live one."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from pipeline.core import fileio\n"
+        "with fileio.staged_dir(sys.argv[1]) as tmp:\n"
+        "    (tmp / 'half.onnx').write_bytes(b'x' * 1000)\n"
+        "    print('inside', flush=True)\n"
+        "    time.sleep(60) if sys.argv[2] == '1' else os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(final), "1" if wait else "0"], stdout=subprocess.PIPE
+    )
+    assert p.stdout is not None and p.stdout.readline() == b"inside\n"
+    if not wait:
+        assert p.wait() == -signal.SIGKILL
+    return p
+
+
+def test_staged_dir_removes_what_a_killed_writer_left_and_keeps_a_live_ones(tmp_path):
+    final = tmp_path / "calibrate"
+    _writer_killed_in(final, wait=False)
+    dead = [p.name for p in tmp_path.iterdir()]
+    assert len(dead) == 1 and dead[0].startswith(".calibrate.") and dead[0].endswith(".tmp")
+    live = _writer_killed_in(final, wait=True)
+    try:
+        with fileio.staged_dir(final) as tmp:
+            (tmp / "model.onnx").write_text("new")
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert dead[0] not in left, "the killed writer's scratch is removed"
+        assert len(left) == 2 and f"-{live.pid}." in left[0], left  # the live writer's stays
+    finally:
+        live.kill()
+        live.wait()
+    assert os.listdir(final) == ["model.onnx"]
 
 
 def test_write_bytes_leaves_no_temp_files(tmp_path):
