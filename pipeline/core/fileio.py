@@ -206,16 +206,25 @@ def staged_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def _writer() -> str:
-    """This process as a scratch folder names it: host and pid (a store or an output
-    folder may be shared by machines, whose pids say nothing about each other)."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """This process as a scratch folder names it: its host, pid namespace and pid (a store
+    or an output folder may be shared by machines, or by containers on one host, whose pids
+    say nothing about each other)."""
+    return f"{_host()}-{os.getpid()}"
+
+
+def _host() -> str:
+    try:  # containers sharing a hostname (--uts=host) still differ in pid namespace
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{socket.gethostname()}-{namespace}"
 
 
 def _remove_abandoned(final: Path) -> None:
     """Scratch and replaced folders of `final` whose writer, on this host, is gone.
     A killed calibrate of a large decoder leaves gigabytes there; a live writer's
     (another stage, another user's job) is kept."""
-    host = socket.gethostname()
+    host = _host()
     for leftover in final.parent.glob(f".{glob.escape(final.name)}.{glob.escape(host)}-*"):
         pid = leftover.name[len(f".{final.name}.{host}-") :].split(".", 1)[0]
         if pid.isdigit() and not _alive(int(pid)):
