@@ -14,7 +14,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import stat
 import tempfile
 import zipfile
@@ -22,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.core import locking
 from pipeline.core.errors import PipelineError
 
 if TYPE_CHECKING:  # imported where arrays are read or written: most writes need no numpy
@@ -206,36 +206,17 @@ def staged_dir(final: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def _writer() -> str:
-    """This process as a scratch folder names it: its host, pid namespace and pid (a store
-    or an output folder may be shared by machines, or by containers on one host, whose pids
-    say nothing about each other)."""
-    return f"{_host()}-{os.getpid()}"
-
-
-def _host() -> str:
-    try:  # containers sharing a hostname (--uts=host) still differ in pid namespace
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        namespace = 0
-    return f"{socket.gethostname()}-{namespace}"
+    """This process as a scratch folder names it: host and pid (a store or an output folder
+    may be shared by machines, whose pids say nothing about each other)."""
+    return f"{locking.host()}-{os.getpid()}"
 
 
 def _remove_abandoned(final: Path) -> None:
-    """Scratch and replaced folders of `final` whose writer, on this host, is gone.
-    A killed calibrate of a large decoder leaves gigabytes there; a live writer's
-    (another stage, another user's job) is kept."""
-    host = _host()
+    """Scratch and replaced folders of `final` whose writer, on this host, is gone, as the
+    engine store cleans its tmp folders. A killed calibrate of a large decoder leaves
+    gigabytes there; a live writer's (another stage, another user's job) is kept."""
+    host = locking.host()
     for leftover in final.parent.glob(f".{glob.escape(final.name)}.{glob.escape(host)}-*"):
         pid = leftover.name[len(f".{final.name}.{host}-") :].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not locking.alive(int(pid)):
             shutil.rmtree(leftover, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
