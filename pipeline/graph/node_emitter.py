@@ -68,6 +68,16 @@ def onnx_type(dtype: np.dtype) -> int:
     return int(helper.np_dtype_to_tensor_dtype(dtype))
 
 
+def float_type(tensor: TensorProto | None) -> np.dtype:
+    """The numpy type of a weight the rewrite reads its float type from (fp32 where the
+    graph has none): the type of the nodes written around it."""
+    from onnx import helper
+
+    if tensor is None:
+        return np.dtype(np.float32)
+    return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+
+
 # Open shape: ONNX attributes differ per op type; each caller reads the names its op defines.
 def attributes(node: NodeProto) -> dict[str, Any]:
     """A node's attributes by name, as Python values."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from pipeline.core.errors import PipelineError
-from pipeline.graph.node_emitter import FLOAT, INT64, Emitter, attributes, onnx_type
+from pipeline.graph.node_emitter import FLOAT, INT64, Emitter, attributes, float_type, onnx_type
 
 if TYPE_CHECKING:
     from onnx import NodeProto, TensorProto
@@ -59,8 +59,6 @@ def heads_of(node: NodeProto, size: int | None = None) -> Heads:
 
 def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None) -> Emitter:
     """`node` written out: the emitter's nodes write its outputs under their names."""
-    from onnx import helper
-
     attrs = attributes(node)
     ins = [*node.input, *[""] * (12 - len(node.input))]
     _refuse_unwritten(node, attrs, ins)
@@ -69,9 +67,7 @@ def lower(node: NodeProto, inits: dict[str, TensorProto], head_size: int | None)
     cos = inits.get(ins[COS])
     if attrs.get("do_rotary", 0) and cos is None:
         raise PipelineError(f"{GQA} {node.name}: its cos_cache is not a weight of the graph")
-    dtype = np.dtype(
-        helper.tensor_dtype_to_np_dtype(cos.data_type) if cos is not None else np.float32
-    )
+    dtype = float_type(cos)
     q, k, v = _split_heads(e, ins, heads)  # [B,Hk,G,S,D], [B,Hk,S,D], [B,Hk,S,D]
     positions = _query_positions(e, ins[QUERY], ins[SEQLENS_K], ins[TOTAL_LEN])
     if attrs.get("do_rotary", 0):

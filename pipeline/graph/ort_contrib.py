@@ -29,7 +29,7 @@ import numpy as np
 
 from pipeline.core.errors import PipelineError
 from pipeline.graph import onnx_model, ort_attention
-from pipeline.graph.node_emitter import FLOAT, Emitter, attributes, onnx_type
+from pipeline.graph.node_emitter import FLOAT, Emitter, attributes, float_type, onnx_type
 
 if TYPE_CHECKING:
     from onnx import GraphProto, ModelProto, NodeProto, TensorProto, ValueInfoProto
@@ -58,17 +58,19 @@ class Graph:
 
 def contrib_nodes(model: ModelProto) -> list[NodeProto]:
     """The top-level nodes that are ONNX Runtime's, not ONNX's."""
-    return [n for n in model.graph.node if _key(n) in LOWERINGS or n.domain == MS]
+    return [n for n in model.graph.node if _is_contrib(n)]
+
+
+def _is_contrib(node: NodeProto) -> bool:
+    return _key(node) in LOWERINGS or node.domain == MS
 
 
 def _nested_contrib_ops(graph: GraphProto) -> set[str]:
     """Contrib ops inside the subgraphs of `graph`'s nodes (an If's branches, a Loop's body)."""
-    from pipeline.graph.onnx_model import subgraphs
-
     ops: set[str] = set()
     for node in graph.node:
-        for _, sub in subgraphs(node):
-            ops |= {n.op_type for n in sub.node if _key(n) in LOWERINGS or n.domain == MS}
+        for _, sub in onnx_model.subgraphs(node):
+            ops |= {n.op_type for n in sub.node if _is_contrib(n)}
             ops |= _nested_contrib_ops(sub)
     return ops
 
@@ -129,16 +131,6 @@ def _refuse_unknown(found: list[NodeProto], src: str) -> None:
     )
 
 
-def _dtype(inits: Inits, weight: str) -> np.dtype:
-    """The float type of the graph around a norm, read from its scale weight."""
-    from onnx import helper
-
-    tensor = inits.get(weight)
-    if tensor is None:
-        return np.dtype(np.float32)
-    return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
-
-
 def _rms_norm(
     e: Emitter, x: str, scale: str, eps: float, dtype: np.dtype, outs: tuple[str, str]
 ) -> None:
@@ -170,7 +162,9 @@ def simplified_layer_norm(node: NodeProto, graph: Graph) -> Emitter:
     e = Emitter(node.name or node.output[0])
     y, inv = _outputs(node, 2)[:2]
     eps = float(attrs.get("epsilon", 1e-5))
-    _rms_norm(e, node.input[0], node.input[1], eps, _dtype(graph.inits, node.input[1]), (y, inv))
+    _rms_norm(
+        e, node.input[0], node.input[1], eps, float_type(graph.inits.get(node.input[1])), (y, inv)
+    )
     return e
 
 
@@ -191,7 +185,7 @@ def skip_simplified_layer_norm(node: NodeProto, graph: Graph) -> Emitter:
     e = Emitter(node.name or node.output[0])
     summed = _residual_sum(e, node, bias_slot=3)
     eps = float(attributes(node).get("epsilon", 1e-5))
-    _rms_norm(e, summed, node.input[2], eps, _dtype(graph.inits, node.input[2]), (y, inv))
+    _rms_norm(e, summed, node.input[2], eps, float_type(graph.inits.get(node.input[2])), (y, inv))
     return e
 
 
