@@ -253,3 +253,61 @@ def test_a_chosen_graph_missing_the_gate_as_written_puts_gemms_back_in_fp32(
     assert {"fp32_added": back, "passed": True} in checks
     if back > 1:
         assert {"fp32_added": back - 1, "passed": False} in checks
+
+
+def test_a_run_from_a_checkpoint_is_the_whole_graphs_run(transformer_export, tmp_path):
+    """The sensitivity phase runs each GEMM alone from the latest checkpoint before it
+    (common/checkpoints.py): the whole graph's outputs (to float rounding)."""
+    cfg = compose(*TIGHT, f"calibration.cache_dir={tmp_path / 'cache'}")
+    graphs = int4_int8_fp16(cfg, transformer_export, tmp_path)
+    feeds = [p[0] for p in reference_pairs(transformer_export)]
+    board = graphs.switchboard(feeds, False)
+    which = [1, 0]
+    alone = [{n: t} for n in graphs.candidates() for t in graphs.options(n)[:-1]]
+    whole = [board.outputs(a, which) for a in alone]
+    with board.checkpointed(which, expected_s=0.0):
+        assert board.checkpoints is None  # runs this quick are left whole
+    with board.checkpointed(which, expected_s=3600.0):
+        assert board.checkpoints is not None and len(board.checkpoints.cuts) >= 2
+        flags = [{f: a.get(n) == t for (n, t), f in board.flags.items()} for a in alone]
+        resumed = [board.checkpoints.outputs(f, which) for f in flags]
+        # most runs start past the first node; one batch not held runs whole
+        assert sum(r is not None for r in resumed) > len(alone) // 2
+        assert board.checkpoints.outputs(flags[-1], [2]) is None
+        for a, want in zip(alone, whole, strict=True):
+            for got_b, want_b in zip(board.outputs(a, which), want, strict=True):
+                for name in want_b:
+                    np.testing.assert_allclose(got_b[name], want_b[name], rtol=1e-5, atol=1e-6)
+    assert board.checkpoints is None
+
+
+def test_a_checkpoint_keeps_what_a_later_subgraph_reads():
+    """A tensor read only inside a later If's branch crosses the cut, as its inputs do."""
+    from onnx import TensorProto, helper
+
+    from pipeline.precision.common import checkpoints
+
+    branch = helper.make_graph(
+        [helper.make_node("Neg", ["a"], ["o"])],
+        "b",
+        [],
+        [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)],
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("Relu", ["x"], ["a"]),
+            helper.make_node("Sigmoid", ["x"], ["b"]),
+            helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch),
+            helper.make_node("Add", ["y", "b"], ["z"]),
+        ],
+        "g",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("flag", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(graph)
+    assert checkpoints.crossing(model, 2, {"flag"}) == ["a", "b", "c"]
+    assert checkpoints.crossing(model, 3, {"flag"}) == ["b", "y"]

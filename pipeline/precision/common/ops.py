@@ -81,7 +81,7 @@ def pruned(model: ModelProto) -> Any:
     for node in reversed(list(model.graph.node)):
         if any(o in needed for o in node.output):
             kept_nodes.append(node)
-            needed.update(_reads(node))
+            needed.update(node_reads(node))
     del model.graph.node[:]
     model.graph.node.extend(reversed(kept_nodes))
     inits = [i for i in model.graph.initializer if i.name in needed]
@@ -102,13 +102,13 @@ def drop_unread(model: ModelProto, names: set[str]) -> None:
 
 def read_names(model: ModelProto) -> set[str]:
     """Every tensor a node of the graph reads, inside its subgraphs too."""
-    return {x for n in model.graph.node for x in _reads(n)}
+    return {x for n in model.graph.node for x in node_reads(n)}
 
 
-def _reads(node: Any) -> Iterator[str]:
+def node_reads(node: Any) -> Iterator[str]:
     """The tensors `node` reads, its subgraphs' (nested ones too) among them: a subgraph
     reads outer-scope tensors by name."""
     yield from (x for x in node.input if x)
     for _, g in onnx_model.subgraphs(node):
         for n in g.node:
-            yield from _reads(n)
+            yield from node_reads(n)

@@ -30,7 +30,7 @@ from pipeline.precision.fallback.search import SearchFailed
 from pipeline.precision.fallback.written import fewest_passing
 from pipeline.precision.gate import accuracy
 from pipeline.precision.gate.evaluator import Evaluator, SearchJudgement, judged, score
-from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs
+from pipeline.precision.mixed.graphs import TYPES, Assignment, MixedGraphs, MixedSwitchboard
 from pipeline.precision.mixed.record import pareto, point, rows
 from pipeline.precision.mixed.tradeoff import Sensitivity, Tradeoff
 from pipeline.records.calibration_file import Judgement
@@ -83,10 +83,11 @@ def search(
             "precision.search_types can take",
             {"candidates": 0},
         )
-    judge = Judge(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria, memo)
+    board = graphs.switchboard([p[0] for p in pairs])
+    judge = Judge(board.outputs, pairs, criteria, memo)
     options = {n: graphs.options(n) for n in candidates}
     sizes = {n: {t: graphs.weight_bytes(n, t) for t in options[n]} for n in candidates}
-    figures, hit = cached_figures(lambda: _figures(judge, options))
+    figures, hit = cached_figures(lambda: _figures(judge, options, board))
     _check_base(judge, figures, len(candidates))
     sens = _sensitivity(figures, criteria)
     trade = Tradeoff(options, sizes, sens, dict(code or {}))
@@ -137,16 +138,23 @@ def _check_base(judge: Judge, figures: Figures, candidates: int) -> None:
         )
 
 
-def _figures(judge: Judge, options: dict[str, list[str]]) -> Figures:
+def _figures(judge: Judge, options: dict[str, list[str]], board: MixedSwitchboard) -> Figures:
     """The all-fp32 graph (which must pass on every batch: checked before any other is
     measured), then each GEMM alone in each of its lower types, on the ranking batches
-    (gate/subset_first.py; the all-fp32 graph on them too, the sensitivities' base): every
-    whole graph the search then weighs is judged on every batch."""
+    (gate/subset_first.py; the all-fp32 graph on them too, the sensitivities' base), each
+    run from the latest checkpoint before its GEMM (common/checkpoints.py): every whole
+    graph the search then weighs is judged on every batch."""
     ev = judge.evaluator
-    out: Figures = {"": {"all": ev.figures({}), "fp32": ev.figures({}, ranked=True)}}
+    whole = ev.figures({})
+    started = time.perf_counter()
+    out: Figures = {"": {"all": whole, "fp32": ev.figures({}, ranked=True)}}
+    one_run = time.perf_counter() - started  # what each sensitivity run costs whole
     _check_base(judge, out, len(options))
     work = sum(len(o) - 1 for o in options.values())
-    with console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar:
+    with (
+        board.checkpointed(ev.order.ranking, expected_s=one_run * work),
+        console.bar(total=work, desc="precision=auto sensitivity", unit="graph") as bar,
+    ):
         for node, kinds in options.items():
             out[node] = {}
             for kind in kinds[:-1]:

@@ -1,0 +1,216 @@
+"""Checkpoints of a switchboard graph: its all-fp32 activations at a few cut points, so that
+a graph that changes only GEMMs past a cut runs from the cut instead of from the inputs.
+
+precision=auto's sensitivity phase (mixed/search.py) judges each GEMM alone in each low
+type: one whole-graph run per (GEMM, type), every node before that GEMM computing exactly
+what the all-fp32 graph computes. Here the all-fp32 graph runs once on the ranking batches
+and keeps the tensors that cross each cut; a run whose first switched GEMM lies past a cut
+starts there, in a session of the nodes after it (built when first needed, the one before
+dropped: candidates are judged in graph order). Its outputs are the whole graph's to float
+rounding: the same nodes on the same values, though ONNX Runtime may sum in another order
+in the smaller graph (within 6e-7 on the MiniLM-size stand-in; bit for bit on the bundled
+transformer); the graphs the search then weighs are judged whole. On PP-OCRv4's recognizer
+(47 candidate GEMMs), 8 cuts leave each run about half the graph's FLOPs on average.
+Cuts are used only where they pay for their sessions (Cost): a model whose runs are quick
+beside the time its weights take to load keeps running whole.
+
+Only for a switchboard held in memory (a small model): a model whose weights are in external
+data would pay a session's copy of its weights per cut."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pipeline.graph import onnx_runtime
+from pipeline.precision.common import ops, variants
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
+MAX_CUTS = 8
+MIN_PER_CUT = 3  # candidates a cut should serve to be worth its session
+HELD_BYTES = 1 << 30  # the kept activations of every cut together, at most
+
+
+@dataclass
+class Cut:
+    at: int  # index of the first node the suffix runs, in the switchboard's order
+    crossing: list[str]  # tensors made before the cut and read after it
+    session: Any = None
+
+
+@dataclass
+class Checkpoints:
+    """The cuts of one switchboard and its activations there on the batches `held`."""
+
+    remake: Callable[[], ModelProto]  # the switchboard graph, unfolded (a fresh copy each call)
+    base_dir: Path | None
+    first_pick: dict[str, int]  # flag -> index of the first node reading it
+    cuts: list[Cut]
+    held: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)  # batch -> tensors
+    _open: Cut | None = None
+
+    def outputs(
+        self, flags: Mapping[str, bool], which: list[int]
+    ) -> list[dict[str, np.ndarray]] | None:
+        """The graph's outputs on the batches `which` with `flags` as given, run from the
+        latest cut before the first node a set flag reaches; None where no cut applies
+        (none before that node, no flag set, or a batch not held)."""
+        first = min((self.first_pick[f] for f, on in flags.items() if on), default=None)
+        usable = [c for c in self.cuts if first is not None and c.at <= first]
+        if not usable or any(i not in self.held for i in which):
+            return None
+        cut = usable[-1]
+        session = self._session(cut)
+        wanted = {i.name for i in session.get_inputs()}
+        runs = [{k: v for k, v in self.held[i].items() if k in wanted} for i in which]
+        given = {f: np.array(on) for f, on in flags.items() if f in wanted}
+        return onnx_runtime.run_session(session, runs, "the search graph from a checkpoint", given)
+
+    def _session(self, cut: Cut) -> Any:
+        if self._open is not cut:
+            if self._open is not None:
+                self._open.session = None  # one suffix session at a time
+            cut.session = variants.switchboard_session(
+                suffix(self.remake(), cut, self.held), self.base_dir, narrow=False
+            )
+            self._open = cut
+        return cut.session
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.session = None
+        self._open, self.held = None, {}
+
+
+def build(
+    remake: Callable[[], ModelProto],
+    flags: list[str],
+    batches: Mapping[int, dict[str, np.ndarray]],
+    base_dir: Path | None,
+    cost: Cost,
+) -> Checkpoints | None:
+    """Checkpoints for the switchboard `remake()` makes, held on `batches` (index -> feeds);
+    None where too few candidates share a cut, the cuts' sessions would cost more than
+    they save, or the activations would not fit."""
+    model = remake()
+    nodes = list(model.graph.node)
+    first_pick = _first_readers(nodes, set(flags))
+    positions = sorted(set(first_pick.values()))
+    k = min(MAX_CUTS, len(positions) // MIN_PER_CUT)
+    if k < 1:
+        return None
+    ats = sorted({positions[j * len(positions) // k] for j in range(k)} - {0})
+    if not cost.worth(model, ats, sorted(first_pick.values())):
+        return None
+    cuts = [Cut(at, crossing(model, at, set(flags))) for at in ats]
+    graph_inputs = {i.name for i in model.graph.input}
+    made = sorted({t for c in cuts for t in c.crossing} - graph_inputs)
+    session = onnx_runtime.session_with_outputs(model, base_dir, made)
+    del model, nodes
+    off = {f: np.array(False) for f in flags}
+    held = {}
+    for i, feeds in batches.items():
+        run = onnx_runtime.run_session(session, [feeds], "the all-fp32 search graph", off)[0]
+        held[i] = {t: run[t] for t in made} | dict(feeds)
+    kept = _within_budget(cuts, held)
+    if not kept:
+        return None
+    return Checkpoints(remake, base_dir, first_pick, kept, held)
+
+
+@dataclass
+class Cost:
+    """What the runs would take whole and what opening the whole switchboard took: the
+    measures that say whether cuts pay for their sessions."""
+
+    runs_s: float
+    session_s: float
+
+    def worth(self, model: ModelProto, ats: list[int], starts: list[int]) -> bool:
+        """The time saved (the nodes each run skips, as a share of the graph's) at least
+        twice what the cuts' sessions cost (each a share of the whole one's, by the weight
+        bytes after its cut). A CNN's early layers weigh more than their share of nodes:
+        this undercounts what it saves there."""
+        from pipeline.graph import onnx_model
+
+        nodes = list(model.graph.node)
+        sizes = {i.name: onnx_model.tensor_bytes(i) for i in model.graph.initializer}
+        total = sum(sizes.values()) or 1
+        skipped = [max((a for a in ats if a <= s), default=0) / len(nodes) for s in starts]
+        saved = self.runs_s * sum(skipped) / len(skipped)
+        opened = sum(
+            self.session_s * sum(sizes.get(x, 0) for x in _reads_from(nodes[a:])) / total
+            for a in ats
+        )
+        return saved >= 2 * opened
+
+
+def _reads_from(nodes: list[Any]) -> set[str]:
+    return {x for n in nodes for x in ops.node_reads(n)}
+
+
+def crossing(model: ModelProto, at: int, flags: set[str]) -> list[str]:
+    """The tensors made before node `at` (or fed to the graph) that a node from `at` on
+    reads, inside its subgraphs too, or that the graph returns; no weights, no flags."""
+    nodes = list(model.graph.node)
+    before = {i.name for i in model.graph.input} | {o for n in nodes[:at] for o in n.output}
+    after = _reads_from(nodes[at:])
+    after |= {o.name for o in model.graph.output}
+    weights = {i.name for i in model.graph.initializer}
+    return sorted((before & after) - weights - flags)
+
+
+def suffix(model: ModelProto, cut: Cut, held: Mapping[int, dict[str, np.ndarray]]) -> Any:
+    """`model` from node `cut.at` on: the crossing tensors and the flags it reads are its
+    inputs (typed as the held arrays are), the weights it reads its initializers."""
+    from onnx import helper
+
+    sample = next(iter(held.values()))
+    nodes = list(model.graph.node)[cut.at :]
+    reads = _reads_from(nodes)
+    flag_inputs = [i for i in model.graph.input if i.name in reads and i.name not in sample]
+    inputs = [
+        helper.make_tensor_value_info(
+            t, helper.np_dtype_to_tensor_dtype(sample[t].dtype), [None] * sample[t].ndim
+        )
+        for t in cut.crossing
+    ]
+    inits = [i for i in model.graph.initializer if i.name in reads]
+    graph = helper.make_graph(
+        nodes, "switchboard suffix", inputs + flag_inputs, list(model.graph.output), inits
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=model.opset_import,
+        ir_version=model.ir_version,
+        functions=model.functions,
+    )
+
+
+def _first_readers(nodes: list[Any], flags: set[str]) -> dict[str, int]:
+    first: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        for x in ops.node_reads(n):
+            if x in flags:
+                first.setdefault(x, i)
+    return first
+
+
+def _within_budget(cuts: list[Cut], held: Mapping[int, dict[str, np.ndarray]]) -> list[Cut]:
+    """The cuts whose activations fit HELD_BYTES together, the latest first (a late cut
+    keeps the least and serves the runs that gain the most)."""
+    kept: list[Cut] = []
+    total = 0
+    for cut in reversed(cuts):
+        size = sum(int(b[t].nbytes) for b in held.values() for t in cut.crossing)
+        if total + size > HELD_BYTES:
+            break
+        kept.insert(0, cut)
+        total += size
+    return kept
