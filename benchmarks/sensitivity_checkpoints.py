@@ -77,7 +77,7 @@ def main() -> int:
         for way in ("whole graph", "checkpoints"):
             board = graphs.switchboard([p[0] for p in pairs], narrow=False)
             if way == "whole graph":
-                board.remake = None
+                board.resume = None
             judge = search.Judge(board.outputs, pairs, criteria)
             t0 = time.perf_counter()
             figures[way] = search._figures(judge, options, board)

@@ -370,3 +370,25 @@ def test_many_nodes_in_the_kept_groups_are_ranked_a_layer_at_a_time(
     assert [b["group"] for b in by_score[: len(kept_blocks)]] == [b["group"] for b in kept_blocks]
     assert set(fb["kept"]) == {n for b in kept_blocks for n in b["nodes"]}
     assert fb["nodes"] == [] and any(s["stage"] == "blocks kept" for s in fb["steps"])
+
+
+def test_a_node_quantized_alone_from_a_checkpoint_is_the_whole_graphs_run(bert_export, tmp_path):
+    """The fallback's units quantized alone run from the latest checkpoint before their
+    first node (common/checkpoints.py): the whole graph's outputs to float rounding."""
+    _, result = quantized(bert_export, tmp_path, *MODEL)
+    candidates = result.graphs.plan.candidates()
+    feeds = [p[0] for p in reference_pairs(bert_export)]
+    board = result.graphs.switchboard(feeds)
+    assert board.resume is not None  # a graph held in memory
+    which = [0]
+    keeps = [[c for c in candidates if c != node] for node in candidates]
+    whole = [board.outputs(keep, which) for keep in keeps]
+    with board.checkpointed(which, expected_s=3600.0):
+        opened = board.resume.open
+        assert opened is not None
+        on = [{f: n not in keep for n, f in board.flags.items()} for keep in keeps]
+        assert sum(opened.outputs(o, which) is not None for o in on) > len(keeps) // 2
+        for keep, want in zip(keeps, whole, strict=True):
+            for got_b, want_b in zip(board.outputs(keep, which), want, strict=True):
+                for name in want_b:
+                    np.testing.assert_allclose(got_b[name], want_b[name], rtol=1e-5, atol=1e-6)

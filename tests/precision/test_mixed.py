@@ -265,20 +265,22 @@ def test_a_run_from_a_checkpoint_is_the_whole_graphs_run(transformer_export, tmp
     which = [1, 0]
     alone = [{n: t} for n in graphs.candidates() for t in graphs.options(n)[:-1]]
     whole = [board.outputs(a, which) for a in alone]
+    assert board.resume is not None
     with board.checkpointed(which, expected_s=0.0):
-        assert board.checkpoints is None  # runs this quick are left whole
+        assert board.resume.open is None  # runs this quick are left whole
     with board.checkpointed(which, expected_s=3600.0):
-        assert board.checkpoints is not None and len(board.checkpoints.cuts) >= 2
+        opened = board.resume.open
+        assert opened is not None and len(opened.cuts) >= 2
         flags = [{f: a.get(n) == t for (n, t), f in board.flags.items()} for a in alone]
-        resumed = [board.checkpoints.outputs(f, which) for f in flags]
+        resumed = [opened.outputs(f, which) for f in flags]
         # most runs start past the first node; one batch not held runs whole
         assert sum(r is not None for r in resumed) > len(alone) // 2
-        assert board.checkpoints.outputs(flags[-1], [2]) is None
+        assert opened.outputs(flags[-1], [2]) is None
         for a, want in zip(alone, whole, strict=True):
             for got_b, want_b in zip(board.outputs(a, which), want, strict=True):
                 for name in want_b:
                     np.testing.assert_allclose(got_b[name], want_b[name], rtol=1e-5, atol=1e-6)
-    assert board.checkpoints is None
+    assert board.resume.open is None
 
 
 def test_a_checkpoint_keeps_what_a_later_subgraph_reads():

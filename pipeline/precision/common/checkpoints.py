@@ -2,11 +2,12 @@
 a graph that changes only GEMMs past a cut runs from the cut instead of from the inputs.
 
 precision=auto's sensitivity phase (mixed/search.py) judges each GEMM alone in each low
-type: one whole-graph run per (GEMM, type), every node before that GEMM computing exactly
-what the all-fp32 graph computes. Here the all-fp32 graph runs once on the ranking batches
+type, and the fallback (fallback/search.py) each group, block or node quantized alone: one
+whole-graph run each, every node before the first one changed computing exactly what the
+all-fp32 graph computes. Here the all-fp32 graph runs once on the ranking batches
 and keeps the tensors that cross each cut; a run whose first switched GEMM lies past a cut
 starts there, in a session of the nodes after it (built when first needed, the one before
-dropped: candidates are judged in graph order). Its outputs are the whole graph's to float
+dropped: units are mostly judged in graph order). Its outputs are the whole graph's to float
 rounding: the same nodes on the same values, though ONNX Runtime may sum in another order
 in the smaller graph (within 6e-7 on the MiniLM-size stand-in; bit for bit on the bundled
 transformer); the graphs the search then weighs are judged whole. On PP-OCRv4's recognizer
@@ -14,19 +15,20 @@ transformer); the graphs the search then weighs are judged whole. On PP-OCRv4's 
 Cuts are used only where they pay for their sessions (Cost): a model whose runs are quick
 beside the time its weights take to load keeps running whole.
 
-Only for a switchboard held in memory (a small model): a model whose weights are in external
-data would pay a session's copy of its weights per cut."""
+Only for a switchboard held in memory and at most WEIGHT_BYTES of weights: the session of a
+cut loads the weights after it again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.graph import onnx_runtime
+from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import ops, variants
 
 if TYPE_CHECKING:
@@ -35,6 +37,9 @@ if TYPE_CHECKING:
 MAX_CUTS = 8
 MIN_PER_CUT = 3  # candidates a cut should serve to be worth its session
 HELD_BYTES = 1 << 30  # the kept activations of every cut together, at most
+# A cut's session loads the weights after it again beside the switchboard's own: past this
+# many bytes of them (a decoder's 653 MB switchboard) the runs stay whole.
+WEIGHT_BYTES = 256 << 20
 
 
 @dataclass
@@ -88,6 +93,47 @@ class Checkpoints:
         self._open, self.held = None, {}
 
 
+@dataclass
+class Resume:
+    """What a switchboard held in memory needs to open checkpoints: its graph made again,
+    where its weights' files are, and what opening its own session took."""
+
+    remake: Callable[[], ModelProto]  # the switchboard graph, unfolded (a fresh copy each call)
+    base_dir: Path | None
+    session_s: float
+    open: Checkpoints | None = None
+
+    def outputs(
+        self, flags: Mapping[str, bool], which: list[int] | None
+    ) -> list[dict[str, np.ndarray]] | None:
+        """From the open checkpoints where they apply (Checkpoints.outputs), else None."""
+        if self.open is None or which is None:
+            return None
+        return self.open.outputs(flags, which)
+
+
+@contextlib.contextmanager
+def opened(
+    resume: Resume | None,
+    flags: list[str],
+    batches: list[dict[str, np.ndarray]],
+    which: list[int],
+    expected_s: float,
+) -> Iterator[None]:
+    """Inside, `resume`'s switchboard runs on the batches `which` from checkpoints, where
+    they save more than their sessions cost for runs that take `expected_s` whole."""
+    if resume is not None:
+        held = {i: batches[i] for i in which}
+        cost = Cost(expected_s, resume.session_s)
+        resume.open = build(resume.remake, flags, held, resume.base_dir, cost)
+    try:
+        yield
+    finally:
+        if resume is not None and resume.open is not None:
+            resume.open.close()
+            resume.open = None
+
+
 def build(
     remake: Callable[[], ModelProto],
     flags: list[str],
@@ -99,6 +145,8 @@ def build(
     None where too few candidates share a cut, the cuts' sessions would cost more than
     they save, or the activations would not fit."""
     model = remake()
+    if onnx_model.weight_bytes(model) > WEIGHT_BYTES:
+        return None
     nodes = list(model.graph.node)
     first_pick = _first_readers(nodes, set(flags))
     positions = sorted(set(first_pick.values()))
@@ -111,6 +159,8 @@ def build(
     cuts = [Cut(at, crossing(model, at, set(flags))) for at in ats]
     graph_inputs = {i.name for i in model.graph.input}
     made = sorted({t for c in cuts for t in c.crossing} - graph_inputs)
+    # Not through the switchboard's own folded session: that computes a variant of an
+    # activation (its fp16 rounding) inside the If that picks it, where no output reaches.
     session = onnx_runtime.session_with_outputs(model, base_dir, made)
     del model, nodes
     off = {f: np.array(False) for f in flags}
@@ -137,8 +187,6 @@ class Cost:
         twice what the cuts' sessions cost (each a share of the whole one's, by the weight
         bytes after its cut). A CNN's early layers weigh more than their share of nodes:
         this undercounts what it saves there."""
-        from pipeline.graph import onnx_model
-
         nodes = list(model.graph.node)
         sizes = {i.name: onnx_model.tensor_bytes(i) for i in model.graph.initializer}
         total = sum(sizes.values()) or 1
@@ -157,22 +205,28 @@ def _reads_from(nodes: list[Any]) -> set[str]:
 
 def crossing(model: ModelProto, at: int, flags: set[str]) -> list[str]:
     """The tensors made before node `at` (or fed to the graph) that a node from `at` on
-    reads, inside its subgraphs too, or that the graph returns; no weights, no flags."""
+    reads, inside its subgraphs too, or that the graph returns; no weights, no flags, and
+    nothing made from weights alone (a weight's variants: the suffix makes those again, as
+    the whole graph's session does, rather than hold a copy of each per batch)."""
     nodes = list(model.graph.node)
     before = {i.name for i in model.graph.input} | {o for n in nodes[:at] for o in n.output}
     after = _reads_from(nodes[at:])
     after |= {o.name for o in model.graph.output}
     weights = {i.name for i in model.graph.initializer}
-    return sorted((before & after) - weights - flags)
+    return sorted((before & after) - weights - flags - _from_weights(nodes[:at], weights))
 
 
 def suffix(model: ModelProto, cut: Cut, held: Mapping[int, dict[str, np.ndarray]]) -> Any:
-    """`model` from node `cut.at` on: the crossing tensors and the flags it reads are its
-    inputs (typed as the held arrays are), the weights it reads its initializers."""
+    """`model` from node `cut.at` on, after the nodes before it that read weights only: the
+    crossing tensors and the flags it reads are its inputs (typed as the held arrays are),
+    the weights it reads its initializers."""
     from onnx import helper
 
     sample = next(iter(held.values()))
-    nodes = list(model.graph.node)[cut.at :]
+    every = list(model.graph.node)
+    weights = {i.name for i in model.graph.initializer}
+    made = _from_weights(every[: cut.at], weights)
+    nodes = [n for n in every[: cut.at] if set(n.output) <= made] + every[cut.at :]
     reads = _reads_from(nodes)
     flag_inputs = [i for i in model.graph.input if i.name in reads and i.name not in sample]
     inputs = [
@@ -191,6 +245,15 @@ def suffix(model: ModelProto, cut: Cut, held: Mapping[int, dict[str, np.ndarray]
         ir_version=model.ir_version,
         functions=model.functions,
     )
+
+
+def _from_weights(nodes: list[Any], weights: set[str]) -> set[str]:
+    """What `nodes` (in order) make from weights alone."""
+    made: set[str] = set()
+    for n in nodes:
+        if all(not x or x in weights or x in made for x in ops.node_reads(n)):
+            made.update(n.output)
+    return made
 
 
 def _first_readers(nodes: list[Any], flags: set[str]) -> dict[str, int]:

@@ -7,6 +7,7 @@ node may try before fp32 (its ladder). qdq/graphs.py (int8/fp8) and int4/graphs.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline.graph import onnx_runtime
+from pipeline.precision.common import checkpoints
 
 if TYPE_CHECKING:
     from onnx import ModelProto
@@ -55,12 +57,32 @@ class Switchboard:
     session: Any
     flags: dict[str, str]  # candidate node -> its bool input
     batches: list[dict[str, np.ndarray]]
+    resume: checkpoints.Resume | None = None  # None: never run from checkpoints
 
     def outputs(
         self, keep: Iterable[str], which: list[int] | None = None
     ) -> list[dict[str, np.ndarray]]:
-        """The outputs with `keep` out of the low type, on the batches `which` (all: None)."""
+        """The outputs with `keep` out of the low type, on the batches `which` (all: None),
+        from a checkpoint where one is open (checkpointed()) and applies."""
         kept = set(keep)
-        extra = {flag: np.array(node not in kept) for node, flag in self.flags.items()}
+        on = {flag: node not in kept for node, flag in self.flags.items()}
+        resumed = self.resume.outputs(on, which) if self.resume else None
+        if resumed is not None:
+            return resumed
+        extra = {flag: np.array(v) for flag, v in on.items()}
         feeds = self.batches if which is None else [self.batches[i] for i in which]
         return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)
+
+    def place(self, nodes: Iterable[str]) -> int:
+        """Where in the graph the first of `nodes` is switched, while checkpoints are open
+        (0 otherwise, and for a node that is no candidate)."""
+        opened = self.resume.open if self.resume else None
+        if opened is None:
+            return 0
+        return min((opened.first_pick.get(self.flags.get(n, ""), 0) for n in nodes), default=0)
+
+    def checkpointed(self, which: list[int], expected_s: float) -> ContextManager[None]:
+        """Inside, runs on the batches `which` that quantize candidates past a cut start
+        there (common/checkpoints.py), where that pays for runs taking `expected_s` whole."""
+        flags = list(self.flags.values())
+        return checkpoints.opened(self.resume, flags, self.batches, which, expected_s)

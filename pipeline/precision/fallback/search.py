@@ -29,6 +29,7 @@ is the threshold (<= 1 passes)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +43,7 @@ from pipeline.precision.gate.evaluator import Evaluator, SearchJudgement
 from pipeline.records.calibration_file import FallbackRecord, Judgement
 
 if TYPE_CHECKING:
-    from pipeline.precision.common.searchable import Searchable
+    from pipeline.precision.common.searchable import Searchable, Switchboard
 
 SEARCH_VERSION = 8  # the record's shape and the search's steps; 7: ranked on a subset;
 # 8: the switchboard's GEMMs run in Ifs (common/variants.py), within fp32 rounding of 7's
@@ -101,10 +102,8 @@ def search(
             "higher precision",
             {"quantized_nodes": 0},
         )
-    run = _Run(
-        candidates,
-        Evaluator(graphs.switchboard([p[0] for p in pairs]).outputs, pairs, criteria, memo),
-    )
+    board = graphs.switchboard([p[0] for p in pairs])
+    run = _Run(candidates, Evaluator(board.outputs, pairs, criteria, memo), board)
     roles = groups.role_groups(graphs.source, candidates)
     progress: search_progress.Progress[list[str]] = search_progress.Progress(
         "fallback search",
@@ -198,18 +197,30 @@ def _kept_nodes(
 class _Run:
     """One search's evaluator over the candidates, and the steps it took."""
 
-    def __init__(self, candidates: list[str], keeping: Evaluator[list[str]]) -> None:
-        self.candidates, self.keeping = candidates, keeping
+    def __init__(
+        self, candidates: list[str], keeping: Evaluator[list[str]], board: Switchboard
+    ) -> None:
+        self.candidates, self.keeping, self.board = candidates, keeping, board
         self.steps: list[dict[str, Any]] = []
 
     def alone(self, units: list[Group], stage: str) -> list[tuple[Group, SearchJudgement]]:
-        """Each unit quantized alone (every other candidate kept), most sensitive first."""
-        out: list[tuple[Group, SearchJudgement]] = []
-        for unit in units:
-            result = self.keeping([c for c in self.candidates if c not in unit.nodes], ranked=True)
-            self.steps.append({"stage": stage, "group": unit.name, **result})
-            out.append((unit, result))
+        """Each unit quantized alone (every other candidate kept), most sensitive first;
+        after the first, from checkpoints where its time says they pay (common/checkpoints.py)."""
+        if not units:
+            return []
+        started = time.perf_counter()
+        results = {0: self._alone(units[0])}
+        expected_s = (time.perf_counter() - started) * (len(units) - 1)
+        with self.board.checkpointed(self.keeping.order.ranking, expected_s):
+            # in graph order, so each cut's session opens once; recorded in the units' order
+            for i in sorted(range(1, len(units)), key=lambda i: self.board.place(units[i].nodes)):
+                results[i] = self._alone(units[i])
+        out = [(unit, results[i]) for i, unit in enumerate(units)]
+        self.steps += [{"stage": stage, "group": u.name, **result} for u, result in out]
         return sorted(out, key=lambda ur: -ur[1]["score"])
+
+    def _alone(self, unit: Group) -> SearchJudgement:
+        return self.keeping([c for c in self.candidates if c not in unit.nodes], ranked=True)
 
     def keep_units(self, units: list[Group]) -> SearchJudgement:
         return self.keeping([n for u in units for n in u.nodes])

@@ -16,11 +16,11 @@ is judged again as written."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,6 @@ import numpy as np
 
 from pipeline.graph import onnx_model, onnx_runtime
 from pipeline.precision.common import checkpoints, ops, streamed, variants
-from pipeline.precision.common.checkpoints import Checkpoints
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.precision.qdq.plan import QdqPlan, insert_pairs, materialize
@@ -118,10 +117,13 @@ class MixedGraphs:
             narrow = streamed.external_data(model)
         started = time.perf_counter()
         session = variants.switchboard_session(model, self.base_dir, narrow)
-        board = MixedSwitchboard(session, flags, batches, base_dir=self.base_dir)
-        board.session_s = time.perf_counter() - started
+        board = MixedSwitchboard(session, flags, batches)
         if not narrow:  # held in memory: small enough to run from checkpoints too
-            board.remake = lambda: _switchable(self, candidates)[0]
+            board.resume = checkpoints.Resume(
+                lambda: _switchable(self, candidates)[0],
+                self.base_dir,
+                time.perf_counter() - started,
+            )
         return board
 
     # The source's nodes and initializers by name, looked up for every (node, type).
@@ -156,11 +158,7 @@ class MixedSwitchboard:
     session: Any
     flags: dict[tuple[str, str], str]  # (node, type) -> its bool input
     batches: list[dict[str, np.ndarray]]
-    # the unfolded graph, made again (None: a narrow switchboard, never checkpointed)
-    remake: Callable[[], ModelProto] | None = None
-    base_dir: Path | None = None
-    session_s: float = 0.0  # what opening `session` took
-    checkpoints: Checkpoints | None = None
+    resume: checkpoints.Resume | None = None  # None: a narrow one, never checkpointed
 
     def outputs(
         self, assignment: Assignment, which: list[int] | None = None
@@ -168,32 +166,20 @@ class MixedSwitchboard:
         """The outputs of `assignment` on the batches `which` (all: None), from a
         checkpoint where one is open (checkpointed()) and applies."""
         on = {flag: assignment.get(node) == kind for (node, kind), flag in self.flags.items()}
-        if self.checkpoints is not None and which is not None:
-            resumed = self.checkpoints.outputs(on, which)
-            if resumed is not None:
-                return resumed
+        resumed = self.resume.outputs(on, which) if self.resume else None
+        if resumed is not None:
+            return resumed
         feeds = self.batches if which is None else [self.batches[i] for i in which]
         extra = {flag: np.array(v) for flag, v in on.items()}
         return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)
 
-    @contextlib.contextmanager
-    def checkpointed(self, which: list[int], expected_s: float) -> Iterator[None]:
+    def checkpointed(self, which: list[int], expected_s: float) -> ContextManager[None]:
         """Inside, runs on the batches `which` start from the all-fp32 graph's activations
         at the latest cut before their first switched GEMM (common/checkpoints.py), where
         that saves more than the cuts' sessions cost, for runs that take `expected_s`
         whole."""
-        if self.remake is not None:
-            held = {i: self.batches[i] for i in which}
-            cost = checkpoints.Cost(expected_s, self.session_s)
-            self.checkpoints = checkpoints.build(
-                self.remake, list(self.flags.values()), held, self.base_dir, cost
-            )
-        try:
-            yield
-        finally:
-            if self.checkpoints is not None:
-                self.checkpoints.close()
-            self.checkpoints = None
+        flags = list(self.flags.values())
+        return checkpoints.opened(self.resume, flags, self.batches, which, expected_s)
 
 
 def _switchable(

@@ -4,6 +4,7 @@ MatMuls need and Q/DQ pairs where the plan's placement puts them."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.graph import onnx_runtime
-from pipeline.precision.common import variants
+from pipeline.precision.common import checkpoints, streamed, variants
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.plan import QdqPlan
@@ -65,23 +66,33 @@ class QdqGraphs:
         its LayerNorm reads the unsmoothed tensors: the same product within fp32 rounding;
         the graph written is judged as written."""
         mul_form = [replace(g, fold=False) for g in self.smooth]
-        base = (
-            smoothing.apply(self.source, mul_form, made=self.made, sources_kept=True)
-            if mul_form
-            else self.source
-        )
-        kept_inputs = {n.name: list(n.input) for n in base.graph.node}
-        kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
-        # The smoothed copy is the switchboard's own: made into it in place, its weights not
-        # copied on the way.
-        fresh = base is not self.source
-        model, flags = plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
-        del base
+
+        def switchable() -> tuple[Any, dict[str, str]]:
+            base = (
+                smoothing.apply(self.source, mul_form, made=self.made, sources_kept=True)
+                if mul_form
+                else self.source
+            )
+            kept_inputs = {n.name: list(n.input) for n in base.graph.node}
+            kept_inputs.update({n.name: list(n.input) for n in self.source.graph.node})
+            # The smoothed copy is the switchboard's own: made into it in place, its
+            # weights not copied on the way.
+            fresh = base is not self.source
+            return plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
+
+        model, flags = switchable()
+        narrow = streamed.external_data(model)
         # Each GEMM's picks run as Ifs (variants.switchboard_session), as precision=auto's
         # do: only the branch taken runs, so a step widens the weights it quantizes and no
         # others. On the 653 MB decoder's switchboard (benchmarks/decoder_int8.py,
         # 2026-11-28) 0.27 s a run against the Wheres' 0.67 s, 930 MiB peak against
         # 1,245 MiB (the Wheres had been kept for memory before ONNX Runtime's memory
         # patterns were turned off: onnx_runtime.ort_session).
-        session = variants.switchboard_session(model, self.base_dir)
-        return Switchboard(session, flags, batches)
+        started = time.perf_counter()
+        session = variants.switchboard_session(model, self.base_dir, narrow)
+        board = Switchboard(session, flags, batches)
+        if not narrow:  # held in memory: small enough to run from checkpoints too
+            board.resume = checkpoints.Resume(
+                lambda: switchable()[0], self.base_dir, time.perf_counter() - started
+            )
+        return board
