@@ -66,7 +66,9 @@ class Checkpoints:
         """The graph's outputs on the batches `which` with `flags` as given, run from the
         latest cut before the first node a set flag reaches; None where no cut applies
         (none before that node, no flag set, or a batch not held)."""
-        first = min((self.first_pick[f] for f, on in flags.items() if on), default=None)
+        # a flag no node reads changes nothing
+        set_at = [self.first_pick[f] for f, on in flags.items() if on and f in self.first_pick]
+        first = min(set_at, default=None)
         usable = [c for c in self.cuts if first is not None and c.at <= first]
         if not usable or any(i not in self.held for i in which):
             return None
