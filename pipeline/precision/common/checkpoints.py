@@ -21,6 +21,7 @@ cut loads the weights after it again."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +113,39 @@ class Resume:
         if self.open is None or which is None:
             return None
         return self.open.outputs(flags, which)
+
+
+def switchboard_session(
+    model: ModelProto, remake: Callable[[], ModelProto], base_dir: Path | None, narrow: bool | None
+) -> tuple[Any, Resume | None]:
+    """A switchboard's session (variants.switchboard_session; `narrow` None: by the model)
+    and, for one held in memory, the Resume that runs it from checkpoints, with the time
+    the session took to open (Cost weighs each cut's session by it)."""
+    from pipeline.precision.common import streamed
+
+    if narrow is None:
+        narrow = streamed.external_data(model)
+    started = time.perf_counter()
+    session = variants.switchboard_session(model, base_dir, narrow)
+    resume = None if narrow else Resume(remake, base_dir, time.perf_counter() - started)
+    return session, resume
+
+
+def run(
+    session: Any,
+    resume: Resume | None,
+    flags: Mapping[str, bool],
+    batches: list[dict[str, np.ndarray]],
+    which: list[int] | None,
+) -> list[dict[str, np.ndarray]]:
+    """A switchboard's outputs with `flags` as given, on the batches `which` (all: None):
+    from an open checkpoint where one applies, else from its whole-graph `session`."""
+    resumed = resume.outputs(flags, which) if resume else None
+    if resumed is not None:
+        return resumed
+    feeds = batches if which is None else [batches[i] for i in which]
+    extra = {flag: np.array(on) for flag, on in flags.items()}
+    return onnx_runtime.run_session(session, feeds, "the search graph", extra)
 
 
 @contextlib.contextmanager

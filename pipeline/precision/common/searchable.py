@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from pipeline.graph import onnx_runtime
 from pipeline.precision.common import checkpoints
 
 if TYPE_CHECKING:
@@ -66,12 +65,7 @@ class Switchboard:
         from a checkpoint where one is open (checkpointed()) and applies."""
         kept = set(keep)
         on = {flag: node not in kept for node, flag in self.flags.items()}
-        resumed = self.resume.outputs(on, which) if self.resume else None
-        if resumed is not None:
-            return resumed
-        extra = {flag: np.array(v) for flag, v in on.items()}
-        feeds = self.batches if which is None else [self.batches[i] for i in which]
-        return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)
+        return checkpoints.run(self.session, self.resume, on, self.batches, which)
 
     def place(self, nodes: Iterable[str]) -> int:
         """Where in the graph the first of `nodes` is switched, while checkpoints are open

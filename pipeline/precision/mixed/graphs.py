@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import time
 from collections.abc import Mapping
 from contextlib import AbstractContextManager as ContextManager
 from dataclasses import dataclass
@@ -27,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.graph import onnx_model, onnx_runtime
-from pipeline.precision.common import checkpoints, ops, streamed, variants
+from pipeline.graph import onnx_model
+from pipeline.precision.common import checkpoints, ops, variants
 from pipeline.precision.common.fp16_nodes import in_fp16
 from pipeline.precision.int4.graphs import Int4Graphs
 from pipeline.precision.qdq.plan import QdqPlan, insert_pairs, materialize
@@ -113,18 +112,10 @@ class MixedGraphs:
         None: by the model)."""
         candidates = self.candidates()
         model, flags = _switchable(self, candidates)
-        if narrow is None:
-            narrow = streamed.external_data(model)
-        started = time.perf_counter()
-        session = variants.switchboard_session(model, self.base_dir, narrow)
-        board = MixedSwitchboard(session, flags, batches)
-        if not narrow:  # held in memory: small enough to run from checkpoints too
-            board.resume = checkpoints.Resume(
-                lambda: _switchable(self, candidates)[0],
-                self.base_dir,
-                time.perf_counter() - started,
-            )
-        return board
+        session, resume = checkpoints.switchboard_session(
+            model, lambda: _switchable(self, candidates)[0], self.base_dir, narrow
+        )
+        return MixedSwitchboard(session, flags, batches, resume)
 
     # The source's nodes and initializers by name, looked up for every (node, type).
     @functools.cached_property
@@ -166,12 +157,7 @@ class MixedSwitchboard:
         """The outputs of `assignment` on the batches `which` (all: None), from a
         checkpoint where one is open (checkpointed()) and applies."""
         on = {flag: assignment.get(node) == kind for (node, kind), flag in self.flags.items()}
-        resumed = self.resume.outputs(on, which) if self.resume else None
-        if resumed is not None:
-            return resumed
-        feeds = self.batches if which is None else [self.batches[i] for i in which]
-        extra = {flag: np.array(v) for flag, v in on.items()}
-        return onnx_runtime.run_session(self.session, feeds, "the search graph", extra)
+        return checkpoints.run(self.session, self.resume, on, self.batches, which)
 
     def checkpointed(self, which: list[int], expected_s: float) -> ContextManager[None]:
         """Inside, runs on the batches `which` start from the all-fp32 graph's activations

@@ -4,7 +4,6 @@ MatMuls need and Q/DQ pairs where the plan's placement puts them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pipeline.graph import onnx_runtime
-from pipeline.precision.common import checkpoints, streamed, variants
+from pipeline.precision.common import checkpoints
 from pipeline.precision.common.searchable import Switchboard
 from pipeline.precision.qdq import plan, smoothing
 from pipeline.precision.qdq.plan import QdqPlan
@@ -81,18 +80,13 @@ class QdqGraphs:
             return plan.switchable(base, self.plan, kept_inputs, in_place=fresh)
 
         model, flags = switchable()
-        narrow = streamed.external_data(model)
         # Each GEMM's picks run as Ifs (variants.switchboard_session), as precision=auto's
         # do: only the branch taken runs, so a step widens the weights it quantizes and no
         # others. On the 653 MB decoder's switchboard (benchmarks/decoder_int8.py,
         # 2026-11-28) 0.27 s a run against the Wheres' 0.67 s, 930 MiB peak against
         # 1,245 MiB (the Wheres had been kept for memory before ONNX Runtime's memory
         # patterns were turned off: onnx_runtime.ort_session).
-        started = time.perf_counter()
-        session = variants.switchboard_session(model, self.base_dir, narrow)
-        board = Switchboard(session, flags, batches)
-        if not narrow:  # held in memory: small enough to run from checkpoints too
-            board.resume = checkpoints.Resume(
-                lambda: switchable()[0], self.base_dir, time.perf_counter() - started
-            )
-        return board
+        session, resume = checkpoints.switchboard_session(
+            model, lambda: switchable()[0], self.base_dir, None
+        )
+        return Switchboard(session, flags, batches, resume)
