@@ -3,12 +3,14 @@ alone in each low type judged on the ranking batches, once from the whole graph 
 from the latest checkpoint before it (pipeline/precision/common/checkpoints.py). Prints both
 times, their ratio, whether cuts were taken, and the peak RSS.
 
-    python benchmarks/sensitivity_checkpoints.py [--size small|minilm]
+    python benchmarks/sensitivity_checkpoints.py [--size small|minilm|ocr_rec]
 
 small is the bundled outlier transformer (9 GEMMs), minilm the bundled BERT-shaped model
 widened to MiniLM's size (37 GEMMs with a weight); both are synthetic stand-ins with random
-weights and outlier channels. The tutorial's real PP-OCRv4 recognizer is measured through
-the calibrate stage (docs/precision-auto.md quotes it).
+weights and outlier channels. ocr_rec is a real model: the PP-OCRv4 recognizer from the
+rapidocr-onnxruntime 1.4.4 wheel (47 GEMMs), on as many printed text lines as the
+detector-and-OCR tutorial renders (tests/wild makes them; the wheel is fetched once from
+PyPI and cached).
 
 Goals, exit status 1 if missed: the same figures to float rounding (1e-5 relative), and
 never more than 5% slower where the checkpoints are not worth their sessions (then unused)."""
@@ -26,7 +28,35 @@ from typing import Any, cast
 from calibrate_cache import compose  # a sibling script: benchmarks/ is sys.path[0]
 from fallback_search import resize
 
-MODELS = {"small": "outlier_transformer", "minilm": "outlier_bert"}
+MODELS = {"small": "outlier_transformer", "minilm": "outlier_bert", "ocr_rec": "onnx_file"}
+
+
+def model_overrides(size: str, root: Path) -> tuple[str, ...]:
+    """The config of the model `size` names; a wheel's model is written under root first."""
+    if size != "ocr_rec":
+        resize(size)
+        return (f"model={MODELS[size]}", "model.task=embedding")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.wild
+    from tests.wild import fetch, inputs
+
+    folder = root / "ocr_rec"
+    folder.mkdir()
+    model = folder / "model.onnx"
+    model.write_bytes(Path(fetch.rapidocr()["rec"]).read_bytes())
+    # as many lines as the tutorial's make_data.py: 32 to calibrate, 64 to judge
+    inputs.write_npz_folder(folder / "calibration", "x", inputs.rec_batches(8, 4, 1))
+    inputs.write_npz_folder(folder / "reference", "x", inputs.rec_batches(16, 4, 2))
+    return (
+        "model=onnx_file",
+        f"model.onnx_path={model}",
+        f"model.source={folder}",
+        f"model.reference_data={folder / 'reference'}",
+        "calibration=directory",
+        f"calibration.path={folder / 'calibration'}",
+        "model.task=sequence",
+        "profile.shapes={x: [1x3x48x320, 4x3x48x320, 8x3x48x320]}",
+        "calibration.batch_size=4",
+    )
 
 
 def main() -> int:
@@ -43,12 +73,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=list(MODELS), default="minilm")
     args = ap.parse_args()
-    resize(args.size)
     with tempfile.TemporaryDirectory(prefix="sensitivity.") as tmp:
         root = Path(tmp)
         cfg = compose(
-            f"model={MODELS[args.size]}",
-            "model.task=embedding",
+            *model_overrides(args.size, root),
             "precision=auto",
             f"calibration.cache_dir={root / 'cache'}",
         )
