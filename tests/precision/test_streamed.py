@@ -396,3 +396,34 @@ def test_precision_auto_on_a_model_with_external_data_streams_its_types(external
     assert set(types) == {"int4", "int8", "fp8"}
     assert all(t["calibrated_by"].startswith("streamed") for t in types.values())
     assert sum(n for t, n in summary["mixed"]["counts"].items() if t != "fp32") > 0
+
+
+def test_auto_leaves_out_a_type_that_quantizes_nothing_when_streamed_too(tmp_path, monkeypatch):
+    """A model of GEMVs (one sample a batch) kept in external data, so each type streams:
+    int8 has nothing to quantize (ModelOpt's rule for TensorRT's kernels), and
+    precision=auto leaves it out with a line and searches the rest, as it does where
+    ModelOpt calibrates the model."""
+    from tests.precision.test_objective import WIDE, wide_mlp
+
+    inline = wide_mlp(tmp_path / "inline.onnx", hidden=256, ffn=512)
+    model = tmp_path / "model" / "wide.onnx"
+    model.parent.mkdir()
+    onnx.save(onnx.load(inline), model, save_as_external_data=True, location="wide.data")
+    monkeypatch.setenv(onnx_model.INLINE_LIMIT_ENV, "1024")
+    cfg = compose(
+        *WIDE,
+        f"model.onnx_path={model}",
+        f"model.source={model.parent}",
+        "profile.shapes={x: [1x256, 8x256, 16x256]}",
+        "precision.search_types=[int4,int8,fp16]",
+        "precision.objective=weight_bytes",
+        "build.reference_engines=never",
+        f"calibration.cache_dir={tmp_path / 'cache'}",
+    )
+    layout = Layout(tmp_path / "run")
+    stages.fingerprint(cfg, layout)
+    stages.export(cfg, layout)
+    summary = stages.calibrate(cfg, layout)
+    assert summary["gate_passed"], summary["gate"]
+    assert "no GEMM of the model can be quantized to int8" in summary["mixed"]["left_out"]["int8"]
+    assert summary["calibration"]["types"]["int4"]["calibrated_by"].startswith("streamed")

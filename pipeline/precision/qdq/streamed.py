@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pipeline.core.errors import PipelineError
+from pipeline.core.errors import NothingToQuantize
 from pipeline.graph import onnx_model, tied_weights
 from pipeline.precision.calibration import cache, ranges
 from pipeline.precision.common import ops, streamed
@@ -161,8 +161,8 @@ def plan_files(
     """The streamed plan as a cache entry: the Q/DQ pairs on every GEMM edge of `model`,
     without its weights (plan.onnx), and its op histogram."""
     made = plan(model, base, mode, method, data.batches, calibration_cfg)
-    if not made.edges:
-        raise PipelineError(
+    if not made.edges:  # as ModelOpt's path says it: precision=auto leaves the type out
+        raise NothingToQuantize(
             f"no GEMM of the model can be quantized to {mode} (excluded: nodes "
             f"{list(calibration_cfg.exclude_nodes)}, op types {list(calibration_cfg.exclude_op_types)},"
             f" and GEMMs too small for TensorRT's {mode} kernels)"
