@@ -22,9 +22,12 @@ if _WORKERS > 1:
 
 
 def pytest_xdist_auto_num_workers(config) -> int:
-    """A worker per core and one more (-n auto; pyproject.toml caps it at four). Two workers
-    on this project's 2-core machine kept the cores 87% busy: much of the e2e tests' time
-    is spent waiting on subprocesses, git, disk and Ray, and a third worker fills it."""
+    """A worker per core and one more (-n auto; pyproject.toml caps it at four). Much of the
+    e2e tests' time is spent waiting on subprocesses, git, disk and Ray, and the extra
+    worker fills it. On this project's 2-core machine (2026-11-29, the whole suite): two
+    workers 26:53 at 179% of the cores, three 26:25 at 182%, four 30:15 with 16% more
+    CPU-seconds (the same work, slower on cores shared four ways) and a Ray test's deadline
+    missed."""
     return (os.cpu_count() or 1) + 1  # the count the OMP_NUM_THREADS share above divides
 
 
