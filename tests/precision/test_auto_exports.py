@@ -62,8 +62,9 @@ MODELS = {
 }
 
 
-def _searched(name: str, tmp: Path):
+def _searched(name: str, tmp: Path, *overrides: str):
     make, shapes, extra = MODELS[name]
+    tmp.mkdir(parents=True, exist_ok=True)
     model = make(tmp / f"{name}.onnx")
     cfg = compose(
         "model=onnx_file",
@@ -75,6 +76,7 @@ def _searched(name: str, tmp: Path):
         "calibration.num_samples=16",
         f"calibration.cache_dir={tmp / 'cache'}",
         *extra,
+        *overrides,
     )
     layout = Layout(tmp)
     stages.export(cfg, layout)
@@ -109,12 +111,17 @@ def test_auto_runs_on_transformers_exports_and_keeps_the_models_own_wheres(name,
 
 def test_entropy_calibration_of_a_float_min_mask_falls_back_to_max_with_a_line(tmp_path, capsys):
     """GPT-2's causal mask fills with float32's minimum: ModelOpt's entropy histogram of it
-    cannot be made, so int8 is calibrated by max and the record and a line say so."""
-    _, _, summary = _searched("gpt2", tmp_path)
+    cannot be made. Where ModelOpt calibrates every op type (precision.qdq_placement=modelopt),
+    int8 is calibrated by max and the record and a line say so; the default placement asks
+    for the GEMMs alone, whose inputs the mask is not, and keeps entropy."""
+    _, _, summary = _searched("gpt2", tmp_path / "every", "precision.qdq_placement=modelopt")
     int8 = summary["calibration"]["types"]["int8"]
     assert int8["modelopt_method"] == "max" and int8["method"] == "entropy"
     assert "Too many bins" in int8["method_fallback"]
     assert "calibrated by max" in capsys.readouterr().err
+    _, _, summary = _searched("gpt2", tmp_path / "gemms")
+    int8 = summary["calibration"]["types"]["int8"]
+    assert int8["modelopt_method"] == "entropy" and "method_fallback" not in int8
 
 
 def test_a_type_that_fits_no_node_is_left_out_of_the_search_with_a_line(tmp_path, capsys):

@@ -386,3 +386,55 @@ def test_bf16_passes_its_gate_on_both_models(tmp_path, model):
     assert summary["ops"].get("Cast", 0) > 0
     # ONNX Runtime's CPU build lacks bf16 Conv/MatMul: the gate ran on the honest emulation
     assert "onnxruntime" in summary["evaluated_with"]
+
+
+@pytest.mark.parametrize("model", ["cnn", "transformer"])
+def test_modelopt_asked_for_the_gemms_alone_gives_the_gemm_scales_of_every_op_type(
+    request, tmp_path, model
+):
+    """qdq_placement=gemm_inputs keeps the GEMMs' edges only, so ModelOpt is asked for those
+    op types alone: the edges kept and their scales are the ones ModelOpt's calibration of
+    every op type gives (it still places a pair on a tensor a GEMM shares with an Add)."""
+    import onnx
+
+    from pipeline.graph import onnx_model
+    from pipeline.inputs import calibration_data
+    from pipeline.precision.common.ops import GEMMS
+    from pipeline.precision.qdq import plan, quantize
+    from pipeline.precision.qdq.modelopt_run import run_modelopt
+
+    layout = layout_with_export(request, tmp_path, model)
+    cfg = compose(f"model={model}", "precision=int8")
+    src = layout.export_dir / "model.onnx"
+    data = calibration_data.load(cfg.calibration, cfg.model, src)
+    source = quantize.qdq_source(onnx_model.load(src), "int8")
+    plans, q_nodes = {}, {}
+    for way, op_types in (("every op type", None), ("gemms", sorted(GEMMS))):
+        work = tmp_path / way
+        work.mkdir()
+        files, ops = run_modelopt(
+            source, src.parent, work, "int8", "entropy", cfg.calibration, data, op_types
+        )
+        graph = onnx.load_from_string(files["model.onnx"])
+        plans[way] = plan.extract(graph, source, "gemm_inputs").admitted()
+        q_nodes[way] = ops["QuantizeLinear"]
+    assert plans["gemms"].keys() == plans["every op type"].keys() and plans["gemms"]
+    for edge, spec in plans["gemms"].items():
+        np.testing.assert_array_equal(spec.scale, plans["every op type"][edge].scale)
+    assert q_nodes["gemms"] <= q_nodes["every op type"], q_nodes
+
+
+def test_an_entry_of_every_op_type_serves_a_run_of_the_gemms_alone(request, tmp_path):
+    """A calibration made for ModelOpt's own placement (every op type), or by a version of
+    before the GEMMs were asked for alone, is a hit for the default placement."""
+    layout = layout_with_export(request, tmp_path, "cnn")
+    cache = f"calibration.cache_dir={tmp_path / 'cache'}"
+    whole = stages.calibrate(
+        compose("model=cnn", "precision=int8", "precision.qdq_placement=modelopt", cache), layout
+    )
+    assert whole["calibration"]["cache"]["hit"] is False
+    gemms = stages.calibrate(compose("model=cnn", "precision=int8", cache), layout)
+    assert gemms["calibration"]["cache"] == {
+        "key": whole["calibration"]["cache"]["key"],
+        "hit": True,
+    }

@@ -42,6 +42,20 @@ def _failure(e: Exception, mode: str, method: str) -> PipelineError:
     return PipelineError(f"ModelOpt {mode} quantization failed: {detail}")
 
 
+def _input_copy(model: ModelProto, base: Path, work: Path) -> tuple[Path, bool]:
+    """`model` written where ModelOpt reads it, and whether it keeps external data there.
+    ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own,
+    holding copies of the external data (onnx refuses linked data files)."""
+    (work / "in").mkdir()
+    src = work / "in" / "model.onnx"
+    external = cache.copy_external(model, base, src.parent)
+    # ModelOpt compares input dims as numbers or names: an axis with neither (a batch an
+    # exporter wrote as -1) fails its checks, so its copy names them.
+    with onnx_model.unnamed_dims_named(model):
+        external += onnx_model.save_copy(model, src)[1:]  # SmoothQuant's, past the limit
+    return src, bool(external)
+
+
 def run_modelopt(
     model: ModelProto,
     base: Path,
@@ -50,9 +64,11 @@ def run_modelopt(
     method: str,
     calibration_cfg: CalibrationConfig,
     data: CalibrationSet,
+    op_types: list[str] | None = None,
 ) -> tuple[dict[str, FileData], dict[str, int]]:
     """The Q/DQ graph ModelOpt makes of `model` (the smoothed, opset-normalised fp32
-    graph, its external data in `base`) as a cache entry's files, and its op histogram.
+    graph, its external data in `base`) as a cache entry's files, and its op histogram;
+    `op_types`: the op types it quantizes (None: every one it can).
     ModelOpt writes a graph past 2 GB with its weights in one file beside it, in `work`."""
     from pipeline.precision.common.modelopt_log import quiet_modelopt
 
@@ -62,16 +78,8 @@ def run_modelopt(
         raise PipelineError(
             f"int8/fp8 need nvidia-modelopt with its ONNX dependencies: {e}"
         ) from None
-    # ModelOpt reads a file and writes intermediate graphs beside it: a folder of its own,
-    # holding copies of the external data (onnx refuses linked data files).
     work = work.resolve()  # ModelOpt runs in `work` (quiet_modelopt): every path absolute
-    (work / "in").mkdir()
-    src = work / "in" / "model.onnx"
-    external = cache.copy_external(model, base, src.parent)
-    # ModelOpt compares input dims as numbers or names: an axis with neither (a batch an
-    # exporter wrote as -1) fails its checks, so its copy names them.
-    with onnx_model.unnamed_dims_named(model):
-        external += onnx_model.save_copy(model, src)[1:]  # SmoothQuant's, past the limit
+    src, external = _input_copy(model, base, work)
     out = work / "model.qdq.onnx"
     with console.bar(total=len(data.batches), desc=f"calibrating {mode}", unit="batch") as bar:
         try:
@@ -83,10 +91,11 @@ def run_modelopt(
                     calibration_data_reader=reader.reader(data.batches, bar),
                     calibration_eps=["cpu"],
                     output_path=str(out),
+                    op_types_to_quantize=op_types,
                     op_types_to_exclude=list(calibration_cfg.exclude_op_types) or None,
                     nodes_to_exclude=list(calibration_cfg.exclude_nodes) or None,
                     high_precision_dtype=HIGH_PRECISION,
-                    use_external_data_format=bool(external),
+                    use_external_data_format=external,
                     log_level="WARNING",
                 )
         except Exception as e:
