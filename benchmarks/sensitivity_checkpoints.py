@@ -9,8 +9,8 @@ small is the bundled outlier transformer (9 GEMMs), minilm the bundled BERT-shap
 widened to MiniLM's size (37 GEMMs with a weight); both are synthetic stand-ins with random
 weights and outlier channels. ocr_rec is a real model: the PP-OCRv4 recognizer from the
 rapidocr-onnxruntime 1.4.4 wheel (47 GEMMs), on as many printed text lines as the
-detector-and-OCR tutorial renders (tests/wild makes them; the wheel is fetched once from
-PyPI and cached).
+detector-and-OCR tutorial renders (benchmarks/frontier.py makes its folder; the wheel is
+fetched once from PyPI and cached).
 
 Goals, exit status 1 if missed: the same figures to float rounding (1e-5 relative), and
 never more than 5% slower where the checkpoints are not worth their sessions (then unused)."""
@@ -36,16 +36,12 @@ def model_overrides(size: str, root: Path) -> tuple[str, ...]:
     if size != "ocr_rec":
         resize(size)
         return (f"model={MODELS[size]}", "model.task=embedding")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.wild
-    from tests.wild import fetch, inputs
+    from frontier import MODELS as REAL  # puts the repository on sys.path for tests.wild
 
     folder = root / "ocr_rec"
     folder.mkdir()
-    model = folder / "model.onnx"
-    model.write_bytes(Path(fetch.rapidocr()["rec"]).read_bytes())
     # as many lines as the tutorial's make_data.py: 32 to calibrate, 64 to judge
-    inputs.write_npz_folder(folder / "calibration", "x", inputs.rec_batches(8, 4, 1))
-    inputs.write_npz_folder(folder / "reference", "x", inputs.rec_batches(16, 4, 2))
+    model, common = REAL["ocr_rec"](folder, lines=(32, 64))
     return (
         "model=onnx_file",
         f"model.onnx_path={model}",
@@ -54,8 +50,7 @@ def model_overrides(size: str, root: Path) -> tuple[str, ...]:
         "calibration=directory",
         f"calibration.path={folder / 'calibration'}",
         "model.task=sequence",
-        "profile.shapes={x: [1x3x48x320, 4x3x48x320, 8x3x48x320]}",
-        "calibration.batch_size=4",
+        *common,
     )
 
 

@@ -119,15 +119,17 @@ def switchboard_session(
     model: ModelProto, remake: Callable[[], ModelProto], base_dir: Path | None, narrow: bool | None
 ) -> tuple[Any, Resume | None]:
     """A switchboard's session (variants.switchboard_session; `narrow` None: by the model)
-    and, for one held in memory, the Resume that runs it from checkpoints, with the time
-    the session took to open (Cost weighs each cut's session by it)."""
+    and, for one held in memory with at most WEIGHT_BYTES of weights, the Resume that runs
+    it from checkpoints, with the time the session took to open (Cost weighs each cut's
+    session by it). Decided here, so a graph too large never has its switchboard remade."""
     from pipeline.precision.common import streamed
 
     if narrow is None:
         narrow = streamed.external_data(model)
+    resumable = not narrow and onnx_model.weight_bytes(model) <= WEIGHT_BYTES
     started = time.perf_counter()
     session = variants.switchboard_session(model, base_dir, narrow)
-    resume = None if narrow else Resume(remake, base_dir, time.perf_counter() - started)
+    resume = Resume(remake, base_dir, time.perf_counter() - started) if resumable else None
     return session, resume
 
 
@@ -181,8 +183,6 @@ def build(
     None where too few candidates share a cut, the cuts' sessions would cost more than
     they save, or the activations would not fit."""
     model = remake()
-    if onnx_model.weight_bytes(model) > WEIGHT_BYTES:
-        return None
     nodes = list(model.graph.node)
     first_pick = _first_readers(nodes, set(flags))
     positions = sorted(set(first_pick.values()))

@@ -79,7 +79,9 @@ def key_inputs(
     smooth: SmoothingRecord | None,
 ) -> QdqKey:
     """What ModelOpt's scales depend on. The placement is not here: it is applied to
-    ModelOpt's result afterwards, so every placement shares one calibration."""
+    ModelOpt's result afterwards. Only which op types ModelOpt calibrates follows it
+    (_streams adds the GEMMs' under gemm_inputs), and a calibration of every op type serves
+    every placement (_whole_graph_entry)."""
     return {
         "key_version": KEY_VERSION,
         "onnx_sha256": onnx_model.sha256(src),
@@ -212,7 +214,7 @@ def _streams(
     else:
         streamed.refuse_huge_tensors(source, f"{inputs['quantize_mode']} calibration")
         if precision_cfg.qdq_placement == "gemm_inputs":
-            inputs["op_types_to_quantize"] = gemm_op_types(inputs["quantize_mode"])
+            inputs["op_types_to_quantize"] = _gemm_op_types(inputs["quantize_mode"])
     return stream
 
 
@@ -254,7 +256,7 @@ def _cached_scales(
     for every op type (by any placement, or before this) serves those runs too."""
     mode, method = inputs["quantize_mode"], inputs["method"]
     name = "plan.onnx" if stream else "model.onnx"
-    whole = whole_graph_entry(inputs, calibration_cfg)
+    whole = _whole_graph_entry(inputs, calibration_cfg)
     if whole is not None:
         return whole
     with tempfile.TemporaryDirectory(prefix="qdq.") as tmp:
@@ -285,12 +287,12 @@ def _cached_scales(
         return cache.read_graph(got, name), cache_record
 
 
-def gemm_op_types(mode: str) -> list[str]:
+def _gemm_op_types(mode: str) -> list[str]:
     """The GEMM op types ModelOpt quantizes in `mode` (its fp8 mode refuses ConvTranspose)."""
     return sorted(t for t in ops.GEMMS if not (mode == "fp8" and t == "ConvTranspose"))
 
 
-def whole_graph_entry(
+def _whole_graph_entry(
     inputs: QdqKey, calibration_cfg: CalibrationConfig
 ) -> tuple[Any, dict[str, Any]] | None:
     """ModelOpt's graph of every op type, where the cache holds one for a run that asks for
