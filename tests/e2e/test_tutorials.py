@@ -17,8 +17,8 @@ from tests.e2e.tutorial_pages import blocks, save_files, sh
 pytestmark = pytest.mark.e2e
 
 
-def test_own_onnx_model_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
+def test_own_onnx_model_tutorial(tutorial_repo):
+    repo = tutorial_repo
     assert save_files("own-onnx-model.md", repo) == ["make_model.py"]
     make, fp32, int8_default_gate, int8, show, package = blocks("own-onnx-model.md")
     sh(repo, make)
@@ -57,10 +57,10 @@ def test_own_onnx_model_tutorial(in_tmp_repo_copy):
 
 
 @pytest.mark.slow
-def test_sweeps_tutorial(in_tmp_repo_copy, monkeypatch):
+def test_sweeps_tutorial(tutorial_repo, monkeypatch):
     import csv
 
-    repo = in_tmp_repo_copy
+    repo = tutorial_repo
     # A store of its own: the first sweep must build, whatever other tests put in the shared one.
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     monkeypatch.setenv("TRT_PIPELINE_CALIB_CACHE", str(repo.parent / "calibration"))
@@ -91,8 +91,8 @@ def test_sweeps_tutorial(in_tmp_repo_copy, monkeypatch):
     assert [r["store"] for r in rows("submitit")] == ["hit", "hit"]
 
 
-def test_team_store_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
+def test_team_store_tutorial(tutorial_repo):
+    repo = tutorial_repo
     folder, first, colleague = blocks("team-store.md")
     sh(repo, folder)
     store = repo.parent / "team-engines"
@@ -110,8 +110,8 @@ def test_team_store_tutorial(in_tmp_repo_copy):
     assert list((store / "entries").iterdir()) == entries
 
 
-def test_ci_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
+def test_ci_tutorial(tutorial_repo):
+    repo = tutorial_repo
     baseline, passes, stale, regression = blocks("ci.md")
     sh(repo, baseline)
     assert sh(repo, passes).returncode == 0

@@ -19,8 +19,8 @@ def _accuracy(repo) -> dict:
 
 
 @pytest.mark.slow
-def test_decoder_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_decoder_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("decoder.md", repo) == ["export_decoder.py"]
     export, fp16, int8, smoothed, int4_held_out, int4 = blocks("decoder.md")

@@ -20,8 +20,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_decoder_folder_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_decoder_folder_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("decoder-folder.md", repo) == ["make_folder.py"]
     make, run, read, genai = blocks("decoder-folder.md")

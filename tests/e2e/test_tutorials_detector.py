@@ -14,10 +14,10 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_detector_tutorial(in_tmp_repo_copy, monkeypatch):
+def test_detector_tutorial(tutorial_repo, monkeypatch):
     """docs/tutorials/detector-and-ocr.md's detector (sections 1-3); its recognizer
     (sections 4-6) is tests/e2e/test_tutorials_ocr.py's, so the two run side by side."""
-    repo = in_tmp_repo_copy
+    repo = tutorial_repo
     offline_wheels(monkeypatch, ("rapidocr-onnxruntime", "1.4.4"), ("nudenet", "3.4.2"))
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("detector-and-ocr.md", repo) == ["make_data.py", "ocr/metrics.py"]

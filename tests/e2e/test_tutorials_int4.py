@@ -16,8 +16,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_int4_transformer_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     rtn, rtn_fallback, awq, show = commands("int4-transformer.md")
     assert all(c[0] == "dvc" for c in (rtn, rtn_fallback, awq, show))
@@ -47,8 +47,8 @@ def test_int4_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
     assert "int4_awq" in dvc(repo, *show[1:]).stdout
 
 
-def test_streamed_transforms_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
+def test_streamed_transforms_tutorial(tutorial_repo):
+    repo = tutorial_repo
     streamed, modelopt, placement, show = commands("streamed-transforms.md")
     assert all(c[:2] == ["dvc", "exp"] for c in (streamed, modelopt, placement, show))
 

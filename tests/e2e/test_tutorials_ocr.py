@@ -15,8 +15,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.slow
-def test_ocr_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_ocr_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     offline_wheels(monkeypatch, ("rapidocr-onnxruntime", "1.4.4"), ("nudenet", "3.4.2"))
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("detector-and-ocr.md", repo) == ["make_data.py", "ocr/metrics.py"]

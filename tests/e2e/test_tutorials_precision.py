@@ -15,8 +15,8 @@ from tests.helpers import dvc
 pytestmark = pytest.mark.e2e
 
 
-def test_int8_transformer_tutorial(in_tmp_repo_copy):
-    repo = in_tmp_repo_copy
+def test_int8_transformer_tutorial(tutorial_repo):
+    repo = tutorial_repo
     plain, fallback, smoothed, show = commands("int8-transformer.md")
     assert all(c[0] == "dvc" for c in (plain, fallback, smoothed, show))
 
@@ -48,8 +48,8 @@ def test_int8_transformer_tutorial(in_tmp_repo_copy):
 
 
 @pytest.mark.slow
-def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_mixed_precision_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     int4_only, by_engine, by_weights, again = commands("mixed-precision.md")
     assert [c[:2] for c in (int4_only, by_engine, by_weights, again)] == [["dvc", "exp"]] * 3 + [
@@ -92,8 +92,8 @@ def test_mixed_precision_tutorial(in_tmp_repo_copy, monkeypatch):
     assert rerun["search_cache_hit"] and rerun["assignment"] == mixed["assignment"]
 
 
-def test_hf_transformer_tutorial(in_tmp_repo_copy, monkeypatch):
-    repo = in_tmp_repo_copy
+def test_hf_transformer_tutorial(tutorial_repo, monkeypatch):
+    repo = tutorial_repo
     monkeypatch.setenv("TRT_PIPELINE_STORE", str(repo.parent / "engines"))
     assert save_files("hf-transformer.md", repo) == ["export_bert.py"]
     export, int8, auto = blocks("hf-transformer.md")
