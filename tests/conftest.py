@@ -217,14 +217,19 @@ def built_transformer_detailed(built_transformer, tmp_path_factory):
     return cfg, layout
 
 
-# The copies commit; they have no git identity of their own.
-GIT_ENV = {
-    **os.environ,
+# The copies commit; they have no git identity of their own. Merged into the environment
+# when a command runs (git_env()), so what a test set there since still reaches it.
+GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@t",
     "GIT_COMMITTER_NAME": "t",
     "GIT_COMMITTER_EMAIL": "t@t",
 }
+
+
+def git_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the copies' git identity and `extra`."""
+    return {**os.environ, **GIT_IDENTITY, **extra}
 
 
 def copy_repo(dest: Path) -> Path:
@@ -244,8 +249,8 @@ def copy_repo(dest: Path) -> Path:
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / f)
     subprocess.run(["git", "init", "-q"], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=GIT_ENV)
-    subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=GIT_ENV)
+    subprocess.run(["git", "add", "-A"], cwd=dest, check=True, env=git_env())
+    subprocess.run(["git", "commit", "-qm", "copy"], cwd=dest, check=True, env=git_env())
     return dest
 
 
@@ -264,12 +269,14 @@ def tutorial_repo(tmp_path):
     under this one (docs/layout.md)."""
     import subprocess
 
+    from omegaconf import OmegaConf
+
     repo = copy_repo(tmp_path / "repo")
     config = repo / "conf" / "config.yaml"
-    timing = "\n".join(f"  {o.split('.', 1)[1].replace('=', ': ')}" for o in FAST_BENCH)
-    config.write_text(f"{config.read_text()}\nbenchmark:\n{timing}\n")
+    timing = OmegaConf.to_yaml(OmegaConf.from_dotlist(list(FAST_BENCH)))
+    config.write_text(f"{config.read_text()}\n{timing}")
     subprocess.run(
-        ["git", "commit", "-qam", "short benchmark timing"], cwd=repo, check=True, env=GIT_ENV
+        ["git", "commit", "-qam", "short benchmark timing"], cwd=repo, check=True, env=git_env()
     )
     return repo
 

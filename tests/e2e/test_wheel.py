@@ -23,7 +23,7 @@ import pytest
 import yaml
 from packaging.utils import canonicalize_name
 
-from tests.conftest import REPO
+from tests.conftest import REPO, git_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -150,14 +150,7 @@ def team_repo(venv: Path, tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """An empty git repository with `trt-pipeline init` run and committed in it."""
     team = tmp_path / "team"
     team.mkdir()
-    env = {
-        **os.environ,
-        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-    }
+    env = git_env(PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
     env.pop("PYTHONPATH", None)
     run(["git", "init", "-q"], team, env)
     out = run([str(venv / "bin" / "trt-pipeline"), "init"], team, env)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, git_env
 
 
 def page(name: str) -> str:
@@ -52,16 +52,8 @@ def offline_wheels(monkeypatch: pytest.MonkeyPatch, *wheels: tuple[str, str]) ->
 
 
 def sh(repo: Path, block: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ,
-        # The tutorials commit; the copy has no git identity of its own.
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@t",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@t",
-        # The console script and dvc of this interpreter come first.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    # The tutorials commit; the console script and dvc of this interpreter come first.
+    env = git_env(PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     r = subprocess.run(
         ["bash", "-euo", "pipefail", "-c", block],
         cwd=repo,
